@@ -1,0 +1,111 @@
+/*
+** backend.c: the backend registry, the wrappers, the cost model, and the
+** `model` backend (which executes nothing and reports the modelled cost).
+*/
+#include "backend.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int64_t lsim_cost_plan_ns(const lsim_cost_model *c, const lsim_plan *p) {
+  int64_t ns = c->iter_fixed_ns + p->prefill_rows * c->prefill_token_ns +
+               p->decode_rows * c->decode_token_ns +
+               (int64_t)p->segments * c->segment_ns +
+               (p->true_rank_rows * c->rank_row_ps) / 1000;
+  return ns < 1 ? 1 : ns;
+}
+
+/* ---- the model backend --------------------------------------------------- */
+
+typedef struct lsim__model_state {
+  lsim_cost_model cost;
+} lsim__model_state;
+
+static lsim_err lsim__model_open(void *state, const lsim_cost_model *cost,
+                                 uint64_t seed, lsim_errbuf *eb) {
+  (void)seed;
+  (void)eb;
+  ((lsim__model_state *)state)->cost = *cost;
+  return 0;
+}
+
+static lsim_err lsim__model_run(void *state, const lsim_plan *plan,
+                                lsim_backend_result *res, lsim_errbuf *eb) {
+  (void)eb;
+  res->backend_ns = lsim_cost_plan_ns(&((lsim__model_state *)state)->cost, plan);
+  res->ok = 1;
+  return 0;
+}
+
+static const lsim_backend_ops lsim__backend_model = {
+    /* .name       = */ "model",
+    /* .state_size = */ sizeof(lsim__model_state),
+    /* .open       = */ lsim__model_open,
+    /* .stage      = */ NULL,
+    /* .run        = */ lsim__model_run,
+    /* .close      = */ NULL,
+};
+
+/* ---- registry and wrappers ---------------------------------------------- */
+
+static const lsim_backend_ops *const lsim__backends[] = {&lsim__backend_model};
+#define LSIM__NBACKENDS (sizeof lsim__backends / sizeof lsim__backends[0])
+
+const lsim_backend_ops *lsim_backend_find(const char *name) {
+  if (!name)
+    return NULL;
+  for (size_t i = 0; i < LSIM__NBACKENDS; i++)
+    if (strcmp(lsim__backends[i]->name, name) == 0)
+      return lsim__backends[i];
+  return NULL;
+}
+
+const char *const *lsim_backend_names(void) {
+  static const char *names[LSIM__NBACKENDS + 1];
+  for (size_t i = 0; i < LSIM__NBACKENDS; i++)
+    names[i] = lsim__backends[i]->name;
+  return names;
+}
+
+lsim_err lsim_backend_open(lsim_backend *b, const char *name,
+                           const lsim_cost_model *cost, uint64_t seed,
+                           lsim_errbuf *eb) {
+  const lsim_backend_ops *o = lsim_backend_find(name);
+  b->ops = NULL;
+  b->state = NULL;
+  if (!o)
+    return lsim_fail(eb, LSIM_E_BACKEND, "unknown backend '%s'", name);
+  b->state = calloc(1, o->state_size ? o->state_size : 1);
+  if (!b->state)
+    return lsim_fail(eb, LSIM_E_NOMEM, "out of memory opening backend");
+  b->ops = o;
+  lsim_err rc = o->open ? o->open(b->state, cost, seed, eb) : 0;
+  if (rc) {
+    free(b->state);
+    b->state = NULL;
+    b->ops = NULL;
+  }
+  return rc;
+}
+
+lsim_err lsim_backend_stage(lsim_backend *b, int worker, int adapter,
+                            int64_t gen, int64_t bytes, lsim_errbuf *eb) {
+  if (!b->ops->stage)
+    return 0;
+  return b->ops->stage(b->state, worker, adapter, gen, bytes, eb);
+}
+
+lsim_err lsim_backend_run(lsim_backend *b, const lsim_plan *plan,
+                          lsim_backend_result *res, lsim_errbuf *eb) {
+  res->backend_ns = -1;
+  res->ok = 0;
+  return b->ops->run(b->state, plan, res, eb);
+}
+
+void lsim_backend_close(lsim_backend *b) {
+  if (b->ops && b->ops->close)
+    b->ops->close(b->state);
+  free(b->state);
+  b->state = NULL;
+  b->ops = NULL;
+}

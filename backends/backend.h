@@ -1,0 +1,72 @@
+/*
+** backend.h: the one interface every execution backend implements.
+**
+** A backend executes (or, for `model`, only costs) the adapter work of one
+** frozen iteration plan.  The simulated duration of an iteration always
+** comes from the cost model below, never from a measured time, so a run's
+** decisions are identical whatever backend executes it; what a backend
+** measures is recorded (iterations.backend_ns) and compared, not obeyed.
+**
+**   model    cost model only: reports the modelled ns as its backend_ns
+**   cpu_ref  exact rational arithmetic (GMP), the reference  [issue 3]
+**   cuda     real kernels on the GPU, checked against cpu_ref [issue 6]
+**
+** Callers use the lsim_backend_* wrappers, never the table directly; the
+** `stage` and `close` slots are optional.
+*/
+#ifndef LSIM_BACKEND_H
+#define LSIM_BACKEND_H
+
+#include "../engine/lsim.h"
+#include "../engine/plan.h"
+
+/* The iteration cost model, all in nanoseconds. */
+typedef struct lsim_cost_model {
+  int64_t iter_fixed_ns;    /* per iteration (launch, sync, sampling) */
+  int64_t prefill_token_ns; /* per prefill row through the base model */
+  int64_t decode_token_ns;  /* per decode row through the base model */
+  int64_t segment_ns;       /* per contiguous adapter segment */
+  int64_t rank_row_ps;      /* per unit of true-rank rows, picoseconds */
+} lsim_cost_model;
+
+/* Modelled duration of an iteration in ns (>= 1). */
+int64_t lsim_cost_plan_ns(const lsim_cost_model *c, const lsim_plan *p);
+
+typedef struct lsim_backend_result {
+  int64_t backend_ns; /* measured or modelled execution time; -1 unknown */
+  int ok;             /* 1 when the iteration's result is valid */
+} lsim_backend_result;
+
+typedef struct lsim_backend_ops {
+  const char *name;
+  size_t state_size;
+  lsim_err (*open)(void *state, const lsim_cost_model *cost, uint64_t seed,
+                   lsim_errbuf *eb);
+  /* Make `bytes` of adapter `adapter`, generation `gen`, resident on
+  ** `worker` (optional; the model backend has nothing to stage). */
+  lsim_err (*stage)(void *state, int worker, int adapter, int64_t gen,
+                    int64_t bytes, lsim_errbuf *eb);
+  lsim_err (*run)(void *state, const lsim_plan *plan,
+                  lsim_backend_result *res, lsim_errbuf *eb);
+  void (*close)(void *state); /* optional */
+} lsim_backend_ops;
+
+const lsim_backend_ops *lsim_backend_find(const char *name);
+const char *const *lsim_backend_names(void);
+
+/* An open backend: the table plus state the wrapper allocates. */
+typedef struct lsim_backend {
+  const lsim_backend_ops *ops; /* read-only */
+  void *state;                 /* private */
+} lsim_backend;
+
+lsim_err lsim_backend_open(lsim_backend *b, const char *name,
+                           const lsim_cost_model *cost, uint64_t seed,
+                           lsim_errbuf *eb);
+lsim_err lsim_backend_stage(lsim_backend *b, int worker, int adapter,
+                            int64_t gen, int64_t bytes, lsim_errbuf *eb);
+lsim_err lsim_backend_run(lsim_backend *b, const lsim_plan *plan,
+                          lsim_backend_result *res, lsim_errbuf *eb);
+void lsim_backend_close(lsim_backend *b);
+
+#endif /* LSIM_BACKEND_H */

@@ -1,0 +1,134 @@
+/*
+** engine.h: the serving engine, the runtime mechanism of lorasim.
+**
+** The engine owns the adapter catalog, one page pool per worker (shared by
+** adapter weights and KV cache), each worker's waiting queue and running
+** set, adapter residency per worker, admission, eviction and iteration
+** selection.  It has no clock and does no I/O: the simulator hands it the
+** current tick and the facts of the world (an arrival, a copy that finished
+** or failed, an iteration that completed), and the engine answers with
+** decisions (loads to start, a plan to run) and publishes what became
+** authoritative through the sink (event.h).
+**
+** A typical driver (sim/replay.c):
+**
+**   lsim_engine_init(&e, &cfg, eb);
+**   on arrival:        lsim_engine_arrive(&e, now, &arr, eb)
+**   on copy finished:  lsim_engine_load_done(&e, w, adapter, now, ok, eb)
+**   on iteration end:  lsim_engine_iter_done(&e, w, now, ok, eb)
+**   after each tick, for each worker touched:
+**                      lsim_engine_step(&e, w, now, loads, max, &n, plan,
+**                                       &selected, eb)
+**   at the end:        lsim_engine_finish(&e, now, eb); lsim_engine_release(&e)
+**
+** Residency of an adapter on a worker (the foundation's three states; the
+** full machine of article 0x04C replaces them in the residency issue):
+**
+**   ABSENT --start load (reserve pages)--> LOADING
+**   LOADING --copy ok: lsim_engine_load_done(ok=1), new generation--> PUBLISHED
+**   LOADING --copy failed: rollback, pages freed--> ABSENT
+**   PUBLISHED --evicted (refcount 0, no waiters), pages freed--> ABSENT
+**
+** Page conservation, per worker, after every transaction:
+**   free + reserved + adapter + kv == pool_pages
+** checked by assert in debug builds and by lsim_engine_check() on demand.
+*/
+#ifndef LSIM_ENGINE_H
+#define LSIM_ENGINE_H
+
+#include "event.h"
+#include "lsim.h"
+#include "plan.h"
+#include "policy/policy.h"
+
+/* How many waiting requests one selection looks at, from the queue head. */
+#define LSIM_ENGINE_WINDOW 256
+
+typedef struct lsim_engine_cfg {
+  int workers;
+  int64_t pool_pages;        /* per worker */
+  int64_t page_bytes;
+  int64_t max_batch_tokens;  /* rows per iteration */
+  int max_batch_requests;    /* running requests per worker */
+  int64_t kv_bytes_per_token;
+  int max_load_attempts;     /* failed copies before waiters are rejected */
+  int ntenants;
+  int nadapters;
+  const int *adapter_rank;     /* nadapters entries, copied */
+  const int64_t *adapter_bytes; /* nadapters entries, copied */
+  const lsim_sched_ops *sched;
+  const lsim_evict_ops *evict;
+  const lsim_prefetch_ops *prefetch;
+  lsim_sink sink;
+} lsim_engine_cfg;
+
+typedef struct lsim_arrival {
+  int64_t request;
+  int tenant;
+  int adapter;
+  int prompt_tokens;
+  int output_tokens;
+} lsim_arrival;
+
+/* A copy the engine wants the world to perform. */
+typedef struct lsim_load_start {
+  int worker;
+  int adapter;
+  int attempt;  /* 1, 2, ... within this load sequence */
+  int64_t bytes;
+  int64_t pages;
+} lsim_load_start;
+
+typedef struct lsim_engine lsim_engine;
+
+/* Allocate and initialise an engine.  *out is released with
+** lsim_engine_release. */
+lsim_err lsim_engine_new(lsim_engine **out, const lsim_engine_cfg *cfg,
+                         lsim_errbuf *eb);
+void lsim_engine_release(lsim_engine *e);
+
+/* A request arrives: placed on a worker and enqueued (queue_enqueued), or
+** rejected at once (admission_rejected + a request record) when it can
+** never fit.  *worker receives the worker index, or -1 when rejected. */
+lsim_err lsim_engine_arrive(lsim_engine *e, lsim_tick now,
+                            const lsim_arrival *a, int *worker,
+                            lsim_errbuf *eb);
+
+/* Decide for worker w at tick now: the copies to start (written to
+** loads[0..*nloads), at most maxloads) and, when the worker is idle, the
+** next iteration (*selected = 1 and *plan filled; the plan is owned by the
+** caller and must be handed back to lsim_engine_iter_done unchanged). */
+lsim_err lsim_engine_step(lsim_engine *e, int w, lsim_tick now,
+                          lsim_load_start *loads, int maxloads, int *nloads,
+                          lsim_plan *plan, int *selected, lsim_errbuf *eb);
+
+/* A copy finished (ok = 1: validate and publish a new generation) or failed
+** (ok = 0: roll the reservation back). */
+lsim_err lsim_engine_load_done(lsim_engine *e, int w, int adapter,
+                               lsim_tick now, int ok, lsim_errbuf *eb);
+
+/* The worker's iteration finished.  ok = 1 debits completed service and
+** advances requests; ok = 0 debits nothing and leaves requests as they
+** were. */
+lsim_err lsim_engine_iter_done(lsim_engine *e, int w, lsim_tick now, int ok,
+                               lsim_errbuf *eb);
+
+/* End of run: every request still queued or running gets its record with
+** outcome "unfinished". */
+lsim_err lsim_engine_finish(lsim_engine *e, lsim_tick now, lsim_errbuf *eb);
+
+/* Conservation and ownership check of every worker's pool; 1 when sound. */
+int lsim_engine_check(const lsim_engine *e);
+
+/* Read-only views for reports and tests. */
+typedef struct lsim_worker_view {
+  int64_t pool_pages, free_pages, reserved_pages, adapter_pages, kv_pages;
+  int waiting, running, resident_adapters, loading_adapters, busy;
+} lsim_worker_view;
+void lsim_engine_worker_view(const lsim_engine *e, int w,
+                             lsim_worker_view *out);
+int64_t lsim_engine_adapter_pages(const lsim_engine *e, int adapter);
+/* Requests not yet finished or rejected, over all workers. */
+int64_t lsim_engine_live_requests(const lsim_engine *e);
+
+#endif /* LSIM_ENGINE_H */

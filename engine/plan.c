@@ -1,0 +1,93 @@
+/*
+** plan.c: iteration plan storage and ledgers.
+*/
+#include "plan.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void lsim_plan_reset(lsim_plan *p) {
+  p->n = 0;
+  p->prefill_rows = p->decode_rows = 0;
+  p->prefill_reqs = p->decode_reqs = 0;
+  p->distinct_adapters = p->segments = p->max_rank = 0;
+  p->true_rank_rows = p->padded_rank_rows = 0;
+}
+
+lsim_err lsim_plan_push(lsim_plan *p, const lsim_plan_entry *e,
+                        lsim_errbuf *eb) {
+  if (p->n == p->cap) {
+    int cap = p->cap ? 2 * p->cap : 64;
+    lsim_plan_entry *ne = realloc(p->e, (size_t)cap * sizeof *ne);
+    if (!ne)
+      return lsim_fail(eb, LSIM_E_NOMEM, "out of memory growing a plan");
+    p->e = ne;
+    p->cap = cap;
+  }
+  p->e[p->n++] = *e;
+  return 0;
+}
+
+static int lsim__cmp_int(const void *a, const void *b) {
+  int x = *(const int *)a, y = *(const int *)b;
+  return (x > y) - (x < y);
+}
+
+lsim_err lsim_plan_finish(lsim_plan *p, lsim_errbuf *eb) {
+  int seen_decode = 0;
+  int prev_adapter = -2;
+  int *ids = NULL;
+  int nids = 0;
+  p->prefill_rows = p->decode_rows = 0;
+  p->prefill_reqs = p->decode_reqs = 0;
+  p->segments = p->max_rank = 0;
+  p->true_rank_rows = 0;
+  if (p->n > 0) {
+    ids = malloc((size_t)p->n * sizeof *ids);
+    if (!ids)
+      return lsim_fail(eb, LSIM_E_NOMEM, "out of memory finishing a plan");
+  }
+  for (int i = 0; i < p->n; i++) {
+    const lsim_plan_entry *e = &p->e[i];
+    if (e->phase == LSIM_PHASE_DECODE) {
+      seen_decode = 1;
+      if (e->rows != 1) {
+        free(ids);
+        return LSIM_BUG(eb, "decode entry with rows != 1");
+      }
+      p->decode_rows += e->rows;
+      p->decode_reqs++;
+    } else {
+      if (seen_decode || e->rows < 1) {
+        free(ids);
+        return LSIM_BUG(eb, "prefill entry after decode or with no rows");
+      }
+      p->prefill_rows += e->rows;
+      p->prefill_reqs++;
+    }
+    if (e->adapter != prev_adapter)
+      p->segments++;
+    prev_adapter = e->adapter;
+    if (e->rank > p->max_rank)
+      p->max_rank = e->rank;
+    p->true_rank_rows += (int64_t)e->rank * e->rows;
+    if (e->adapter >= 0)
+      ids[nids++] = e->adapter;
+  }
+  p->padded_rank_rows = (p->prefill_rows + p->decode_rows) * p->max_rank;
+  /* Distinct adapters: sort a copy, count runs (no hashing, no order
+  ** dependence on anything but the ids). */
+  if (nids > 1)
+    qsort(ids, (size_t)nids, sizeof *ids, lsim__cmp_int);
+  p->distinct_adapters = 0;
+  for (int i = 0; i < nids; i++)
+    if (i == 0 || ids[i] != ids[i - 1])
+      p->distinct_adapters++;
+  free(ids);
+  return 0;
+}
+
+void lsim_plan_release(lsim_plan *p) {
+  free(p->e);
+  memset(p, 0, sizeof *p);
+}

@@ -1,0 +1,52 @@
+/*
+** plan.h: one iteration's frozen plan, as the engine hands it to a backend.
+**
+** Entries are in packed order: every prefill entry precedes every decode
+** entry, each phase in scheduler order.  A prefill entry contributes `rows`
+** token rows (its prompt), a decode entry exactly one.  The ledgers
+** (true-rank rows, padded-rank rows, contiguous adapter segments) are
+** computed once by lsim_plan_finish() and read by backends and the cost
+** model.  The plan is immutable once iteration_selected is published.
+*/
+#ifndef LSIM_PLAN_H
+#define LSIM_PLAN_H
+
+#include "lsim.h"
+
+enum lsim_phase { LSIM_PHASE_PREFILL = 0, LSIM_PHASE_DECODE = 1 };
+
+typedef struct lsim_plan_entry {
+  int64_t request;
+  int tenant;
+  int adapter; /* catalog index; LSIM_NONE (-1) for the base-only path */
+  int rank;    /* logical rank of the adapter, 0 for base-only */
+  int phase;   /* enum lsim_phase */
+  int rows;    /* token rows this entry contributes */
+} lsim_plan_entry;
+
+typedef struct lsim_plan {
+  int64_t iter; /* iteration number, per run, from 0 */
+  int worker;
+  lsim_tick start_tick;
+  int n, cap;
+  lsim_plan_entry *e; /* owned by the plan */
+  /* ledgers, filled by lsim_plan_finish */
+  int64_t prefill_rows, decode_rows;
+  int prefill_reqs, decode_reqs;
+  int distinct_adapters; /* distinct non-base adapters */
+  int segments;          /* contiguous same-adapter runs in packed order */
+  int max_rank;
+  int64_t true_rank_rows;   /* sum over rows of the row's logical rank */
+  int64_t padded_rank_rows; /* rows x max_rank in the iteration */
+} lsim_plan;
+
+#define LSIM_PLAN_INIT {0, 0, 0, 0, 0, NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+
+void lsim_plan_reset(lsim_plan *p);
+lsim_err lsim_plan_push(lsim_plan *p, const lsim_plan_entry *e,
+                        lsim_errbuf *eb);
+/* Compute the ledgers.  Fails with LSIM_E_BUG if packed order is broken. */
+lsim_err lsim_plan_finish(lsim_plan *p, lsim_errbuf *eb);
+void lsim_plan_release(lsim_plan *p);
+
+#endif /* LSIM_PLAN_H */

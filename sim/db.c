@@ -1,0 +1,673 @@
+/*
+** db.c: the SQLite event spine (contract in db.h, schema in docs/SCHEMA.md).
+**
+** A database holds exactly one run (run_id 1).  The connection moves through
+** three states; each transition is made by the function named on the arrow:
+**
+**     OPEN --lsim_db_begin_run--> RUNNING --lsim_db_end_run--> ENDED
+**
+**   OPEN     schema applied and committed, runs is empty, no transaction.
+**   RUNNING  the run row is committed with status 'running' and one batch
+**            transaction is open (BEGIN IMMEDIATE).  Appends go into it;
+**            after LSIM_DB_BATCH rows it is committed and a new one begun.
+**   ENDED    everything committed, status written, no transaction.
+**
+** Invariants:
+**
+**   D1  In RUNNING, exactly one transaction is open unless `broken` is set
+**       (SQLite may roll a transaction back on its own after an I/O or
+**       out-of-memory error; from then on every append fails fast, so no row
+**       is ever written in autocommit mode behind the batch's back).
+**   D2  Events reach the table in the order they were appended: the pending
+**       buffer below is flushed, in order, before any commit, before
+**       lsim_db_handle hands the connection out, and before close.
+**   D3  The status becomes 'ok' only in lsim_db_end_run, and only after the
+**       last batch committed.  A failed write anywhere leaves 'running'.
+**   D4  No column holds wall-clock time, so the same run writes the same
+**       event rows, byte for byte.
+**
+** Speed.  The hot path is lsim_db_event.  Events are buffered LSIM__ROWS at
+** a time and written with one multi-row INSERT, which spreads SQLite's
+** per-statement cost (measured open..close on one core of an EPYC VM:
+** about 0.9M events/s one row per statement, 1.3-1.4M/s with 64 rows per
+** statement; page sizes 4K..32K were within noise of each other, 64K was
+** slower; synchronous OFF vs NORMAL within noise).  Buffering keeps
+** each event's `detail` pointer until the flush; event.h guarantees it is a
+** static string.  `seq` is the events table's rowid (INTEGER PRIMARY KEY):
+** appends in seq order go to the right edge of one B-tree, and no separate
+** (run_id, seq) index is needed -- building that index at end of run cost
+** more than half of the insert time again.
+**
+** Errors.  lsim_db_open, lsim_db_begin_run and lsim_db_end_run report
+** through the errbuf.  The append functions have no errbuf: they return
+** LSIM_E_DB (or LSIM_E_BUG when called outside a run) and keep a complete
+** message ("<path>: <what>: <sqlite message>") for lsim_db_errmsg.
+*/
+#include "db.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* PRAGMA user_version of the schema below; bump on any schema change. */
+#define LSIM__SCHEMA_VERSION 1
+#define LSIM__RUN_ID 1 /* the INSERTs below spell it as the literal 1 */
+#define LSIM__ROWS 64       /* events per multi-row INSERT */
+#define LSIM__EV_COLS 13    /* bound columns per event row (run_id is literal) */
+#define LSIM__PAGE_SIZE 8192
+#define LSIM__CACHE_KIB 65536
+
+enum { LSIM__OPEN = 0, LSIM__RUNNING = 1, LSIM__ENDED = 2 };
+
+struct lsim_db {
+  sqlite3 *h;
+  char *path;
+  sqlite3_stmt *ev1;  /* one event row */
+  sqlite3_stmt *evn;  /* LSIM__ROWS event rows */
+  sqlite3_stmt *req;
+  sqlite3_stmt *iter;
+  sqlite3_stmt *sum;
+  int state;
+  int broken;         /* an append or commit failed; see D1 */
+  int npend;          /* buffered events, not yet in the table */
+  int64_t batch_rows; /* rows appended since the last commit */
+  int64_t events;     /* events accepted by lsim_db_event */
+  lsim_event pend[LSIM__ROWS];
+  char err[512];      /* message of the last failed append */
+};
+
+/* ---- the schema ----------------------------------------------------------- */
+
+static const char lsim__schema[] =
+    "CREATE TABLE runs("
+    " run_id INTEGER PRIMARY KEY,"
+    " scenario_name TEXT,"
+    " scenario_path TEXT,"
+    " scenario_sha256 TEXT,"
+    " seed INTEGER,"
+    " version TEXT,"
+    " backend TEXT,"
+    " scheduler TEXT,"
+    " evict TEXT,"
+    " prefetch TEXT,"
+    " ns_per_tick INTEGER,"
+    " workers INTEGER,"
+    " command_line TEXT,"
+    " status TEXT NOT NULL"
+    "  CHECK(status IN ('running','ok','failed','interrupted')),"
+    " error TEXT,"
+    " events INTEGER,"
+    " end_tick INTEGER);"
+    "CREATE TABLE event_kinds("
+    " kind INTEGER PRIMARY KEY,"
+    " name TEXT UNIQUE NOT NULL);"
+    "CREATE TABLE events("
+    " run_id INTEGER NOT NULL,"
+    " seq INTEGER NOT NULL PRIMARY KEY,"
+    " tick INTEGER NOT NULL,"
+    " kind INTEGER NOT NULL,"
+    " worker INTEGER,"
+    " request INTEGER,"
+    " tenant INTEGER,"
+    " adapter INTEGER,"
+    " generation INTEGER,"
+    " attempt INTEGER,"
+    " pages INTEGER,"
+    " bytes INTEGER,"
+    " value INTEGER,"
+    " detail TEXT);"
+    "CREATE TABLE requests("
+    " run_id INTEGER NOT NULL,"
+    " request INTEGER NOT NULL,"
+    " tenant INTEGER,"
+    " adapter INTEGER,"
+    " worker INTEGER,"
+    " arrival_tick INTEGER,"
+    " first_token_tick INTEGER,"
+    " finish_tick INTEGER,"
+    " prompt_tokens INTEGER,"
+    " output_tokens INTEGER,"
+    " loads_waited INTEGER,"
+    " outcome TEXT);"
+    "CREATE TABLE iterations("
+    " run_id INTEGER NOT NULL,"
+    " iter INTEGER NOT NULL,"
+    " worker INTEGER,"
+    " start_tick INTEGER,"
+    " end_tick INTEGER,"
+    " prefill_rows INTEGER,"
+    " decode_rows INTEGER,"
+    " prefill_reqs INTEGER,"
+    " decode_reqs INTEGER,"
+    " distinct_adapters INTEGER,"
+    " segments INTEGER,"
+    " true_rank_rows INTEGER,"
+    " padded_rank_rows INTEGER,"
+    " backend_ns INTEGER,"
+    " result TEXT);"
+    "CREATE TABLE runs_summary("
+    " run_id INTEGER NOT NULL,"
+    " key TEXT NOT NULL,"
+    " value REAL,"
+    " PRIMARY KEY(run_id, key));"
+    "CREATE VIEW events_named AS SELECT"
+    " e.run_id, e.seq, e.tick, e.kind, k.name AS kind_name, e.worker,"
+    " e.request, e.tenant, e.adapter, e.generation, e.attempt, e.pages,"
+    " e.bytes, e.value, e.detail"
+    " FROM events AS e LEFT JOIN event_kinds AS k ON k.kind = e.kind;";
+
+static const struct {
+  int kind;
+  const char *name;
+} lsim__kinds[] = {
+#define LSIM__KROW(sym, val, name) {val, name},
+    LSIM_EVENT_KINDS(LSIM__KROW)
+#undef LSIM__KROW
+};
+
+#define LSIM__EV_SQL_COLS                                                  \
+  "INSERT INTO events(run_id,seq,tick,kind,worker,request,tenant,adapter," \
+  "generation,attempt,pages,bytes,value,detail) VALUES"
+#define LSIM__EV_SQL_ROW "(1,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+
+/* ---- helpers -------------------------------------------------------------- */
+
+/* Record an append failure for lsim_db_errmsg and mark the spine broken. */
+static lsim_err lsim__append_fail(lsim_db *db, const char *what) {
+  snprintf(db->err, sizeof db->err, "%s: %s: %s", db->path, what,
+           sqlite3_errmsg(db->h));
+  db->broken = 1;
+  return LSIM_E_DB;
+}
+
+static lsim_err lsim__exec(lsim_db *db, const char *sql, const char *what,
+                           lsim_errbuf *eb) {
+  if (sqlite3_exec(db->h, sql, NULL, NULL, NULL) != SQLITE_OK)
+    return lsim_fail(eb, LSIM_E_DB, "%s: %s: %s", db->path, what,
+                     sqlite3_errmsg(db->h));
+  return 0;
+}
+
+static lsim_err lsim__prepare(lsim_db *db, const char *sql,
+                              sqlite3_stmt **st, lsim_errbuf *eb) {
+  if (sqlite3_prepare_v3(db->h, sql, -1, SQLITE_PREPARE_PERSISTENT, st,
+                         NULL) != SQLITE_OK)
+    return lsim_fail(eb, LSIM_E_DB, "%s: prepare: %s", db->path,
+                     sqlite3_errmsg(db->h));
+  return 0;
+}
+
+/* An id or quantity: LSIM_NONE becomes NULL. */
+static void lsim__bind_opt(sqlite3_stmt *st, int i, int64_t v) {
+  if (v == LSIM_NONE)
+    sqlite3_bind_null(st, i);
+  else
+    sqlite3_bind_int64(st, i, v);
+}
+
+/* Text bound without a copy: every statement here is stepped before the
+** binding function returns (or, for events, before the buffered event's
+** static detail string could go away). */
+static void lsim__bind_str(sqlite3_stmt *st, int i, const char *s) {
+  if (s)
+    sqlite3_bind_text(st, i, s, -1, SQLITE_STATIC);
+  else
+    sqlite3_bind_null(st, i);
+}
+
+/* SQLite integers are signed: a seed >= 2^63 is stored as its two's
+** complement (read it back as unsigned to recover it). */
+static int64_t lsim__u64_as_i64(uint64_t v) {
+  if (v <= (uint64_t)INT64_MAX)
+    return (int64_t)v;
+  return (int64_t)(v - (uint64_t)INT64_MAX - 1) + INT64_MIN;
+}
+
+static lsim_err lsim__unlink(const char *base, const char *suffix,
+                             lsim_errbuf *eb) {
+  char p[4096];
+  int n = snprintf(p, sizeof p, "%s%s", base, suffix);
+  if (n < 0 || (size_t)n >= sizeof p)
+    return lsim_fail(eb, LSIM_E_DB, "%s: path too long", base);
+  if (unlink(p) != 0 && errno != ENOENT)
+    return lsim_fail(eb, LSIM_E_DB, "%s: cannot remove old file: %s", p,
+                     strerror(errno));
+  return 0;
+}
+
+/* Bind event ev as row `row` (0-based) of statement st. */
+static void lsim__bind_event(sqlite3_stmt *st, int row, const lsim_event *ev) {
+  int o = row * LSIM__EV_COLS;
+  sqlite3_bind_int64(st, o + 1, ev->seq);
+  sqlite3_bind_int64(st, o + 2, ev->tick);
+  sqlite3_bind_int64(st, o + 3, ev->kind);
+  lsim__bind_opt(st, o + 4, ev->worker);
+  lsim__bind_opt(st, o + 5, ev->request);
+  lsim__bind_opt(st, o + 6, ev->tenant);
+  lsim__bind_opt(st, o + 7, ev->adapter);
+  lsim__bind_opt(st, o + 8, ev->generation);
+  lsim__bind_opt(st, o + 9, ev->attempt);
+  lsim__bind_opt(st, o + 10, ev->pages);
+  lsim__bind_opt(st, o + 11, ev->bytes);
+  lsim__bind_opt(st, o + 12, ev->value);
+  lsim__bind_str(st, o + 13, ev->detail);
+}
+
+static lsim_err lsim__step(lsim_db *db, sqlite3_stmt *st, const char *what) {
+  int rc = sqlite3_step(st);
+  sqlite3_reset(st);
+  if (rc != SQLITE_DONE)
+    return lsim__append_fail(db, what);
+  return 0;
+}
+
+/* Write the buffered events: one multi-row INSERT when the buffer is full,
+** row by row otherwise (at a commit or at the end, so rarely). */
+static lsim_err lsim__flush(lsim_db *db) {
+  int n = db->npend;
+  db->npend = 0;
+  if (n == LSIM__ROWS) {
+    for (int i = 0; i < n; i++)
+      lsim__bind_event(db->evn, i, &db->pend[i]);
+    return lsim__step(db, db->evn, "insert events");
+  }
+  for (int i = 0; i < n; i++) {
+    lsim__bind_event(db->ev1, 0, &db->pend[i]);
+    lsim_err rc = lsim__step(db, db->ev1, "insert event");
+    if (rc)
+      return rc;
+  }
+  return 0;
+}
+
+static lsim_err lsim__commit_batch(lsim_db *db) {
+  lsim_err rc = lsim__flush(db);
+  if (rc)
+    return rc;
+  if (sqlite3_exec(db->h, "COMMIT", NULL, NULL, NULL) != SQLITE_OK)
+    return lsim__append_fail(db, "commit");
+  if (sqlite3_exec(db->h, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
+    return lsim__append_fail(db, "begin");
+  db->batch_rows = 0;
+  return 0;
+}
+
+/* Every append starts here: refuse outside a run or on a broken spine. */
+static lsim_err lsim__append_ok(lsim_db *db, const char *fn) {
+  if (db->broken)
+    return LSIM_E_DB; /* db->err still holds the first failure */
+  if (db->state != LSIM__RUNNING) {
+    snprintf(db->err, sizeof db->err, "bug: %s outside a run (%s)", fn,
+             db->path);
+    return LSIM_E_BUG;
+  }
+  return 0;
+}
+
+/* Count one appended row; commit the batch when it is full. */
+static lsim_err lsim__count_row(lsim_db *db) {
+  if (++db->batch_rows >= LSIM_DB_BATCH)
+    return lsim__commit_batch(db);
+  return 0;
+}
+
+/* ---- open and close --------------------------------------------------------- */
+
+static lsim_err lsim__setup(lsim_db *db, lsim_errbuf *eb) {
+  lsim_err rc;
+  char sql[128];
+
+  /* page_size must come before the first table, and before WAL. */
+  snprintf(sql, sizeof sql, "PRAGMA page_size=%d", LSIM__PAGE_SIZE);
+  if ((rc = lsim__exec(db, sql, "set page size", eb)))
+    return rc;
+  sqlite3_stmt *st = NULL;
+  if ((rc = lsim__prepare(db, "PRAGMA journal_mode=WAL", &st, eb)))
+    return rc;
+  int step = sqlite3_step(st);
+  int wal = step == SQLITE_ROW &&
+            sqlite3_column_text(st, 0) != NULL &&
+            strcmp((const char *)sqlite3_column_text(st, 0), "wal") == 0;
+  sqlite3_finalize(st);
+  if (!wal)
+    return lsim_fail(eb, LSIM_E_DB, "%s: cannot enable wal mode: %s",
+                     db->path, sqlite3_errmsg(db->h));
+  snprintf(sql, sizeof sql,
+           "PRAGMA synchronous=OFF;"
+           "PRAGMA temp_store=MEMORY;"
+           "PRAGMA cache_size=-%d;",
+           LSIM__CACHE_KIB);
+  if ((rc = lsim__exec(db, sql, "set pragmas", eb)))
+    return rc;
+  sqlite3_busy_timeout(db->h, 10000);
+
+  if ((rc = lsim__exec(db, "BEGIN", "create schema", eb)))
+    return rc;
+  if ((rc = lsim__exec(db, lsim__schema, "create schema", eb)))
+    return rc;
+  if ((rc = lsim__prepare(db, "INSERT INTO event_kinds(kind, name) "
+                              "VALUES(?1, ?2)", &st, eb)))
+    return rc;
+  for (size_t i = 0; i < sizeof lsim__kinds / sizeof lsim__kinds[0]; i++) {
+    sqlite3_bind_int(st, 1, lsim__kinds[i].kind);
+    sqlite3_bind_text(st, 2, lsim__kinds[i].name, -1, SQLITE_STATIC);
+    if (sqlite3_step(st) != SQLITE_DONE) {
+      rc = lsim_fail(eb, LSIM_E_DB, "%s: fill event_kinds: %s", db->path,
+                     sqlite3_errmsg(db->h));
+      sqlite3_finalize(st);
+      return rc;
+    }
+    sqlite3_reset(st);
+  }
+  sqlite3_finalize(st);
+  snprintf(sql, sizeof sql, "PRAGMA user_version=%d", LSIM__SCHEMA_VERSION);
+  if ((rc = lsim__exec(db, sql, "set schema version", eb)))
+    return rc;
+  if ((rc = lsim__exec(db, "COMMIT", "create schema", eb)))
+    return rc;
+
+  /* The statements, prepared once. */
+  char evn[sizeof LSIM__EV_SQL_COLS + LSIM__ROWS * sizeof LSIM__EV_SQL_ROW];
+  size_t len = strlen(LSIM__EV_SQL_COLS);
+  memcpy(evn, LSIM__EV_SQL_COLS, len);
+  for (int i = 0; i < LSIM__ROWS; i++) {
+    if (i)
+      evn[len++] = ',';
+    memcpy(evn + len, LSIM__EV_SQL_ROW, sizeof LSIM__EV_SQL_ROW - 1);
+    len += sizeof LSIM__EV_SQL_ROW - 1;
+  }
+  evn[len] = '\0';
+  if ((rc = lsim__prepare(db, LSIM__EV_SQL_COLS LSIM__EV_SQL_ROW, &db->ev1,
+                          eb)) ||
+      (rc = lsim__prepare(db, evn, &db->evn, eb)) ||
+      (rc = lsim__prepare(db,
+                          "INSERT INTO requests(run_id,request,tenant,"
+                          "adapter,worker,arrival_tick,first_token_tick,"
+                          "finish_tick,prompt_tokens,output_tokens,"
+                          "loads_waited,outcome) "
+                          "VALUES(1,?,?,?,?,?,?,?,?,?,?,?)",
+                          &db->req, eb)) ||
+      (rc = lsim__prepare(db,
+                          "INSERT INTO iterations(run_id,iter,worker,"
+                          "start_tick,end_tick,prefill_rows,decode_rows,"
+                          "prefill_reqs,decode_reqs,distinct_adapters,"
+                          "segments,true_rank_rows,padded_rank_rows,"
+                          "backend_ns,result) "
+                          "VALUES(1,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                          &db->iter, eb)) ||
+      (rc = lsim__prepare(db,
+                          "INSERT OR REPLACE INTO runs_summary(run_id,key,"
+                          "value) VALUES(1,?,?)",
+                          &db->sum, eb)))
+    return rc;
+  return 0;
+}
+
+lsim_err lsim_db_open(lsim_db **out, const char *path, lsim_errbuf *eb) {
+  *out = NULL;
+  if (!path || !*path)
+    return lsim_fail(eb, LSIM_E_DB, "empty database path");
+  lsim_err rc;
+  if ((rc = lsim__unlink(path, "", eb)) ||
+      (rc = lsim__unlink(path, "-wal", eb)) ||
+      (rc = lsim__unlink(path, "-shm", eb)))
+    return rc;
+
+  lsim_db *db = calloc(1, sizeof *db);
+  if (!db)
+    return lsim_fail(eb, LSIM_E_NOMEM, "%s: out of memory", path);
+  size_t n = strlen(path) + 1;
+  db->path = malloc(n);
+  if (!db->path) {
+    free(db);
+    return lsim_fail(eb, LSIM_E_NOMEM, "%s: out of memory", path);
+  }
+  memcpy(db->path, path, n);
+
+  /* NOMUTEX: one connection, one thread; saves a mutex per bind call. */
+  int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
+  if (sqlite3_open_v2(path, &db->h, flags, NULL) != SQLITE_OK) {
+    rc = lsim_fail(eb, LSIM_E_DB, "%s: cannot open database: %s", path,
+                   db->h ? sqlite3_errmsg(db->h) : "out of memory");
+    lsim_db_close(db);
+    return rc;
+  }
+  if ((rc = lsim__setup(db, eb))) {
+    lsim_db_close(db);
+    return rc;
+  }
+  *out = db;
+  return 0;
+}
+
+void lsim_db_close(lsim_db *db) {
+  if (!db)
+    return;
+  if (db->h) {
+    /* A run that was never ended: keep what it wrote (status untouched, so
+    ** it stays 'running').  On a broken spine the buffer is dropped, but a
+    ** still-open transaction is committed: its rows were written.  Outside
+    ** a run the only open transaction is a schema that failed half way. */
+    if (db->state == LSIM__RUNNING && !db->broken)
+      (void)lsim__flush(db);
+    if (!sqlite3_get_autocommit(db->h) &&
+        (db->state != LSIM__RUNNING ||
+         sqlite3_exec(db->h, "COMMIT", NULL, NULL, NULL) != SQLITE_OK))
+      sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);
+    sqlite3_finalize(db->ev1);
+    sqlite3_finalize(db->evn);
+    sqlite3_finalize(db->req);
+    sqlite3_finalize(db->iter);
+    sqlite3_finalize(db->sum);
+    sqlite3_close_v2(db->h);
+  }
+  free(db->path);
+  free(db);
+}
+
+/* ---- the run ------------------------------------------------------------------ */
+
+lsim_err lsim_db_begin_run(lsim_db *db, const lsim_run_info *info,
+                           lsim_errbuf *eb) {
+  if (!db || !info)
+    return LSIM_BUG(eb, "lsim_db_begin_run without a database or run info");
+  if (db->state != LSIM__OPEN)
+    return LSIM_BUG(eb, "lsim_db_begin_run called twice");
+  sqlite3_stmt *st = NULL;
+  lsim_err rc = lsim__prepare(
+      db,
+      "INSERT INTO runs(run_id,scenario_name,scenario_path,scenario_sha256,"
+      "seed,version,backend,scheduler,evict,prefetch,ns_per_tick,workers,"
+      "command_line,status) "
+      "VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,'running')",
+      &st, eb);
+  if (rc)
+    return rc;
+  sqlite3_bind_int(st, 1, LSIM__RUN_ID);
+  lsim__bind_str(st, 2, info->scenario_name);
+  lsim__bind_str(st, 3, info->scenario_path);
+  lsim__bind_str(st, 4, info->scenario_sha256);
+  sqlite3_bind_int64(st, 5, lsim__u64_as_i64(info->seed));
+  lsim__bind_str(st, 6, LSIM_VERSION);
+  lsim__bind_str(st, 7, info->backend);
+  lsim__bind_str(st, 8, info->scheduler);
+  lsim__bind_str(st, 9, info->evict);
+  lsim__bind_str(st, 10, info->prefetch);
+  sqlite3_bind_int64(st, 11, info->ns_per_tick);
+  sqlite3_bind_int(st, 12, info->workers);
+  lsim__bind_str(st, 13, info->command_line);
+  /* autocommit: the 'running' row is durable before any event exists */
+  if (sqlite3_step(st) != SQLITE_DONE) {
+    rc = lsim_fail(eb, LSIM_E_DB, "%s: insert run: %s", db->path,
+                   sqlite3_errmsg(db->h));
+    sqlite3_finalize(st);
+    return rc;
+  }
+  sqlite3_finalize(st);
+  if ((rc = lsim__exec(db, "BEGIN IMMEDIATE", "begin", eb)))
+    return rc;
+  db->state = LSIM__RUNNING;
+  db->batch_rows = 0;
+  return 0;
+}
+
+lsim_err lsim_db_event(void *ud, const lsim_event *ev) {
+  lsim_db *db = ud;
+  lsim_err rc = lsim__append_ok(db, "lsim_db_event");
+  if (rc)
+    return rc;
+  if (!lsim_event_kind_name(ev->kind)) {
+    snprintf(db->err, sizeof db->err,
+             "bug: event seq %lld has unknown kind %d (%s)",
+             (long long)ev->seq, ev->kind, db->path);
+    return LSIM_E_BUG;
+  }
+  db->pend[db->npend++] = *ev;
+  db->events++;
+  if (db->npend == LSIM__ROWS && (rc = lsim__flush(db)))
+    return rc;
+  return lsim__count_row(db);
+}
+
+lsim_err lsim_db_request(void *ud, const lsim_request_record *rec) {
+  lsim_db *db = ud;
+  lsim_err rc = lsim__append_ok(db, "lsim_db_request");
+  if (rc)
+    return rc;
+  sqlite3_stmt *st = db->req;
+  sqlite3_bind_int64(st, 1, rec->request);
+  lsim__bind_opt(st, 2, rec->tenant);
+  lsim__bind_opt(st, 3, rec->adapter);
+  lsim__bind_opt(st, 4, rec->worker);
+  sqlite3_bind_int64(st, 5, rec->arrival_tick);
+  lsim__bind_opt(st, 6, rec->first_token_tick);
+  lsim__bind_opt(st, 7, rec->finish_tick);
+  sqlite3_bind_int64(st, 8, rec->prompt_tokens);
+  sqlite3_bind_int64(st, 9, rec->output_tokens);
+  sqlite3_bind_int64(st, 10, rec->loads_waited);
+  lsim__bind_str(st, 11, rec->outcome);
+  if ((rc = lsim__step(db, st, "insert request")))
+    return rc;
+  return lsim__count_row(db);
+}
+
+lsim_err lsim_db_iteration(lsim_db *db, const lsim_iter_record *it) {
+  lsim_err rc = lsim__append_ok(db, "lsim_db_iteration");
+  if (rc)
+    return rc;
+  sqlite3_stmt *st = db->iter;
+  sqlite3_bind_int64(st, 1, it->iter);
+  lsim__bind_opt(st, 2, it->worker);
+  sqlite3_bind_int64(st, 3, it->start_tick);
+  sqlite3_bind_int64(st, 4, it->end_tick);
+  sqlite3_bind_int64(st, 5, it->prefill_rows);
+  sqlite3_bind_int64(st, 6, it->decode_rows);
+  sqlite3_bind_int64(st, 7, it->prefill_reqs);
+  sqlite3_bind_int64(st, 8, it->decode_reqs);
+  sqlite3_bind_int64(st, 9, it->distinct_adapters);
+  sqlite3_bind_int64(st, 10, it->segments);
+  sqlite3_bind_int64(st, 11, it->true_rank_rows);
+  sqlite3_bind_int64(st, 12, it->padded_rank_rows);
+  lsim__bind_opt(st, 13, it->backend_ns);
+  lsim__bind_str(st, 14, it->result);
+  if ((rc = lsim__step(db, st, "insert iteration")))
+    return rc;
+  return lsim__count_row(db);
+}
+
+/* Allowed while the run is in progress (batched with the rest) and after
+** it ended (then each figure commits on its own). */
+lsim_err lsim_db_summary(lsim_db *db, const char *key, double value) {
+  if (db->broken)
+    return LSIM_E_DB;
+  if (db->state == LSIM__OPEN) {
+    snprintf(db->err, sizeof db->err,
+             "bug: lsim_db_summary before the run began (%s)", db->path);
+    return LSIM_E_BUG;
+  }
+  if (!key) {
+    snprintf(db->err, sizeof db->err, "bug: summary figure without a key (%s)",
+             db->path);
+    return LSIM_E_BUG;
+  }
+  sqlite3_bind_text(db->sum, 1, key, -1, SQLITE_STATIC);
+  sqlite3_bind_double(db->sum, 2, value);
+  lsim_err rc = lsim__step(db, db->sum, "insert summary");
+  if (rc || db->state != LSIM__RUNNING)
+    return rc;
+  return lsim__count_row(db);
+}
+
+lsim_err lsim_db_end_run(lsim_db *db, const char *status, const char *error,
+                         lsim_tick end_tick, lsim_errbuf *eb) {
+  if (!db || db->state != LSIM__RUNNING)
+    return LSIM_BUG(eb, "lsim_db_end_run without a run in progress");
+  if (!status || (strcmp(status, "ok") != 0 && strcmp(status, "failed") != 0 &&
+                  strcmp(status, "interrupted") != 0))
+    return LSIM_BUG(eb, "lsim_db_end_run: status must be ok, failed or "
+                        "interrupted");
+  if (db->broken)
+    return lsim_fail(eb, LSIM_E_DB, "run left as 'running', an earlier write "
+                                    "failed: %s", db->err);
+
+  /* 1. the last batch */
+  lsim_err rc = lsim__flush(db);
+  if (rc)
+    return lsim_fail(eb, rc, "%s", db->err);
+  if (sqlite3_exec(db->h, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
+    lsim__append_fail(db, "commit");
+    return lsim_fail(eb, LSIM_E_DB, "%s", db->err);
+  }
+  db->batch_rows = 0;
+
+  /* 2. the status, durable at the closing checkpoint */
+  sqlite3_stmt *st = NULL;
+  if ((rc = lsim__exec(db, "PRAGMA synchronous=NORMAL", "set pragmas", eb)) ||
+      (rc = lsim__prepare(db,
+                          "UPDATE runs SET status=?1, error=?2, events=?3, "
+                          "end_tick=?4 WHERE run_id=?5",
+                          &st, eb))) {
+    db->broken = 1;
+    return rc;
+  }
+  lsim__bind_str(st, 1, status);
+  lsim__bind_str(st, 2, error);
+  sqlite3_bind_int64(st, 3, db->events);
+  sqlite3_bind_int64(st, 4, end_tick);
+  sqlite3_bind_int(st, 5, LSIM__RUN_ID);
+  int step = sqlite3_step(st);
+  sqlite3_finalize(st);
+  if (step != SQLITE_DONE || sqlite3_changes(db->h) != 1) {
+    db->broken = 1;
+    return lsim_fail(eb, LSIM_E_DB, "%s: set run status: %s", db->path,
+                     step != SQLITE_DONE ? sqlite3_errmsg(db->h)
+                                         : "run row missing");
+  }
+  db->state = LSIM__ENDED;
+  return 0;
+}
+
+/* ---- accessors ------------------------------------------------------------------ */
+
+const char *lsim_db_errmsg(lsim_db *db) {
+  if (!db)
+    return "no database";
+  if (db->err[0])
+    return db->err;
+  return db->h ? sqlite3_errmsg(db->h) : "no database";
+}
+
+/* The buffered events are written first (D2), so report queries on the
+** handle see every appended row.  A failed flush is kept for the next
+** append or lsim_db_end_run to report. */
+sqlite3 *lsim_db_handle(lsim_db *db) {
+  if (!db)
+    return NULL;
+  if (db->state == LSIM__RUNNING && !db->broken && db->npend > 0)
+    (void)lsim__flush(db);
+  return db->h;
+}
+
+int64_t lsim_db_event_count(const lsim_db *db) { return db ? db->events : 0; }

@@ -1,0 +1,97 @@
+/*
+** db.h: the SQLite event spine, one database file per run.
+**
+** The database holds the run row, every publication event, one row per
+** request and one per iteration (schema: docs/SCHEMA.md).  Writes go
+** through prepared statements inside batched transactions (a commit every
+** LSIM_DB_BATCH rows) in WAL mode; a run is therefore visible while it is in
+** progress and survives a crash up to its last commit.
+**
+** Status discipline: lsim_db_begin_run commits the run row with status
+** 'running' before any event is written; only lsim_db_end_run(..., "ok")
+** turns it into 'ok', after the last batch committed.  A run that fails
+** ends as 'failed', one stopped by SIGINT as 'interrupted', and one whose
+** process died stays 'running': no path leaves a database claiming success
+** for a run that did not finish.
+**
+** Usage:
+**   lsim_db *db; lsim_db_open(&db, path, eb);
+**   lsim_db_begin_run(db, &info, eb);
+**   ... lsim_db_event / lsim_db_request / lsim_db_iteration ...
+**   lsim_db_end_run(db, "ok", NULL, eb);
+**   lsim_db_close(db);
+*/
+#ifndef LSIM_DB_H
+#define LSIM_DB_H
+
+#include <sqlite3.h>
+
+#include "../engine/event.h"
+#include "../engine/lsim.h"
+
+#define LSIM_DB_BATCH 65536 /* rows per committed transaction */
+
+typedef struct lsim_db lsim_db;
+
+typedef struct lsim_run_info {
+  const char *scenario_name;
+  const char *scenario_path;
+  const char *scenario_sha256; /* 64 hex chars */
+  uint64_t seed;
+  const char *backend;
+  const char *scheduler;
+  const char *evict;
+  const char *prefetch;
+  int64_t ns_per_tick;
+  int workers;
+  const char *command_line; /* may be NULL */
+} lsim_run_info;
+
+typedef struct lsim_iter_record {
+  int64_t iter;
+  int worker;
+  lsim_tick start_tick, end_tick;
+  int64_t prefill_rows, decode_rows;
+  int prefill_reqs, decode_reqs;
+  int distinct_adapters, segments;
+  int64_t true_rank_rows, padded_rank_rows;
+  int64_t backend_ns; /* -1 when the backend measured nothing */
+  const char *result; /* "ok", "failed" */
+} lsim_iter_record;
+
+/* Create a fresh database at path (an existing file and its -wal/-shm are
+** replaced), apply pragmas and the schema.  *out is owned by the caller and
+** released with lsim_db_close. */
+lsim_err lsim_db_open(lsim_db **out, const char *path, lsim_errbuf *eb);
+
+/* Insert the run row (status 'running') and commit it.  Run id is 1. */
+lsim_err lsim_db_begin_run(lsim_db *db, const lsim_run_info *info,
+                           lsim_errbuf *eb);
+
+/* Append rows; these are batched and committed every LSIM_DB_BATCH rows.
+** lsim_db_event matches lsim_sink.event (ud is the lsim_db *). */
+lsim_err lsim_db_event(void *db, const lsim_event *ev);
+lsim_err lsim_db_request(void *db, const lsim_request_record *rec);
+lsim_err lsim_db_iteration(lsim_db *db, const lsim_iter_record *it);
+
+/* Record a key/value summary figure of the run (runs_summary table). */
+lsim_err lsim_db_summary(lsim_db *db, const char *key, double value);
+
+/* Commit what is pending, then set the run's status ("ok", "failed",
+** "interrupted"), its error message (may be NULL), event count and end
+** tick, and commit that.  On a write failure the status stays unchanged. */
+lsim_err lsim_db_end_run(lsim_db *db, const char *status, const char *error,
+                         lsim_tick end_tick, lsim_errbuf *eb);
+
+/* Events appended so far in this run. */
+int64_t lsim_db_event_count(const lsim_db *db);
+
+/* The last SQLite error of a failed append, for the caller's message. */
+const char *lsim_db_errmsg(lsim_db *db);
+
+/* The underlying handle, for report queries (read-only use). */
+sqlite3 *lsim_db_handle(lsim_db *db);
+
+void lsim_db_close(lsim_db *db);
+
+#endif /* LSIM_DB_H */

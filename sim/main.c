@@ -1,0 +1,241 @@
+/*
+** main.c: the lorasim command line.
+**
+**   lorasim replay SCENARIO.json [options]   replay a scenario
+**   lorasim help [COMMAND]                   usage
+**   lorasim version                          version and build
+**
+** Exit status: 0 success, 1 a run that failed, 2 bad usage or bad input
+** (scenario, trace), 130 interrupted by SIGINT.
+*/
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "../backends/backend.h"
+#include "../engine/policy/policy.h"
+#include "replay.h"
+#include "scenario.h"
+#ifdef LSIM_HAVE_CUDA
+#include "../backends/cuda/cuda.h"
+#endif
+
+static volatile sig_atomic_t lsim__stop = 0;
+
+static void lsim__on_sigint(int sig) {
+  (void)sig;
+  lsim__stop = 1;
+}
+
+static void lsim__names(FILE *f, const char *what, const char *const *names) {
+  fprintf(f, "  %-10s", what);
+  for (int i = 0; names[i]; i++)
+    fprintf(f, "%s%s", i ? ", " : "", names[i]);
+  fputc('\n', f);
+}
+
+static void lsim__usage_replay(FILE *f) {
+  fputs(
+      "usage: lorasim replay SCENARIO.json [options]\n"
+      "\n"
+      "Replay the scenario's trace through the engine, log every publication\n"
+      "event to a new SQLite database and print a summary.\n"
+      "\n"
+      "options:\n"
+      "  --db PATH          database to write (replaced if it exists);\n"
+      "                     default results/NAME-seedSEED.db\n"
+      "  --seed N           override the scenario seed\n"
+      "  --scheduler NAME   override the scheduler policy\n"
+      "  --evict NAME       override the eviction policy\n"
+      "  --prefetch NAME    override the prefetch policy\n"
+      "  --backend NAME     override the execution backend\n"
+      "  --no-plots         do not write gnuplot PNGs\n"
+      "  --quiet            no summary and no progress line\n"
+      "  -h, --help         this text\n"
+      "\n"
+      "registered names:\n",
+      f);
+  lsim__names(f, "scheduler", lsim_sched_names());
+  lsim__names(f, "evict", lsim_evict_names());
+  lsim__names(f, "prefetch", lsim_prefetch_names());
+  lsim__names(f, "backend", lsim_backend_names());
+  fputs("\nexit status: 0 ok, 1 run failed, 2 bad usage or input, "
+        "130 interrupted\n",
+        f);
+}
+
+static void lsim__usage(FILE *f) {
+  fputs("usage: lorasim COMMAND [options]\n"
+        "\n"
+        "commands:\n"
+        "  replay SCENARIO.json   replay a trace through the simulator\n"
+        "  help [COMMAND]         show help for a command\n"
+        "  version                print the version and build\n"
+        "\n"
+        "Run 'lorasim COMMAND --help' for the options of a command.\n",
+        f);
+}
+
+static int lsim__die(const char *prog, lsim_err code, const char *msg) {
+  fprintf(stderr, "%s: error: %s: %s\n", prog, lsim_err_name(code), msg);
+  if (code == LSIM_E_INTERRUPTED)
+    return 130;
+  if (code <= LSIM_E_SCN_JSON && code > LSIM_E_BACKEND)
+    return 2; /* scenario and trace input */
+  return code == LSIM_E_USAGE ? 2 : 1;
+}
+
+static int lsim__set_name(char *dst, const char *src, const char *what,
+                          int ok, lsim_errbuf *eb) {
+  if (!ok) {
+    lsim_fail(eb, what[0] == 'b' ? LSIM_E_SCN_BACKEND : LSIM_E_SCN_POLICY,
+              "--%s: unknown name '%s' (see lorasim replay --help)", what, src);
+    return -1;
+  }
+  snprintf(dst, LSIM_NAME_MAX, "%s", src);
+  return 0;
+}
+
+static int lsim__parse_seed(const char *s, uint64_t *out) {
+  char *end;
+  errno = 0;
+  unsigned long long v = strtoull(s, &end, 10);
+  if (*s == '-' || end == s || *end || errno)
+    return -1;
+  *out = v;
+  return 0;
+}
+
+static int lsim__cmd_replay(int argc, char **argv) {
+  enum { O_DB = 256, O_SEED, O_SCHED, O_EVICT, O_PREFETCH, O_BACKEND,
+         O_NOPLOTS, O_QUIET };
+  static const struct option opts[] = {
+      {"db", required_argument, NULL, O_DB},
+      {"seed", required_argument, NULL, O_SEED},
+      {"scheduler", required_argument, NULL, O_SCHED},
+      {"evict", required_argument, NULL, O_EVICT},
+      {"prefetch", required_argument, NULL, O_PREFETCH},
+      {"backend", required_argument, NULL, O_BACKEND},
+      {"no-plots", no_argument, NULL, O_NOPLOTS},
+      {"quiet", no_argument, NULL, O_QUIET},
+      {"help", no_argument, NULL, 'h'},
+      {NULL, 0, NULL, 0}};
+  const char *db = NULL, *sched = NULL, *evict = NULL, *prefetch = NULL,
+             *backend = NULL, *seed_s = NULL;
+  int plots = 1, quiet = 0, c;
+  optind = 1;
+  while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    switch (c) {
+    case O_DB: db = optarg; break;
+    case O_SEED: seed_s = optarg; break;
+    case O_SCHED: sched = optarg; break;
+    case O_EVICT: evict = optarg; break;
+    case O_PREFETCH: prefetch = optarg; break;
+    case O_BACKEND: backend = optarg; break;
+    case O_NOPLOTS: plots = 0; break;
+    case O_QUIET: quiet = 1; break;
+    case 'h': lsim__usage_replay(stdout); return 0;
+    default: lsim__usage_replay(stderr); return 2;
+    }
+  }
+  if (optind != argc - 1) {
+    fprintf(stderr, "lorasim replay: error: E_USAGE: expected exactly one "
+                    "scenario file\n");
+    lsim__usage_replay(stderr);
+    return 2;
+  }
+  static lsim_scenario sc;
+  lsim_errbuf eb = LSIM_ERRBUF_INIT;
+  lsim_err rc = lsim_scenario_load(&sc, argv[optind], &eb);
+  if (rc) {
+    lsim__die("lorasim replay", rc, eb.msg);
+    return 2; /* an unreadable scenario is bad input too */
+  }
+  if (seed_s && lsim__parse_seed(seed_s, &sc.seed))
+    return lsim__die("lorasim replay", LSIM_E_USAGE,
+                     "--seed: expected a non-negative integer");
+  if ((sched && lsim__set_name(sc.scheduler, sched, "scheduler",
+                               lsim_sched_find(sched) != NULL, &eb)) ||
+      (evict && lsim__set_name(sc.evict, evict, "evict",
+                               lsim_evict_find(evict) != NULL, &eb)) ||
+      (prefetch && lsim__set_name(sc.prefetch, prefetch, "prefetch",
+                                  lsim_prefetch_find(prefetch) != NULL, &eb)) ||
+      (backend && lsim__set_name(sc.backend, backend, "backend",
+                                 lsim_backend_find(backend) != NULL, &eb)))
+    return lsim__die("lorasim replay", eb.code, eb.msg);
+
+  char dbpath[1024];
+  if (db) {
+    snprintf(dbpath, sizeof dbpath, "%s", db);
+  } else {
+    if (mkdir("results", 0777) != 0 && errno != EEXIST)
+      return lsim__die("lorasim replay", LSIM_E_IO,
+                       "cannot create directory results/");
+    snprintf(dbpath, sizeof dbpath, "results/%s-seed%llu.db", sc.name,
+             (unsigned long long)sc.seed);
+  }
+
+  char cmdline[1024] = "";
+  size_t used = 0;
+  for (int i = 0; i < argc && used < sizeof cmdline - 1; i++)
+    used += (size_t)snprintf(cmdline + used, sizeof cmdline - used, "%s%s",
+                             i ? " " : "lorasim ", argv[i]);
+
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = lsim__on_sigint;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
+
+  lsim_replay_opts o = {dbpath, cmdline, !quiet, plots,
+                        quiet ? NULL : stdout, &lsim__stop, NULL, NULL};
+  lsim_summary sum;
+  rc = lsim_replay_run(&sc, &o, &sum, &eb);
+  if (rc) {
+    int st = lsim__die("lorasim replay", rc, eb.msg);
+    fprintf(stderr, "lorasim replay: run marked '%s' in %s\n", sum.status,
+            dbpath);
+    return st;
+  }
+  return 0;
+}
+
+static int lsim__cmd_version(void) {
+  printf("lorasim %s\n", LSIM_VERSION);
+#ifdef LSIM_HAVE_CUDA
+  char desc[256];
+  int n = lsim_cuda_describe(desc, sizeof desc);
+  printf("cuda: built for sm_90 (+PTX); %s\n", n > 0 ? desc : desc);
+#else
+  printf("cuda: not built (nvcc was not found at configure time)\n");
+#endif
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    lsim__usage(stderr);
+    return 2;
+  }
+  const char *cmd = argv[1];
+  if (strcmp(cmd, "replay") == 0)
+    return lsim__cmd_replay(argc - 1, argv + 1);
+  if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0)
+    return lsim__cmd_version();
+  if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 ||
+      strcmp(cmd, "-h") == 0) {
+    if (argc > 2 && strcmp(argv[2], "replay") == 0)
+      lsim__usage_replay(stdout);
+    else
+      lsim__usage(stdout);
+    return 0;
+  }
+  fprintf(stderr, "lorasim: error: E_USAGE: unknown command '%s'\n", cmd);
+  lsim__usage(stderr);
+  return 2;
+}

@@ -1,0 +1,450 @@
+/*
+** replay.c: the replay loop and the world around the engine.
+**
+** Time flows only through the event queue.  Queue event classes fix what
+** happens first within one tick:
+**
+**   0 LOAD_DONE   a copy finished (or failed) on a worker's copy engine
+**   1 ITER_DONE   a worker's iteration finished
+**   2 ARRIVAL     the next trace record is due (exactly one is pending)
+**   3 STEP        a worker decides: loads to start, the next iteration
+**
+** A worker gets at most one pending STEP per tick, pushed when an event of
+** classes 0-2 touched it, so the decision sees every fact of its tick.
+** Random draws for copy faults come from the faults stream only; measured
+** backend times are recorded and never feed back into time.
+*/
+#include "replay.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../backends/backend.h"
+#include "../engine/engine.h"
+#include "../traces/trace.h"
+#include "db.h"
+#include "queue.h"
+#include "rng.h"
+
+enum { LSIM__Q_LOAD_DONE = 0, LSIM__Q_ITER_DONE = 1, LSIM__Q_ARRIVAL = 2,
+       LSIM__Q_STEP = 3 };
+
+#define LSIM__MAX_LOADS 64
+
+typedef struct lsim__world {
+  const lsim_scenario *sc;
+  const lsim_replay_opts *o;
+  lsim_engine *eng;
+  lsim_db *db;
+  lsim_metrics m;
+  lsim_backend be;
+  int be_open;
+  lsim_cost_model cost;
+  lsim_queue q;
+  lsim_trace tr;
+  int tr_open;
+  lsim_rng faults;
+  lsim_tick now;
+  lsim_tick *copy_free_at; /* per worker */
+  lsim_tick *step_at;      /* per worker: tick of its pending STEP, or -1 */
+  lsim_plan *plans;        /* per worker: the plan in flight */
+  int64_t *backend_ns;     /* per worker: measured ns of the plan in flight */
+  lsim_trace_rec next;     /* the pending arrival */
+  int have_next;
+  int64_t arrived, iterations, queue_events;
+  lsim_err sink_rc;        /* first sink failure */
+} lsim__world;
+
+/* ---- the fan-out sink: database first, then metrics --------------------- */
+
+static lsim_err lsim__sink_event(void *ud, const lsim_event *ev) {
+  lsim__world *W = ud;
+  lsim_err rc = lsim_db_event(W->db, ev);
+  if (rc)
+    return rc;
+  lsim_metrics_event(&W->m, ev);
+  return 0;
+}
+
+static lsim_err lsim__sink_request(void *ud, const lsim_request_record *rec) {
+  lsim__world *W = ud;
+  lsim_err rc = lsim_db_request(W->db, rec);
+  if (rc)
+    return rc;
+  lsim_metrics_request(&W->m, rec);
+  return 0;
+}
+
+/* ---- time helpers ------------------------------------------------------- */
+
+static lsim_tick lsim__ns_to_ticks_ceil(const lsim_scenario *sc, int64_t ns) {
+  lsim_tick t = (ns + sc->ns_per_tick - 1) / sc->ns_per_tick;
+  return t < 1 ? 1 : t;
+}
+
+static int64_t lsim__copy_ns(const lsim_scenario *sc, int64_t bytes) {
+  /* bytes / (GB/s) = ns; rounded up so a copy never takes zero time */
+  return sc->load_fixed_us * 1000 + (int64_t)ceil((double)bytes / sc->h2d_gbps);
+}
+
+static lsim_err lsim__push(lsim__world *W, lsim_tick tick, int cls, int w,
+                           int64_t a, int64_t b, lsim_errbuf *eb) {
+  lsim_qev ev = {tick, cls, 0, cls, w, a, b};
+  if (lsim_queue_push(&W->q, &ev))
+    return lsim_fail(eb, LSIM_E_NOMEM, "out of memory in the event queue");
+  return 0;
+}
+
+static lsim_err lsim__touch(lsim__world *W, int w, lsim_errbuf *eb) {
+  if (W->step_at[w] == W->now)
+    return 0;
+  W->step_at[w] = W->now;
+  return lsim__push(W, W->now, LSIM__Q_STEP, w, 0, 0, eb);
+}
+
+static lsim_err lsim__read_next(lsim__world *W, lsim_errbuf *eb) {
+  int r = lsim_trace_next(&W->tr, &W->next, eb);
+  if (r < 0)
+    return r;
+  W->have_next = r;
+  if (!r)
+    return 0;
+  lsim_tick t = W->next.arrival_ns / W->sc->ns_per_tick;
+  if (t < W->now)
+    t = W->now;
+  return lsim__push(W, t, LSIM__Q_ARRIVAL, -1, 0, 0, eb);
+}
+
+/* ---- handlers ------------------------------------------------------------- */
+
+static lsim_err lsim__on_step(lsim__world *W, int w, lsim_errbuf *eb) {
+  lsim_load_start loads[LSIM__MAX_LOADS];
+  int nloads, selected;
+  W->step_at[w] = -1;
+  lsim_err rc = lsim_engine_step(W->eng, w, W->now, loads, LSIM__MAX_LOADS,
+                                 &nloads, &W->plans[w], &selected, eb);
+  if (rc)
+    return rc;
+  for (int i = 0; i < nloads; i++) {
+    /* copies on one worker run one after another on its copy engine */
+    lsim_tick start = W->copy_free_at[w] > W->now ? W->copy_free_at[w] : W->now;
+    lsim_tick done = start + lsim__ns_to_ticks_ceil(W->sc,
+                                                    lsim__copy_ns(W->sc, loads[i].bytes));
+    W->copy_free_at[w] = done;
+    int fail = W->sc->load_failure_rate > 0 &&
+               lsim_rng_unit(&W->faults) < W->sc->load_failure_rate;
+    if ((rc = lsim__push(W, done, LSIM__Q_LOAD_DONE, w, loads[i].adapter,
+                         !fail, eb)))
+      return rc;
+  }
+  if (nloads == LSIM__MAX_LOADS && (rc = lsim__touch(W, w, eb)))
+    return rc;
+  if (!selected)
+    return 0;
+  lsim_plan *p = &W->plans[w];
+  lsim_backend_result br;
+  if ((rc = lsim_backend_run(&W->be, p, &br, eb)))
+    return rc;
+  W->backend_ns[w] = br.ok ? br.backend_ns : -1;
+  lsim_tick dur = lsim__ns_to_ticks_ceil(W->sc, lsim_cost_plan_ns(&W->cost, p));
+  W->iterations++;
+  return lsim__push(W, W->now + dur, LSIM__Q_ITER_DONE, w, br.ok, 0, eb);
+}
+
+static lsim_err lsim__on_iter_done(lsim__world *W, int w, int ok,
+                                   lsim_errbuf *eb) {
+  const lsim_plan *p = &W->plans[w];
+  lsim_iter_record it = {p->iter, w, p->start_tick, W->now, p->prefill_rows,
+                         p->decode_rows, p->prefill_reqs, p->decode_reqs,
+                         p->distinct_adapters, p->segments, p->true_rank_rows,
+                         p->padded_rank_rows, W->backend_ns[w],
+                         ok ? "ok" : "failed"};
+  lsim_err rc = lsim_db_iteration(W->db, &it);
+  if (rc)
+    return lsim_fail(eb, rc, "%s", lsim_db_errmsg(W->db));
+  if ((rc = lsim_engine_iter_done(W->eng, w, W->now, ok, eb)))
+    return rc;
+  return lsim__touch(W, w, eb);
+}
+
+static lsim_err lsim__on_arrival(lsim__world *W, lsim_errbuf *eb) {
+  lsim_arrival a = {W->next.id, W->next.tenant, W->next.adapter,
+                    W->next.prompt_tokens, W->next.output_tokens};
+  int w;
+  lsim_err rc = lsim_engine_arrive(W->eng, W->now, &a, &w, eb);
+  if (rc)
+    return rc;
+  W->arrived++;
+  if (w >= 0 && (rc = lsim__touch(W, w, eb)))
+    return rc;
+  return lsim__read_next(W, eb);
+}
+
+/* ---- progress ------------------------------------------------------------- */
+
+static double lsim__wall(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void lsim__progress(lsim__world *W, double t0, double *last) {
+  /* Wall time only decides whether to draw this line, never the run. */
+  double t = lsim__wall();
+  if (t - t0 < 1.0 || t - *last < 0.25)
+    return;
+  *last = t;
+  fprintf(stderr,
+          "\r[lorasim] t=%.3fs sim  arrived %lld  done %lld  events %lld  "
+          "(%.0f ev/s)   ",
+          (double)W->now * (double)W->sc->ns_per_tick * 1e-9,
+          (long long)W->arrived, (long long)W->m.requests_ok,
+          (long long)lsim_db_event_count(W->db),
+          (double)lsim_db_event_count(W->db) / (t - t0));
+  fflush(stderr);
+}
+
+/* ---- setup and the loop ----------------------------------------------------- */
+
+static lsim_err lsim__setup(lsim__world *W, lsim_errbuf *eb) {
+  const lsim_scenario *sc = W->sc;
+  int na = sc->adapters;
+  int *rank = malloc((size_t)na * sizeof *rank);
+  int64_t *bytes = malloc((size_t)na * sizeof *bytes);
+  W->copy_free_at = calloc((size_t)sc->workers, sizeof *W->copy_free_at);
+  W->step_at = malloc((size_t)sc->workers * sizeof *W->step_at);
+  W->plans = calloc((size_t)sc->workers, sizeof *W->plans);
+  W->backend_ns = calloc((size_t)sc->workers, sizeof *W->backend_ns);
+  if (!rank || !bytes || !W->copy_free_at || !W->step_at || !W->plans ||
+      !W->backend_ns) {
+    free(rank);
+    free(bytes);
+    return lsim_fail(eb, LSIM_E_NOMEM, "out of memory setting up the replay");
+  }
+  for (int i = 0; i < sc->workers; i++)
+    W->step_at[i] = -1;
+
+  /* The synthetic catalog: ranks drawn by weight from the catalog stream. */
+  lsim_rng cat;
+  lsim_rng_init(&cat, sc->seed, LSIM_RNG_CATALOG);
+  int64_t total = 0;
+  for (int i = 0; i < sc->nranks; i++)
+    total += sc->ranks[i].weight;
+  for (int a = 0; a < na; a++) {
+    int64_t u = (int64_t)lsim_rng_below(&cat, (uint64_t)total);
+    int k = 0;
+    while (u >= sc->ranks[k].weight)
+      u -= sc->ranks[k++].weight;
+    rank[a] = sc->ranks[k].rank;
+    bytes[a] = lsim_scenario_adapter_bytes(sc, rank[a]);
+  }
+  lsim_rng_init(&W->faults, sc->seed, LSIM_RNG_FAULTS);
+
+  lsim_engine_cfg cfg = {
+      .workers = sc->workers,
+      .pool_pages = sc->pool_pages,
+      .page_bytes = sc->page_bytes,
+      .max_batch_tokens = sc->max_batch_tokens,
+      .max_batch_requests = sc->max_batch_requests,
+      .kv_bytes_per_token = lsim_scenario_kv_bytes_per_token(sc),
+      .max_load_attempts = sc->max_load_attempts,
+      .ntenants = sc->ntenants,
+      .nadapters = na,
+      .adapter_rank = rank,
+      .adapter_bytes = bytes,
+      .sched = lsim_sched_find(sc->scheduler),
+      .evict = lsim_evict_find(sc->evict),
+      .prefetch = lsim_prefetch_find(sc->prefetch),
+      .sink = {lsim__sink_event, lsim__sink_request, W},
+  };
+  lsim_err rc = lsim_engine_new(&W->eng, &cfg, eb);
+  free(rank);
+  free(bytes);
+  if (rc)
+    return rc;
+
+  W->cost = (lsim_cost_model){sc->iter_fixed_ns, sc->prefill_token_ns,
+                              sc->decode_token_ns, sc->segment_ns,
+                              sc->rank_row_ps};
+  if ((rc = lsim_backend_open(&W->be, sc->backend, &W->cost, sc->seed, eb)))
+    return rc;
+  W->be_open = 1;
+
+  if (sc->trace_file[0]) {
+    rc = lsim_trace_open_csv(&W->tr, sc->trace_file, sc->ntenants, na, eb);
+  } else {
+    int64_t *tw = malloc((size_t)sc->ntenants * sizeof *tw);
+    if (!tw)
+      return lsim_fail(eb, LSIM_E_NOMEM, "out of memory");
+    for (int i = 0; i < sc->ntenants; i++)
+      tw[i] = sc->tenants[i].traffic_weight;
+    lsim_trace_gen_cfg g = {sc->gen_requests, sc->gen_rate_per_s,
+                            sc->ntenants, tw, na, sc->zipf_s,
+                            &sc->gen_prompt, &sc->gen_output, sc->seed};
+    rc = lsim_trace_open_gen(&W->tr, &g, eb);
+    free(tw); /* the generator builds its own tables from it */
+    W->tr.gen.tenant_weights = NULL;
+  }
+  if (rc)
+    return rc;
+  W->tr_open = 1;
+  return lsim_metrics_init(&W->m, sc->ntenants)
+             ? lsim_fail(eb, LSIM_E_NOMEM, "out of memory")
+             : 0;
+}
+
+static lsim_err lsim__loop(lsim__world *W, lsim_errbuf *eb) {
+  const lsim_replay_opts *o = W->o;
+  int show = o->progress && isatty(STDERR_FILENO);
+  double t0 = show ? lsim__wall() : 0, last = 0;
+  lsim_err rc = lsim__read_next(W, eb);
+  if (rc)
+    return rc;
+  lsim_qev ev;
+  while (lsim_queue_pop(&W->q, &ev)) {
+    W->now = ev.tick;
+    W->queue_events++;
+    switch (ev.cls) {
+    case LSIM__Q_LOAD_DONE:
+      rc = lsim_engine_load_done(W->eng, ev.worker, (int)ev.a, W->now,
+                                 (int)ev.b, eb);
+      if (!rc)
+        rc = lsim__touch(W, ev.worker, eb);
+      break;
+    case LSIM__Q_ITER_DONE:
+      rc = lsim__on_iter_done(W, ev.worker, (int)ev.a, eb);
+      break;
+    case LSIM__Q_ARRIVAL:
+      rc = lsim__on_arrival(W, eb);
+      break;
+    case LSIM__Q_STEP:
+      rc = lsim__on_step(W, ev.worker, eb);
+      break;
+    default:
+      rc = LSIM_BUG(eb, "unknown queue event class");
+    }
+    if (rc)
+      return rc;
+    if ((W->queue_events & (LSIM_REPLAY_HOOK_EVERY - 1)) == 0) {
+      if (o->hook)
+        o->hook(o->hook_ud, W->queue_events);
+      if (show)
+        lsim__progress(W, t0, &last);
+    }
+    if (o->stop && *o->stop)
+      return lsim_fail(eb, LSIM_E_INTERRUPTED,
+                       "interrupted at tick %lld", (long long)W->now);
+  }
+  if (show)
+    fprintf(stderr, "\r%*s\r", 100, "");
+  return 0;
+}
+
+static void lsim__teardown(lsim__world *W) {
+  if (W->tr_open)
+    lsim_trace_close(&W->tr);
+  if (W->be_open)
+    lsim_backend_close(&W->be);
+  lsim_engine_release(W->eng);
+  if (W->plans)
+    for (int i = 0; i < W->sc->workers; i++)
+      lsim_plan_release(&W->plans[i]);
+  free(W->plans);
+  free(W->copy_free_at);
+  free(W->step_at);
+  free(W->backend_ns);
+  lsim_queue_release(&W->q);
+  lsim_metrics_release(&W->m);
+}
+
+static void lsim__base_path(const char *db_path, char *out, size_t n) {
+  snprintf(out, n, "%s", db_path);
+  size_t len = strlen(out);
+  if (len > 3 && strcmp(out + len - 3, ".db") == 0)
+    out[len - 3] = 0;
+}
+
+lsim_err lsim_replay_run(const lsim_scenario *sc, const lsim_replay_opts *o,
+                         lsim_summary *res, lsim_errbuf *eb) {
+  lsim__world W;
+  memset(&W, 0, sizeof W);
+  memset(res, 0, sizeof *res);
+  res->status = "failed";
+  snprintf(res->db_path, sizeof res->db_path, "%s", o->db_path);
+  W.sc = sc;
+  W.o = o;
+
+  lsim_err rc = lsim_db_open(&W.db, o->db_path, eb);
+  if (rc)
+    return rc;
+  char sha[65];
+  lsim_scenario_sha_hex(sc, sha);
+  lsim_run_info info = {sc->name,      sc->path,      sha,
+                        sc->seed,      sc->backend,   sc->scheduler,
+                        sc->evict,     sc->prefetch,  sc->ns_per_tick,
+                        sc->workers,   o->command_line};
+  rc = lsim_db_begin_run(W.db, &info, eb);
+  if (!rc)
+    rc = lsim__setup(&W, eb);
+  if (!rc)
+    rc = lsim__loop(&W, eb);
+  if (!rc || rc == LSIM_E_INTERRUPTED) {
+    lsim_errbuf eb2 = LSIM_ERRBUF_INIT;
+    lsim_err rc2 = W.eng ? lsim_engine_finish(W.eng, W.now, &eb2) : 0;
+    if (rc2 && !rc) {
+      rc = rc2;
+      *eb = eb2;
+    }
+  }
+  if (!rc && W.eng && !lsim_engine_check(W.eng))
+    rc = LSIM_BUG(eb, "page conservation violated at the end of the run");
+
+  res->events = lsim_db_event_count(W.db);
+  res->queue_events = W.queue_events;
+  res->iterations = W.iterations;
+  res->end_tick = W.now;
+  res->arrived = W.arrived;
+
+  const char *status = !rc ? "ok" : rc == LSIM_E_INTERRUPTED ? "interrupted" : "failed";
+  if (!rc) {
+    /* The summary goes in before the status turns ok, so an ok run always
+    ** has its figures. */
+    rc = lsim_report_summarize(lsim_db_handle(W.db), sc, &W.m, res, eb);
+    if (!rc) {
+      res->events = lsim_db_event_count(W.db);
+      res->queue_events = W.queue_events;
+      res->iterations = W.iterations;
+      res->end_tick = W.now;
+      res->arrived = W.arrived;
+      rc = lsim_report_store(W.db, res, eb);
+    }
+    status = rc ? "failed" : "ok";
+  }
+  lsim_errbuf eb_end = LSIM_ERRBUF_INIT;
+  lsim_err rc_end = lsim_db_end_run(W.db, status, rc ? eb->msg : NULL, W.now,
+                                    &eb_end);
+  if (rc_end && !rc) {
+    rc = rc_end;
+    *eb = eb_end;
+    status = "failed";
+  }
+  res->status = status;
+  if (!rc) {
+    char base[1024];
+    lsim__base_path(o->db_path, base, sizeof base);
+    snprintf(res->metrics_path, sizeof res->metrics_path, "%s.prom", base);
+    rc = lsim_report_metrics_file(res->metrics_path, sc, &W.m, res, eb);
+    if (!rc && o->plots)
+      rc = lsim_report_plots(lsim_db_handle(W.db), base, sc, res, eb);
+    if (!rc && o->report)
+      lsim_report_print(o->report, sc, &W.m, res);
+  }
+  lsim_db_close(W.db);
+  lsim__teardown(&W);
+  return rc;
+}

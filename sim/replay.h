@@ -1,0 +1,44 @@
+/*
+** replay.h: replay one scenario through the engine, the world and a
+** backend, logging every publication event to a fresh SQLite database.
+**
+** The world (this module) owns time: the event queue, the streamed trace,
+** per-worker copy engines (H2D copies are serialised per worker), fault
+** injection for copies, and the iteration cost model.  Within one tick the
+** queue delivers copy completions, then iteration completions, then
+** arrivals, then one decision step per worker that any of them touched.
+**
+** Status: the run row reads 'running' from the start, 'ok' only after every
+** row committed, 'failed' on an error and 'interrupted' when *stop became
+** non-zero (SIGINT).  The replay stops at the first error.
+*/
+#ifndef LSIM_REPLAY_H
+#define LSIM_REPLAY_H
+
+#include <signal.h>
+#include <stdio.h>
+
+#include "../engine/lsim.h"
+#include "report.h"
+#include "scenario.h"
+
+typedef struct lsim_replay_opts {
+  const char *db_path;      /* required; the directory must exist */
+  const char *command_line; /* recorded in runs.command_line; may be NULL */
+  int progress;             /* 1: a progress line on stderr if it is a tty */
+  int plots;                /* 1: write gnuplot PNGs next to the database */
+  FILE *report;             /* where the summary is printed; NULL: nowhere */
+  volatile sig_atomic_t *stop; /* may be NULL; non-zero asks the run to stop */
+  /* Optional: called every LSIM_REPLAY_HOOK_EVERY queue events. */
+  void (*hook)(void *ud, int64_t queue_events);
+  void *hook_ud;
+} lsim_replay_opts;
+
+#define LSIM_REPLAY_HOOK_EVERY 1024
+
+/* Run the scenario.  On return *res holds the figures of the run (also on
+** failure, as far as it got).  Returns 0, LSIM_E_INTERRUPTED, or an error. */
+lsim_err lsim_replay_run(const lsim_scenario *sc, const lsim_replay_opts *o,
+                         lsim_summary *res, lsim_errbuf *eb);
+
+#endif /* LSIM_REPLAY_H */

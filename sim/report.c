@@ -1,0 +1,451 @@
+/*
+** report.c: the metrics registry, the summary, the metrics file, plots.
+*/
+#include "report.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "db.h"
+
+/* ---- registry: moves only on publication events ------------------------- */
+
+lsim_err lsim_metrics_init(lsim_metrics *m, int ntenants) {
+  memset(m, 0, sizeof *m);
+  m->ntenants = ntenants;
+  m->tenant_service = calloc((size_t)ntenants, sizeof(int64_t));
+  m->tenant_completed = calloc((size_t)ntenants, sizeof(int64_t));
+  m->tenant_rejected = calloc((size_t)ntenants, sizeof(int64_t));
+  m->tenant_unfinished = calloc((size_t)ntenants, sizeof(int64_t));
+  if (!m->tenant_service || !m->tenant_completed || !m->tenant_rejected ||
+      !m->tenant_unfinished) {
+    lsim_metrics_release(m);
+    return LSIM_E_NOMEM;
+  }
+  return 0;
+}
+
+void lsim_metrics_event(lsim_metrics *m, const lsim_event *ev) {
+  if (ev->kind > 0 && ev->kind < LSIM_EV__END)
+    m->by_kind[ev->kind]++;
+  switch (ev->kind) {
+  case LSIM_EV_QUEUE_ENQUEUED:
+    if (ev->value)
+      m->hits++;
+    else
+      m->misses++;
+    break;
+  case LSIM_EV_ADAPTER_LOAD_STARTED:
+    m->h2d_bytes += ev->bytes;
+    break;
+  case LSIM_EV_ITERATION_SELECTED:
+    m->rows_planned += ev->value;
+    break;
+  case LSIM_EV_ITERATION_COMPLETED:
+    m->rows_completed += ev->value;
+    break;
+  case LSIM_EV_COMPLETED_SERVICE_DEBITED:
+    if (ev->tenant >= 0 && ev->tenant < m->ntenants)
+      m->tenant_service[ev->tenant] += ev->value;
+    if (ev->detail && strcmp(ev->detail, "prefill") == 0)
+      m->prefill_units += ev->value;
+    else
+      m->decode_units += ev->value;
+    break;
+  default:
+    break;
+  }
+}
+
+void lsim_metrics_request(lsim_metrics *m, const lsim_request_record *rec) {
+  int t = rec->tenant >= 0 && rec->tenant < m->ntenants ? rec->tenant : -1;
+  if (strcmp(rec->outcome, "ok") == 0) {
+    m->requests_ok++;
+    if (t >= 0)
+      m->tenant_completed[t]++;
+  } else if (strcmp(rec->outcome, "rejected") == 0) {
+    m->requests_rejected++;
+    if (t >= 0)
+      m->tenant_rejected[t]++;
+  } else {
+    m->requests_unfinished++;
+    if (t >= 0)
+      m->tenant_unfinished[t]++;
+  }
+}
+
+void lsim_metrics_release(lsim_metrics *m) {
+  free(m->tenant_service);
+  free(m->tenant_completed);
+  free(m->tenant_rejected);
+  free(m->tenant_unfinished);
+  m->tenant_service = m->tenant_completed = NULL;
+  m->tenant_rejected = m->tenant_unfinished = NULL;
+}
+
+/* ---- exact percentiles from the requests table --------------------------- */
+
+/* Nearest-rank percentile of `expr` over completed requests of `tenant`
+** (-1: all).  *out = -1 when there is no value.  Values are in ticks. */
+static lsim_err lsim__pct(sqlite3 *db, const char *expr, const char *cond,
+                          int tenant, double p, double *out,
+                          lsim_errbuf *eb) {
+  char sql[512];
+  sqlite3_stmt *st = NULL;
+  *out = -1;
+  snprintf(sql, sizeof sql,
+           "SELECT count(*) FROM requests WHERE run_id=1 AND outcome='ok' "
+           "AND %s AND (?1 < 0 OR tenant = ?1)",
+           cond);
+  if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
+    goto fail;
+  sqlite3_bind_int(st, 1, tenant);
+  if (sqlite3_step(st) != SQLITE_ROW)
+    goto fail;
+  int64_t n = sqlite3_column_int64(st, 0);
+  sqlite3_finalize(st);
+  st = NULL;
+  if (n == 0)
+    return 0;
+  int64_t rank = (int64_t)ceil(p * (double)n / 100.0);
+  if (rank < 1)
+    rank = 1;
+  snprintf(sql, sizeof sql,
+           "SELECT %s AS v FROM requests WHERE run_id=1 AND outcome='ok' "
+           "AND %s AND (?1 < 0 OR tenant = ?1) ORDER BY v LIMIT 1 OFFSET ?2",
+           expr, cond);
+  if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
+    goto fail;
+  sqlite3_bind_int(st, 1, tenant);
+  sqlite3_bind_int64(st, 2, rank - 1);
+  if (sqlite3_step(st) != SQLITE_ROW)
+    goto fail;
+  *out = sqlite3_column_double(st, 0);
+  sqlite3_finalize(st);
+  return 0;
+fail:
+  sqlite3_finalize(st);
+  return lsim_fail(eb, LSIM_E_DB, "percentile query failed: %s",
+                   sqlite3_errmsg(db));
+}
+
+#define LSIM__TTFT_EXPR "(first_token_tick - arrival_tick)"
+#define LSIM__TTFT_COND "first_token_tick IS NOT NULL"
+#define LSIM__TBT_EXPR \
+  "((finish_tick - first_token_tick) * 1.0 / (output_tokens - 1))"
+#define LSIM__TBT_COND "output_tokens >= 2"
+
+lsim_err lsim_report_summarize(sqlite3 *db, const lsim_scenario *sc,
+                               const lsim_metrics *m, lsim_summary *s,
+                               lsim_errbuf *eb) {
+  double ms = (double)sc->ns_per_tick / 1e6, v;
+  lsim_err rc;
+  struct {
+    const char *expr, *cond;
+    double p, *out;
+  } q[4] = {{LSIM__TTFT_EXPR, LSIM__TTFT_COND, 50, &s->ttft_p50_ms},
+            {LSIM__TTFT_EXPR, LSIM__TTFT_COND, 99, &s->ttft_p99_ms},
+            {LSIM__TBT_EXPR, LSIM__TBT_COND, 50, &s->tbt_p50_ms},
+            {LSIM__TBT_EXPR, LSIM__TBT_COND, 99, &s->tbt_p99_ms}};
+  for (int i = 0; i < 4; i++) {
+    if ((rc = lsim__pct(db, q[i].expr, q[i].cond, -1, q[i].p, &v, eb)))
+      return rc;
+    *q[i].out = v < 0 ? -1 : v * ms;
+  }
+  s->completed = m->requests_ok;
+  s->rejected = m->requests_rejected;
+  s->unfinished = m->requests_unfinished;
+  s->loads = m->by_kind[LSIM_EV_ADAPTER_LOAD_STARTED];
+  s->load_failures = m->by_kind[LSIM_EV_ADAPTER_LOAD_FAILED];
+  s->evictions = m->by_kind[LSIM_EV_ADAPTER_EVICTED];
+  s->hit_rate = m->hits + m->misses
+                    ? (double)m->hits / (double)(m->hits + m->misses)
+                    : -1;
+  s->sim_seconds = (double)s->end_tick * (double)sc->ns_per_tick * 1e-9;
+  return 0;
+}
+
+lsim_err lsim_report_store(struct lsim_db *db, const lsim_summary *s,
+                           lsim_errbuf *eb) {
+  struct {
+    const char *k;
+    double v;
+  } kv[] = {{"sim_seconds", s->sim_seconds},
+            {"iterations", (double)s->iterations},
+            {"requests_arrived", (double)s->arrived},
+            {"requests_completed", (double)s->completed},
+            {"requests_rejected", (double)s->rejected},
+            {"requests_unfinished", (double)s->unfinished},
+            {"ttft_p50_ms", s->ttft_p50_ms},
+            {"ttft_p99_ms", s->ttft_p99_ms},
+            {"tbt_p50_ms", s->tbt_p50_ms},
+            {"tbt_p99_ms", s->tbt_p99_ms},
+            {"adapter_loads", (double)s->loads},
+            {"adapter_load_failures", (double)s->load_failures},
+            {"adapter_evictions", (double)s->evictions},
+            {"adapter_cache_hit_rate", s->hit_rate}};
+  for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++)
+    if (lsim_db_summary(db, kv[i].k, kv[i].v))
+      return lsim_fail(eb, LSIM_E_DB, "storing summary: %s",
+                       lsim_db_errmsg(db));
+  return 0;
+}
+
+/* ---- printing ------------------------------------------------------------ */
+
+static void lsim__ms(FILE *f, double v) {
+  if (v < 0)
+    fprintf(f, "%10s", "-");
+  else
+    fprintf(f, "%7.1f ms", v);
+}
+
+void lsim_report_print(FILE *f, const lsim_scenario *sc,
+                       const lsim_metrics *m, const lsim_summary *s) {
+  fprintf(f, "lorasim replay: %s (seed %llu, backend %s, scheduler %s, "
+             "evict %s, prefetch %s, %d worker%s)\n",
+          sc->name, (unsigned long long)sc->seed, sc->backend, sc->scheduler,
+          sc->evict, sc->prefetch, sc->workers, sc->workers == 1 ? "" : "s");
+  fprintf(f, "  simulated   %.3f s, %lld iterations, %lld events logged\n",
+          s->sim_seconds, (long long)s->iterations, (long long)s->events);
+  fprintf(f, "  requests    %lld arrived, %lld completed, %lld rejected, "
+             "%lld unfinished\n",
+          (long long)s->arrived, (long long)s->completed,
+          (long long)s->rejected, (long long)s->unfinished);
+  fprintf(f, "  TTFT        p50 ");
+  lsim__ms(f, s->ttft_p50_ms);
+  fprintf(f, "   p99 ");
+  lsim__ms(f, s->ttft_p99_ms);
+  fprintf(f, "\n  TBT         p50 ");
+  lsim__ms(f, s->tbt_p50_ms);
+  fprintf(f, "   p99 ");
+  lsim__ms(f, s->tbt_p99_ms);
+  fprintf(f, "\n  adapters    %lld loads (%lld failed), %lld evictions, "
+             "cache hit rate ",
+          (long long)s->loads, (long long)s->load_failures,
+          (long long)s->evictions);
+  if (s->hit_rate < 0)
+    fprintf(f, "-\n");
+  else
+    fprintf(f, "%.1f%%\n", 100.0 * s->hit_rate);
+  fprintf(f, "  %-16s %10s %10s %10s %18s\n", "tenant", "completed",
+          "rejected", "unfinished", "service (tokens)");
+  for (int t = 0; t < m->ntenants; t++)
+    fprintf(f, "  %-16s %10lld %10lld %10lld %18lld\n", sc->tenants[t].name,
+            (long long)m->tenant_completed[t],
+            (long long)m->tenant_rejected[t],
+            (long long)m->tenant_unfinished[t],
+            (long long)m->tenant_service[t]);
+  fprintf(f, "  database    %s\n", s->db_path);
+  if (s->metrics_path[0])
+    fprintf(f, "  metrics     %s\n", s->metrics_path);
+  for (int i = 0; i < 2; i++)
+    if (s->plots[i][0])
+      fprintf(f, "  plot        %s\n", s->plots[i]);
+  if (s->plot_note[0])
+    fprintf(f, "  plots       %s\n", s->plot_note);
+}
+
+/* ---- Prometheus text ---------------------------------------------------------- */
+
+lsim_err lsim_report_metrics_file(const char *path, const lsim_scenario *sc,
+                                  const lsim_metrics *m, const lsim_summary *s,
+                                  lsim_errbuf *eb) {
+  FILE *f = fopen(path, "w");
+  if (!f)
+    return lsim_fail(eb, LSIM_E_IO, "%s: cannot write metrics file", path);
+  fprintf(f, "# lorasim %s metrics of scenario %s; labels are bounded "
+             "(no raw request, tenant or adapter ids)\n",
+          LSIM_VERSION, sc->name);
+  fprintf(f, "# TYPE lorasim_publication_events_total counter\n");
+  for (int k = 1; k < LSIM_EV__END; k++)
+    fprintf(f, "lorasim_publication_events_total{kind=\"%s\"} %lld\n",
+            lsim_event_kind_name(k), (long long)m->by_kind[k]);
+  struct {
+    const char *name, *type;
+    double v;
+  } rows[] = {
+      {"adapter_requests_offered_total", "counter",
+       (double)m->by_kind[LSIM_EV_QUEUE_ENQUEUED] +
+           (double)s->rejected},
+      {"adapter_requests_rejected_total", "counter", (double)s->rejected},
+      {"adapter_cache_hits_total", "counter", (double)m->hits},
+      {"adapter_cache_misses_total", "counter", (double)m->misses},
+      {"adapter_load_requests_total", "counter", (double)s->loads},
+      {"adapter_load_failures_total", "counter", (double)s->load_failures},
+      {"adapter_h2d_bytes_total", "counter", (double)m->h2d_bytes},
+      {"adapter_evictions_total", "counter", (double)s->evictions},
+      {"adapter_compensating_rollbacks_total", "counter",
+       (double)m->by_kind[LSIM_EV_LOAD_ROLLED_BACK]},
+  };
+  for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+    fprintf(f, "# TYPE %s %s\n%s %.17g\n", rows[i].name, rows[i].type,
+            rows[i].name, rows[i].v);
+  fprintf(f, "# TYPE adapter_completed_service_units counter\n"
+             "adapter_completed_service_units{phase=\"prefill\"} %lld\n"
+             "adapter_completed_service_units{phase=\"decode\"} %lld\n",
+          (long long)m->prefill_units, (long long)m->decode_units);
+  fprintf(f, "# TYPE lorasim_ttft_seconds summary\n");
+  if (s->ttft_p50_ms >= 0)
+    fprintf(f, "lorasim_ttft_seconds{quantile=\"0.5\"} %.9g\n"
+               "lorasim_ttft_seconds{quantile=\"0.99\"} %.9g\n",
+            s->ttft_p50_ms / 1e3, s->ttft_p99_ms / 1e3);
+  int bad = ferror(f);
+  if (fclose(f) || bad)
+    return lsim_fail(eb, LSIM_E_IO, "%s: write failed", path);
+  return 0;
+}
+
+/* ---- plots -------------------------------------------------------------------- */
+
+static int lsim__have_gnuplot(void) {
+  return system("command -v gnuplot >/dev/null 2>&1") == 0;
+}
+
+static lsim_err lsim__write_ttft_dat(sqlite3 *db, const char *path,
+                                     const lsim_scenario *sc,
+                                     lsim_errbuf *eb) {
+  FILE *f = fopen(path, "w");
+  if (!f)
+    return lsim_fail(eb, LSIM_E_IO, "%s: cannot write", path);
+  double ms = (double)sc->ns_per_tick / 1e6;
+  for (int t = 0; t < sc->ntenants; t++) {
+    sqlite3_stmt *st = NULL;
+    int64_t n = 0, i = 0;
+    const char *cnt = "SELECT count(*) FROM requests WHERE run_id=1 AND "
+                      "outcome='ok' AND first_token_tick IS NOT NULL AND tenant=?1";
+    const char *sel = "SELECT first_token_tick - arrival_tick AS v FROM requests "
+                      "WHERE run_id=1 AND outcome='ok' AND first_token_tick IS "
+                      "NOT NULL AND tenant=?1 ORDER BY v";
+    if (sqlite3_prepare_v2(db, cnt, -1, &st, NULL) == SQLITE_OK) {
+      sqlite3_bind_int(st, 1, t);
+      if (sqlite3_step(st) == SQLITE_ROW)
+        n = sqlite3_column_int64(st, 0);
+    }
+    sqlite3_finalize(st);
+    fprintf(f, "# tenant %s: ttft_ms cumulative_fraction\n", sc->tenants[t].name);
+    if (sqlite3_prepare_v2(db, sel, -1, &st, NULL) != SQLITE_OK) {
+      fclose(f);
+      return lsim_fail(eb, LSIM_E_DB, "plot query: %s", sqlite3_errmsg(db));
+    }
+    sqlite3_bind_int(st, 1, t);
+    while (sqlite3_step(st) == SQLITE_ROW)
+      fprintf(f, "%.6f %.6f\n", sqlite3_column_double(st, 0) * ms,
+              (double)(++i) / (double)n);
+    sqlite3_finalize(st);
+    if (i == 0)
+      fprintf(f, "0 0\n"); /* keeps the gnuplot index of every tenant */
+    fprintf(f, "\n\n");
+  }
+  int bad = ferror(f);
+  if (fclose(f) || bad)
+    return lsim_fail(eb, LSIM_E_IO, "%s: write failed", path);
+  return 0;
+}
+
+static lsim_err lsim__write_residency_dat(sqlite3 *db, const char *path,
+                                          const lsim_scenario *sc,
+                                          lsim_errbuf *eb) {
+  FILE *f = fopen(path, "w");
+  if (!f)
+    return lsim_fail(eb, LSIM_E_IO, "%s: cannot write", path);
+  const char *sql =
+      "SELECT tick, kind, pages FROM events WHERE run_id=1 AND kind IN "
+      "(?1, ?2, ?3, ?4) ORDER BY seq";
+  sqlite3_stmt *st = NULL;
+  if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
+    fclose(f);
+    return lsim_fail(eb, LSIM_E_DB, "plot query: %s", sqlite3_errmsg(db));
+  }
+  sqlite3_bind_int(st, 1, LSIM_EV_ADAPTER_GENERATION_PUBLISHED);
+  sqlite3_bind_int(st, 2, LSIM_EV_ADAPTER_RETIRED);
+  sqlite3_bind_int(st, 3, LSIM_EV_KV_RESERVED);
+  sqlite3_bind_int(st, 4, LSIM_EV_KV_RELEASED);
+  double s_per_tick = (double)sc->ns_per_tick * 1e-9;
+  int64_t resident = 0, apages = 0, kvpages = 0;
+  fprintf(f, "# time_s resident_adapters adapter_pages kv_pages "
+             "(summed over workers)\n0 0 0 0\n");
+  while (sqlite3_step(st) == SQLITE_ROW) {
+    int64_t tick = sqlite3_column_int64(st, 0);
+    int kind = sqlite3_column_int(st, 1);
+    int64_t pages = sqlite3_column_int64(st, 2);
+    if (kind == LSIM_EV_ADAPTER_GENERATION_PUBLISHED)
+      resident++, apages += pages;
+    else if (kind == LSIM_EV_ADAPTER_RETIRED)
+      resident--, apages -= pages;
+    else if (kind == LSIM_EV_KV_RESERVED)
+      kvpages += pages;
+    else
+      kvpages -= pages;
+    fprintf(f, "%.6f %lld %lld %lld\n", (double)tick * s_per_tick,
+            (long long)resident, (long long)apages, (long long)kvpages);
+  }
+  sqlite3_finalize(st);
+  int bad = ferror(f);
+  if (fclose(f) || bad)
+    return lsim_fail(eb, LSIM_E_IO, "%s: write failed", path);
+  return 0;
+}
+
+lsim_err lsim_report_plots(sqlite3 *db, const char *base,
+                           const lsim_scenario *sc, lsim_summary *s,
+                           lsim_errbuf *eb) {
+  char ttft_dat[1100], res_dat[1100], gp[1100], cmd[1200];
+  snprintf(ttft_dat, sizeof ttft_dat, "%s-ttft.dat", base);
+  snprintf(res_dat, sizeof res_dat, "%s-residency.dat", base);
+  snprintf(gp, sizeof gp, "%s-plots.gp", base);
+  lsim_err rc = lsim__write_ttft_dat(db, ttft_dat, sc, eb);
+  if (!rc)
+    rc = lsim__write_residency_dat(db, res_dat, sc, eb);
+  if (rc)
+    return rc;
+  if (strpbrk(base, "'\"\\`$")) {
+    snprintf(s->plot_note, sizeof s->plot_note,
+             "skipped: the output path has quote or shell characters");
+    return 0;
+  }
+  if (!lsim__have_gnuplot()) {
+    snprintf(s->plot_note, sizeof s->plot_note,
+             "skipped: gnuplot not found (data in %s-*.dat)", base);
+    return 0;
+  }
+  FILE *f = fopen(gp, "w");
+  if (!f)
+    return lsim_fail(eb, LSIM_E_IO, "%s: cannot write", gp);
+  fprintf(f, "set terminal pngcairo size 900,560 noenhanced\n");
+  fprintf(f, "set output '%s-ttft.png'\n", base);
+  fprintf(f, "set title 'TTFT CDF per tenant: %s (%s / %s)'\n", sc->name,
+          sc->scheduler, sc->evict);
+  fprintf(f, "set xlabel 'time to first token (simulated ms)'\n"
+             "set ylabel 'fraction of completed requests'\n"
+             "set logscale x\nset grid\nset key bottom right\n"
+             "set yrange [0:1]\n");
+  fprintf(f, "plot ");
+  for (int t = 0; t < sc->ntenants; t++)
+    fprintf(f, "%s'%s' index %d using 1:2 with steps lw 2 title '%s'",
+            t ? ", " : "", ttft_dat, t, sc->tenants[t].name);
+  fprintf(f, "\nunset logscale x\nset yrange [*:*]\n");
+  fprintf(f, "set output '%s-residency.png'\n", base);
+  fprintf(f, "set title 'Pool residency over time: %s'\n", sc->name);
+  fprintf(f, "set xlabel 'simulated time (s)'\nset ylabel 'pages'\n"
+             "set y2label 'resident adapters'\nset y2tics\nset ytics nomirror\n"
+             "set key below\n");
+  fprintf(f, "plot '%s' using 1:3 with steps lw 2 title 'adapter pages', "
+             "'%s' using 1:4 with steps lw 1 title 'KV pages', "
+             "'%s' using 1:2 axes x1y2 with steps lw 1 dt 2 title "
+             "'resident adapters'\n",
+          res_dat, res_dat, res_dat);
+  int bad = ferror(f);
+  if (fclose(f) || bad)
+    return lsim_fail(eb, LSIM_E_IO, "%s: write failed", gp);
+  snprintf(cmd, sizeof cmd, "gnuplot '%s' 2>/dev/null", gp);
+  if (system(cmd) != 0) {
+    snprintf(s->plot_note, sizeof s->plot_note,
+             "gnuplot failed on %s (data files kept)", gp);
+    return 0;
+  }
+  snprintf(s->plots[0], sizeof s->plots[0], "%s-ttft.png", base);
+  snprintf(s->plots[1], sizeof s->plots[1], "%s-residency.png", base);
+  return 0;
+}

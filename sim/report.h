@@ -1,0 +1,86 @@
+/*
+** report.h: the metrics registry (a sink fed by publication events), the
+** end-of-run summary, the Prometheus-format metrics file and the plots.
+**
+** Counters move only on the publication event that owns them (article
+** 0x09K): a cache hit is counted at queue_enqueued, a load at
+** adapter_load_started, service at completed_service_debited.  Latency
+** percentiles are computed exactly, at the end, from the requests table by
+** nearest rank (the p-th percentile of N values is the ceil(p*N/100)-th
+** smallest), so memory does not grow with the trace.
+**
+** TTFT = first_token_tick - arrival_tick; TBT is the per-request mean time
+** between output tokens, (finish - first_token) / (output_tokens - 1), over
+** requests with at least two tokens (vLLM calls it TPOT).
+*/
+#ifndef LSIM_REPORT_H
+#define LSIM_REPORT_H
+
+#include <sqlite3.h>
+#include <stdio.h>
+
+#include "../engine/event.h"
+#include "scenario.h"
+
+typedef struct lsim_metrics {
+  int64_t by_kind[LSIM_EV__END];
+  int64_t hits, misses;     /* at queue_enqueued */
+  int64_t h2d_bytes;        /* at adapter_load_started */
+  int64_t rows_planned;     /* at iteration_selected */
+  int64_t rows_completed;   /* at iteration_completed */
+  int ntenants;
+  int64_t *tenant_service;  /* at completed_service_debited */
+  int64_t *tenant_completed; /* request records with outcome ok */
+  int64_t *tenant_rejected;
+  int64_t *tenant_unfinished;
+  int64_t requests_ok, requests_rejected, requests_unfinished;
+  int64_t prefill_units, decode_units;
+} lsim_metrics;
+
+lsim_err lsim_metrics_init(lsim_metrics *m, int ntenants);
+void lsim_metrics_event(lsim_metrics *m, const lsim_event *ev);
+void lsim_metrics_request(lsim_metrics *m, const lsim_request_record *rec);
+void lsim_metrics_release(lsim_metrics *m);
+
+typedef struct lsim_summary {
+  const char *status; /* "ok", "failed", "interrupted" */
+  char db_path[1024];
+  char plots[2][1100];  /* written PNG paths, "" when none */
+  char metrics_path[1100];
+  char plot_note[1200];  /* why plots are missing, "" otherwise */
+  int64_t events, queue_events, iterations;
+  lsim_tick end_tick;
+  double sim_seconds;
+  int64_t arrived, completed, rejected, unfinished;
+  double ttft_p50_ms, ttft_p99_ms, tbt_p50_ms, tbt_p99_ms; /* -1: none */
+  int64_t loads, load_failures, evictions;
+  double hit_rate; /* -1 when no arrival */
+} lsim_summary;
+
+/* Percentiles and totals from the database and the metrics registry. */
+lsim_err lsim_report_summarize(sqlite3 *db, const lsim_scenario *sc,
+                               const lsim_metrics *m, lsim_summary *s,
+                               lsim_errbuf *eb);
+
+/* Store the summary's figures in runs_summary (before the run turns ok). */
+struct lsim_db;
+lsim_err lsim_report_store(struct lsim_db *db, const lsim_summary *s,
+                           lsim_errbuf *eb);
+
+/* Human-readable summary. */
+void lsim_report_print(FILE *f, const lsim_scenario *sc,
+                       const lsim_metrics *m, const lsim_summary *s);
+
+/* Prometheus text format, bounded labels only. */
+lsim_err lsim_report_metrics_file(const char *path, const lsim_scenario *sc,
+                                  const lsim_metrics *m, const lsim_summary *s,
+                                  lsim_errbuf *eb);
+
+/* TTFT CDF per tenant and adapter residency over time, as PNGs beside the
+** database (base path without extension).  When gnuplot is missing the
+** function writes the data files, sets s->plot_note and returns 0. */
+lsim_err lsim_report_plots(sqlite3 *db, const char *base,
+                           const lsim_scenario *sc, lsim_summary *s,
+                           lsim_errbuf *eb);
+
+#endif /* LSIM_REPORT_H */

@@ -1,0 +1,972 @@
+/*
+** scenario.c: read a scenario JSON file and validate it against the schema
+** in docs/SCENARIO.md.
+**
+** The validator is built from a few typed readers (integer, number, string,
+** registered name, array, member of a given JSON type) that each check one
+** value and, on the first problem, report "<file>: <json path>: <what>"
+** with a stable LSIM_E_SCN_* code.  Before any value of an object is read,
+** lsim__keys() rejects duplicated and unknown keys.  Objects made only of
+** scalars are described by lsim__field tables and read by lsim__fields().
+** The cJSON tree is owned by lsim_scenario_parse() alone and freed there on
+** every path; the readers only borrow it.
+*/
+#include "scenario.h"
+
+#include "../backends/backend.h"
+#include "../engine/policy/policy.h"
+
+#include <cjson/cJSON.h>
+#include <openssl/evp.h>
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define LSIM__MAX_FILE_BYTES ((size_t)16 << 20) /* 16 MiB */
+#define LSIM__PATHBUF 256                       /* a JSON path */
+#define LSIM__INT_LIMIT 9007199254740992.0      /* 2^53 */
+
+#if defined(__GNUC__)
+#define LSIM__PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define LSIM__PRINTF(a, b)
+#endif
+
+/* ---- messages ------------------------------------------------------------ */
+
+typedef struct lsim__ctx {
+  const char *file; /* stands first in every message */
+  lsim_errbuf *eb;
+} lsim__ctx;
+
+static lsim_err lsim__bad(const lsim__ctx *c, lsim_err code, const char *path,
+                          const char *fmt, ...) LSIM__PRINTF(4, 5);
+
+static lsim_err lsim__bad(const lsim__ctx *c, lsim_err code, const char *path,
+                          const char *fmt, ...) {
+  char what[400];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(what, sizeof what, fmt, ap);
+  va_end(ap);
+  return lsim_fail(c->eb, code, "%s: %s: %s", c->file, path, what);
+}
+
+/* A user string made safe for a one-line message into out[size] (size >=
+** 8): control bytes become '?' and what does not fit is cut to "...". */
+static const char *lsim__quote(const char *s, char *out, size_t size) {
+  size_t i = 0;
+  for (; s[i] && i < size - 4; i++)
+    out[i] = ((unsigned char)s[i] < 0x20 || s[i] == 0x7f) ? '?' : s[i];
+  if (s[i])
+    memcpy(out + i, "...", 4);
+  else
+    out[i] = '\0';
+  return out;
+}
+
+/* A number as it would read back: integers plainly, others shortest. */
+static const char *lsim__num_str(double v, char out[40]) {
+  if (v == floor(v) && fabs(v) < 1e18) {
+    snprintf(out, 40, "%.0f", v);
+  } else {
+    snprintf(out, 40, "%.15g", v);
+    if (strtod(out, NULL) != v)
+      snprintf(out, 40, "%.17g", v);
+  }
+  return out;
+}
+
+/* strerror, thread-safe and lowercased to fit the message style. */
+static const char *lsim__os_err(int e, char out[128]) {
+  if (strerror_r(e, out, 128) != 0)
+    snprintf(out, 128, "error %d", e);
+  if (out[0] >= 'A' && out[0] <= 'Z')
+    out[0] = (char)(out[0] - 'A' + 'a');
+  return out;
+}
+
+/* Join a NULL-terminated list of names with ", ". */
+static void lsim__join(char *out, size_t size, const char *const *names) {
+  size_t used = 0;
+  out[0] = '\0';
+  for (int i = 0; names && names[i]; i++) {
+    int n = snprintf(out + used, size - used, "%s%s", i ? ", " : "", names[i]);
+    if (n < 0 || (size_t)n >= size - used)
+      return; /* truncated: good enough for a hint */
+    used += (size_t)n;
+  }
+}
+
+static const char *lsim__type_name(const cJSON *v) {
+  if (cJSON_IsObject(v))
+    return "object";
+  if (cJSON_IsArray(v))
+    return "array";
+  if (cJSON_IsString(v))
+    return "string";
+  if (cJSON_IsNumber(v))
+    return "number";
+  if (cJSON_IsBool(v))
+    return "boolean";
+  if (cJSON_IsNull(v))
+    return "null";
+  return "invalid value";
+}
+
+/* ---- JSON paths ---------------------------------------------------------- */
+
+/* A path too long for the buffer ends in "..." (schema paths never are). */
+static void lsim__path_done(char out[LSIM__PATHBUF], int n) {
+  if (n < 0 || n >= LSIM__PATHBUF)
+    memcpy(out + LSIM__PATHBUF - 4, "...", 4);
+}
+
+static void lsim__key_path(char out[LSIM__PATHBUF], const char *parent,
+                           const char *key) {
+  char safe[64];
+  lsim__path_done(out, snprintf(out, LSIM__PATHBUF, "%s.%s", parent,
+                                lsim__quote(key, safe, sizeof safe)));
+}
+
+static void lsim__idx_path(char out[LSIM__PATHBUF], const char *parent, int i) {
+  lsim__path_done(out, snprintf(out, LSIM__PATHBUF, "%s[%d]", parent, i));
+}
+
+/* ---- value readers ------------------------------------------------------- */
+
+#define LSIM__REQ 1u     /* the key must be present */
+#define LSIM__LO_OPEN 2u /* lower bound excluded (numbers only) */
+#define LSIM__HI_OPEN 4u /* upper bound excluded (numbers only) */
+
+/* An integer within [lo, hi]; bounds are at most 2^53 in magnitude. */
+static lsim_err lsim__int(const lsim__ctx *c, const cJSON *v, const char *path,
+                          double lo, double hi, int64_t *out) {
+  char got[40], a[40], b[40];
+  if (!cJSON_IsNumber(v))
+    return lsim__bad(c, LSIM_E_SCN_TYPE, path, "must be an integer (got %s)",
+                     lsim__type_name(v));
+  double d = v->valuedouble;
+  if (!(fabs(d) <= LSIM__INT_LIMIT))
+    return lsim__bad(c, LSIM_E_SCN_NOT_INTEGER, path,
+                     "must be an integer of magnitude at most 2^53 (got %s)",
+                     lsim__num_str(d, got));
+  if (d != floor(d))
+    return lsim__bad(c, LSIM_E_SCN_NOT_INTEGER, path,
+                     "must be an integer (got %s)", lsim__num_str(d, got));
+  if (d < lo || d > hi)
+    return lsim__bad(
+        c, LSIM_E_SCN_RANGE, path, "must be an integer in [%s, %s] (got %s)",
+        lsim__num_str(lo, a), lsim__num_str(hi, b), lsim__num_str(d, got));
+  *out = (int64_t)d;
+  return 0;
+}
+
+/* A number within lo..hi, each end open or closed as flags say. */
+static lsim_err lsim__real(const lsim__ctx *c, const cJSON *v, const char *path,
+                           double lo, double hi, unsigned flags, double *out) {
+  char got[40], a[40], b[40];
+  if (!cJSON_IsNumber(v))
+    return lsim__bad(c, LSIM_E_SCN_TYPE, path, "must be a number (got %s)",
+                     lsim__type_name(v));
+  double d = v->valuedouble;
+  int lo_ok = (flags & LSIM__LO_OPEN) ? d > lo : d >= lo;
+  int hi_ok = (flags & LSIM__HI_OPEN) ? d < hi : d <= hi;
+  if (!lo_ok || !hi_ok)
+    return lsim__bad(c, LSIM_E_SCN_RANGE, path,
+                     "must be a number in %c%s, %s%c (got %s)",
+                     (flags & LSIM__LO_OPEN) ? '(' : '[', lsim__num_str(lo, a),
+                     lsim__num_str(hi, b), (flags & LSIM__HI_OPEN) ? ')' : ']',
+                     lsim__num_str(d, got));
+  *out = d;
+  return 0;
+}
+
+/* A string of 1..size-1 bytes copied into dst[size]; with `ident`, only
+** [A-Za-z0-9_.-] is allowed. */
+static lsim_err lsim__str(const lsim__ctx *c, const cJSON *v, const char *path,
+                          int ident, char *dst, size_t size) {
+  if (!cJSON_IsString(v))
+    return lsim__bad(c, LSIM_E_SCN_TYPE, path, "must be a string (got %s)",
+                     lsim__type_name(v));
+  const char *s = v->valuestring;
+  size_t n = strlen(s);
+  if (n == 0 || n >= size)
+    return lsim__bad(c, LSIM_E_SCN_RANGE, path,
+                     "must be 1 to %zu bytes long (got %zu)", size - 1, n);
+  if (ident && strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                         "0123456789_.-") != n) {
+    char q[64];
+    return lsim__bad(c, LSIM_E_SCN_RANGE, path,
+                     "must use only the characters [A-Za-z0-9_.-] (got '%s')",
+                     lsim__quote(s, q, sizeof q));
+  }
+  memcpy(dst, s, n + 1);
+  return 0;
+}
+
+/*
+** obj[key] into *out, its path into kpath.  `want` is the JSON type it must
+** have ("object", "array" or "string").  An absent key is MISSING when
+** `required`, else *out is NULL.
+*/
+static lsim_err lsim__member(const lsim__ctx *c, const cJSON *obj,
+                             const char *path, const char *key,
+                             const char *want, int required, const cJSON **out,
+                             char kpath[LSIM__PATHBUF]) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+  lsim__key_path(kpath, path, key);
+  *out = NULL;
+  if (!v)
+    return required ? lsim__bad(c, LSIM_E_SCN_MISSING, kpath,
+                                "required key is missing")
+                    : 0;
+  if (strcmp(lsim__type_name(v), want) != 0)
+    return lsim__bad(c, LSIM_E_SCN_TYPE, kpath, "must be %s %s (got %s)",
+                     want[0] == 'a' || want[0] == 'o' ? "an" : "a", want,
+                     lsim__type_name(v));
+  *out = v;
+  return 0;
+}
+
+/* An array of 1..max elements (already known to be an array). */
+static lsim_err lsim__array(const lsim__ctx *c, const cJSON *arr,
+                            const char *path, int max, int *n) {
+  *n = cJSON_GetArraySize(arr);
+  if (*n == 0)
+    return lsim__bad(c, LSIM_E_SCN_EMPTY, path, "must not be empty");
+  if (*n > max)
+    return lsim__bad(c, LSIM_E_SCN_RANGE, path,
+                     "must have at most %d elements (got %d)", max, *n);
+  return 0;
+}
+
+/* Element i of an array, which must be an object. */
+static lsim_err lsim__element(const lsim__ctx *c, const cJSON *arr, int i,
+                              const char *path, const cJSON **out,
+                              char ipath[LSIM__PATHBUF]) {
+  *out = cJSON_GetArrayItem(arr, i);
+  lsim__idx_path(ipath, path, i);
+  if (!cJSON_IsObject(*out))
+    return lsim__bad(c, LSIM_E_SCN_TYPE, ipath, "must be an object (got %s)",
+                     lsim__type_name(*out));
+  return 0;
+}
+
+/* ---- scalar tables and the key check ------------------------------------- */
+
+enum { LSIM__I64, LSIM__I32, LSIM__NUM };
+
+typedef struct lsim__field {
+  const char *key;
+  int type;       /* LSIM__I64 (int64_t *), LSIM__I32 (int *), LSIM__NUM */
+  unsigned flags; /* LSIM__REQ, LSIM__LO_OPEN, LSIM__HI_OPEN */
+  double lo, hi;  /* bounds; integers use [lo, hi] */
+  double def;     /* value taken when the key is optional and absent */
+  void *dst;
+} lsim__field;
+
+#define LSIM__N(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+static int lsim__allowed(const char *key, const lsim__field *f, int nf,
+                         const char *const *extra) {
+  for (int i = 0; i < nf; i++)
+    if (strcmp(f[i].key, key) == 0)
+      return 1;
+  for (int i = 0; extra && extra[i]; i++)
+    if (strcmp(extra[i], key) == 0)
+      return 1;
+  return 0;
+}
+
+/*
+** Every key of obj must be a field of f[0..nf) or listed in extra, and no
+** key may appear twice (cJSON keeps both copies).  Unknown keys are checked
+** first, so the duplicate scan only ever walks known keys.
+*/
+static lsim_err lsim__keys(const lsim__ctx *c, const cJSON *obj,
+                           const char *path, const lsim__field *f, int nf,
+                           const char *const *extra) {
+  for (const cJSON *k = obj->child; k; k = k->next) {
+    char kpath[LSIM__PATHBUF];
+    lsim__key_path(kpath, path, k->string);
+    if (!lsim__allowed(k->string, f, nf, extra)) {
+      const char *names[32];
+      int n = 0;
+      char list[300];
+      for (int i = 0; i < nf && n < 31; i++)
+        names[n++] = f[i].key;
+      for (int i = 0; extra && extra[i] && n < 31; i++)
+        names[n++] = extra[i];
+      names[n] = NULL;
+      lsim__join(list, sizeof list, names);
+      return lsim__bad(c, LSIM_E_SCN_UNKNOWN_KEY, kpath,
+                       "unknown key (allowed: %s)", list);
+    }
+    for (const cJSON *p = obj->child; p != k; p = p->next)
+      if (strcmp(p->string, k->string) == 0)
+        return lsim__bad(c, LSIM_E_SCN_DUP, kpath, "duplicate key");
+  }
+  return 0;
+}
+
+/* Read the fields of f from obj (NULL: an absent optional object). */
+static lsim_err lsim__fields(const lsim__ctx *c, const cJSON *obj,
+                             const char *path, const lsim__field *f, int nf) {
+  for (int i = 0; i < nf; i++) {
+    char kpath[LSIM__PATHBUF];
+    const cJSON *v =
+        obj ? cJSON_GetObjectItemCaseSensitive(obj, f[i].key) : NULL;
+    lsim__key_path(kpath, path, f[i].key);
+    int64_t iv = 0;
+    double dv = f[i].def;
+    lsim_err err = 0;
+    if (!v) {
+      if (f[i].flags & LSIM__REQ)
+        return lsim__bad(c, LSIM_E_SCN_MISSING, kpath,
+                         "required key is missing");
+      iv = (int64_t)f[i].def;
+    } else if (f[i].type == LSIM__NUM) {
+      err = lsim__real(c, v, kpath, f[i].lo, f[i].hi, f[i].flags, &dv);
+    } else {
+      err = lsim__int(c, v, kpath, f[i].lo, f[i].hi, &iv);
+    }
+    if (err)
+      return err;
+    switch (f[i].type) {
+    case LSIM__I64:
+      *(int64_t *)f[i].dst = iv;
+      break;
+    case LSIM__I32:
+      *(int *)f[i].dst = (int)iv;
+      break;
+    default:
+      *(double *)f[i].dst = dv;
+      break;
+    }
+  }
+  return 0;
+}
+
+/* A required object member whose keys are exactly the fields of f plus
+** extra; its path goes to kpath. */
+static lsim_err lsim__object(const lsim__ctx *c, const cJSON *parent,
+                             const char *path, const char *key,
+                             const lsim__field *f, int nf,
+                             const char *const *extra, const cJSON **out,
+                             char kpath[LSIM__PATHBUF]) {
+  lsim_err err = lsim__member(c, parent, path, key, "object", 1, out, kpath);
+  if (!err)
+    err = lsim__keys(c, *out, kpath, f, nf, extra);
+  if (!err)
+    err = lsim__fields(c, *out, kpath, f, nf);
+  return err;
+}
+
+/* ---- registered names (backend, policies) -------------------------------- */
+
+typedef struct lsim__registry {
+  const char *key;  /* JSON key */
+  const char *what; /* word for the message */
+  const char *def;
+  int (*known)(const char *name);
+  const char *const *(*names)(void);
+  lsim_err code;
+  char *dst; /* LSIM_NAME_MAX bytes */
+} lsim__registry;
+
+static int lsim__is_backend(const char *n) { return !!lsim_backend_find(n); }
+static int lsim__is_sched(const char *n) { return !!lsim_sched_find(n); }
+static int lsim__is_evict(const char *n) { return !!lsim_evict_find(n); }
+static int lsim__is_prefetch(const char *n) { return !!lsim_prefetch_find(n); }
+
+static lsim_err lsim__named(const lsim__ctx *c, const cJSON *obj,
+                            const char *path, const lsim__registry *r) {
+  const cJSON *v = obj ? cJSON_GetObjectItemCaseSensitive(obj, r->key) : NULL;
+  const char *name = r->def;
+  char kpath[LSIM__PATHBUF];
+  lsim__key_path(kpath, path, r->key);
+  if (v) {
+    if (!cJSON_IsString(v))
+      return lsim__bad(c, LSIM_E_SCN_TYPE, kpath, "must be a string (got %s)",
+                       lsim__type_name(v));
+    name = v->valuestring;
+  }
+  if (!r->known(name)) {
+    char q[64], list[256];
+    lsim__join(list, sizeof list, r->names());
+    return lsim__bad(c, r->code, kpath, "unknown %s '%s' (known: %s)", r->what,
+                     lsim__quote(name, q, sizeof q), list);
+  }
+  size_t n = strlen(name);
+  if (n >= LSIM_NAME_MAX)
+    return lsim__bad(c, LSIM_E_SCN_RANGE, kpath,
+                     "must be 1 to %d bytes long (got %zu)", LSIM_NAME_MAX - 1,
+                     n);
+  memcpy(r->dst, name, n + 1);
+  return 0;
+}
+
+/* ---- sections ------------------------------------------------------------ */
+
+static lsim_err lsim__policies(const lsim__ctx *c, const cJSON *root,
+                               lsim_scenario *sc) {
+  static const char *const keys[] = {"scheduler", "evict", "prefetch", NULL};
+  const lsim__registry regs[] = {
+      {"scheduler", "scheduler", "fcfs", lsim__is_sched, lsim_sched_names,
+       LSIM_E_SCN_POLICY, sc->scheduler},
+      {"evict", "eviction policy", "lru", lsim__is_evict, lsim_evict_names,
+       LSIM_E_SCN_POLICY, sc->evict},
+      {"prefetch", "prefetch policy", "none", lsim__is_prefetch,
+       lsim_prefetch_names, LSIM_E_SCN_POLICY, sc->prefetch},
+  };
+  const cJSON *o;
+  char p[LSIM__PATHBUF];
+  lsim_err err = lsim__member(c, root, "$", "policies", "object", 0, &o, p);
+  if (!err && o)
+    err = lsim__keys(c, o, p, NULL, 0, keys);
+  for (int i = 0; !err && i < LSIM__N(regs); i++)
+    err = lsim__named(c, o, p, &regs[i]);
+  return err;
+}
+
+static lsim_err lsim__workers(const lsim__ctx *c, const cJSON *root,
+                              lsim_scenario *sc) {
+  const lsim__field f[] = {
+      {"count", LSIM__I32, LSIM__REQ, 1, 1024, 0, &sc->workers},
+      {"pool_pages", LSIM__I64, LSIM__REQ, 1, 1073741824.0, 0, &sc->pool_pages},
+      {"page_bytes", LSIM__I64, LSIM__REQ, 256, 2147483648.0, 0,
+       &sc->page_bytes},
+      {"h2d_gbps", LSIM__NUM, LSIM__REQ | LSIM__LO_OPEN, 0, 10000, 0,
+       &sc->h2d_gbps},
+      {"load_fixed_us", LSIM__I64, 0, 0, 1e9, 0, &sc->load_fixed_us},
+      {"max_batch_tokens", LSIM__I64, LSIM__REQ, 1, 16777216.0, 0,
+       &sc->max_batch_tokens},
+      {"max_batch_requests", LSIM__I32, LSIM__REQ, 1, 65536, 0,
+       &sc->max_batch_requests},
+  };
+  const cJSON *o;
+  char p[LSIM__PATHBUF];
+  return lsim__object(c, root, "$", "workers", f, LSIM__N(f), NULL, &o, p);
+}
+
+static lsim_err lsim__model(const lsim__ctx *c, const cJSON *root,
+                            lsim_scenario *sc) {
+  static const char *const extra[] = {"targets", NULL};
+  static const char *const tkeys[] = {"name", NULL};
+  const lsim__field f[] = {
+      {"layers", LSIM__I32, LSIM__REQ, 1, 1024, 0, &sc->layers},
+      {"kv_heads", LSIM__I64, LSIM__REQ, 1, 4096, 0, &sc->kv_heads},
+      {"head_dim", LSIM__I64, LSIM__REQ, 1, 65536, 0, &sc->head_dim},
+      {"dtype_bytes", LSIM__I32, LSIM__REQ, 1, 4, 0, &sc->dtype_bytes},
+  };
+  const cJSON *o, *arr, *t, *nm;
+  char p[LSIM__PATHBUF], ap[LSIM__PATHBUF], ip[LSIM__PATHBUF],
+      np[LSIM__PATHBUF];
+  lsim_err err =
+      lsim__object(c, root, "$", "model", f, LSIM__N(f), extra, &o, p);
+  if (err)
+    return err;
+  if (sc->dtype_bytes == 3) {
+    char kp[LSIM__PATHBUF];
+    lsim__key_path(kp, p, "dtype_bytes");
+    return lsim__bad(c, LSIM_E_SCN_RANGE, kp, "must be one of 1, 2, 4 (got %d)",
+                     sc->dtype_bytes);
+  }
+  if ((err = lsim__member(c, o, p, "targets", "array", 1, &arr, ap)) ||
+      (err = lsim__array(c, arr, ap, LSIM_MAX_TARGETS, &sc->ntargets)))
+    return err;
+  for (int i = 0; i < sc->ntargets; i++) {
+    lsim_target *tg = &sc->targets[i];
+    const lsim__field ff[] = {
+        {"d_in", LSIM__I64, LSIM__REQ, 1, 1048576.0, 0, &tg->d_in},
+        {"d_out", LSIM__I64, LSIM__REQ, 1, 1048576.0, 0, &tg->d_out},
+    };
+    if ((err = lsim__element(c, arr, i, ap, &t, ip)) ||
+        (err = lsim__keys(c, t, ip, ff, LSIM__N(ff), tkeys)) ||
+        (err = lsim__member(c, t, ip, "name", "string", 1, &nm, np)) ||
+        (err = lsim__str(c, nm, np, 0, tg->name, sizeof tg->name)) ||
+        (err = lsim__fields(c, t, ip, ff, LSIM__N(ff))))
+      return err;
+    for (int j = 0; j < i; j++)
+      if (strcmp(sc->targets[j].name, tg->name) == 0)
+        return lsim__bad(c, LSIM_E_SCN_DUP, np,
+                         "duplicate target name (also at [%d])", j);
+  }
+  return 0;
+}
+
+static lsim_err lsim__cost(const lsim__ctx *c, const cJSON *root,
+                           lsim_scenario *sc) {
+  const lsim__field f[] = {
+      {"iter_fixed_ns", LSIM__I64, LSIM__REQ, 0, 1e12, 0, &sc->iter_fixed_ns},
+      {"prefill_token_ns", LSIM__I64, LSIM__REQ, 0, 1e12, 0,
+       &sc->prefill_token_ns},
+      {"decode_token_ns", LSIM__I64, LSIM__REQ, 0, 1e12, 0,
+       &sc->decode_token_ns},
+      {"segment_ns", LSIM__I64, LSIM__REQ, 0, 1e12, 0, &sc->segment_ns},
+      {"rank_row_ps", LSIM__I64, LSIM__REQ, 0, 1e12, 0, &sc->rank_row_ps},
+  };
+  const cJSON *o;
+  char p[LSIM__PATHBUF];
+  return lsim__object(c, root, "$", "cost", f, LSIM__N(f), NULL, &o, p);
+}
+
+static lsim_err lsim__adapters(const lsim__ctx *c, const cJSON *root,
+                               lsim_scenario *sc) {
+  static const char *const extra[] = {"ranks", NULL};
+  const lsim__field f[] = {
+      {"count", LSIM__I32, LSIM__REQ, 1, 1e6, 0, &sc->adapters},
+      {"zipf_s", LSIM__NUM, 0, 0, 10, 0, &sc->zipf_s},
+  };
+  const cJSON *o, *arr, *r;
+  char p[LSIM__PATHBUF], ap[LSIM__PATHBUF], ip[LSIM__PATHBUF];
+  lsim_err err;
+  if ((err = lsim__object(c, root, "$", "adapters", f, LSIM__N(f), extra, &o,
+                          p)) ||
+      (err = lsim__member(c, o, p, "ranks", "array", 1, &arr, ap)) ||
+      (err = lsim__array(c, arr, ap, LSIM_MAX_RANK_CHOICES, &sc->nranks)))
+    return err;
+  for (int i = 0; i < sc->nranks; i++) {
+    lsim_rank_choice *rc = &sc->ranks[i];
+    const lsim__field rf[] = {
+        {"rank", LSIM__I32, LSIM__REQ, 1, 4096, 0, &rc->rank},
+        {"weight", LSIM__I64, LSIM__REQ, 1, 1e9, 0, &rc->weight},
+    };
+    if ((err = lsim__element(c, arr, i, ap, &r, ip)) ||
+        (err = lsim__keys(c, r, ip, rf, LSIM__N(rf), NULL)) ||
+        (err = lsim__fields(c, r, ip, rf, LSIM__N(rf))))
+      return err;
+    for (int j = 0; j < i; j++)
+      if (sc->ranks[j].rank == rc->rank) {
+        char kp[LSIM__PATHBUF];
+        lsim__key_path(kp, ip, "rank");
+        return lsim__bad(c, LSIM_E_SCN_DUP, kp,
+                         "duplicate rank %d (also at [%d])", rc->rank, j);
+      }
+  }
+  return 0;
+}
+
+static lsim_err lsim__tenants(const lsim__ctx *c, const cJSON *root,
+                              lsim_scenario *sc) {
+  static const char *const extra[] = {"name", NULL};
+  const cJSON *arr, *t, *nm;
+  char ap[LSIM__PATHBUF], ip[LSIM__PATHBUF], np[LSIM__PATHBUF];
+  lsim_err err;
+  if ((err = lsim__member(c, root, "$", "tenants", "array", 1, &arr, ap)) ||
+      (err = lsim__array(c, arr, ap, LSIM_MAX_TENANTS, &sc->ntenants)))
+    return err;
+  for (int i = 0; i < sc->ntenants; i++) {
+    lsim_tenant *tn = &sc->tenants[i];
+    const lsim__field f[] = {
+        {"traffic_weight", LSIM__I64, LSIM__REQ, 1, 1e9, 0,
+         &tn->traffic_weight},
+    };
+    if ((err = lsim__element(c, arr, i, ap, &t, ip)) ||
+        (err = lsim__keys(c, t, ip, f, LSIM__N(f), extra)) ||
+        (err = lsim__member(c, t, ip, "name", "string", 1, &nm, np)) ||
+        (err = lsim__str(c, nm, np, 0, tn->name, sizeof tn->name)) ||
+        (err = lsim__fields(c, t, ip, f, LSIM__N(f))))
+      return err;
+    for (int j = 0; j < i; j++)
+      if (strcmp(sc->tenants[j].name, tn->name) == 0)
+        return lsim__bad(c, LSIM_E_SCN_DUP, np,
+                         "duplicate tenant name (also at [%d])", j);
+  }
+  return 0;
+}
+
+/* A length distribution object parent[key]. */
+static lsim_err lsim__dist(const lsim__ctx *c, const cJSON *parent,
+                           const char *path, const char *key,
+                           lsim_len_dist *d) {
+  static const char *const any[] = {"dist", "value", "min",
+                                    "max",  "mean",  NULL};
+  static const char *const kinds[] = {"fixed", "uniform", "exponential", NULL};
+  static const char *const dist_key[] = {"dist", NULL};
+  int64_t value = 0, lo = 0, hi = 0;
+  double mean = 0;
+  const lsim__field fixed[] = {
+      {"value", LSIM__I64, LSIM__REQ, 1, 1e7, 0, &value},
+  };
+  const lsim__field uniform[] = {
+      {"min", LSIM__I64, LSIM__REQ, 1, 1e7, 0, &lo},
+      {"max", LSIM__I64, LSIM__REQ, 1, 1e7, 0, &hi},
+  };
+  const lsim__field expo[] = {
+      {"mean", LSIM__NUM, LSIM__REQ | LSIM__LO_OPEN, 0, 1e7, 0, &mean},
+      {"min", LSIM__I64, LSIM__REQ, 1, 1e7, 0, &lo},
+      {"max", LSIM__I64, LSIM__REQ, 1, 1e7, 0, &hi},
+  };
+  const lsim__field *f[] = {fixed, uniform, expo};
+  const int nf[] = {LSIM__N(fixed), LSIM__N(uniform), LSIM__N(expo)};
+  const cJSON *o, *dv;
+  char p[LSIM__PATHBUF], dp[LSIM__PATHBUF];
+  lsim_err err;
+  if ((err = lsim__member(c, parent, path, key, "object", 1, &o, p)) ||
+      (err = lsim__keys(c, o, p, NULL, 0, any)) ||
+      (err = lsim__member(c, o, p, "dist", "string", 1, &dv, dp)))
+    return err;
+  int k = 0;
+  while (kinds[k] && strcmp(kinds[k], dv->valuestring) != 0)
+    k++;
+  if (!kinds[k]) {
+    char q[64], list[64];
+    lsim__join(list, sizeof list, kinds);
+    return lsim__bad(c, LSIM_E_SCN_DIST, dp,
+                     "unknown distribution '%s' (known: %s)",
+                     lsim__quote(dv->valuestring, q, sizeof q), list);
+  }
+  if ((err = lsim__keys(c, o, p, f[k], nf[k], dist_key)) ||
+      (err = lsim__fields(c, o, p, f[k], nf[k])))
+    return err;
+  memset(d, 0, sizeof *d);
+  if (k == 0) {
+    d->kind = LSIM_DIST_FIXED;
+    d->min = d->max = value;
+    return 0;
+  }
+  if (lo > hi) {
+    char kp[LSIM__PATHBUF];
+    lsim__key_path(kp, p, "max");
+    return lsim__bad(c, LSIM_E_SCN_RANGE, kp,
+                     "must be at least min (%" PRId64 ") (got %" PRId64 ")", lo,
+                     hi);
+  }
+  d->kind = k == 1 ? LSIM_DIST_UNIFORM : LSIM_DIST_EXP;
+  d->min = lo;
+  d->max = hi;
+  if (k == 2) {
+    if (mean < (double)lo || mean > (double)hi) {
+      char kp[LSIM__PATHBUF], got[40];
+      lsim__key_path(kp, p, "mean");
+      return lsim__bad(c, LSIM_E_SCN_RANGE, kp,
+                       "must lie in [min, max] = [%" PRId64 ", %" PRId64
+                       "] (got %s)",
+                       lo, hi, lsim__num_str(mean, got));
+    }
+    d->mean = mean;
+  }
+  return 0;
+}
+
+/* Resolve a trace file against basedir and check it can be read. */
+static lsim_err lsim__trace_file(const lsim__ctx *c, const cJSON *v,
+                                 const char *path, const char *basedir,
+                                 lsim_scenario *sc) {
+  const char *f = v->valuestring;
+  char full[LSIM_PATH_MAX], q[200], why[128];
+  int n;
+  if (!f[0])
+    return lsim__bad(c, LSIM_E_SCN_TRACE_FILE, path, "must name a file");
+  if (f[0] == '/' || !basedir || !basedir[0] || strcmp(basedir, ".") == 0) {
+    n = snprintf(full, sizeof full, "%s", f);
+  } else {
+    size_t bl = strlen(basedir);
+    n = snprintf(full, sizeof full, "%s%s%s", basedir,
+                 basedir[bl - 1] == '/' ? "" : "/", f);
+  }
+  if (n < 0 || (size_t)n >= sizeof full)
+    return lsim__bad(c, LSIM_E_SCN_RANGE, path,
+                     "resolved path is longer than %d bytes",
+                     LSIM_PATH_MAX - 1);
+  FILE *fp = fopen(full, "rb");
+  if (!fp)
+    return lsim__bad(c, LSIM_E_SCN_TRACE_FILE, path, "cannot open '%s': %s",
+                     lsim__quote(full, q, sizeof q), lsim__os_err(errno, why));
+  struct stat st;
+  int regular = fstat(fileno(fp), &st) == 0 && S_ISREG(st.st_mode);
+  fclose(fp);
+  if (!regular)
+    return lsim__bad(c, LSIM_E_SCN_TRACE_FILE, path,
+                     "'%s' is not a regular file",
+                     lsim__quote(full, q, sizeof q));
+  memcpy(sc->trace_file, full, (size_t)n + 1);
+  return 0;
+}
+
+static lsim_err lsim__trace(const lsim__ctx *c, const cJSON *root,
+                            const char *basedir, lsim_scenario *sc) {
+  static const char *const keys[] = {"file", "generator", NULL};
+  static const char *const gen_extra[] = {"prompt_tokens", "output_tokens",
+                                          NULL};
+  const lsim__field gf[] = {
+      {"requests", LSIM__I64, LSIM__REQ, 1, 1e9, 0, &sc->gen_requests},
+      {"rate_per_s", LSIM__NUM, LSIM__REQ | LSIM__LO_OPEN, 0, 1e9, 0,
+       &sc->gen_rate_per_s},
+  };
+  const cJSON *o, *file, *gen;
+  char p[LSIM__PATHBUF], fp[LSIM__PATHBUF], gp[LSIM__PATHBUF];
+  lsim_err err;
+  if ((err = lsim__member(c, root, "$", "trace", "object", 1, &o, p)) ||
+      (err = lsim__keys(c, o, p, NULL, 0, keys)))
+    return err;
+  int has_file = cJSON_GetObjectItemCaseSensitive(o, "file") != NULL;
+  int has_gen = cJSON_GetObjectItemCaseSensitive(o, "generator") != NULL;
+  if (has_file == has_gen)
+    return lsim__bad(c, LSIM_E_SCN_CONFLICT, p,
+                     "must have exactly one of 'file' and 'generator' (got %s)",
+                     has_file ? "both" : "neither");
+  if (has_file)
+    return (err = lsim__member(c, o, p, "file", "string", 1, &file, fp))
+               ? err
+               : lsim__trace_file(c, file, fp, basedir, sc);
+  if ((err = lsim__object(c, o, p, "generator", gf, LSIM__N(gf), gen_extra,
+                          &gen, gp)) ||
+      (err = lsim__dist(c, gen, gp, "prompt_tokens", &sc->gen_prompt)) ||
+      (err = lsim__dist(c, gen, gp, "output_tokens", &sc->gen_output)))
+    return err;
+  return 0;
+}
+
+static lsim_err lsim__faults(const lsim__ctx *c, const cJSON *root,
+                             lsim_scenario *sc) {
+  const lsim__field f[] = {
+      {"load_failure_rate", LSIM__NUM, LSIM__HI_OPEN, 0, 1, 0,
+       &sc->load_failure_rate},
+      {"max_load_attempts", LSIM__I32, 0, 1, 1000, 3, &sc->max_load_attempts},
+  };
+  const cJSON *o;
+  char p[LSIM__PATHBUF];
+  lsim_err err = lsim__member(c, root, "$", "faults", "object", 0, &o, p);
+  if (!err && o)
+    err = lsim__keys(c, o, p, f, LSIM__N(f), NULL);
+  if (!err)
+    err = lsim__fields(c, o, p, f, LSIM__N(f)); /* o NULL: defaults */
+  return err;
+}
+
+/* Checks that span sections. */
+static lsim_err lsim__cross(const lsim__ctx *c, lsim_scenario *sc) {
+  if (sc->adapters < sc->ntenants)
+    return lsim__bad(c, LSIM_E_SCN_CONFLICT, "$.adapters.count",
+                     "must be at least the number of tenants (%d), since "
+                     "adapter a belongs to tenant a %% %d (got %d)",
+                     sc->ntenants, sc->ntenants, sc->adapters);
+  for (int i = 0; i < sc->nranks; i++) {
+    int64_t bytes = lsim_scenario_adapter_bytes(sc, sc->ranks[i].rank);
+    int64_t pages = (bytes + sc->page_bytes - 1) / sc->page_bytes;
+    if (pages > sc->pool_pages) {
+      char ip[LSIM__PATHBUF], kp[LSIM__PATHBUF];
+      lsim__idx_path(ip, "$.adapters.ranks", i);
+      lsim__key_path(kp, ip, "rank");
+      return lsim__bad(c, LSIM_E_SCN_CAPACITY, kp,
+                       "an adapter of rank %d needs %" PRId64
+                       " pages but a worker's pool has %" PRId64,
+                       sc->ranks[i].rank, pages, sc->pool_pages);
+    }
+  }
+  return 0;
+}
+
+static lsim_err lsim__root(const lsim__ctx *c, const cJSON *root,
+                           const char *basedir, lsim_scenario *sc) {
+  static const char *const extra[] = {"name",  "backend", "policies", "workers",
+                                      "model", "cost",    "adapters", "tenants",
+                                      "trace", "faults",  NULL};
+  int64_t seed = 0;
+  const lsim__field f[] = {
+      {"seed", LSIM__I64, LSIM__REQ, 0, LSIM__INT_LIMIT, 0, &seed},
+      {"ns_per_tick", LSIM__I64, 0, 1, 1e9, 1000, &sc->ns_per_tick},
+  };
+  const lsim__registry backend = {
+      "backend",          "backend",          "model",    lsim__is_backend,
+      lsim_backend_names, LSIM_E_SCN_BACKEND, sc->backend};
+  const cJSON *nm;
+  char np[LSIM__PATHBUF];
+  lsim_err err;
+  if (!cJSON_IsObject(root))
+    return lsim__bad(c, LSIM_E_SCN_TYPE, "$", "must be an object (got %s)",
+                     lsim__type_name(root));
+  if ((err = lsim__keys(c, root, "$", f, LSIM__N(f), extra)) ||
+      (err = lsim__member(c, root, "$", "name", "string", 1, &nm, np)) ||
+      (err = lsim__str(c, nm, np, 1, sc->name, sizeof sc->name)) ||
+      (err = lsim__fields(c, root, "$", f, LSIM__N(f))) ||
+      (err = lsim__named(c, root, "$", &backend)) ||
+      (err = lsim__policies(c, root, sc)) ||
+      (err = lsim__workers(c, root, sc)) || (err = lsim__model(c, root, sc)) ||
+      (err = lsim__cost(c, root, sc)) || (err = lsim__adapters(c, root, sc)) ||
+      (err = lsim__tenants(c, root, sc)) ||
+      (err = lsim__trace(c, root, basedir, sc)) ||
+      (err = lsim__faults(c, root, sc)) || (err = lsim__cross(c, sc)))
+    return err;
+  sc->seed = (uint64_t)seed;
+  return 0;
+}
+
+/* ---- entry points -------------------------------------------------------- */
+
+/* A JSON syntax error at byte offset `at`, reported with line and column. */
+static lsim_err lsim__json_err(const lsim__ctx *c, const char *text, size_t len,
+                               size_t at, const char *what) {
+  int line = 1;
+  size_t col = 1;
+  if (at > len)
+    at = len;
+  for (size_t i = 0; i < at; i++) {
+    if (text[i] == '\n') {
+      line++;
+      col = 1;
+    } else {
+      col++;
+    }
+  }
+  return lsim__bad(c, LSIM_E_SCN_JSON, "$", "%s near line %d, column %zu", what,
+                   line, col);
+}
+
+lsim_err lsim_scenario_parse(lsim_scenario *sc, const char *json, size_t len,
+                             const char *name, const char *basedir,
+                             lsim_errbuf *eb) {
+  lsim__ctx c = {name ? name : "<scenario>", eb};
+  if (!sc || (!json && len))
+    return lsim_fail(eb, LSIM_E_USAGE, "%s: no scenario or no text given",
+                     c.file);
+  if (!json)
+    json = "";
+  memset(sc, 0, sizeof *sc);
+
+  unsigned int mdlen = 0;
+  if (!EVP_Digest(json, len, sc->sha256, &mdlen, EVP_sha256(), NULL) ||
+      mdlen != sizeof sc->sha256)
+    return lsim_fail(eb, LSIM_E_BUG, "%s: sha-256 digest failed", c.file);
+
+  if (len == 0)
+    return lsim__bad(&c, LSIM_E_SCN_JSON, "$", "invalid json: empty text");
+  const char *nul = memchr(json, '\0', len);
+  if (nul)
+    return lsim__json_err(&c, json, len, (size_t)(nul - json),
+                          "invalid json: nul byte");
+
+  /* return_parse_end is the position cJSON_GetErrorPtr() would give, without
+  ** the shared global. */
+  const char *end = NULL;
+  cJSON *root = cJSON_ParseWithLengthOpts(json, len, &end, 0);
+  if (!root)
+    return lsim__json_err(&c, json, len, end ? (size_t)(end - json) : 0,
+                          "invalid json");
+  size_t at = (size_t)(end - json);
+  while (at < len && (json[at] == ' ' || json[at] == '\t' || json[at] == '\n' ||
+                      json[at] == '\r'))
+    at++;
+  lsim_err err;
+  if (at < len)
+    err = lsim__json_err(&c, json, len, at,
+                         "invalid json: text after the top-level value");
+  else
+    err = lsim__root(&c, root, basedir, sc);
+  cJSON_Delete(root);
+  return err;
+}
+
+/* The whole of path, at most LSIM__MAX_FILE_BYTES, into a malloc'd buffer. */
+static lsim_err lsim__slurp(const char *path, char **out, size_t *outlen,
+                            lsim_errbuf *eb) {
+  char why[128];
+  FILE *fp = fopen(path, "rb");
+  if (!fp)
+    return lsim_fail(eb, LSIM_E_IO, "%s: cannot open: %s", path,
+                     lsim__os_err(errno, why));
+  char *buf = NULL;
+  size_t n = 0, cap = 0;
+  lsim_err err = 0;
+  for (;;) {
+    if (n == cap) {
+      size_t ncap = cap ? cap * 2 : 65536;
+      if (ncap > LSIM__MAX_FILE_BYTES + 1)
+        ncap = LSIM__MAX_FILE_BYTES + 1;
+      char *nb = realloc(buf, ncap);
+      if (!nb) {
+        err = lsim_fail(eb, LSIM_E_NOMEM, "%s: out of memory reading", path);
+        break;
+      }
+      buf = nb;
+      cap = ncap;
+    }
+    size_t want = cap - n;
+    size_t got = fread(buf + n, 1, want, fp);
+    n += got;
+    if (n > LSIM__MAX_FILE_BYTES) {
+      err = lsim_fail(eb, LSIM_E_SCN_RANGE, "%s: file is larger than 16 MiB",
+                      path);
+      break;
+    }
+    if (got < want) {
+      if (ferror(fp))
+        err = lsim_fail(eb, LSIM_E_IO, "%s: cannot read: %s", path,
+                        lsim__os_err(errno, why));
+      break;
+    }
+  }
+  fclose(fp);
+  if (err) {
+    free(buf);
+    return err;
+  }
+  *out = buf;
+  *outlen = n;
+  return 0;
+}
+
+lsim_err lsim_scenario_load(lsim_scenario *sc, const char *path,
+                            lsim_errbuf *eb) {
+  if (!sc || !path)
+    return lsim_fail(eb, LSIM_E_USAGE, "no scenario or no path given");
+  size_t plen = strlen(path);
+  if (plen == 0 || plen >= LSIM_PATH_MAX)
+    return lsim_fail(eb, LSIM_E_SCN_RANGE,
+                     "scenario path must be 1 to %d bytes long (got %zu)",
+                     LSIM_PATH_MAX - 1, plen);
+
+  char dir[LSIM_PATH_MAX];
+  const char *slash = strrchr(path, '/');
+  if (!slash) {
+    memcpy(dir, ".", 2);
+  } else if (slash == path) {
+    memcpy(dir, "/", 2);
+  } else {
+    memcpy(dir, path, (size_t)(slash - path));
+    dir[slash - path] = '\0';
+  }
+
+  char *text = NULL;
+  size_t len = 0;
+  lsim_err err = lsim__slurp(path, &text, &len, eb);
+  if (err)
+    return err;
+  err = lsim_scenario_parse(sc, text, len, path, dir, eb);
+  free(text);
+  if (err)
+    return err;
+  memcpy(sc->path, path, plen + 1);
+  return 0;
+}
+
+void lsim_scenario_sha_hex(const lsim_scenario *sc, char out[65]) {
+  static const char hex[] = "0123456789abcdef";
+  for (int i = 0; i < 32; i++) {
+    out[2 * i] = hex[sc->sha256[i] >> 4];
+    out[2 * i + 1] = hex[sc->sha256[i] & 15];
+  }
+  out[64] = '\0';
+}
+
+int64_t lsim_scenario_adapter_bytes(const lsim_scenario *sc, int rank) {
+  int64_t per_layer = 0;
+  for (int i = 0; i < sc->ntargets; i++)
+    per_layer += (int64_t)rank * (sc->targets[i].d_in + sc->targets[i].d_out) *
+                 sc->dtype_bytes;
+  return (int64_t)sc->layers * per_layer;
+}
+
+int64_t lsim_scenario_kv_bytes_per_token(const lsim_scenario *sc) {
+  return 2 * (int64_t)sc->layers * sc->kv_heads * sc->head_dim *
+         sc->dtype_bytes;
+}

@@ -1,0 +1,120 @@
+/*
+** scenario.h: a replay scenario, parsed and validated from JSON.
+**
+** lsim_scenario_load() reads a JSON file (cJSON), checks every key against
+** the schema in docs/SCENARIO.md, and fills an lsim_scenario.  Validation is
+** strict: unknown keys, wrong types, non-integers where an integer is due and
+** out-of-range values are rejected.  The error message names the file and
+** the JSON path ("quickstart.json: $.workers.pool_pages: ...") and the code
+** is one of the stable LSIM_E_SCN_* values.  Nothing is written anywhere
+** while loading, so a rejected scenario leaves no trace on disk.
+**
+** Units are in the field names: *_ns nanoseconds, *_us microseconds,
+** *_bytes bytes, *_pages pool pages, *_tokens tokens.
+*/
+#ifndef LSIM_SCENARIO_H
+#define LSIM_SCENARIO_H
+
+#include "../engine/lsim.h"
+#include "../traces/trace.h" /* lsim_len_dist */
+
+#define LSIM_MAX_TARGETS 16
+#define LSIM_MAX_TENANTS 64
+#define LSIM_MAX_RANK_CHOICES 16
+#define LSIM_NAME_MAX 64
+#define LSIM_PATH_MAX 1024
+
+
+typedef struct lsim_target {
+  char name[LSIM_NAME_MAX]; /* "q_proj" */
+  int64_t d_in, d_out;      /* base projection shape */
+} lsim_target;
+
+typedef struct lsim_rank_choice {
+  int rank;
+  int64_t weight; /* relative frequency in the synthetic catalog */
+} lsim_rank_choice;
+
+typedef struct lsim_tenant {
+  char name[LSIM_NAME_MAX];
+  int64_t traffic_weight; /* relative share of arrivals */
+} lsim_tenant;
+
+typedef struct lsim_scenario {
+  char name[LSIM_NAME_MAX];
+  char path[LSIM_PATH_MAX]; /* file it was read from */
+  unsigned char sha256[32]; /* of the file's bytes */
+  uint64_t seed;
+  int64_t ns_per_tick; /* >= 1 */
+
+  /* backend and policies, by registry name */
+  char backend[LSIM_NAME_MAX];   /* "model" */
+  char scheduler[LSIM_NAME_MAX]; /* "fcfs" */
+  char evict[LSIM_NAME_MAX];     /* "lru" */
+  char prefetch[LSIM_NAME_MAX];  /* "none" */
+
+  /* $.workers */
+  int workers;
+  int64_t pool_pages;      /* pages per worker, shared by adapters and KV */
+  int64_t page_bytes;
+  double h2d_gbps;         /* host-to-device copy bandwidth, GB/s (1e9 B/s) */
+  int64_t load_fixed_us;   /* per-load fixed latency */
+  int64_t max_batch_tokens;
+  int max_batch_requests;
+
+  /* $.model */
+  int layers;
+  int64_t kv_heads, head_dim;
+  int dtype_bytes;
+  int ntargets;
+  lsim_target targets[LSIM_MAX_TARGETS];
+
+  /* $.cost: the model backend's iteration cost, all in ns */
+  int64_t iter_fixed_ns;
+  int64_t prefill_token_ns;
+  int64_t decode_token_ns;
+  int64_t segment_ns;  /* per contiguous adapter segment */
+  int64_t rank_row_ps; /* per (row x rank) unit of adapter work, in ps */
+
+  /* $.adapters: the synthetic catalog */
+  int adapters;
+  int nranks;
+  lsim_rank_choice ranks[LSIM_MAX_RANK_CHOICES];
+  double zipf_s; /* adapter popularity exponent within a tenant; 0 = uniform */
+
+  /* $.tenants */
+  int ntenants;
+  lsim_tenant tenants[LSIM_MAX_TENANTS];
+
+  /* $.trace: exactly one of file or generator */
+  char trace_file[LSIM_PATH_MAX]; /* resolved relative to the scenario file */
+  int64_t gen_requests;
+  double gen_rate_per_s;
+  lsim_len_dist gen_prompt;
+  lsim_len_dist gen_output;
+
+  /* $.faults */
+  double load_failure_rate; /* probability that one adapter copy fails */
+  int max_load_attempts;    /* a request is rejected after this many */
+} lsim_scenario;
+
+/* Load and validate path into *sc.  On error *sc is unspecified. */
+lsim_err lsim_scenario_load(lsim_scenario *sc, const char *path,
+                            lsim_errbuf *eb);
+
+/* Same, from a JSON text; `name` stands in for the path in messages and
+** relative trace paths resolve against `basedir` (may be NULL = "."). */
+lsim_err lsim_scenario_parse(lsim_scenario *sc, const char *json, size_t len,
+                             const char *name, const char *basedir,
+                             lsim_errbuf *eb);
+
+/* Lowercase hex of sc->sha256 into out[65]. */
+void lsim_scenario_sha_hex(const lsim_scenario *sc, char out[65]);
+
+/* Bytes of one adapter of `rank` over all layers and target modules. */
+int64_t lsim_scenario_adapter_bytes(const lsim_scenario *sc, int rank);
+
+/* KV bytes one token occupies over all layers (K and V). */
+int64_t lsim_scenario_kv_bytes_per_token(const lsim_scenario *sc);
+
+#endif /* LSIM_SCENARIO_H */

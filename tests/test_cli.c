@@ -1,0 +1,218 @@
+/* The lorasim binary as a user runs it: exit codes, messages, files. */
+#include <criterion/criterion.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <fcntl.h>
+#include <time.h>
+#include <unistd.h>
+
+static char tmpdir[256];
+static char out[65536];
+
+static void mk_tmp(void) {
+  snprintf(tmpdir, sizeof tmpdir, "/tmp/lsim-cli-XXXXXX");
+  cr_assert_not_null(mkdtemp(tmpdir));
+}
+
+static void rm_tmp(void) {
+  char cmd[300];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+  cr_assert_eq(system(cmd), 0);
+}
+
+/* Run `lorasim ARGS` (stdout+stderr captured into out); return exit status. */
+static int lorasim(const char *args) {
+  char cmd[2048];
+  snprintf(cmd, sizeof cmd, "cd '%s' && '%s' %s 2>&1", tmpdir, LSIM_BIN, args);
+  FILE *p = popen(cmd, "r");
+  cr_assert_not_null(p);
+  size_t n = fread(out, 1, sizeof out - 1, p);
+  out[n] = 0;
+  int st = pclose(p);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static int exists(const char *rel) {
+  char p[512];
+  struct stat sb;
+  snprintf(p, sizeof p, "%s/%s", tmpdir, rel);
+  return stat(p, &sb) == 0;
+}
+
+static void write_file(const char *rel, const char *text) {
+  char p[512];
+  snprintf(p, sizeof p, "%s/%s", tmpdir, rel);
+  FILE *f = fopen(p, "w");
+  cr_assert_not_null(f);
+  fputs(text, f);
+  fclose(f);
+}
+
+static void db_status(const char *path, char *st, size_t n) {
+  sqlite3 *h;
+  sqlite3_stmt *s;
+  cr_assert_eq(sqlite3_open_v2(path, &h, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+  cr_assert_eq(sqlite3_prepare_v2(h, "SELECT status FROM runs", -1, &s, NULL),
+               SQLITE_OK);
+  cr_assert_eq(sqlite3_step(s), SQLITE_ROW);
+  snprintf(st, n, "%s", (const char *)sqlite3_column_text(s, 0));
+  sqlite3_finalize(s);
+  sqlite3_close(h);
+}
+
+TestSuite(cli, .init = mk_tmp, .fini = rm_tmp);
+
+Test(cli, version_help_and_unknown_commands) {
+  cr_assert_eq(lorasim("version"), 0);
+  cr_assert_not_null(strstr(out, "lorasim 0."));
+  cr_assert_eq(lorasim("help"), 0);
+  cr_assert_not_null(strstr(out, "replay SCENARIO.json"));
+  cr_assert_eq(lorasim("replay --help"), 0);
+  cr_assert_not_null(strstr(out, "--scheduler NAME"));
+  cr_assert_not_null(strstr(out, "fcfs"));
+  cr_assert_eq(lorasim("help replay"), 0);
+  cr_assert_not_null(strstr(out, "--db PATH"));
+  cr_assert_eq(lorasim("frobnicate"), 2);
+  cr_assert_not_null(strstr(out, "E_USAGE"));
+  cr_assert_eq(lorasim(""), 2);
+  cr_assert_eq(lorasim("replay"), 2);
+  cr_assert_eq(lorasim("replay --bogus x.json"), 2);
+}
+
+Test(cli, quickstart_replay_writes_db_plots_and_summary) {
+  char args[1024];
+  snprintf(args, sizeof args, "replay '%s/scenarios/quickstart.json'",
+           LSIM_SOURCE_DIR);
+  cr_assert_eq(lorasim(args), 0, "%s", out);
+  cr_assert_not_null(strstr(out, "400 arrived"), "%s", out);
+  cr_assert_not_null(strstr(out, "TTFT"), "%s", out);
+  cr_assert_not_null(strstr(out, "TBT"), "%s", out);
+  cr_assert_not_null(strstr(out, "cache hit rate"), "%s", out);
+  cr_assert_not_null(strstr(out, "interactive"), "%s", out);
+  cr_assert_not_null(strstr(out, "results/quickstart-seed42.db"), "%s", out);
+  cr_assert(exists("results/quickstart-seed42.db"));
+  cr_assert(exists("results/quickstart-seed42.prom"));
+  cr_assert(exists("results/quickstart-seed42-ttft.dat"));
+  cr_assert(exists("results/quickstart-seed42-residency.dat"));
+  if (system("command -v gnuplot >/dev/null 2>&1") == 0) {
+    cr_assert(exists("results/quickstart-seed42-ttft.png"));
+    cr_assert(exists("results/quickstart-seed42-residency.png"));
+  } else {
+    cr_assert_not_null(strstr(out, "gnuplot not found"));
+  }
+  char p[512], st[32];
+  snprintf(p, sizeof p, "%s/results/quickstart-seed42.db", tmpdir);
+  db_status(p, st, sizeof st);
+  cr_assert_str_eq(st, "ok");
+}
+
+Test(cli, overrides_are_checked_and_recorded) {
+  char args[1024];
+  snprintf(args, sizeof args,
+           "replay '%s/scenarios/quickstart.json' --scheduler nope --db x.db",
+           LSIM_SOURCE_DIR);
+  cr_assert_eq(lorasim(args), 2);
+  cr_assert_not_null(strstr(out, "E_SCN_POLICY"), "%s", out);
+  cr_assert(!exists("x.db"), "a rejected command must write nothing");
+  snprintf(args, sizeof args,
+           "replay '%s/scenarios/quickstart.json' --backend warp --db x.db",
+           LSIM_SOURCE_DIR);
+  cr_assert_eq(lorasim(args), 2);
+  cr_assert_not_null(strstr(out, "E_SCN_BACKEND"), "%s", out);
+  snprintf(args, sizeof args,
+           "replay '%s/scenarios/quickstart.json' --seed -4 --db x.db",
+           LSIM_SOURCE_DIR);
+  cr_assert_eq(lorasim(args), 2);
+  cr_assert(!exists("x.db"));
+  snprintf(args, sizeof args,
+           "replay '%s/scenarios/quickstart.json' --seed 9 --db y.db "
+           "--no-plots --quiet --scheduler fcfs --evict lru --prefetch none",
+           LSIM_SOURCE_DIR);
+  cr_assert_eq(lorasim(args), 0, "%s", out);
+  cr_assert(exists("y.db"));
+  cr_assert(!exists("y-ttft.png"));
+}
+
+Test(cli, bad_scenario_exits_2_names_the_path_and_writes_nothing) {
+  write_file("bad.json",
+             "{\"name\":\"x\",\"seed\":1,\"workers\":{\"count\":0}}");
+  cr_assert_eq(lorasim("replay bad.json --db bad.db"), 2);
+  cr_assert_not_null(strstr(out, "bad.json"), "%s", out);
+  cr_assert_not_null(strstr(out, "$.workers"), "%s", out);
+  cr_assert(!exists("bad.db"));
+  cr_assert(!exists("results"));
+  cr_assert_eq(lorasim("replay missing.json"), 2);
+  cr_assert_not_null(strstr(out, "missing.json"), "%s", out);
+}
+
+Test(cli, sigint_to_a_running_replay_exits_130_and_marks_interrupted) {
+  /* a long trace: tens of thousands of requests, so SIGINT lands mid-run */
+  char scn[1024], db[512];
+  snprintf(scn, sizeof scn, "%s/scenarios/quickstart.json", LSIM_SOURCE_DIR);
+  FILE *f = fopen(scn, "r");
+  cr_assert_not_null(f);
+  static char text[16384];
+  size_t n = fread(text, 1, sizeof text - 1, f);
+  text[n] = 0;
+  fclose(f);
+  char *p = strstr(text, "\"requests\": 400");
+  cr_assert_not_null(p);
+  static char edited[16500];
+  size_t head = (size_t)(p - text);
+  const char *tail = p + strlen("\"requests\": 400");
+  /* a non-integer count must be rejected before anything is written */
+  snprintf(edited, sizeof edited, "%.*s\"requests\": 9.5%s", (int)head, text,
+           tail);
+  write_file("long.json", edited);
+  cr_assert_eq(lorasim("replay long.json --db never.db"), 2);
+  cr_assert_not_null(strstr(out, "E_SCN_NOT_INTEGER"), "%s", out);
+  cr_assert(!exists("never.db"));
+  snprintf(edited, sizeof edited, "%.*s\"requests\": 10000000%s", (int)head,
+           text, tail);
+  write_file("long.json", edited);
+
+  snprintf(db, sizeof db, "%s/long.db", tmpdir);
+  pid_t pid = fork();
+  cr_assert_geq(pid, 0);
+  if (pid == 0) {
+    cr_assert_eq(chdir(tmpdir), 0);
+    int nul = open("/dev/null", O_WRONLY);
+    dup2(nul, 1);
+    dup2(nul, 2);
+    execl(LSIM_BIN, "lorasim", "replay", "long.json", "--db", "long.db",
+          "--no-plots", (char *)NULL);
+    _exit(127);
+  }
+  /* wait until the run row is committed as 'running' */
+  char st[32] = "";
+  for (int i = 0; i < 400 && strcmp(st, "running") != 0; i++) {
+    struct timespec ts = {0, 25 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    struct stat sb;
+    if (stat(db, &sb) == 0 && sb.st_size > 0) {
+      sqlite3 *h;
+      sqlite3_stmt *s;
+      if (sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
+          sqlite3_prepare_v2(h, "SELECT status FROM runs", -1, &s, NULL) ==
+              SQLITE_OK) {
+        if (sqlite3_step(s) == SQLITE_ROW)
+          snprintf(st, sizeof st, "%s", (const char *)sqlite3_column_text(s, 0));
+        sqlite3_finalize(s);
+      }
+      sqlite3_close(h);
+    }
+  }
+  cr_assert_str_eq(st, "running");
+  kill(pid, SIGINT);
+  int ws;
+  cr_assert_eq(waitpid(pid, &ws, 0), pid);
+  cr_assert(WIFEXITED(ws));
+  cr_assert_eq(WEXITSTATUS(ws), 130);
+  db_status(db, st, sizeof st);
+  cr_assert_str_eq(st, "interrupted");
+}

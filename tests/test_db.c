@@ -1,0 +1,598 @@
+/*
+** test_db.c: the SQLite event spine (sim/db.c).
+**
+** Every test writes into its own directory under /tmp and reads the result
+** back through the plain sqlite3 API, never through db.c, so the schema in
+** docs/SCHEMA.md is what is checked.
+*/
+#include <criterion/criterion.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../sim/db.h"
+
+#ifndef LSIM_TEST_DB_EVENTS
+#define LSIM_TEST_DB_EVENTS 200000
+#endif
+
+/* ---- scratch directory ----------------------------------------------------- */
+
+typedef struct {
+  char dir[64];
+  char db[128];
+} tmp_t;
+
+static void tmp_make(tmp_t *t) {
+  snprintf(t->dir, sizeof t->dir, "/tmp/lsim-test-db-XXXXXX");
+  cr_assert_not_null(mkdtemp(t->dir), "mkdtemp: %s", strerror(errno));
+  snprintf(t->db, sizeof t->db, "%s/run.db", t->dir);
+}
+
+static void tmp_remove(tmp_t *t) {
+  static const char *const sfx[] = {"", "-wal", "-shm", "-journal"};
+  char p[160];
+  for (size_t i = 0; i < sizeof sfx / sizeof sfx[0]; i++) {
+    snprintf(p, sizeof p, "%s%s", t->db, sfx[i]);
+    unlink(p);
+  }
+  rmdir(t->dir);
+}
+
+static int file_exists(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0;
+}
+
+/* ---- a deterministic event stream with every field shape --------------------- */
+
+static const char *const details[] = {"hit", "miss", "copy_failed", "lru"};
+
+static void make_event(int64_t i, lsim_event *ev) {
+  ev->seq = i;
+  ev->tick = i / 3;
+  ev->kind = 1 + (int)(i % (LSIM_EV__END - 1));
+  ev->worker = i % 5 == 0 ? LSIM_NONE : (int)(i % 4);
+  ev->request = i % 7 == 0 ? LSIM_NONE : i / 2;
+  ev->tenant = i % 11 == 0 ? LSIM_NONE : (int)(i % 3);
+  ev->adapter = i % 13 == 0 ? LSIM_NONE : (int)(i % 40);
+  ev->generation = i % 2 ? LSIM_NONE : i / 100;
+  ev->attempt = i % 9 == 0 ? LSIM_NONE : (int)(i % 4);
+  ev->pages = i % 6 == 0 ? LSIM_NONE : i % 64;
+  ev->bytes = i % 6 == 0 ? LSIM_NONE : (i % 64) * 2097152;
+  ev->value = i % 17 == 0 ? LSIM_NONE : i * 1000003;
+  ev->detail = i % 3 == 0 ? NULL : details[i % 4];
+}
+
+static void make_request(int64_t i, lsim_request_record *r) {
+  r->request = i;
+  r->tenant = (int)(i % 3);
+  r->adapter = i % 10 == 0 ? LSIM_NONE : (int)(i % 40);
+  r->worker = i % 8 == 0 ? LSIM_NONE : (int)(i % 2);
+  r->arrival_tick = i * 10;
+  r->first_token_tick = i % 4 == 0 ? LSIM_NONE : i * 10 + 5;
+  r->finish_tick = i * 10 + 50;
+  r->prompt_tokens = (int)(64 + i % 900);
+  r->output_tokens = r->first_token_tick == LSIM_NONE ? 0 : (int)(1 + i % 300);
+  r->loads_waited = (int)(i % 2);
+  r->outcome = i % 4 == 0 ? "rejected" : "ok";
+}
+
+static void make_iter(int64_t i, lsim_iter_record *it) {
+  memset(it, 0, sizeof *it);
+  it->iter = i;
+  it->worker = (int)(i % 2);
+  it->start_tick = i * 100;
+  it->end_tick = i * 100 + 90;
+  it->prefill_rows = i % 1000;
+  it->decode_rows = i % 48;
+  it->prefill_reqs = (int)(i % 5);
+  it->decode_reqs = (int)(i % 48);
+  it->distinct_adapters = (int)(i % 7);
+  it->segments = (int)(i % 9);
+  it->true_rank_rows = i * 8;
+  it->padded_rank_rows = i * 64;
+  it->backend_ns = i % 5 == 0 ? -1 : i * 1000;
+  it->result = i % 50 == 0 ? "failed" : "ok";
+}
+
+static lsim_run_info run_info(void) {
+  lsim_run_info info = {"quickstart", "scenarios/quickstart.json",
+                        "0123456789abcdef0123456789abcdef"
+                        "0123456789abcdef0123456789abcdef",
+                        UINT64_C(18446744073709551557), /* > INT64_MAX */
+                        "model", "fcfs", "lru", "none", 1000, 2,
+                        "lorasim run scenarios/quickstart.json"};
+  return info;
+}
+
+static lsim_db *open_and_begin(const char *path) {
+  lsim_errbuf eb = LSIM_ERRBUF_INIT;
+  lsim_db *db = NULL;
+  lsim_run_info info = run_info();
+  cr_assert_eq(lsim_db_open(&db, path, &eb), 0, "open: %s", eb.msg);
+  cr_assert_not_null(db);
+  cr_assert_eq(lsim_db_begin_run(db, &info, &eb), 0, "begin_run: %s", eb.msg);
+  return db;
+}
+
+static void write_events(lsim_db *db, int64_t from, int64_t to) {
+  lsim_event ev;
+  for (int64_t i = from; i < to; i++) {
+    make_event(i, &ev);
+    lsim_err rc = lsim_db_event(db, &ev);
+    if (rc)
+      cr_assert_fail("event %lld: %s", (long long)i, lsim_db_errmsg(db));
+  }
+}
+
+/* ---- plain sqlite3 readers ----------------------------------------------------- */
+
+static sqlite3 *ro_open(const char *path) {
+  sqlite3 *h = NULL;
+  int rc = sqlite3_open_v2(path, &h, SQLITE_OPEN_READONLY, NULL);
+  cr_assert_eq(rc, SQLITE_OK, "reopen %s: %s", path,
+               h ? sqlite3_errmsg(h) : "?");
+  return h;
+}
+
+static int64_t q_int(sqlite3 *h, const char *sql) {
+  sqlite3_stmt *st = NULL;
+  cr_assert_eq(sqlite3_prepare_v2(h, sql, -1, &st, NULL), SQLITE_OK, "%s: %s",
+               sql, sqlite3_errmsg(h));
+  cr_assert_eq(sqlite3_step(st), SQLITE_ROW, "%s: no row", sql);
+  int64_t v = sqlite3_column_int64(st, 0);
+  sqlite3_finalize(st);
+  return v;
+}
+
+static int q_is_null(sqlite3 *h, const char *sql) {
+  sqlite3_stmt *st = NULL;
+  cr_assert_eq(sqlite3_prepare_v2(h, sql, -1, &st, NULL), SQLITE_OK, "%s: %s",
+               sql, sqlite3_errmsg(h));
+  cr_assert_eq(sqlite3_step(st), SQLITE_ROW, "%s: no row", sql);
+  int v = sqlite3_column_type(st, 0) == SQLITE_NULL;
+  sqlite3_finalize(st);
+  return v;
+}
+
+/* Copy the text of the first column into out (empty string for NULL). */
+static void q_text(sqlite3 *h, const char *sql, char *out, size_t n) {
+  sqlite3_stmt *st = NULL;
+  cr_assert_eq(sqlite3_prepare_v2(h, sql, -1, &st, NULL), SQLITE_OK, "%s: %s",
+               sql, sqlite3_errmsg(h));
+  cr_assert_eq(sqlite3_step(st), SQLITE_ROW, "%s: no row", sql);
+  const unsigned char *s = sqlite3_column_text(st, 0);
+  snprintf(out, n, "%s", s ? (const char *)s : "");
+  sqlite3_finalize(st);
+}
+
+/* Column i of st equals v, where LSIM_NONE must read back as NULL. */
+static void expect_opt(sqlite3_stmt *st, int i, int64_t v, int64_t row,
+                       const char *col) {
+  if (v == LSIM_NONE)
+    cr_assert_eq(sqlite3_column_type(st, i), SQLITE_NULL,
+                 "row %lld: %s should be NULL", (long long)row, col);
+  else
+    cr_assert_eq(sqlite3_column_int64(st, i), v, "row %lld: %s",
+                 (long long)row, col);
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* ---- (1) round trip -------------------------------------------------------------- */
+
+Test(db, round_trip) {
+  const int64_t nev = LSIM_TEST_DB_EVENTS, nreq = 5000, niter = 2000;
+  tmp_t t;
+  tmp_make(&t);
+  lsim_errbuf eb = LSIM_ERRBUF_INIT;
+
+  double t0 = now_s();
+  lsim_db *db = open_and_begin(t.db);
+  lsim_event ev;
+  lsim_request_record rr;
+  lsim_iter_record it;
+  for (int64_t i = 0; i < nev; i++) {
+    make_event(i, &ev);
+    lsim_err rc = lsim_db_event(db, &ev);
+    if (rc)
+      cr_assert_fail("event %lld: %s", (long long)i, lsim_db_errmsg(db));
+    /* requests and iterations interleaved with the events, as in a run */
+    if (i % (nev / nreq) == 0 && i / (nev / nreq) < nreq) {
+      make_request(i / (nev / nreq), &rr);
+      cr_assert_eq(lsim_db_request(db, &rr), 0, "%s", lsim_db_errmsg(db));
+    }
+    if (i % (nev / niter) == 0 && i / (nev / niter) < niter) {
+      make_iter(i / (nev / niter), &it);
+      cr_assert_eq(lsim_db_iteration(db, &it), 0, "%s", lsim_db_errmsg(db));
+    }
+  }
+  cr_assert_eq(lsim_db_event_count(db), nev);
+  cr_assert_eq(lsim_db_summary(db, "ttft_p50_ms", 12.5), 0, "%s",
+               lsim_db_errmsg(db));
+  cr_assert_eq(lsim_db_summary(db, "hit_rate", 0.75), 0, "%s",
+               lsim_db_errmsg(db));
+  cr_assert_eq(lsim_db_end_run(db, "ok", NULL, nev / 3, &eb), 0, "%s", eb.msg);
+  double t1 = now_s();
+  lsim_db_close(db);
+  double t2 = now_s();
+  printf("test_db: %lld events + %lld requests + %lld iterations in %.3f s "
+         "(%.0f events/s; %.3f s more to close)\n",
+         (long long)nev, (long long)nreq, (long long)niter, t1 - t0,
+         (double)nev / (t1 - t0), t2 - t1);
+
+  /* the WAL was checkpointed into the file at close */
+  char wal[160];
+  snprintf(wal, sizeof wal, "%s-wal", t.db);
+  cr_assert(!file_exists(wal), "%s left behind", wal);
+
+  sqlite3 *h = ro_open(t.db);
+  char s[256];
+  cr_assert_eq(q_int(h, "PRAGMA user_version"), 1);
+
+  /* the run row */
+  q_text(h, "SELECT status FROM runs WHERE run_id=1", s, sizeof s);
+  cr_assert_str_eq(s, "ok");
+  cr_assert(q_is_null(h, "SELECT error FROM runs WHERE run_id=1"));
+  cr_assert_eq(q_int(h, "SELECT events FROM runs WHERE run_id=1"), nev);
+  cr_assert_eq(q_int(h, "SELECT end_tick FROM runs WHERE run_id=1"), nev / 3);
+  cr_assert_eq(q_int(h, "SELECT count(*) FROM runs"), 1);
+  q_text(h, "SELECT version FROM runs", s, sizeof s);
+  cr_assert_str_eq(s, LSIM_VERSION);
+  q_text(h, "SELECT scheduler || '/' || evict || '/' || prefetch FROM runs", s,
+         sizeof s);
+  cr_assert_str_eq(s, "fcfs/lru/none");
+  cr_assert_eq((uint64_t)q_int(h, "SELECT seed FROM runs"),
+               UINT64_C(18446744073709551557));
+  cr_assert_eq(q_int(h, "SELECT ns_per_tick * 10 + workers FROM runs"), 10002);
+
+  /* every event, in seq order, field by field */
+  cr_assert_eq(q_int(h, "SELECT count(*) FROM events"), nev);
+  sqlite3_stmt *st = NULL;
+  cr_assert_eq(sqlite3_prepare_v2(h,
+                                  "SELECT run_id, seq, tick, kind, worker, "
+                                  "request, tenant, adapter, generation, "
+                                  "attempt, pages, bytes, value, detail "
+                                  "FROM events ORDER BY rowid",
+                                  -1, &st, NULL),
+               SQLITE_OK);
+  int64_t row = 0;
+  while (sqlite3_step(st) == SQLITE_ROW) {
+    make_event(row, &ev);
+    cr_assert_eq(sqlite3_column_int64(st, 0), 1);
+    cr_assert_eq(sqlite3_column_int64(st, 1), ev.seq, "row %lld: seq order",
+                 (long long)row);
+    cr_assert_eq(sqlite3_column_int64(st, 2), ev.tick);
+    cr_assert_eq(sqlite3_column_int64(st, 3), ev.kind);
+    expect_opt(st, 4, ev.worker, row, "worker");
+    expect_opt(st, 5, ev.request, row, "request");
+    expect_opt(st, 6, ev.tenant, row, "tenant");
+    expect_opt(st, 7, ev.adapter, row, "adapter");
+    expect_opt(st, 8, ev.generation, row, "generation");
+    expect_opt(st, 9, ev.attempt, row, "attempt");
+    expect_opt(st, 10, ev.pages, row, "pages");
+    expect_opt(st, 11, ev.bytes, row, "bytes");
+    expect_opt(st, 12, ev.value, row, "value");
+    const unsigned char *d = sqlite3_column_text(st, 13);
+    if (ev.detail)
+      cr_assert(d && strcmp((const char *)d, ev.detail) == 0,
+                "row %lld: detail", (long long)row);
+    else
+      cr_assert_null(d, "row %lld: detail should be NULL", (long long)row);
+    row++;
+  }
+  sqlite3_finalize(st);
+  cr_assert_eq(row, nev);
+
+  /* kinds and the named view */
+  cr_assert_eq(q_int(h, "SELECT count(*) FROM event_kinds"), LSIM_EV__END - 1);
+  for (int k = 1; k < LSIM_EV__END; k++) {
+    char sql[128];
+    snprintf(sql, sizeof sql, "SELECT name FROM event_kinds WHERE kind=%d", k);
+    q_text(h, sql, s, sizeof s);
+    cr_assert_str_eq(s, lsim_event_kind_name(k));
+  }
+  cr_assert_eq(q_int(h, "SELECT count(*) FROM events_named"), nev);
+  cr_assert_eq(q_int(h, "SELECT count(*) FROM events_named "
+                        "WHERE kind_name IS NULL"),
+               0);
+  cr_assert_eq(q_int(h, "SELECT count(*) FROM events_named AS v "
+                        "JOIN event_kinds AS k ON k.kind = v.kind "
+                        "WHERE k.name <> v.kind_name"),
+               0);
+  q_text(h, "SELECT kind_name FROM events_named WHERE seq = 4", s, sizeof s);
+  cr_assert_str_eq(s, lsim_event_kind_name(5));
+
+  /* requests and iterations */
+  cr_assert_eq(q_int(h, "SELECT count(*) FROM requests"), nreq);
+  cr_assert_eq(q_int(h, "SELECT count(*) FROM requests "
+                        "WHERE first_token_tick IS NULL"),
+               nreq / 4);
+  cr_assert_eq(q_int(h, "SELECT count(*) FROM requests "
+                        "WHERE outcome = 'rejected'"),
+               nreq / 4);
+  cr_assert_eq(q_int(h, "SELECT count(*) FROM requests WHERE worker IS NULL"),
+               nreq / 8);
+  cr_assert_eq(q_int(h, "SELECT count(*) FROM requests WHERE adapter IS NULL"),
+               nreq / 10);
+  cr_assert_eq(q_int(h, "SELECT first_token_tick FROM requests "
+                        "WHERE request = 7"),
+               75);
+  cr_assert_eq(q_int(h, "SELECT count(*) FROM iterations"), niter);
+  cr_assert_eq(q_int(h, "SELECT count(*) FROM iterations "
+                        "WHERE backend_ns IS NULL"),
+               niter / 5);
+  cr_assert_eq(q_int(h, "SELECT backend_ns FROM iterations WHERE iter = 3"),
+               3000);
+  cr_assert_eq(q_int(h, "SELECT padded_rank_rows FROM iterations "
+                        "WHERE iter = 3"),
+               192);
+  cr_assert_eq(q_int(h, "SELECT count(*) FROM iterations "
+                        "WHERE result = 'failed'"),
+               niter / 50);
+
+  /* summary */
+  cr_assert_eq(q_int(h, "SELECT count(*) FROM runs_summary"), 2);
+  cr_assert_eq(q_int(h, "SELECT value * 100 FROM runs_summary "
+                        "WHERE key = 'hit_rate'"),
+               75);
+  sqlite3_close(h);
+  tmp_remove(&t);
+}
+
+/* ---- (2) a run that is never ended ---------------------------------------------- */
+
+Test(db, never_ended_stays_running) {
+  tmp_t t;
+  tmp_make(&t);
+  lsim_db *db = open_and_begin(t.db);
+
+  /* In progress: another connection sees the committed run row and every
+  ** committed batch. */
+  write_events(db, 0, LSIM_DB_BATCH + 100);
+  sqlite3 *r = ro_open(t.db);
+  char s[64];
+  q_text(r, "SELECT status FROM runs", s, sizeof s);
+  cr_assert_str_eq(s, "running");
+  cr_assert_eq(q_int(r, "SELECT count(*) FROM events"), LSIM_DB_BATCH);
+  sqlite3_close(r);
+
+  /* The writer's own handle sees the buffered rows too. */
+  cr_assert_eq(q_int(lsim_db_handle(db), "SELECT count(*) FROM events"),
+               LSIM_DB_BATCH + 100);
+  write_events(db, LSIM_DB_BATCH + 100, LSIM_DB_BATCH + 205);
+  lsim_db_close(db); /* no lsim_db_end_run */
+
+  sqlite3 *h = ro_open(t.db);
+  q_text(h, "SELECT status FROM runs", s, sizeof s);
+  cr_assert_str_eq(s, "running");
+  cr_assert(q_is_null(h, "SELECT events FROM runs"));
+  cr_assert(q_is_null(h, "SELECT end_tick FROM runs"));
+  cr_assert_eq(q_int(h, "SELECT count(*) FROM events"), LSIM_DB_BATCH + 205);
+  cr_assert_eq(q_int(h, "SELECT max(seq) FROM events"), LSIM_DB_BATCH + 204);
+  sqlite3_close(h);
+  tmp_remove(&t);
+}
+
+/* ---- (3) interrupted and failed runs ----------------------------------------------- */
+
+Test(db, interrupted_status) {
+  tmp_t t;
+  tmp_make(&t);
+  lsim_errbuf eb = LSIM_ERRBUF_INIT;
+  lsim_db *db = open_and_begin(t.db);
+  write_events(db, 0, 1000);
+  cr_assert_eq(lsim_db_end_run(db, "interrupted", "interrupted by sigint", 333,
+                               &eb),
+               0, "%s", eb.msg);
+  lsim_db_close(db);
+
+  sqlite3 *h = ro_open(t.db);
+  char s[64];
+  q_text(h, "SELECT status FROM runs", s, sizeof s);
+  cr_assert_str_eq(s, "interrupted");
+  q_text(h, "SELECT error FROM runs", s, sizeof s);
+  cr_assert_str_eq(s, "interrupted by sigint");
+  cr_assert_eq(q_int(h, "SELECT events FROM runs"), 1000);
+  cr_assert_eq(q_int(h, "SELECT count(*) FROM events"), 1000);
+  cr_assert_eq(q_int(h, "SELECT end_tick FROM runs"), 333);
+  sqlite3_close(h);
+  tmp_remove(&t);
+}
+
+Test(db, failed_status) {
+  tmp_t t;
+  tmp_make(&t);
+  lsim_errbuf eb = LSIM_ERRBUF_INIT;
+  lsim_db *db = open_and_begin(t.db);
+  write_events(db, 0, 10);
+  cr_assert_eq(lsim_db_end_run(db, "failed", "backend: launch failed", 3, &eb),
+               0, "%s", eb.msg);
+  lsim_db_close(db);
+
+  sqlite3 *h = ro_open(t.db);
+  char s[64];
+  q_text(h, "SELECT status || ': ' || error FROM runs", s, sizeof s);
+  cr_assert_str_eq(s, "failed: backend: launch failed");
+  sqlite3_close(h);
+  tmp_remove(&t);
+}
+
+/* ---- (4) an unwritable path ------------------------------------------------------- */
+
+Test(db, open_unwritable_path) {
+  lsim_errbuf eb = LSIM_ERRBUF_INIT;
+  lsim_db *db = (lsim_db *)&eb; /* must be reset to NULL */
+  const char *path = "/nonexistent-dir/x.db";
+  lsim_err rc = lsim_db_open(&db, path, &eb);
+  cr_assert_eq(rc, LSIM_E_DB, "got %s", lsim_err_name(rc));
+  cr_assert_eq(eb.code, LSIM_E_DB);
+  cr_assert_null(db);
+  cr_assert_not_null(strstr(eb.msg, path), "message: %s", eb.msg);
+  cr_assert(eb.msg[0] != '\0' && eb.msg[strlen(eb.msg) - 1] != '.',
+            "message: %s", eb.msg);
+  lsim_db_close(NULL); /* safe */
+}
+
+/* ---- (5) opening over an existing database replaces it ---------------------------- */
+
+Test(db, open_replaces_existing) {
+  tmp_t t;
+  tmp_make(&t);
+  lsim_errbuf eb = LSIM_ERRBUF_INIT;
+  lsim_db *db = open_and_begin(t.db);
+  write_events(db, 0, 5000);
+  cr_assert_eq(lsim_db_end_run(db, "ok", NULL, 1, &eb), 0, "%s", eb.msg);
+  lsim_db_close(db);
+
+  /* stale side files from some crashed writer */
+  char p[160];
+  const char *const sfx[] = {"-wal", "-shm"};
+  for (int i = 0; i < 2; i++) {
+    snprintf(p, sizeof p, "%s%s", t.db, sfx[i]);
+    FILE *f = fopen(p, "w");
+    cr_assert_not_null(f);
+    fputs("not sqlite", f);
+    fclose(f);
+  }
+
+  db = open_and_begin(t.db);
+  write_events(db, 0, 10);
+  lsim_db_close(db);
+
+  sqlite3 *h = ro_open(t.db);
+  cr_assert_eq(q_int(h, "SELECT count(*) FROM events"), 10);
+  cr_assert_eq(q_int(h, "SELECT count(*) FROM runs"), 1);
+  char s[64];
+  q_text(h, "SELECT status FROM runs", s, sizeof s);
+  cr_assert_str_eq(s, "running");
+  sqlite3_close(h);
+
+  /* a file that is not a database at all is replaced too */
+  FILE *f = fopen(t.db, "w");
+  cr_assert_not_null(f);
+  fputs("garbage, not a database", f);
+  fclose(f);
+  db = open_and_begin(t.db);
+  cr_assert_eq(lsim_db_end_run(db, "ok", NULL, 0, &eb), 0, "%s", eb.msg);
+  lsim_db_close(db);
+  h = ro_open(t.db);
+  cr_assert_eq(q_int(h, "SELECT count(*) FROM events"), 0);
+  cr_assert_eq(q_int(h, "SELECT events FROM runs"), 0);
+  sqlite3_close(h);
+  tmp_remove(&t);
+}
+
+/* ---- misuse is reported, not obeyed ------------------------------------------------- */
+
+Test(db, misuse) {
+  tmp_t t;
+  tmp_make(&t);
+  lsim_errbuf eb = LSIM_ERRBUF_INIT;
+  lsim_db *db = NULL;
+  cr_assert_eq(lsim_db_open(&db, t.db, &eb), 0, "%s", eb.msg);
+  lsim_event ev;
+  make_event(0, &ev);
+  cr_assert_eq(lsim_db_event(db, &ev), LSIM_E_BUG);
+  cr_assert_not_null(strstr(lsim_db_errmsg(db), "outside a run"));
+  cr_assert_eq(lsim_db_end_run(db, "ok", NULL, 0, &eb), LSIM_E_BUG);
+
+  lsim_run_info info = run_info();
+  cr_assert_eq(lsim_db_begin_run(db, &info, &eb), 0, "%s", eb.msg);
+  cr_assert_eq(lsim_db_begin_run(db, &info, &eb), LSIM_E_BUG);
+  ev.kind = 999;
+  cr_assert_eq(lsim_db_event(db, &ev), LSIM_E_BUG);
+  cr_assert_eq(lsim_db_end_run(db, "running", NULL, 0, &eb), LSIM_E_BUG);
+  cr_assert_eq(lsim_db_end_run(db, "done", NULL, 0, &eb), LSIM_E_BUG);
+  make_event(0, &ev);
+  cr_assert_eq(lsim_db_event(db, &ev), 0, "%s", lsim_db_errmsg(db));
+  cr_assert_eq(lsim_db_end_run(db, "ok", NULL, 0, &eb), 0, "%s", eb.msg);
+  cr_assert_eq(lsim_db_end_run(db, "ok", NULL, 0, &eb), LSIM_E_BUG);
+  cr_assert_eq(lsim_db_event(db, &ev), LSIM_E_BUG);
+  /* a figure may still be added after the end */
+  cr_assert_eq(lsim_db_summary(db, "late", 1.0), 0, "%s", lsim_db_errmsg(db));
+  lsim_db_close(db);
+
+  sqlite3 *h = ro_open(t.db);
+  cr_assert_eq(q_int(h, "SELECT count(*) FROM events"), 1);
+  cr_assert_eq(q_int(h, "SELECT events FROM runs"), 1);
+  cr_assert_eq(q_int(h, "SELECT count(*) FROM runs_summary"), 1);
+  sqlite3_close(h);
+  tmp_remove(&t);
+}
+
+/* ---- a failed write never ends as ok -------------------------------------------------- */
+
+Test(db, duplicate_seq_fails_and_stays_running) {
+  tmp_t t;
+  tmp_make(&t);
+  lsim_errbuf eb = LSIM_ERRBUF_INIT;
+  lsim_db *db = open_and_begin(t.db);
+  write_events(db, 0, 100);
+  lsim_event ev;
+  make_event(5, &ev); /* seq 5 again: the engine broke its contract */
+  lsim_err rc = lsim_db_event(db, &ev);
+  for (int64_t i = 100; !rc && i < 200; i++) {
+    make_event(i, &ev);
+    rc = lsim_db_event(db, &ev);
+  }
+  cr_assert_eq(rc, LSIM_E_DB);
+  cr_assert_not_null(strstr(lsim_db_errmsg(db), t.db), "%s",
+                     lsim_db_errmsg(db));
+  make_event(1000, &ev);
+  cr_assert_eq(lsim_db_event(db, &ev), LSIM_E_DB); /* fails fast from now on */
+  cr_assert_eq(lsim_db_end_run(db, "ok", NULL, 0, &eb), LSIM_E_DB);
+  cr_assert_not_null(strstr(eb.msg, "running"), "%s", eb.msg);
+  lsim_db_close(db);
+
+  sqlite3 *h = ro_open(t.db);
+  char s[64];
+  q_text(h, "SELECT status FROM runs", s, sizeof s);
+  cr_assert_str_eq(s, "running");
+  sqlite3_close(h);
+  tmp_remove(&t);
+}
+
+/* ---- determinism: the same stream gives the same rows ---------------------------------- */
+
+Test(db, same_stream_same_rows) {
+  tmp_t a, b;
+  tmp_make(&a);
+  tmp_make(&b);
+  lsim_errbuf eb = LSIM_ERRBUF_INIT;
+  tmp_t *both[2] = {&a, &b};
+  for (int k = 0; k < 2; k++) {
+    lsim_db *db = open_and_begin(both[k]->db);
+    write_events(db, 0, 20000);
+    cr_assert_eq(lsim_db_end_run(db, "ok", NULL, 6666, &eb), 0, "%s", eb.msg);
+    lsim_db_close(db);
+  }
+  sqlite3 *h = ro_open(a.db);
+  char sql[512];
+  snprintf(sql, sizeof sql, "ATTACH '%s' AS b", b.db);
+  cr_assert_eq(sqlite3_exec(h, sql, NULL, NULL, NULL), SQLITE_OK, "%s",
+               sqlite3_errmsg(h));
+  const char *const tables[] = {"events", "runs", "event_kinds"};
+  for (int i = 0; i < 3; i++) {
+    /* rows of a missing from b, plus rows of b missing from a */
+    snprintf(sql, sizeof sql,
+             "SELECT (SELECT count(*) FROM (SELECT * FROM main.%s EXCEPT "
+             "SELECT * FROM b.%s)) + (SELECT count(*) FROM (SELECT * FROM "
+             "b.%s EXCEPT SELECT * FROM main.%s))",
+             tables[i], tables[i], tables[i], tables[i]);
+    cr_assert_eq(q_int(h, sql), 0, "%s differ", tables[i]);
+  }
+  sqlite3_close(h);
+  tmp_remove(&a);
+  tmp_remove(&b);
+}

@@ -1,0 +1,259 @@
+/* Replay end to end: determinism, ledgers, interruption, failure. */
+#include <criterion/criterion.h>
+#include <openssl/evp.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "engine/event.h"
+#include "sim/replay.h"
+#include "sim/scenario.h"
+
+static char tmpdir[256];
+
+static void mk_tmp(void) {
+  snprintf(tmpdir, sizeof tmpdir, "/tmp/lsim-replay-XXXXXX");
+  cr_assert_not_null(mkdtemp(tmpdir));
+}
+
+static void rm_tmp(void) {
+  char cmd[300];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+  cr_assert_eq(system(cmd), 0);
+}
+
+static void load(lsim_scenario *sc, const char *rel) {
+  char path[512];
+  lsim_errbuf eb = LSIM_ERRBUF_INIT;
+  snprintf(path, sizeof path, "%s/%s", LSIM_SOURCE_DIR, rel);
+  cr_assert_eq(lsim_scenario_load(sc, path, &eb), 0, "%s", eb.msg);
+}
+
+static lsim_err run(const lsim_scenario *sc, const char *db, lsim_summary *s,
+                    lsim_errbuf *eb) {
+  lsim_replay_opts o = {db, "test", 0, 0, NULL, NULL, NULL, NULL};
+  return lsim_replay_run(sc, &o, s, eb);
+}
+
+/* SHA-256 (hex) of every column of every row of `sql`, in order. */
+static void digest(const char *db, const char *sql, char hex[65]) {
+  sqlite3 *h;
+  sqlite3_stmt *st;
+  cr_assert_eq(sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+  cr_assert_eq(sqlite3_prepare_v2(h, sql, -1, &st, NULL), SQLITE_OK, "%s",
+               sqlite3_errmsg(h));
+  EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+  EVP_DigestInit_ex(ctx, EVP_sha256(), NULL);
+  int rows = 0;
+  while (sqlite3_step(st) == SQLITE_ROW) {
+    rows++;
+    for (int c = 0; c < sqlite3_column_count(st); c++) {
+      const unsigned char *t = sqlite3_column_text(st, c);
+      const char *v = t ? (const char *)t : "\\N";
+      EVP_DigestUpdate(ctx, v, strlen(v));
+      EVP_DigestUpdate(ctx, "\x1f", 1);
+    }
+    EVP_DigestUpdate(ctx, "\x1e", 1);
+  }
+  cr_assert_gt(rows, 0, "no rows for %s", sql);
+  unsigned char md[32];
+  EVP_DigestFinal_ex(ctx, md, NULL);
+  EVP_MD_CTX_free(ctx);
+  for (int i = 0; i < 32; i++)
+    sprintf(hex + 2 * i, "%02x", md[i]);
+  sqlite3_finalize(st);
+  sqlite3_close(h);
+}
+
+static int64_t q1(const char *db, const char *sql) {
+  sqlite3 *h;
+  sqlite3_stmt *st;
+  cr_assert_eq(sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+  cr_assert_eq(sqlite3_prepare_v2(h, sql, -1, &st, NULL), SQLITE_OK, "%s: %s",
+               sql, sqlite3_errmsg(h));
+  cr_assert_eq(sqlite3_step(st), SQLITE_ROW, "%s", sql);
+  int64_t v = sqlite3_column_int64(st, 0);
+  sqlite3_finalize(st);
+  sqlite3_close(h);
+  return v;
+}
+
+static void qs(const char *db, const char *sql, char *out, size_t n) {
+  sqlite3 *h;
+  sqlite3_stmt *st;
+  cr_assert_eq(sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+  cr_assert_eq(sqlite3_prepare_v2(h, sql, -1, &st, NULL), SQLITE_OK);
+  cr_assert_eq(sqlite3_step(st), SQLITE_ROW);
+  const unsigned char *t = sqlite3_column_text(st, 0);
+  snprintf(out, n, "%s", t ? (const char *)t : "");
+  sqlite3_finalize(st);
+  sqlite3_close(h);
+}
+
+#define EVENTS_SQL                                                          \
+  "SELECT seq,tick,kind,worker,request,tenant,adapter,generation,attempt,"  \
+  "pages,bytes,value,detail FROM events ORDER BY seq"
+#define REQUESTS_SQL "SELECT * FROM requests ORDER BY request"
+
+TestSuite(replay, .init = mk_tmp, .fini = rm_tmp);
+
+Test(replay, quickstart_same_seed_same_rows_other_seed_other_rows) {
+  static lsim_scenario sc;
+  load(&sc, "scenarios/quickstart.json");
+  char a[512], b[512], c[512];
+  snprintf(a, sizeof a, "%s/a.db", tmpdir);
+  snprintf(b, sizeof b, "%s/b.db", tmpdir);
+  snprintf(c, sizeof c, "%s/c.db", tmpdir);
+  lsim_summary s1, s2, s3;
+  lsim_errbuf eb = LSIM_ERRBUF_INIT;
+  cr_assert_eq(run(&sc, a, &s1, &eb), 0, "%s", eb.msg);
+  cr_assert_eq(run(&sc, b, &s2, &eb), 0, "%s", eb.msg);
+  sc.seed += 1;
+  cr_assert_eq(run(&sc, c, &s3, &eb), 0, "%s", eb.msg);
+
+  char ha[65], hb[65], hc[65];
+  digest(a, EVENTS_SQL, ha);
+  digest(b, EVENTS_SQL, hb);
+  digest(c, EVENTS_SQL, hc);
+  cr_assert_str_eq(ha, hb, "same seed must give byte-identical events");
+  cr_assert_str_neq(ha, hc, "another seed must give other events");
+  digest(a, REQUESTS_SQL, ha);
+  digest(b, REQUESTS_SQL, hb);
+  cr_assert_str_eq(ha, hb);
+
+  /* the quickstart is what the README promises: a few hundred requests,
+  ** two tenants, all served, with adapter loads and a real hit rate */
+  cr_assert_eq(s1.arrived, 400);
+  cr_assert_eq(s1.completed + s1.rejected + s1.unfinished, 400);
+  cr_assert_eq(s1.unfinished, 0);
+  cr_assert_gt(s1.completed, 350);
+  cr_assert_gt(s1.loads, 0);
+  cr_assert(s1.hit_rate > 0 && s1.hit_rate < 1);
+  cr_assert(s1.ttft_p50_ms > 0 && s1.ttft_p99_ms >= s1.ttft_p50_ms);
+  cr_assert(s1.tbt_p50_ms > 0 && s1.tbt_p99_ms >= s1.tbt_p50_ms);
+  char st[32];
+  qs(a, "SELECT status FROM runs", st, sizeof st);
+  cr_assert_str_eq(st, "ok");
+  cr_assert_eq(q1(a, "SELECT events FROM runs"),
+               q1(a, "SELECT count(*) FROM events"));
+}
+
+Test(replay, ledgers_reconcile_on_a_tiny_pool_with_faults) {
+  static lsim_scenario sc;
+  load(&sc, "tests/fixtures/replay/tiny.json");
+  char db[512];
+  snprintf(db, sizeof db, "%s/tiny.db", tmpdir);
+  lsim_summary s;
+  lsim_errbuf eb = LSIM_ERRBUF_INIT;
+  cr_assert_eq(run(&sc, db, &s, &eb), 0, "%s", eb.msg);
+
+  /* the small pool and 10% copy faults must exercise every path */
+  cr_assert_gt(s.evictions, 0);
+  cr_assert_gt(s.load_failures, 0);
+  /* every arrival has exactly one request row */
+  cr_assert_eq(q1(db, "SELECT count(*) FROM requests"), 600);
+  cr_assert_eq(q1(db, "SELECT count(DISTINCT request) FROM requests"), 600);
+  cr_assert_eq(q1(db, "SELECT count(*) FROM requests WHERE outcome='unfinished'"), 0);
+  /* loads: started = completed + failed; completed = published;
+  ** failed = rolled back; evicted = retired */
+#define K(n) "(SELECT count(*) FROM events WHERE kind=" #n ")"
+  cr_assert_eq(q1(db, "SELECT " K(3) " - " K(4) " - " K(13)), 0);
+  cr_assert_eq(q1(db, "SELECT " K(4) " - " K(5)), 0);
+  cr_assert_eq(q1(db, "SELECT " K(13) " - " K(14)), 0);
+  cr_assert_eq(q1(db, "SELECT " K(11) " - " K(12)), 0);
+  /* KV pages: everything reserved was released (no request left running) */
+  cr_assert_eq(q1(db, "SELECT (SELECT sum(pages) FROM events WHERE kind=15) -"
+                      " (SELECT sum(pages) FROM events WHERE kind=16)"), 0);
+  /* service: a completed request was debited prompt + output - 1 units */
+  cr_assert_eq(q1(db, "SELECT count(*) FROM requests r WHERE outcome='ok' AND "
+                      "prompt_tokens + output_tokens - 1 != (SELECT sum(value) "
+                      "FROM events e WHERE e.kind=8 AND e.request=r.request)"),
+               0);
+  /* selected rows = completed rows (no iteration failed here) */
+  cr_assert_eq(q1(db, "SELECT (SELECT sum(value) FROM events WHERE kind=6) - "
+                      "(SELECT sum(value) FROM events WHERE kind=7)"), 0);
+  /* each iteration's row count matches its plan ledger */
+  cr_assert_eq(q1(db, "SELECT count(*) FROM iterations i JOIN events e ON "
+                      "e.kind=6 AND e.generation=i.iter WHERE e.value != "
+                      "i.prefill_rows + i.decode_rows"), 0);
+  /* publication generations count up per (worker, adapter) from 1 */
+  cr_assert_eq(q1(db, "SELECT count(*) FROM (SELECT worker, adapter, "
+                      "max(generation) g, count(*) n FROM events WHERE kind=5 "
+                      "GROUP BY worker, adapter) WHERE g != n"), 0);
+  /* a rejected request never produced a token */
+  cr_assert_eq(q1(db, "SELECT count(*) FROM requests WHERE outcome='rejected' "
+                      "AND first_token_tick IS NOT NULL"), 0);
+  /* both workers were used */
+  cr_assert_eq(q1(db, "SELECT count(DISTINCT worker) FROM iterations"), 2);
+  /* ticks never go backwards in seq order */
+  cr_assert_eq(q1(db, "SELECT count(*) FROM events a JOIN events b ON "
+                      "b.seq = a.seq + 1 WHERE b.tick < a.tick"), 0);
+}
+
+Test(replay, csv_trace_replays_every_line) {
+  static lsim_scenario sc;
+  load(&sc, "tests/fixtures/replay/csv.json");
+  char db[512];
+  snprintf(db, sizeof db, "%s/csv.db", tmpdir);
+  lsim_summary s;
+  lsim_errbuf eb = LSIM_ERRBUF_INIT;
+  cr_assert_eq(run(&sc, db, &s, &eb), 0, "%s", eb.msg);
+  cr_assert_eq(s.arrived, 40);
+  cr_assert_eq(s.completed, 40);
+  /* arrival ticks are the file's microseconds at 1000 ns per tick */
+  cr_assert_eq(q1(db, "SELECT arrival_tick FROM requests WHERE request=0"), 543);
+}
+
+static volatile sig_atomic_t stop_flag;
+static void on_int(int sig) { (void)sig; stop_flag = 1; }
+static void raise_int(void *ud, int64_t n) {
+  (void)ud;
+  if (n >= 4096)
+    raise(SIGINT);
+}
+
+Test(replay, sigint_marks_the_run_interrupted_never_ok) {
+  static lsim_scenario sc;
+  load(&sc, "scenarios/quickstart.json");
+  char db[512];
+  snprintf(db, sizeof db, "%s/int.db", tmpdir);
+  struct sigaction sa, old;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_int;
+  sigaction(SIGINT, &sa, &old);
+  stop_flag = 0;
+  lsim_replay_opts o = {db, "test", 0, 0, NULL, &stop_flag, raise_int, NULL};
+  lsim_summary s;
+  lsim_errbuf eb = LSIM_ERRBUF_INIT;
+  lsim_err rc = lsim_replay_run(&sc, &o, &s, &eb);
+  sigaction(SIGINT, &old, NULL);
+  cr_assert_eq(rc, LSIM_E_INTERRUPTED, "rc %d: %s", rc, eb.msg);
+  char st[32];
+  qs(db, "SELECT status FROM runs", st, sizeof st);
+  cr_assert_str_eq(st, "interrupted");
+  cr_assert_str_eq(s.status, "interrupted");
+  /* what ran is kept and the unfinished requests are recorded */
+  cr_assert_gt(q1(db, "SELECT count(*) FROM events"), 0);
+  cr_assert_gt(q1(db, "SELECT count(*) FROM requests WHERE outcome='unfinished'"), 0);
+  cr_assert_lt(q1(db, "SELECT count(*) FROM requests"), 400);
+}
+
+Test(replay, a_bad_trace_line_fails_the_run_with_its_location) {
+  static lsim_scenario sc;
+  load(&sc, "tests/fixtures/replay/bad_trace.json");
+  char db[512];
+  snprintf(db, sizeof db, "%s/bad.db", tmpdir);
+  lsim_summary s;
+  lsim_errbuf eb = LSIM_ERRBUF_INIT;
+  lsim_err rc = run(&sc, db, &s, &eb);
+  cr_assert_eq(rc, LSIM_E_TRACE_PARSE, "%d %s", rc, eb.msg);
+  cr_assert_not_null(strstr(eb.msg, "bad_trace.csv:4"), "%s", eb.msg);
+  char st[32], err[512];
+  qs(db, "SELECT status FROM runs", st, sizeof st);
+  cr_assert_str_eq(st, "failed");
+  qs(db, "SELECT error FROM runs", err, sizeof err);
+  cr_assert_not_null(strstr(err, "bad_trace.csv:4"));
+}

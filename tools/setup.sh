@@ -1,0 +1,73 @@
+#!/bin/sh
+# tools/setup.sh: set up a fresh Debian/Ubuntu machine and build lorasim.
+#
+#   sh tools/setup.sh quickstart   install what is missing, build (Release),
+#                                  replay scenarios/quickstart.json
+#   sh tools/setup.sh test         install what is missing, build (Release),
+#                                  run every test; then build with
+#                                  ASan+UBSan and run every test again
+#   sh tools/setup.sh build        install and build only
+#
+# Build folders: build/ (Release) and build-asan/ (sanitizers).
+set -eu
+
+cd "$(dirname "$0")/.."
+
+PACKAGES="cmake gcc make pkg-config libsqlite3-dev sqlite3 libcjson-dev \
+libssl-dev libcriterion-dev libgmp-dev gnuplot-nox"
+
+install_missing() {
+  missing=""
+  for p in $PACKAGES; do
+    dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"
+  done
+  [ -z "$missing" ] && return 0
+  echo "setup: installing:$missing"
+  sudo=""
+  if [ "$(id -u)" != 0 ]; then
+    command -v sudo >/dev/null 2>&1 || {
+      echo "setup: need root or sudo to install:$missing" >&2
+      exit 1
+    }
+    sudo="sudo"
+  fi
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq $missing
+}
+
+jobs() { nproc 2>/dev/null || echo 2; }
+
+build_release() {
+  cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
+  cmake --build build -j "$(jobs)"
+}
+
+build_asan() {
+  # CUDA stays out of the sanitizer build: ASan and the CUDA runtime do not
+  # share an address space peacefully; the Release build compiles it.
+  cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DLSIM_SANITIZE=ON \
+    -DLSIM_CUDA=OFF
+  cmake --build build-asan -j "$(jobs)"
+}
+
+cmd="${1:-quickstart}"
+install_missing
+case "$cmd" in
+build)
+  build_release
+  ;;
+quickstart)
+  build_release
+  ./build/lorasim replay scenarios/quickstart.json
+  ;;
+test)
+  build_release
+  ctest --test-dir build --output-on-failure -j "$(jobs)"
+  build_asan
+  ctest --test-dir build-asan --output-on-failure -j "$(jobs)"
+  ;;
+*)
+  echo "usage: sh tools/setup.sh [quickstart|test|build]" >&2
+  exit 2
+  ;;
+esac
