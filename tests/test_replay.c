@@ -257,3 +257,55 @@ Test(replay, a_bad_trace_line_fails_the_run_with_its_location) {
   qs(db, "SELECT error FROM runs", err, sizeof err);
   cr_assert_not_null(strstr(err, "bad_trace.csv:4"));
 }
+
+/* Every shipped scenario under every registered scheduler, eviction and
+** prefetch policy: a smoke run that must finish ok with its ledgers sound.
+** (bench-* scenarios are the benchmark's, too long for the suite.) */
+#include <dirent.h>
+
+#include "backends/backend.h"
+#include "engine/policy/policy.h"
+
+Test(replay, every_scenario_under_every_policy) {
+  char dir[512];
+  snprintf(dir, sizeof dir, "%s/scenarios", LSIM_SOURCE_DIR);
+  DIR *d = opendir(dir);
+  cr_assert_not_null(d);
+  /* directory order is not ours to rely on: collect, then sort */
+  char names[64][256];
+  int n = 0;
+  struct dirent *de;
+  while ((de = readdir(d)) != NULL && n < 64) {
+    size_t len = strlen(de->d_name);
+    if (len > 5 && strcmp(de->d_name + len - 5, ".json") == 0 &&
+        strncmp(de->d_name, "bench", 5) != 0)
+      snprintf(names[n++], sizeof names[0], "%s", de->d_name);
+  }
+  closedir(d);
+  qsort(names, (size_t)n, sizeof names[0],
+        (int (*)(const void *, const void *))strcmp);
+  cr_assert_gt(n, 0);
+  int runs = 0;
+  for (int i = 0; i < n; i++) {
+    for (const char *const *s = lsim_sched_names(); *s; s++)
+      for (const char *const *e = lsim_evict_names(); *e; e++)
+        for (const char *const *p = lsim_prefetch_names(); *p; p++) {
+          static lsim_scenario sc;
+          char rel[sizeof names[0] + 16], db[600];
+          snprintf(rel, sizeof rel, "scenarios/%.255s", names[i]);
+          load(&sc, rel);
+          snprintf(sc.scheduler, sizeof sc.scheduler, "%s", *s);
+          snprintf(sc.evict, sizeof sc.evict, "%s", *e);
+          snprintf(sc.prefetch, sizeof sc.prefetch, "%s", *p);
+          snprintf(db, sizeof db, "%s/smoke-%d.db", tmpdir, runs++);
+          lsim_summary sum;
+          lsim_errbuf eb = LSIM_ERRBUF_INIT;
+          cr_assert_eq(run(&sc, db, &sum, &eb), 0, "%s under %s/%s/%s: %s",
+                       names[i], *s, *e, *p, eb.msg);
+          cr_assert_str_eq(sum.status, "ok");
+          cr_assert_eq(sum.completed + sum.rejected + sum.unfinished,
+                       sum.arrived);
+        }
+  }
+  cr_assert_geq(runs, n);
+}
