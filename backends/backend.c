@@ -21,11 +21,10 @@ typedef struct lsim__model_state {
   lsim_cost_model cost;
 } lsim__model_state;
 
-static lsim_err lsim__model_open(void *state, const lsim_cost_model *cost,
-                                 uint64_t seed, lsim_errbuf *eb) {
-  (void)seed;
+static lsim_err lsim__model_open(void *state, const lsim_backend_cfg *cfg,
+                                 lsim_errbuf *eb) {
   (void)eb;
-  ((lsim__model_state *)state)->cost = *cost;
+  ((lsim__model_state *)state)->cost = cfg->cost;
   return 0;
 }
 
@@ -48,7 +47,10 @@ static const lsim_backend_ops lsim__backend_model = {
 
 /* ---- registry and wrappers ---------------------------------------------- */
 
-static const lsim_backend_ops *const lsim__backends[] = {&lsim__backend_model};
+extern const lsim_backend_ops lsim_backend_cpu_ref;
+
+static const lsim_backend_ops *const lsim__backends[] = {
+    &lsim__backend_model, &lsim_backend_cpu_ref};
 #define LSIM__NBACKENDS (sizeof lsim__backends / sizeof lsim__backends[0])
 
 const lsim_backend_ops *lsim_backend_find(const char *name) {
@@ -68,8 +70,7 @@ const char *const *lsim_backend_names(void) {
 }
 
 lsim_err lsim_backend_open(lsim_backend *b, const char *name,
-                           const lsim_cost_model *cost, uint64_t seed,
-                           lsim_errbuf *eb) {
+                           const lsim_backend_cfg *cfg, lsim_errbuf *eb) {
   const lsim_backend_ops *o = lsim_backend_find(name);
   b->ops = NULL;
   b->state = NULL;
@@ -79,7 +80,7 @@ lsim_err lsim_backend_open(lsim_backend *b, const char *name,
   if (!b->state)
     return lsim_fail(eb, LSIM_E_NOMEM, "out of memory opening backend");
   b->ops = o;
-  lsim_err rc = o->open ? o->open(b->state, cost, seed, eb) : 0;
+  lsim_err rc = o->open ? o->open(b->state, cfg, eb) : 0;
   if (rc) {
     free(b->state);
     b->state = NULL;
@@ -97,8 +98,8 @@ lsim_err lsim_backend_stage(lsim_backend *b, int worker, int adapter,
 
 lsim_err lsim_backend_run(lsim_backend *b, const lsim_plan *plan,
                           lsim_backend_result *res, lsim_errbuf *eb) {
+  memset(res, 0, sizeof *res);
   res->backend_ns = -1;
-  res->ok = 0;
   return b->ops->run(b->state, plan, res, eb);
 }
 

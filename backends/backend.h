@@ -8,7 +8,9 @@
 ** measures is recorded (iterations.backend_ns) and compared, not obeyed.
 **
 **   model    cost model only: reports the modelled ns as its backend_ns
-**   cpu_ref  exact rational arithmetic (GMP), the reference  [issue 3]
+**   cpu_ref  executes each iteration's adapter work for one target module
+**            exactly (GMP rationals / proven-exact integers) through every
+**            execution family and checks that they agree
 **   cuda     real kernels on the GPU, checked against cpu_ref [issue 6]
 **
 ** Callers use the lsim_backend_* wrappers, never the table directly; the
@@ -32,16 +34,26 @@ typedef struct lsim_cost_model {
 /* Modelled duration of an iteration in ns (>= 1). */
 int64_t lsim_cost_plan_ns(const lsim_cost_model *c, const lsim_plan *p);
 
+/* What a backend is opened with. */
+typedef struct lsim_backend_cfg {
+  lsim_cost_model cost;
+  uint64_t seed;     /* tensor values derive from it (LSIM_RNG_TENSORS) */
+  int d_in, d_out;   /* the one target module a tensor backend executes */
+} lsim_backend_cfg;
+
 typedef struct lsim_backend_result {
   int64_t backend_ns; /* measured or modelled execution time; -1 unknown */
   int ok;             /* 1 when the iteration's result is valid */
+  int checked;        /* 1 when the result was compared with a reference */
+  int exact;          /* with checked: 1 when it matched exactly */
+  const char *reference; /* with checked: what it was compared with */
+  double max_abs_err, max_rel_err; /* with checked */
 } lsim_backend_result;
 
 typedef struct lsim_backend_ops {
   const char *name;
   size_t state_size;
-  lsim_err (*open)(void *state, const lsim_cost_model *cost, uint64_t seed,
-                   lsim_errbuf *eb);
+  lsim_err (*open)(void *state, const lsim_backend_cfg *cfg, lsim_errbuf *eb);
   /* Make `bytes` of adapter `adapter`, generation `gen`, resident on
   ** `worker` (optional; the model backend has nothing to stage). */
   lsim_err (*stage)(void *state, int worker, int adapter, int64_t gen,
@@ -61,8 +73,7 @@ typedef struct lsim_backend {
 } lsim_backend;
 
 lsim_err lsim_backend_open(lsim_backend *b, const char *name,
-                           const lsim_cost_model *cost, uint64_t seed,
-                           lsim_errbuf *eb);
+                           const lsim_backend_cfg *cfg, lsim_errbuf *eb);
 lsim_err lsim_backend_stage(lsim_backend *b, int worker, int adapter,
                             int64_t gen, int64_t bytes, lsim_errbuf *eb);
 lsim_err lsim_backend_run(lsim_backend *b, const lsim_plan *plan,

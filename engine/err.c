@@ -13,7 +13,7 @@ const char *lsim_err_name(lsim_err code) {
 #define LSIM__CASE(sym, val, name) \
   case sym:                        \
     return name;
-    LSIM_ERRCODES(LSIM__CASE)
+    LSIM_ERRCODES_ALL(LSIM__CASE)
 #undef LSIM__CASE
   }
   return "E_UNKNOWN";

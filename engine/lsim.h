@@ -32,6 +32,10 @@ typedef int lsim_err;        /* 0 ok, negative LSIM_E_* */
 **   -20..-59  scenario files (JSON path in the message)
 **   -60..-79  trace files (file:line in the message)
 **   -80..-99  runtime / engine / backend
+**   -100..-159 planner metadata (err_plan.h)
+**   -160..-199 exact tensors (err_tensor.h)
+**   -200..-299 identities and generations (err_id.h)
+**   -300..-349 `lorasim exec` input (err_exec.h)
 */
 #define LSIM_ERRCODES(X)                                                    \
   X(LSIM_E_NOMEM,            -1,  "E_NOMEM")                                \
@@ -62,10 +66,23 @@ typedef int lsim_err;        /* 0 ok, negative LSIM_E_* */
   X(LSIM_E_STATE,            -82, "E_STATE")                                \
   X(LSIM_E_NOSPACE,          -83, "E_NOSPACE")
 
+#include "err_exec.h"
+#include "err_id.h"
+#include "err_plan.h"
+#include "err_tensor.h"
+
+/* Every code of every domain, for enumeration (lsim_err_name, docs). */
+#define LSIM_ERRCODES_ALL(X) \
+  LSIM_ERRCODES(X)           \
+  LSIM_ERRCODES_PLAN(X)      \
+  LSIM_ERRCODES_TENSOR(X)    \
+  LSIM_ERRCODES_ID(X)        \
+  LSIM_ERRCODES_EXEC(X)
+
 enum {
 #define LSIM__ENUM(sym, val, name) sym = val,
   LSIM_OK = 0,
-  LSIM_ERRCODES(LSIM__ENUM)
+  LSIM_ERRCODES_ALL(LSIM__ENUM)
 #undef LSIM__ENUM
 };
 

@@ -69,6 +69,7 @@ struct lsim_db {
   sqlite3_stmt *req;
   sqlite3_stmt *iter;
   sqlite3_stmt *sum;
+  sqlite3_stmt *val;
   int state;
   int broken;         /* an append or commit failed; see D1 */
   int npend;          /* buffered events, not yet in the table */
@@ -147,6 +148,14 @@ static const char lsim__schema[] =
     " padded_rank_rows INTEGER,"
     " backend_ns INTEGER,"
     " result TEXT);"
+    "CREATE TABLE validations("
+    " run_id INTEGER NOT NULL,"
+    " iter INTEGER NOT NULL,"
+    " backend TEXT NOT NULL,"
+    " reference TEXT NOT NULL,"
+    " max_abs_err REAL,"
+    " max_rel_err REAL,"
+    " exact INTEGER NOT NULL);"
     "CREATE TABLE runs_summary("
     " run_id INTEGER NOT NULL,"
     " key TEXT NOT NULL,"
@@ -398,6 +407,11 @@ static lsim_err lsim__setup(lsim_db *db, lsim_errbuf *eb) {
                           "VALUES(1,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                           &db->iter, eb)) ||
       (rc = lsim__prepare(db,
+                          "INSERT INTO validations(run_id,iter,backend,"
+                          "reference,max_abs_err,max_rel_err,exact) "
+                          "VALUES(1,?,?,?,?,?,?)",
+                          &db->val, eb)) ||
+      (rc = lsim__prepare(db,
                           "INSERT OR REPLACE INTO runs_summary(run_id,key,"
                           "value) VALUES(1,?,?)",
                           &db->sum, eb)))
@@ -461,6 +475,7 @@ void lsim_db_close(lsim_db *db) {
     sqlite3_finalize(db->req);
     sqlite3_finalize(db->iter);
     sqlite3_finalize(db->sum);
+    sqlite3_finalize(db->val);
     sqlite3_close_v2(db->h);
   }
   free(db->path);
@@ -573,6 +588,22 @@ lsim_err lsim_db_iteration(lsim_db *db, const lsim_iter_record *it) {
   lsim__bind_opt(st, 13, it->backend_ns);
   lsim__bind_str(st, 14, it->result);
   if ((rc = lsim__step(db, st, "insert iteration")))
+    return rc;
+  return lsim__count_row(db);
+}
+
+lsim_err lsim_db_validation(lsim_db *db, const lsim_validation_record *v) {
+  lsim_err rc = lsim__append_ok(db, "lsim_db_validation");
+  if (rc)
+    return rc;
+  sqlite3_stmt *st = db->val;
+  sqlite3_bind_int64(st, 1, v->iter);
+  lsim__bind_str(st, 2, v->backend);
+  lsim__bind_str(st, 3, v->reference);
+  sqlite3_bind_double(st, 4, v->max_abs_err);
+  sqlite3_bind_double(st, 5, v->max_rel_err);
+  sqlite3_bind_int(st, 6, v->exact);
+  if ((rc = lsim__step(db, st, "insert validation")))
     return rc;
   return lsim__count_row(db);
 }

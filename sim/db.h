@@ -59,6 +59,15 @@ typedef struct lsim_iter_record {
   const char *result; /* "ok", "failed" */
 } lsim_iter_record;
 
+/* One backend result compared with a reference (validations table). */
+typedef struct lsim_validation_record {
+  int64_t iter;
+  const char *backend;   /* "cpu_ref", "cuda" */
+  const char *reference; /* what it was compared with */
+  double max_abs_err, max_rel_err;
+  int exact;             /* 1 when equal to the last bit */
+} lsim_validation_record;
+
 /* Create a fresh database at path (an existing file and its -wal/-shm are
 ** replaced), apply pragmas and the schema.  *out is owned by the caller and
 ** released with lsim_db_close. */
@@ -73,6 +82,7 @@ lsim_err lsim_db_begin_run(lsim_db *db, const lsim_run_info *info,
 lsim_err lsim_db_event(void *db, const lsim_event *ev);
 lsim_err lsim_db_request(void *db, const lsim_request_record *rec);
 lsim_err lsim_db_iteration(lsim_db *db, const lsim_iter_record *it);
+lsim_err lsim_db_validation(lsim_db *db, const lsim_validation_record *v);
 
 /* Record a key/value summary figure of the run (runs_summary table). */
 lsim_err lsim_db_summary(lsim_db *db, const char *key, double value);

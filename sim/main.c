@@ -18,6 +18,8 @@
 
 #include "../backends/backend.h"
 #include "../engine/policy/policy.h"
+#include "exec.h"
+#include "trace_cmd.h"
 #include "replay.h"
 #include "scenario.h"
 #ifdef LSIM_HAVE_CUDA
@@ -73,6 +75,7 @@ static void lsim__usage(FILE *f) {
         "\n"
         "commands:\n"
         "  replay SCENARIO.json   replay a trace through the simulator\n"
+        "  exec --in BATCH.json   run one batch exactly (plan, delta, Y)\n"
         "  help [COMMAND]         show help for a command\n"
         "  version                print the version and build\n"
         "\n"
@@ -225,12 +228,20 @@ int main(int argc, char **argv) {
   const char *cmd = argv[1];
   if (strcmp(cmd, "replay") == 0)
     return lsim__cmd_replay(argc - 1, argv + 1);
+  if (strcmp(cmd, "trace") == 0)
+    return lsim_trace_main(argc - 1, argv + 1);
+  if (strcmp(cmd, "exec") == 0)
+    return lsim_exec_main(argc - 1, argv + 1);
   if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0)
     return lsim__cmd_version();
   if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 ||
       strcmp(cmd, "-h") == 0) {
     if (argc > 2 && strcmp(argv[2], "replay") == 0)
       lsim__usage_replay(stdout);
+    else if (argc > 2 && strcmp(argv[2], "exec") == 0) {
+      char *av[] = {"exec", "--help", NULL};
+      return lsim_exec_main(2, av);
+    }
     else
       lsim__usage(stdout);
     return 0;

@@ -151,6 +151,12 @@ static lsim_err lsim__on_step(lsim__world *W, int w, lsim_errbuf *eb) {
   if ((rc = lsim_backend_run(&W->be, p, &br, eb)))
     return rc;
   W->backend_ns[w] = br.ok ? br.backend_ns : -1;
+  if (br.checked) {
+    lsim_validation_record v = {p->iter, W->sc->backend, br.reference,
+                                br.max_abs_err, br.max_rel_err, br.exact};
+    if ((rc = lsim_db_validation(W->db, &v)))
+      return lsim_fail(eb, rc, "%s", lsim_db_errmsg(W->db));
+  }
   lsim_tick dur = lsim__ns_to_ticks_ceil(W->sc, lsim_cost_plan_ns(&W->cost, p));
   W->iterations++;
   return lsim__push(W, W->now + dur, LSIM__Q_ITER_DONE, w, br.ok, 0, eb);
@@ -271,7 +277,9 @@ static lsim_err lsim__setup(lsim__world *W, lsim_errbuf *eb) {
   W->cost = (lsim_cost_model){sc->iter_fixed_ns, sc->prefill_token_ns,
                               sc->decode_token_ns, sc->segment_ns,
                               sc->rank_row_ps};
-  if ((rc = lsim_backend_open(&W->be, sc->backend, &W->cost, sc->seed, eb)))
+  lsim_backend_cfg bcfg = {W->cost, sc->seed, LSIM_REPLAY_TENSOR_DIM,
+                           LSIM_REPLAY_TENSOR_DIM};
+  if ((rc = lsim_backend_open(&W->be, sc->backend, &bcfg, eb)))
     return rc;
   W->be_open = 1;
 

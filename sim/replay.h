@@ -36,6 +36,10 @@ typedef struct lsim_replay_opts {
 
 #define LSIM_REPLAY_HOOK_EVERY 1024
 
+/* The one target module a tensor backend (cpu_ref, cuda) executes per
+** iteration during a replay is d x d with this d. */
+#define LSIM_REPLAY_TENSOR_DIM 16
+
 /* Run the scenario.  On return *res holds the figures of the run (also on
 ** failure, as far as it got).  Returns 0, LSIM_E_INTERRUPTED, or an error. */
 lsim_err lsim_replay_run(const lsim_scenario *sc, const lsim_replay_opts *o,
