@@ -61,6 +61,10 @@ typedef int lsim_err;        /* 0 ok, negative LSIM_E_* */
   X(LSIM_E_TRACE_PARSE,      -60, "E_TRACE_PARSE")                          \
   X(LSIM_E_TRACE_ORDER,      -61, "E_TRACE_ORDER")                          \
   X(LSIM_E_TRACE_RANGE,      -62, "E_TRACE_RANGE")                          \
+  X(LSIM_E_TRACE_MISSING,    -63, "E_TRACE_MISSING")                        \
+  X(LSIM_E_TRACE_UNKNOWN,    -64, "E_TRACE_UNKNOWN")                        \
+  X(LSIM_E_TRACE_MISMATCH,   -65, "E_TRACE_MISMATCH")                       \
+  X(LSIM_E_TRACE_ALIAS,      -66, "E_TRACE_ALIAS")                          \
   X(LSIM_E_BACKEND,          -80, "E_BACKEND")                              \
   X(LSIM_E_POLICY,           -81, "E_POLICY")                               \
   X(LSIM_E_STATE,            -82, "E_STATE")                                \

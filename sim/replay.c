@@ -283,21 +283,7 @@ static lsim_err lsim__setup(lsim__world *W, lsim_errbuf *eb) {
     return rc;
   W->be_open = 1;
 
-  if (sc->trace_file[0]) {
-    rc = lsim_trace_open_csv(&W->tr, sc->trace_file, sc->ntenants, na, eb);
-  } else {
-    int64_t *tw = malloc((size_t)sc->ntenants * sizeof *tw);
-    if (!tw)
-      return lsim_fail(eb, LSIM_E_NOMEM, "out of memory");
-    for (int i = 0; i < sc->ntenants; i++)
-      tw[i] = sc->tenants[i].traffic_weight;
-    lsim_trace_gen_cfg g = {sc->gen_requests, sc->gen_rate_per_s,
-                            sc->ntenants, tw, na, sc->zipf_s,
-                            &sc->gen_prompt, &sc->gen_output, sc->seed};
-    rc = lsim_trace_open_gen(&W->tr, &g, eb);
-    free(tw); /* the generator builds its own tables from it */
-    W->tr.gen.tenant_weights = NULL;
-  }
+  rc = lsim_scenario_trace_open(sc, &W->tr, 0, 0, eb);
   if (rc)
     return rc;
   W->tr_open = 1;

@@ -583,14 +583,91 @@ static lsim_err lsim__tenants(const lsim__ctx *c, const cJSON *root,
   return 0;
 }
 
-/* A length distribution object parent[key]. */
+/* Resolve the string v against basedir into out[LSIM_PATH_MAX] and check
+** that it names a readable regular file (or, with allow_dir, a
+** directory). */
+static lsim_err lsim__resolve(const lsim__ctx *c, const cJSON *v,
+                              const char *path, const char *basedir,
+                              int allow_dir, char *out) {
+  const char *f = v->valuestring;
+  char full[LSIM_PATH_MAX], q[200], why[128];
+  int n;
+  if (!f[0])
+    return lsim__bad(c, LSIM_E_SCN_TRACE_FILE, path, "must name a file");
+  if (f[0] == '/' || !basedir || !basedir[0] || strcmp(basedir, ".") == 0) {
+    n = snprintf(full, sizeof full, "%s", f);
+  } else {
+    size_t bl = strlen(basedir);
+    n = snprintf(full, sizeof full, "%s%s%s", basedir,
+                 basedir[bl - 1] == '/' ? "" : "/", f);
+  }
+  if (n < 0 || (size_t)n >= sizeof full)
+    return lsim__bad(c, LSIM_E_SCN_RANGE, path,
+                     "resolved path is longer than %d bytes",
+                     LSIM_PATH_MAX - 1);
+  struct stat st;
+  if (allow_dir && stat(full, &st) == 0 && S_ISDIR(st.st_mode)) {
+    memcpy(out, full, (size_t)n + 1);
+    return 0;
+  }
+  FILE *fp = fopen(full, "rb");
+  if (!fp)
+    return lsim__bad(c, LSIM_E_SCN_TRACE_FILE, path, "cannot open '%s': %s",
+                     lsim__quote(full, q, sizeof q), lsim__os_err(errno, why));
+  int regular = fstat(fileno(fp), &st) == 0 && S_ISREG(st.st_mode);
+  fclose(fp);
+  if (!regular)
+    return lsim__bad(c, LSIM_E_SCN_TRACE_FILE, path,
+                     "'%s' is not a regular file%s",
+                     lsim__quote(full, q, sizeof q),
+                     allow_dir ? " or directory" : "");
+  memcpy(out, full, (size_t)n + 1);
+  return 0;
+}
+
+/* An optional string obj[key] that must be one of names[] (NULL-terminated):
+** its index into *out, or def when absent; unknown is `code`. */
+static lsim_err lsim__choice(const lsim__ctx *c, const cJSON *obj,
+                             const char *path, const char *key,
+                             const char *const *names, int def, lsim_err code,
+                             int *out) {
+  const cJSON *v;
+  char kp[LSIM__PATHBUF];
+  lsim_err err = lsim__member(c, obj, path, key, "string", 0, &v, kp);
+  if (err)
+    return err;
+  *out = def;
+  if (!v)
+    return 0;
+  for (int i = 0; names[i]; i++)
+    if (strcmp(names[i], v->valuestring) == 0) {
+      *out = i;
+      return 0;
+    }
+  char q[64], list[160];
+  lsim__join(list, sizeof list, names);
+  return lsim__bad(c, code, kp, "unknown value '%s' (known: %s)",
+                   lsim__quote(v->valuestring, q, sizeof q), list);
+}
+
+/* A trace format name at obj[key] (absent: *out stays). */
+static lsim_err lsim__format(const lsim__ctx *c, const cJSON *obj,
+                             const char *path, const char *key, int *out) {
+  return lsim__choice(c, obj, path, key, lsim_trace_format_names(), *out,
+                      LSIM_E_SCN_RANGE, out);
+}
+
+/* A length distribution object parent[key]; `field` 0 for prompt lengths,
+** 1 for output lengths (what an empirical distribution samples). */
 static lsim_err lsim__dist(const lsim__ctx *c, const cJSON *parent,
                            const char *path, const char *key,
-                           lsim_len_dist *d) {
-  static const char *const any[] = {"dist", "value", "min",
-                                    "max",  "mean",  NULL};
-  static const char *const kinds[] = {"fixed", "uniform", "exponential", NULL};
+                           const char *basedir, int field, lsim_len_dist *d) {
+  static const char *const any[] = {"dist", "value", "min",  "max",
+                                    "mean", "file",  "format", NULL};
+  static const char *const kinds[] = {"fixed", "uniform", "exponential",
+                                      "empirical", NULL};
   static const char *const dist_key[] = {"dist", NULL};
+  static const char *const emp_keys[] = {"dist", "file", "format", NULL};
   int64_t value = 0, lo = 0, hi = 0;
   double mean = 0;
   const lsim__field fixed[] = {
@@ -605,8 +682,14 @@ static lsim_err lsim__dist(const lsim__ctx *c, const cJSON *parent,
       {"min", LSIM__I64, LSIM__REQ, 1, 1e7, 0, &lo},
       {"max", LSIM__I64, LSIM__REQ, 1, 1e7, 0, &hi},
   };
-  const lsim__field *f[] = {fixed, uniform, expo};
-  const int nf[] = {LSIM__N(fixed), LSIM__N(uniform), LSIM__N(expo)};
+  const lsim__field emp[] = {
+      {"min", LSIM__I64, 0, 1, 1e7, 1, &lo},
+      {"max", LSIM__I64, 0, 1, 1e7, 1e7, &hi},
+  };
+  const lsim__field *f[] = {fixed, uniform, expo, emp};
+  const int nf[] = {LSIM__N(fixed), LSIM__N(uniform), LSIM__N(expo),
+                    LSIM__N(emp)};
+  const char *const *extra[] = {dist_key, dist_key, dist_key, emp_keys};
   const cJSON *o, *dv;
   char p[LSIM__PATHBUF], dp[LSIM__PATHBUF];
   lsim_err err;
@@ -624,7 +707,7 @@ static lsim_err lsim__dist(const lsim__ctx *c, const cJSON *parent,
                      "unknown distribution '%s' (known: %s)",
                      lsim__quote(dv->valuestring, q, sizeof q), list);
   }
-  if ((err = lsim__keys(c, o, p, f[k], nf[k], dist_key)) ||
+  if ((err = lsim__keys(c, o, p, f[k], nf[k], extra[k])) ||
       (err = lsim__fields(c, o, p, f[k], nf[k])))
     return err;
   memset(d, 0, sizeof *d);
@@ -640,7 +723,9 @@ static lsim_err lsim__dist(const lsim__ctx *c, const cJSON *parent,
                      "must be at least min (%" PRId64 ") (got %" PRId64 ")", lo,
                      hi);
   }
-  d->kind = k == 1 ? LSIM_DIST_UNIFORM : LSIM_DIST_EXP;
+  d->kind = k == 1 ? LSIM_DIST_UNIFORM
+            : k == 2 ? LSIM_DIST_EXP
+                     : LSIM_DIST_EMPIRICAL;
   d->min = lo;
   d->max = hi;
   if (k == 2) {
@@ -654,59 +739,290 @@ static lsim_err lsim__dist(const lsim__ctx *c, const cJSON *parent,
     }
     d->mean = mean;
   }
+  if (k == 3) {
+    const cJSON *fv;
+    char fp[LSIM__PATHBUF];
+    if ((err = lsim__member(c, o, p, "file", "string", 1, &fv, fp)) ||
+        (err = lsim__resolve(c, fv, fp, basedir, 0, d->file)))
+      return err;
+    d->format = lsim_trace_format_guess(d->file);
+    d->field = field;
+    if ((err = lsim__format(c, o, p, "format", &d->format)))
+      return err;
+    if (d->format == LSIM_TRACE_SERVEGEN) {
+      char kp[LSIM__PATHBUF];
+      lsim__key_path(kp, p, "format");
+      return lsim__bad(c, LSIM_E_SCN_CONFLICT, kp,
+                       "an empirical distribution needs a per-request trace, "
+                       "not servegen");
+    }
+  }
   return 0;
 }
 
-/* Resolve a trace file against basedir and check it can be read. */
-static lsim_err lsim__trace_file(const lsim__ctx *c, const cJSON *v,
-                                 const char *path, const char *basedir,
-                                 lsim_scenario *sc) {
-  const char *f = v->valuestring;
-  char full[LSIM_PATH_MAX], q[200], why[128];
-  int n;
-  if (!f[0])
-    return lsim__bad(c, LSIM_E_SCN_TRACE_FILE, path, "must name a file");
-  if (f[0] == '/' || !basedir || !basedir[0] || strcmp(basedir, ".") == 0) {
-    n = snprintf(full, sizeof full, "%s", f);
-  } else {
-    size_t bl = strlen(basedir);
-    n = snprintf(full, sizeof full, "%s%s%s", basedir,
-                 basedir[bl - 1] == '/' ? "" : "/", f);
+/* The optional arrival-process keys of $.trace.generator. */
+static lsim_err lsim__arrivals(const lsim__ctx *c, const cJSON *gen,
+                               const char *gp, const char *basedir,
+                               lsim_scenario *sc) {
+  static const char *const procs[] = {"poisson", "gamma", NULL};
+  static const char *const shift_extra[] = {"tenant_weights", "prompt_tokens",
+                                            "output_tokens", NULL};
+  lsim_arrivals *a = &sc->gen_arrivals;
+  const cJSON *o, *arr, *el;
+  char p[LSIM__PATHBUF], ap[LSIM__PATHBUF], ip[LSIM__PATHBUF];
+  lsim_err err = lsim__choice(c, gen, gp, "process", procs, LSIM_ARR_POISSON,
+                              LSIM_E_SCN_RANGE, &a->process);
+  if (err)
+    return err;
+  const lsim__field cvf[] = {
+      {"cv", LSIM__NUM, LSIM__LO_OPEN, 0, 100, 0, &a->cv},
+  };
+  if ((err = lsim__fields(c, gen, gp, cvf, 1)))
+    return err;
+  int has_cv = cJSON_GetObjectItemCaseSensitive(gen, "cv") != NULL;
+  if (has_cv != (a->process == LSIM_ARR_GAMMA)) {
+    char kp[LSIM__PATHBUF];
+    lsim__key_path(kp, gp, "cv");
+    return lsim__bad(c, has_cv ? LSIM_E_SCN_CONFLICT : LSIM_E_SCN_MISSING, kp,
+                     has_cv ? "only a gamma process has a cv"
+                            : "required key is missing (process is gamma)");
   }
-  if (n < 0 || (size_t)n >= sizeof full)
-    return lsim__bad(c, LSIM_E_SCN_RANGE, path,
-                     "resolved path is longer than %d bytes",
-                     LSIM_PATH_MAX - 1);
-  FILE *fp = fopen(full, "rb");
-  if (!fp)
-    return lsim__bad(c, LSIM_E_SCN_TRACE_FILE, path, "cannot open '%s': %s",
-                     lsim__quote(full, q, sizeof q), lsim__os_err(errno, why));
-  struct stat st;
-  int regular = fstat(fileno(fp), &st) == 0 && S_ISREG(st.st_mode);
-  fclose(fp);
-  if (!regular)
-    return lsim__bad(c, LSIM_E_SCN_TRACE_FILE, path,
-                     "'%s' is not a regular file",
-                     lsim__quote(full, q, sizeof q));
-  memcpy(sc->trace_file, full, (size_t)n + 1);
+  if ((err = lsim__member(c, gen, gp, "onoff", "object", 0, &o, p)))
+    return err;
+  if (o) {
+    const lsim__field f[] = {
+        {"on_s", LSIM__NUM, LSIM__REQ | LSIM__LO_OPEN, 0, 1e9, 0, &a->on_s},
+        {"off_s", LSIM__NUM, LSIM__REQ | LSIM__LO_OPEN, 0, 1e9, 0, &a->off_s},
+        {"off_level", LSIM__NUM, 0, 0, 1, 0, &a->off_level},
+    };
+    if ((err = lsim__keys(c, o, p, f, LSIM__N(f), NULL)) ||
+        (err = lsim__fields(c, o, p, f, LSIM__N(f))))
+      return err;
+    a->onoff = 1;
+  }
+  if ((err = lsim__member(c, gen, gp, "diurnal", "object", 0, &o, p)))
+    return err;
+  if (o) {
+    const lsim__field f[] = {
+        {"period_s", LSIM__NUM, LSIM__REQ | LSIM__LO_OPEN, 0, 1e9, 0,
+         &a->period_s},
+        {"amplitude", LSIM__NUM, LSIM__REQ | LSIM__HI_OPEN, 0, 1, 0,
+         &a->amplitude},
+        {"phase_s", LSIM__NUM, 0, -1e9, 1e9, 0, &a->phase_s},
+    };
+    if ((err = lsim__keys(c, o, p, f, LSIM__N(f), NULL)) ||
+        (err = lsim__fields(c, o, p, f, LSIM__N(f))))
+      return err;
+    if (a->onoff)
+      return lsim__bad(c, LSIM_E_SCN_CONFLICT, p,
+                       "a generator has on/off phases or a diurnal cycle, "
+                       "not both");
+    a->diurnal = 1;
+  }
+  if ((err = lsim__member(c, gen, gp, "shifts", "array", 0, &arr, ap)))
+    return err;
+  if (!arr)
+    return 0;
+  if ((err = lsim__array(c, arr, ap, LSIM_TRACE_MAX_SHIFTS, &a->nshifts)))
+    return err;
+  for (int i = 0; i < a->nshifts; i++) {
+    lsim_gen_shift *sh = &a->shifts[i];
+    const lsim__field f[] = {
+        {"at_s", LSIM__NUM, LSIM__REQ | LSIM__LO_OPEN, 0, 1e12, 0, &sh->at_s},
+        {"rate_per_s", LSIM__NUM, LSIM__LO_OPEN, 0, 1e9, 0, &sh->rate_per_s},
+    };
+    if ((err = lsim__element(c, arr, i, ap, &el, ip)) ||
+        (err = lsim__keys(c, el, ip, f, LSIM__N(f), shift_extra)) ||
+        (err = lsim__fields(c, el, ip, f, LSIM__N(f))))
+      return err;
+    if (i > 0 && !(sh->at_s > a->shifts[i - 1].at_s)) {
+      char kp[LSIM__PATHBUF];
+      lsim__key_path(kp, ip, "at_s");
+      return lsim__bad(c, LSIM_E_SCN_RANGE, kp,
+                       "must be later than the previous shift's");
+    }
+    const cJSON *w;
+    char wp[LSIM__PATHBUF], wi[LSIM__PATHBUF];
+    if ((err = lsim__member(c, el, ip, "tenant_weights", "array", 0, &w, wp)))
+      return err;
+    if (w) {
+      int nw;
+      if ((err = lsim__array(c, w, wp, LSIM_TRACE_MAX_TENANTS, &nw)))
+        return err;
+      if (nw != sc->ntenants)
+        return lsim__bad(c, LSIM_E_SCN_CONFLICT, wp,
+                         "must have one weight per tenant (%d, got %d)",
+                         sc->ntenants, nw);
+      for (int j = 0; j < nw; j++) {
+        lsim__idx_path(wi, wp, j);
+        if ((err = lsim__int(c, cJSON_GetArrayItem(w, j), wi, 1, 1e9,
+                             &sh->tenant_weights[j])))
+          return err;
+      }
+      sh->has_weights = 1;
+    }
+    if (cJSON_GetObjectItemCaseSensitive(el, "prompt_tokens")) {
+      if ((err = lsim__dist(c, el, ip, "prompt_tokens", basedir, 0,
+                            &sh->prompt)))
+        return err;
+      sh->has_prompt = 1;
+    }
+    if (cJSON_GetObjectItemCaseSensitive(el, "output_tokens")) {
+      if ((err = lsim__dist(c, el, ip, "output_tokens", basedir, 1,
+                            &sh->output)))
+        return err;
+      sh->has_output = 1;
+    }
+  }
+  return 0;
+}
+
+/* $.trace.servegen */
+static lsim_err lsim__servegen(const lsim__ctx *c, const cJSON *o,
+                               const char *path, const char *basedir,
+                               lsim_scenario *sc) {
+  static const char *const extra[] = {"clients", "prompt_tokens",
+                                      "output_tokens", NULL};
+  lsim_servegen_spec *sg = &sc->trace_servegen;
+  const lsim__field f[] = {
+      {"start_s", LSIM__NUM, 0, 0, 1e12, 0, &sg->start_s},
+      {"duration_s", LSIM__NUM, 0, 0, 1e12, 0, &sg->duration_s},
+      {"rate_scale", LSIM__NUM, LSIM__LO_OPEN, 0, 1e6, 1, &sg->rate_scale},
+  };
+  const cJSON *arr;
+  char ap[LSIM__PATHBUF], ip[LSIM__PATHBUF];
+  lsim_err err;
+  if ((err = lsim__keys(c, o, path, f, LSIM__N(f), extra)) ||
+      (err = lsim__fields(c, o, path, f, LSIM__N(f))) ||
+      (err = lsim__dist(c, o, path, "prompt_tokens", basedir, 0,
+                        &sg->prompt)) ||
+      (err = lsim__dist(c, o, path, "output_tokens", basedir, 1,
+                        &sg->output)) ||
+      (err = lsim__member(c, o, path, "clients", "array", 0, &arr, ap)))
+    return err;
+  if (!arr)
+    return 0;
+  if ((err = lsim__array(c, arr, ap, 64, &sg->nclients)))
+    return err;
+  for (int i = 0; i < sg->nclients; i++) {
+    int64_t v;
+    lsim__idx_path(ip, ap, i);
+    if ((err = lsim__int(c, cJSON_GetArrayItem(arr, i), ip, 0, 999999, &v)))
+      return err;
+    sg->clients[i] = (int)v;
+    for (int j = 0; j < i; j++)
+      if (sg->clients[j] == sg->clients[i])
+        return lsim__bad(c, LSIM_E_SCN_DUP, ip, "client %d listed twice",
+                         sg->clients[i]);
+  }
+  return 0;
+}
+
+/* $.trace.assign */
+static lsim_err lsim__assign(const lsim__ctx *c, const cJSON *o,
+                             const char *path, const char *basedir,
+                             lsim_scenario *sc) {
+  static const char *const tmodes[] = {"auto", "trace", "weights", "owner",
+                                       "modulo", NULL};
+  static const char *const amodes[] = {"auto",     "trace",     "zipf",
+                                       "uniform",  "distinct",  "identical",
+                                       "servegen", NULL};
+  static const char *const scopes[] = {"tenant", "catalog", NULL};
+  static const char *const extra[] = {"tenants", "adapters", "scope",
+                                      "servegen", NULL};
+  lsim_assign_spec *as = &sc->trace_assign;
+  const lsim__field f[] = {
+      {"alpha", LSIM__NUM, 0, 0, 10, 0, &as->alpha},
+      {"count", LSIM__I32, 0, 1, 1e6, 0, &as->count},
+      {"adapter", LSIM__I32, 0, 0, 1e6, 0, &as->adapter},
+  };
+  char kp[LSIM__PATHBUF];
+  lsim_err err;
+  if ((err = lsim__keys(c, o, path, f, LSIM__N(f), extra)) ||
+      (err = lsim__fields(c, o, path, f, LSIM__N(f))) ||
+      (err = lsim__choice(c, o, path, "tenants", tmodes, LSIM_AT_AUTO,
+                          LSIM_E_SCN_RANGE, &as->tenants)) ||
+      (err = lsim__choice(c, o, path, "adapters", amodes, LSIM_AA_AUTO,
+                          LSIM_E_SCN_RANGE, &as->adapters)) ||
+      (err = lsim__choice(c, o, path, "scope", scopes,
+                          as->tenants == LSIM_AT_OWNER ? LSIM_SCOPE_CATALOG
+                                                       : LSIM_SCOPE_TENANT,
+                          LSIM_E_SCN_RANGE, &as->scope)))
+    return err;
+  as->has_alpha = cJSON_GetObjectItemCaseSensitive(o, "alpha") != NULL;
+  if (as->has_alpha && as->adapters != LSIM_AA_ZIPF &&
+      as->adapters != LSIM_AA_AUTO) {
+    lsim__key_path(kp, path, "alpha");
+    return lsim__bad(c, LSIM_E_SCN_CONFLICT, kp,
+                     "only the zipf (or auto) adapter assignment has an "
+                     "exponent");
+  }
+  if (as->tenants == LSIM_AT_OWNER && as->scope == LSIM_SCOPE_TENANT) {
+    lsim__key_path(kp, path, "scope");
+    return lsim__bad(c, LSIM_E_SCN_CONFLICT, kp,
+                     "tenants 'owner' follow the adapter, so adapters are "
+                     "drawn from the catalog scope");
+  }
+  int count = as->count ? as->count : sc->adapters;
+  if (as->count && (as->count > sc->adapters || as->count < sc->ntenants)) {
+    lsim__key_path(kp, path, "count");
+    return lsim__bad(c, LSIM_E_SCN_RANGE, kp,
+                     "must be in [tenants, adapters.count] = [%d, %d] (got %d)",
+                     sc->ntenants, sc->adapters, as->count);
+  }
+  int has_adapter = cJSON_GetObjectItemCaseSensitive(o, "adapter") != NULL;
+  if (has_adapter != (as->adapters == LSIM_AA_IDENTICAL)) {
+    lsim__key_path(kp, path, "adapter");
+    return lsim__bad(c, has_adapter ? LSIM_E_SCN_CONFLICT : LSIM_E_SCN_MISSING,
+                     kp,
+                     has_adapter ? "only the identical assignment names an "
+                                   "adapter"
+                                 : "required key is missing (adapters is "
+                                   "'identical')");
+  }
+  if (has_adapter && as->adapter >= count) {
+    lsim__key_path(kp, path, "adapter");
+    return lsim__bad(c, LSIM_E_SCN_RANGE, kp,
+                     "must be below the adapters in use (%d) (got %d)", count,
+                     as->adapter);
+  }
+  const cJSON *sv;
+  if ((err = lsim__member(c, o, path, "servegen", "string", 0, &sv, kp)))
+    return err;
+  if (!!sv != (as->adapters == LSIM_AA_SERVEGEN))
+    return lsim__bad(c, sv ? LSIM_E_SCN_CONFLICT : LSIM_E_SCN_MISSING, kp,
+                     sv ? "only the servegen assignment reads client rates"
+                        : "required key is missing (adapters is 'servegen')");
+  if (sv)
+    return lsim__resolve(c, sv, kp, basedir, 1, as->servegen);
   return 0;
 }
 
 static lsim_err lsim__trace(const lsim__ctx *c, const cJSON *root,
                             const char *basedir, lsim_scenario *sc) {
-  static const char *const keys[] = {"file", "generator", NULL};
-  static const char *const gen_extra[] = {"prompt_tokens", "output_tokens",
-                                          NULL};
+  static const char *const keys[] = {"file",         "format",
+                                     "generator",    "max_requests",
+                                     "block_tokens", "servegen",
+                                     "assign",       NULL};
+  static const char *const gen_extra[] = {
+      "prompt_tokens", "output_tokens", "process", "cv",
+      "onoff",         "diurnal",       "shifts",  NULL};
   const lsim__field gf[] = {
       {"requests", LSIM__I64, LSIM__REQ, 1, 1e9, 0, &sc->gen_requests},
       {"rate_per_s", LSIM__NUM, LSIM__REQ | LSIM__LO_OPEN, 0, 1e9, 0,
        &sc->gen_rate_per_s},
   };
-  const cJSON *o, *file, *gen;
-  char p[LSIM__PATHBUF], fp[LSIM__PATHBUF], gp[LSIM__PATHBUF];
+  const lsim__field tf[] = {
+      {"max_requests", LSIM__I64, 0, 1, 1e15, 0, &sc->trace_max_requests},
+      {"block_tokens", LSIM__I32, 0, 1, 1048576, 512, &sc->trace_block_tokens},
+  };
+  const cJSON *o, *file, *gen, *sg, *as;
+  char p[LSIM__PATHBUF], fp[LSIM__PATHBUF], gp[LSIM__PATHBUF],
+      sp[LSIM__PATHBUF], ap[LSIM__PATHBUF];
   lsim_err err;
   if ((err = lsim__member(c, root, "$", "trace", "object", 1, &o, p)) ||
-      (err = lsim__keys(c, o, p, NULL, 0, keys)))
+      (err = lsim__keys(c, o, p, tf, 0, keys)) ||
+      (err = lsim__fields(c, o, p, tf, LSIM__N(tf))))
     return err;
   int has_file = cJSON_GetObjectItemCaseSensitive(o, "file") != NULL;
   int has_gen = cJSON_GetObjectItemCaseSensitive(o, "generator") != NULL;
@@ -714,14 +1030,51 @@ static lsim_err lsim__trace(const lsim__ctx *c, const cJSON *root,
     return lsim__bad(c, LSIM_E_SCN_CONFLICT, p,
                      "must have exactly one of 'file' and 'generator' (got %s)",
                      has_file ? "both" : "neither");
-  if (has_file)
-    return (err = lsim__member(c, o, p, "file", "string", 1, &file, fp))
-               ? err
-               : lsim__trace_file(c, file, fp, basedir, sc);
-  if ((err = lsim__object(c, o, p, "generator", gf, LSIM__N(gf), gen_extra,
-                          &gen, gp)) ||
-      (err = lsim__dist(c, gen, gp, "prompt_tokens", &sc->gen_prompt)) ||
-      (err = lsim__dist(c, gen, gp, "output_tokens", &sc->gen_output)))
+  if ((err = lsim__member(c, o, p, "assign", "object", 0, &as, ap)) ||
+      (as && (err = lsim__assign(c, as, ap, basedir, sc))) ||
+      (err = lsim__member(c, o, p, "servegen", "object", 0, &sg, sp)))
+    return err;
+  if (has_gen) {
+    static const char *const file_only[] = {"format", "servegen",
+                                            "block_tokens", NULL};
+    for (int i = 0; file_only[i]; i++)
+      if (cJSON_GetObjectItemCaseSensitive(o, file_only[i])) {
+        char kp[LSIM__PATHBUF];
+        lsim__key_path(kp, p, file_only[i]);
+        return lsim__bad(c, LSIM_E_SCN_CONFLICT, kp,
+                         "belongs to a trace file, not to a generator");
+      }
+    sc->trace_format = LSIM_TRACE_GEN;
+    if ((err = lsim__object(c, o, p, "generator", gf, LSIM__N(gf), gen_extra,
+                            &gen, gp)) ||
+        (err = lsim__dist(c, gen, gp, "prompt_tokens", basedir, 0,
+                          &sc->gen_prompt)) ||
+        (err = lsim__dist(c, gen, gp, "output_tokens", basedir, 1,
+                          &sc->gen_output)) ||
+        (err = lsim__arrivals(c, gen, gp, basedir, sc)))
+      return err;
+    return 0;
+  }
+  if ((err = lsim__member(c, o, p, "file", "string", 1, &file, fp)) ||
+      (err = lsim__resolve(c, file, fp, basedir, 1, sc->trace_file)))
+    return err;
+  sc->trace_format = lsim_trace_format_guess(sc->trace_file);
+  if ((err = lsim__format(c, o, p, "format", &sc->trace_format)))
+    return err;
+  struct stat st;
+  if ((sc->trace_format != LSIM_TRACE_SERVEGEN || !sg) &&
+      stat(sc->trace_file, &st) == 0 && S_ISDIR(st.st_mode)) {
+    char q[200];
+    return lsim__bad(c, LSIM_E_SCN_TRACE_FILE, fp,
+                     "'%s' is not a regular file",
+                     lsim__quote(sc->trace_file, q, sizeof q));
+  }
+  if ((sc->trace_format == LSIM_TRACE_SERVEGEN) != !!sg)
+    return sg ? lsim__bad(c, LSIM_E_SCN_CONFLICT, sp,
+                          "only a servegen trace has servegen settings")
+              : lsim__bad(c, LSIM_E_SCN_MISSING, sp,
+                          "required key is missing (the trace is servegen)");
+  if (sg && (err = lsim__servegen(c, sg, sp, basedir, sc)))
     return err;
   return 0;
 }
@@ -969,4 +1322,32 @@ int64_t lsim_scenario_adapter_bytes(const lsim_scenario *sc, int rank) {
 int64_t lsim_scenario_kv_bytes_per_token(const lsim_scenario *sc) {
   return 2 * (int64_t)sc->layers * sc->kv_heads * sc->head_dim *
          sc->dtype_bytes;
+}
+
+lsim_err lsim_scenario_trace_open(const lsim_scenario *sc, lsim_trace *t,
+                                  int skip_bad_rows, int64_t max_requests,
+                                  lsim_errbuf *eb) {
+  const char *names[LSIM_MAX_TENANTS];
+  int64_t weights[LSIM_MAX_TENANTS];
+  for (int i = 0; i < sc->ntenants; i++) {
+    names[i] = sc->tenants[i].name;
+    weights[i] = sc->tenants[i].traffic_weight;
+  }
+  lsim_trace_ctx ctx = {sc->seed,    sc->ntenants, names, weights,
+                        sc->adapters, sc->zipf_s};
+  lsim_trace_spec spec;
+  memset(&spec, 0, sizeof spec);
+  spec.format = sc->trace_format;
+  spec.path = sc->trace_file;
+  spec.skip_bad_rows = skip_bad_rows;
+  spec.max_requests = max_requests > 0 ? max_requests : sc->trace_max_requests;
+  spec.block_tokens = sc->trace_block_tokens;
+  spec.servegen = &sc->trace_servegen;
+  spec.gen_requests = sc->gen_requests;
+  spec.gen_rate_per_s = sc->gen_rate_per_s;
+  spec.gen_prompt = &sc->gen_prompt;
+  spec.gen_output = &sc->gen_output;
+  spec.gen_arrivals = &sc->gen_arrivals;
+  spec.assign = &sc->trace_assign;
+  return lsim_trace_open(t, &spec, &ctx, eb);
 }

@@ -16,7 +16,7 @@
 #define LSIM_SCENARIO_H
 
 #include "../engine/lsim.h"
-#include "../traces/trace.h" /* lsim_len_dist */
+#include "../traces/trace.h" /* lsim_len_dist, lsim_trace */
 
 #define LSIM_MAX_TARGETS 16
 #define LSIM_MAX_TENANTS 64
@@ -92,6 +92,12 @@ typedef struct lsim_scenario {
   double gen_rate_per_s;
   lsim_len_dist gen_prompt;
   lsim_len_dist gen_output;
+  lsim_arrivals gen_arrivals;      /* process, modulation, shifts */
+  int trace_format;                /* enum lsim_trace_format; GEN: generator */
+  int64_t trace_max_requests;      /* 0: every record */
+  int trace_block_tokens;          /* Mooncake prefix block size (512) */
+  lsim_servegen_spec trace_servegen; /* format servegen only */
+  lsim_assign_spec trace_assign;   /* $.trace.assign */
 
   /* $.faults */
   double load_failure_rate; /* probability that one adapter copy fails */
@@ -107,6 +113,14 @@ lsim_err lsim_scenario_load(lsim_scenario *sc, const char *path,
 lsim_err lsim_scenario_parse(lsim_scenario *sc, const char *json, size_t len,
                              const char *name, const char *basedir,
                              lsim_errbuf *eb);
+
+/* Open the scenario's trace ($.trace: file, importer and assignment, or the
+** generator) with its catalog (tenants, adapters, seed).  skip_bad_rows
+** and max_requests (when > 0) override the scenario.  Close with
+** lsim_trace_close. */
+lsim_err lsim_scenario_trace_open(const lsim_scenario *sc, lsim_trace *t,
+                                  int skip_bad_rows, int64_t max_requests,
+                                  lsim_errbuf *eb);
 
 /* Lowercase hex of sc->sha256 into out[65]. */
 void lsim_scenario_sha_hex(const lsim_scenario *sc, char out[65]);
