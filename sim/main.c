@@ -76,6 +76,7 @@ static void lsim__usage(FILE *f) {
         "commands:\n"
         "  replay SCENARIO.json   replay a trace through the simulator\n"
         "  exec --in BATCH.json   run one batch exactly (plan, delta, Y)\n"
+        "  trace convert|stats    import, convert and summarise traces\n"
         "  help [COMMAND]         show help for a command\n"
         "  version                print the version and build\n"
         "\n"
@@ -238,7 +239,10 @@ int main(int argc, char **argv) {
       strcmp(cmd, "-h") == 0) {
     if (argc > 2 && strcmp(argv[2], "replay") == 0)
       lsim__usage_replay(stdout);
-    else if (argc > 2 && strcmp(argv[2], "exec") == 0) {
+    else if (argc > 2 && strcmp(argv[2], "trace") == 0) {
+      char *av[] = {"trace", "--help", NULL};
+      return lsim_trace_main(2, av);
+    } else if (argc > 2 && strcmp(argv[2], "exec") == 0) {
       char *av[] = {"exec", "--help", NULL};
       return lsim_exec_main(2, av);
     }
