@@ -1,16 +1,20 @@
 /*
-** engine.c: placement, residency, admission, eviction and iteration
-** selection for the foundation engine.
+** engine.c: placement, admission, iteration selection and the drive of
+** each worker's residency engine (residency.c).
 **
 ** Invariants (checked by lsim__worker_sound, under assert after every
 ** transaction and by lsim_engine_check on demand):
 **
-**   I1  free + reserved + adapter + kv == pool_pages, each term >= 0.
-**   I2  adapter pages == sum of pages of PUBLISHED slots;
-**       reserved pages == sum of pages of LOADING slots.
-**   I3  kv pages == sum of kv_pages of running requests.
-**   I4  a slot's refcount == its running requests; waiters == its queued
-**       requests on this worker; an evicted slot had both at zero.
+**   I1  the worker's lsim_res passes lsim_res_check (pool conservation,
+**       unique ownership, generations, no leaked reservation).
+**   I2  the KV slots of the pool are exactly the KV objects of this
+**       worker's admitted requests (running, or waiting with a committed
+**       reservation).
+**   I3  an adapter's refcount equals its admitted requests on this worker;
+**       its queued-reservation count equals its waiting requests whose
+**       `queued` flag is set.
+**   I4  a request with an open load txn (`txn` >= 0) is waiting, and that
+**       txn carries it.
 **
 ** Event order within one call is fixed by the code below, and every list is
 ** walked in insertion order, so the emitted sequence depends only on the
@@ -19,11 +23,16 @@
 #include "engine.h"
 
 #include <assert.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-enum { LSIM__ABSENT = 0, LSIM__LOADING = 1, LSIM__PUBLISHED = 2 };
+#include "identity.h"
+
 enum { LSIM__WAITING = 0, LSIM__RUNNING = 1 };
+
+#define LSIM__MAX_VICTIMS 64
+#define LSIM__MAX_RESTORE 64
 
 typedef struct lsim__req {
   int64_t id;
@@ -32,7 +41,11 @@ typedef struct lsim__req {
   int prompt, output, produced;
   int state;
   int loads_waited;
-  int64_t kv_pages;
+  int64_t kv_pages;    /* initial + growth */
+  int64_t kv_initial;  /* prompt pages */
+  int kv;              /* KV object handle in the worker's pool, or -1 */
+  int queued;          /* counted in the adapter's queued reservations */
+  int64_t txn;         /* open load txn carrying this request, or -1 */
   struct lsim__req *prev, *next; /* waiting or running list */
 } lsim__req;
 
@@ -41,43 +54,53 @@ typedef struct lsim__list {
   int n;
 } lsim__list;
 
-typedef struct lsim__slot {
-  int state;
-  int64_t generation; /* published generations so far */
-  int refcount;       /* running requests using it */
-  int waiters;        /* queued requests needing it */
-  int attempts;       /* failed copies in the current load sequence */
-  lsim_tick last_use, published_tick;
-  int64_t uses;
-} lsim__slot;
-
 typedef struct lsim__worker {
-  int64_t free_pages, reserved_pages, adapter_pages, kv_pages;
-  lsim__slot *slots; /* nadapters */
+  lsim_res *res;
+  int *attempts;       /* failed copies in the current load sequence [na] */
   lsim__list waiting, running;
   int busy;
-  int resident, loading;
-  /* the iteration in flight: its requests in plan order */
+  int inflight_copies;
+  int admitted_waiting; /* waiting requests holding a KV reservation */
+  void *evict_st;
+  /* the iteration in flight: its requests in plan order, its adapters */
   lsim__req **batch;
   int nbatch;
+  int *launched;
+  int nlaunched;
 } lsim__worker;
+
+typedef struct lsim__fnode {
+  lsim_tick tick;
+  int next;
+} lsim__fnode;
 
 struct lsim_engine {
   lsim_engine_cfg cfg;
   int *rank;
   int64_t *bytes, *pages;
+  lsim_digest *artifact; /* per adapter */
+  lsim_digest kabi;      /* the kernel ABI every worker accepts */
   lsim__worker *w;
   int64_t seq;   /* next event seq */
   int64_t iters; /* next iteration number */
   int64_t live;
   lsim__req *freelist;
-  void *sched_st, *evict_st, *prefetch_st;
+  void *sched_st, *prefetch_st;
+  /* future of the trace (oracle eviction): per-adapter FIFO of ticks */
+  int *fhead, *ftail;
+  lsim__fnode *fnode;
+  int fcap, ffree;
   /* scratch, sized once */
   lsim_sched_cand *cands;
   lsim__req **cand_req;
   int *order;
   lsim_evict_cand *ecands;
   lsim__req **admitted;
+  int *prop;
+  /* ranking context */
+  int rank_worker;
+  lsim_tick rank_now;
+  int rank_bad;
 };
 
 /* ---- lists and request pool -------------------------------------------- */
@@ -116,6 +139,8 @@ static lsim__req *lsim__req_alloc(lsim_engine *e) {
       return NULL;
   }
   memset(r, 0, sizeof *r);
+  r->kv = -1;
+  r->txn = -1;
   return r;
 }
 
@@ -178,29 +203,63 @@ static lsim_err lsim__record(lsim_engine *e, const lsim__req *r,
   return 0;
 }
 
+/* ---- small views ---------------------------------------------------------- */
+
+static int lsim__tenant_of(const lsim_engine *e, int a) {
+  return a % e->cfg.ntenants;
+}
+
+static lsim_res_adapter_view lsim__av(const lsim__worker *w, int a) {
+  lsim_res_adapter_view v;
+  lsim_res_adapter(w->res, a, &v);
+  return v;
+}
+
+static int lsim__visible(int st) {
+  return st == LSIM_RS_PUBLISHED || st == LSIM_RS_ACTIVE || st == LSIM_RS_IDLE;
+}
+
 /* ---- invariants --------------------------------------------------------- */
 
 static int lsim__worker_sound(const lsim_engine *e, const lsim__worker *w) {
-  const int64_t pool = e->cfg.pool_pages;
-  if (w->free_pages < 0 || w->reserved_pages < 0 || w->adapter_pages < 0 ||
-      w->kv_pages < 0)
+  if (lsim_res_check(w->res, NULL))
     return 0;
-  if (w->free_pages + w->reserved_pages + w->adapter_pages + w->kv_pages !=
-      pool)
-    return 0;
-  int64_t pub = 0, res = 0, kv = 0;
-  for (int a = 0; a < e->cfg.nadapters; a++) {
-    if (w->slots[a].state == LSIM__PUBLISHED)
-      pub += e->pages[a];
-    else if (w->slots[a].state == LSIM__LOADING)
-      res += e->pages[a];
-    if (w->slots[a].refcount < 0 || w->slots[a].waiters < 0)
-      return 0;
+  lsim_res_view v;
+  lsim_res_view_get(w->res, &v);
+  int64_t kv = 0;
+  int na = e->cfg.nadapters;
+  /* I3 by recount, with two passes over the lists per adapter would be
+  ** quadratic: count into the scratch arrays of the ranking context */
+  int *ref = calloc((size_t)na * 2, sizeof *ref);
+  if (!ref)
+    return 1; /* cannot check without memory; not a violation */
+  int *que = ref + na;
+  int ok = 1;
+  const lsim__list *lists[2] = {&w->running, &w->waiting};
+  for (int k = 0; k < 2; k++)
+    for (const lsim__req *r = lists[k]->head; r; r = r->next) {
+      if (r->kv >= 0) {
+        int64_t owned, used;
+        if (lsim_res_kv_pages(w->res, r->kv, &owned, &used, NULL) ||
+            owned != r->kv_pages)
+          ok = 0;
+        kv += r->kv_pages;
+        ref[r->adapter]++;
+      } else if (k == 0) {
+        ok = 0; /* a running request always holds KV */
+      }
+      if (k == 1 && r->queued)
+        que[r->adapter]++;
+      if (r->txn >= 0 && (k == 0 || r->kv >= 0))
+        ok = 0;
+    }
+  for (int a = 0; ok && a < na; a++) {
+    lsim_res_adapter_view av = lsim__av(w, a);
+    if (av.refcount != ref[a] || av.queued != que[a])
+      ok = 0;
   }
-  for (const lsim__req *r = w->running.head; r; r = r->next)
-    kv += r->kv_pages;
-  return pub == w->adapter_pages && res == w->reserved_pages &&
-         kv == w->kv_pages;
+  free(ref);
+  return ok && kv == v.kv;
 }
 
 int lsim_engine_check(const lsim_engine *e) {
@@ -218,7 +277,8 @@ lsim_err lsim_engine_new(lsim_engine **out, const lsim_engine_cfg *cfg,
                          lsim_errbuf *eb) {
   *out = NULL;
   if (cfg->workers < 1 || cfg->nadapters < 1 || cfg->pool_pages < 1 ||
-      cfg->page_bytes < 1 || !cfg->sched || !cfg->evict || !cfg->prefetch)
+      cfg->page_bytes < 1 || !cfg->sched || !cfg->evict || !cfg->prefetch ||
+      cfg->guard_pages < 0 || cfg->ntenants < 1)
     return lsim_fail(eb, LSIM_E_USAGE, "engine configuration incomplete");
   lsim_engine *e = calloc(1, sizeof *e);
   if (!e)
@@ -228,39 +288,71 @@ lsim_err lsim_engine_new(lsim_engine **out, const lsim_engine_cfg *cfg,
   e->rank = malloc((size_t)na * sizeof *e->rank);
   e->bytes = malloc((size_t)na * sizeof *e->bytes);
   e->pages = malloc((size_t)na * sizeof *e->pages);
+  e->artifact = calloc((size_t)na, sizeof *e->artifact);
   e->w = calloc((size_t)cfg->workers, sizeof *e->w);
   e->cands = malloc(LSIM_ENGINE_WINDOW * sizeof *e->cands);
   e->cand_req = malloc(LSIM_ENGINE_WINDOW * sizeof *e->cand_req);
   e->order = malloc(LSIM_ENGINE_WINDOW * sizeof *e->order);
   e->ecands = malloc((size_t)na * sizeof *e->ecands);
   e->admitted = malloc(LSIM_ENGINE_WINDOW * sizeof *e->admitted);
+  e->prop = malloc((size_t)na * sizeof *e->prop);
+  e->fhead = malloc((size_t)na * sizeof *e->fhead);
+  e->ftail = malloc((size_t)na * sizeof *e->ftail);
   e->sched_st = lsim__policy_state(cfg->sched->state_size);
-  e->evict_st = lsim__policy_state(cfg->evict->state_size);
   e->prefetch_st = lsim__policy_state(cfg->prefetch->state_size);
-  int ok = e->rank && e->bytes && e->pages && e->w && e->cands &&
-           e->cand_req && e->order && e->ecands && e->admitted &&
-           e->sched_st && e->evict_st && e->prefetch_st;
+  int ok = e->rank && e->bytes && e->pages && e->artifact && e->w &&
+           e->cands && e->cand_req && e->order && e->ecands && e->admitted &&
+           e->prop && e->fhead && e->ftail && e->sched_st && e->prefetch_st;
+  if (ok) {
+    for (int a = 0; a < na; a++) {
+      e->rank[a] = cfg->adapter_rank[a];
+      e->bytes[a] = cfg->adapter_bytes[a];
+      e->pages[a] = cfg->adapter_pages
+                        ? cfg->adapter_pages[a]
+                        : (cfg->adapter_bytes[a] + cfg->page_bytes - 1) /
+                              cfg->page_bytes;
+      e->fhead[a] = e->ftail[a] = -1;
+      /* the synthetic catalog's artifact identity: a digest of what the
+      ** adapter is (no path, no alias) */
+      char id[96];
+      int n = snprintf(id, sizeof id, "lorasim-artifact:%d:rank=%d:bytes=%lld",
+                       a, e->rank[a], (long long)e->bytes[a]);
+      if (lsim_sha256(id, (size_t)n, &e->artifact[a], NULL))
+        ok = 0;
+    }
+    static const char kabi[] = "lorasim-kernel-abi:model:v1";
+    if (lsim_sha256(kabi, sizeof kabi - 1, &e->kabi, NULL))
+      ok = 0;
+  }
+  e->ffree = -1;
+  size_t est = lsim_evict_state_bytes(cfg->evict, na);
   for (int i = 0; ok && i < cfg->workers; i++) {
     lsim__worker *w = &e->w[i];
-    w->slots = calloc((size_t)na, sizeof *w->slots);
+    lsim_res_cfg rc = {cfg->pool_pages, cfg->page_bytes, na, e->pages,
+                       cfg->guard_pages, e->kabi};
+    if (lsim_res_new(&w->res, &rc, eb)) {
+      lsim_engine_release(e);
+      return eb ? eb->code : LSIM_E_USAGE;
+    }
+    w->attempts = calloc((size_t)na, sizeof *w->attempts);
     w->batch = malloc(((size_t)cfg->max_batch_requests + 1) * sizeof *w->batch);
-    ok = w->slots && w->batch;
-    w->free_pages = cfg->pool_pages;
+    w->launched =
+        malloc(((size_t)cfg->max_batch_requests + 1) * sizeof *w->launched);
+    w->evict_st = lsim__policy_state(est);
+    ok = w->attempts && w->batch && w->launched && w->evict_st;
+    if (ok && lsim_evict_init(cfg->evict, w->evict_st, na))
+      ok = -1;
   }
-  if (!ok) {
+  if (ok != 1) {
+    int pol = ok == -1;
     lsim_engine_release(e);
-    return lsim_fail(eb, LSIM_E_NOMEM, "out of memory creating engine");
-  }
-  for (int a = 0; a < na; a++) {
-    e->rank[a] = cfg->adapter_rank[a];
-    e->bytes[a] = cfg->adapter_bytes[a];
-    e->pages[a] = (cfg->adapter_bytes[a] + cfg->page_bytes - 1) / cfg->page_bytes;
+    return pol ? lsim_fail(eb, LSIM_E_POLICY, "policy initialisation failed")
+               : lsim_fail(eb, LSIM_E_NOMEM, "out of memory creating engine");
   }
   e->cfg.adapter_rank = NULL;
   e->cfg.adapter_bytes = NULL;
+  e->cfg.adapter_pages = NULL;
   lsim_err rc = lsim_sched_init(cfg->sched, e->sched_st, cfg->ntenants, na);
-  if (!rc)
-    rc = lsim_evict_init(cfg->evict, e->evict_st, na);
   if (!rc)
     rc = lsim_prefetch_init(cfg->prefetch, e->prefetch_st, na);
   if (rc) {
@@ -285,86 +377,219 @@ void lsim_engine_release(lsim_engine *e) {
   for (int i = 0; e->w && i < e->cfg.workers; i++) {
     lsim__free_list(e->w[i].waiting.head);
     lsim__free_list(e->w[i].running.head);
-    free(e->w[i].slots);
+    lsim_res_release(e->w[i].res);
+    free(e->w[i].attempts);
     free(e->w[i].batch);
+    free(e->w[i].launched);
+    free(e->w[i].evict_st);
   }
   lsim__free_list(e->freelist);
   free(e->w);
   free(e->rank);
   free(e->bytes);
   free(e->pages);
+  free(e->artifact);
   free(e->cands);
   free(e->cand_req);
   free(e->order);
   free(e->ecands);
   free(e->admitted);
+  free(e->prop);
+  free(e->fhead);
+  free(e->ftail);
+  free(e->fnode);
   free(e->sched_st);
-  free(e->evict_st);
   free(e->prefetch_st);
   free(e);
 }
 
+/* ---- the future of the trace (oracle policies) -------------------------- */
+
+lsim_err lsim_engine_future_push(lsim_engine *e, int a, lsim_tick tick,
+                                 lsim_errbuf *eb) {
+  if (a < 0 || a >= e->cfg.nadapters)
+    return lsim_fail(eb, LSIM_E_STATE, "future: adapter %d out of range", a);
+  if (e->ffree < 0) {
+    int cap = e->fcap ? 2 * e->fcap : 256;
+    lsim__fnode *n = realloc(e->fnode, (size_t)cap * sizeof *n);
+    if (!n)
+      return lsim_fail(eb, LSIM_E_NOMEM, "out of memory in the lookahead");
+    e->fnode = n;
+    for (int i = e->fcap; i < cap; i++)
+      n[i].next = i + 1 < cap ? i + 1 : -1;
+    e->ffree = e->fcap;
+    e->fcap = cap;
+  }
+  int k = e->ffree;
+  e->ffree = e->fnode[k].next;
+  e->fnode[k].tick = tick;
+  e->fnode[k].next = -1;
+  if (e->ftail[a] >= 0)
+    e->fnode[e->ftail[a]].next = k;
+  else
+    e->fhead[a] = k;
+  e->ftail[a] = k;
+  return 0;
+}
+
+void lsim_engine_future_pop(lsim_engine *e, int a) {
+  if (a < 0 || a >= e->cfg.nadapters || e->fhead[a] < 0)
+    return;
+  int k = e->fhead[a];
+  e->fhead[a] = e->fnode[k].next;
+  if (e->fhead[a] < 0)
+    e->ftail[a] = -1;
+  e->fnode[k].next = e->ffree;
+  e->ffree = k;
+}
+
 /* ---- helpers ------------------------------------------------------------ */
 
-static int64_t lsim__kv_pages(const lsim_engine *e, int tokens) {
-  int64_t b = (int64_t)tokens * e->cfg.kv_bytes_per_token;
+static int64_t lsim__kv_pages(const lsim_engine *e, int64_t tokens) {
+  int64_t b = tokens * e->cfg.kv_bytes_per_token;
   return (b + e->cfg.page_bytes - 1) / e->cfg.page_bytes;
 }
 
-/*
-** Evict eligible adapters of worker w, by the eviction policy's ranking,
-** until `need` pages are free or nothing is eligible.  Eligible: PUBLISHED,
-** refcount 0, and (unless `relaxed`) no queued request waiting for it;
-** `keep` is never evicted.  Returns 0 or an error; *freed says whether
-** `need` was reached.
-*/
-static lsim_err lsim__evict_until(lsim_engine *e, int wi, lsim_tick now,
-                                  int64_t need, int keep, int relaxed,
-                                  int *reached, lsim_errbuf *eb) {
-  lsim__worker *w = &e->w[wi];
-  *reached = w->free_pages >= need;
-  while (!*reached) {
-    int n = 0;
-    for (int a = 0; a < e->cfg.nadapters; a++) {
-      const lsim__slot *s = &w->slots[a];
-      if (s->state != LSIM__PUBLISHED || s->refcount > 0 || a == keep)
-        continue;
-      if (s->waiters > 0 && !relaxed)
-        continue;
-      lsim_evict_cand *c = &e->ecands[n++];
-      c->adapter = a;
-      c->pages = e->pages[a];
-      c->last_use_tick = s->last_use;
-      c->published_tick = s->published_tick;
-      c->uses = s->uses;
-    }
-    if (n == 0)
-      return 0;
-    int pick = lsim_evict_pick(e->cfg.evict, e->evict_st, e->ecands, n);
-    if (pick < 0 || pick >= n)
-      return lsim_fail(eb, LSIM_E_POLICY,
-                       "eviction policy '%s' picked %d of %d candidates",
-                       e->cfg.evict->name, pick, n);
-    int a = e->ecands[pick].adapter;
-    lsim__slot *s = &w->slots[a];
-    lsim_err rc = lsim__emit(e, now, LSIM_EV_ADAPTER_EVICTED, wi, LSIM_NONE,
-                             a % e->cfg.ntenants, a, s->generation, 0,
-                             e->pages[a], e->bytes[a], s->uses,
-                             relaxed ? "relaxed" : "lru", eb);
-    if (rc)
-      return rc;
-    s->state = LSIM__ABSENT;
-    w->adapter_pages -= e->pages[a];
-    w->free_pages += e->pages[a];
-    w->resident--;
-    rc = lsim__emit(e, now, LSIM_EV_ADAPTER_RETIRED, wi, LSIM_NONE,
-                    a % e->cfg.ntenants, a, s->generation, 0, e->pages[a],
-                    e->bytes[a], 0, NULL, eb);
-    if (rc)
-      return rc;
-    assert(lsim__worker_sound(e, w));
-    *reached = w->free_pages >= need;
+/* Ranking callback for lsim_res_begin: the eviction policy picks among the
+** eligible adapters the residency engine found. */
+static int lsim__rank(void *ud, const int *cand, int n) {
+  lsim_engine *e = ud;
+  lsim__worker *w = &e->w[e->rank_worker];
+  for (int i = 0; i < n; i++) {
+    int a = cand[i];
+    lsim_res_adapter_view v = lsim__av(w, a);
+    lsim_evict_cand *c = &e->ecands[i];
+    c->adapter = a;
+    c->pages = v.pages;
+    c->last_use_tick = v.last_use;
+    c->published_tick = v.published_tick;
+    c->uses = v.uses;
+    c->total_uses = v.total_uses;
+    c->load_cost = e->bytes[a];
+    c->next_use = LSIM_TICK_NEVER;
+    if (e->cfg.evict->needs_future && e->fhead[a] >= 0)
+      c->next_use = e->fnode[e->fhead[a]].tick;
   }
+  int k = lsim_evict_pick(e->cfg.evict, w->evict_st, e->rank_now, e->ecands, n);
+  if (k < 0 || k >= n) {
+    e->rank_bad = 1;
+    return 0;
+  }
+  return k;
+}
+
+/* Emit adapter_evicted for the victims a txn just marked retiring. */
+static lsim_err lsim__emit_victims(lsim_engine *e, int wi, lsim_tick now,
+                                   const int *v, int nv, int relaxed,
+                                   lsim_errbuf *eb) {
+  lsim__worker *w = &e->w[wi];
+  for (int k = 0; k < nv; k++) {
+    lsim_res_adapter_view av = lsim__av(w, v[k]);
+    lsim_err rc = lsim__emit(e, now, LSIM_EV_ADAPTER_EVICTED, wi, LSIM_NONE,
+                             lsim__tenant_of(e, v[k]), v[k], av.generation, 0,
+                             e->pages[v[k]], e->bytes[v[k]], av.uses,
+                             relaxed ? "relaxed" : e->cfg.evict->name, eb);
+    if (rc)
+      return rc;
+  }
+  return 0;
+}
+
+static lsim_err lsim__emit_retired(lsim_engine *e, int wi, lsim_tick now,
+                                   const int *v, int nv, lsim_errbuf *eb) {
+  lsim__worker *w = &e->w[wi];
+  for (int k = 0; k < nv; k++) {
+    lsim_res_adapter_view av = lsim__av(w, v[k]);
+    lsim_err rc = lsim__emit(e, now, LSIM_EV_ADAPTER_RETIRED, wi, LSIM_NONE,
+                             lsim__tenant_of(e, v[k]), v[k], av.generation, 0,
+                             e->pages[v[k]], e->bytes[v[k]], 0, NULL, eb);
+    if (rc)
+      return rc;
+  }
+  return 0;
+}
+
+/*
+** Relaxed mode, only when a worker would otherwise be stuck: withdraw the
+** queued reservations of waiting requests whose adapter fails the eviction
+** predicate on that clause alone, so the predicate itself is never bent.
+** lsim__requeue gives the flags back to adapters that stayed resident.
+*/
+static lsim_err lsim__revoke_queued(lsim_engine *e, lsim__worker *w, int keep,
+                                    lsim_errbuf *eb) {
+  for (lsim__req *r = w->waiting.head; r; r = r->next) {
+    if (!r->queued || r->adapter == keep)
+      continue;
+    if (lsim_res_eligible(w->res, r->adapter) != LSIM_E_RES_QUEUED)
+      continue;
+    lsim_res_adapter_view av = lsim__av(w, r->adapter);
+    if (av.refcount || av.pins || av.launches || av.inflight || !av.host_verified)
+      continue;
+    r->queued = 0;
+    lsim_err rc = lsim_res_queue(w->res, r->adapter, -1, eb);
+    if (rc)
+      return rc;
+  }
+  (void)e;
+  return 0;
+}
+
+static lsim_err lsim__requeue(lsim__worker *w, int only, lsim_errbuf *eb) {
+  for (lsim__req *r = w->waiting.head; r; r = r->next) {
+    if (r->queued || (only >= 0 && r->adapter != only))
+      continue;
+    if (!lsim__visible(lsim__av(w, r->adapter).state))
+      continue;
+    r->queued = 1;
+    lsim_err rc = lsim_res_queue(w->res, r->adapter, +1, eb);
+    if (rc)
+      return rc;
+  }
+  return 0;
+}
+
+/*
+** Begin a txn on worker wi with the policy ranking.  When `relaxed`, a
+** first attempt that finds no room withdraws queued reservations and tries
+** again.  *ok = 0 when there is no room (not an error).
+*/
+static lsim_err lsim__begin(lsim_engine *e, int wi, lsim_tick now,
+                            const lsim_res_req *q, int relaxed, int64_t *txn,
+                            int *victims, int *nv, int *used_relaxed, int *ok,
+                            lsim_errbuf *eb) {
+  lsim__worker *w = &e->w[wi];
+  *ok = 0;
+  *used_relaxed = 0;
+  e->rank_worker = wi;
+  e->rank_now = now;
+  e->rank_bad = 0;
+  lsim_errbuf tmp = LSIM_ERRBUF_INIT;
+  lsim_err rc = lsim_res_begin(w->res, q, lsim__rank, e, txn, victims,
+                               LSIM__MAX_VICTIMS, nv, &tmp);
+  if (rc == LSIM_E_RES_NOSPACE && relaxed) {
+    if ((rc = lsim__revoke_queued(e, w, q->adapter, eb)))
+      return rc;
+    rc = lsim_res_begin(w->res, q, lsim__rank, e, txn, victims,
+                        LSIM__MAX_VICTIMS, nv, &tmp);
+    *used_relaxed = 1;
+    lsim_err rc2 = lsim__requeue(w, -1, eb);
+    if (rc2)
+      return rc2;
+  }
+  if (e->rank_bad)
+    return lsim_fail(eb, LSIM_E_POLICY,
+                     "eviction policy '%s' picked a candidate out of range",
+                     e->cfg.evict->name);
+  if (rc == LSIM_E_RES_NOSPACE)
+    return 0;
+  if (rc) {
+    if (eb)
+      *eb = tmp;
+    return rc;
+  }
+  if (*nv > LSIM__MAX_VICTIMS)
+    return LSIM_BUG(eb, "more victims than the engine can report");
+  *ok = 1;
   return 0;
 }
 
@@ -381,13 +606,26 @@ static lsim_err lsim__reject(lsim_engine *e, lsim__req *r, lsim_tick now,
   return rc;
 }
 
+/* Take r off the waiting list of its worker, closing its queue entry. */
+static lsim_err lsim__unwait(lsim__worker *w, lsim__req *r, lsim_errbuf *eb) {
+  lsim__list_remove(&w->waiting, r);
+  if (r->queued) {
+    r->queued = 0;
+    return lsim_res_queue(w->res, r->adapter, -1, eb);
+  }
+  return 0;
+}
+
 /* ---- arrival ------------------------------------------------------------- */
 
 static int lsim__place(const lsim_engine *e, int adapter) {
   int best = 0;
-  for (int i = 0; i < e->cfg.workers; i++)
-    if (e->w[i].slots[adapter].state != LSIM__ABSENT)
+  for (int i = 0; i < e->cfg.workers; i++) {
+    int st = lsim__av(&e->w[i], adapter).state;
+    if (st != LSIM_RS_ABSENT && st != LSIM_RS_HOST_READY &&
+        st != LSIM_RS_RETIRING)
       return i;
+  }
   for (int i = 1; i < e->cfg.workers; i++) {
     const lsim__worker *a = &e->w[i], *b = &e->w[best];
     if (a->waiting.n + a->running.n < b->waiting.n + b->running.n)
@@ -416,137 +654,370 @@ lsim_err lsim_engine_arrive(lsim_engine *e, lsim_tick now,
   r->arrival = now;
   r->prompt = a->prompt_tokens;
   r->output = a->output_tokens;
-  r->kv_pages = lsim__kv_pages(e, a->prompt_tokens + a->output_tokens);
+  /* initial KV covers the prompt; the growth reserve covers the declared
+  ** output (the admission horizon is the whole request) */
+  r->kv_initial = lsim__kv_pages(e, a->prompt_tokens);
+  r->kv_pages = lsim__kv_pages(e, (int64_t)a->prompt_tokens + a->output_tokens);
   r->worker = LSIM_NONE;
   if (a->prompt_tokens > e->cfg.max_batch_tokens)
     return lsim__reject(e, r, now, "prompt_over_batch_budget", eb);
-  if (r->kv_pages + e->pages[a->adapter] > e->cfg.pool_pages)
+  if (r->kv_pages + e->pages[a->adapter] + e->cfg.guard_pages >
+      e->cfg.pool_pages)
     return lsim__reject(e, r, now, "over_pool_capacity", eb);
   int wi = lsim__place(e, a->adapter);
   lsim__worker *w = &e->w[wi];
-  lsim__slot *s = &w->slots[a->adapter];
   r->worker = wi;
   r->state = LSIM__WAITING;
-  int hit = s->state == LSIM__PUBLISHED;
+  lsim_res_adapter_view av = lsim__av(w, a->adapter);
+  int hit = lsim__visible(av.state);
   if (!hit)
     r->loads_waited = 1;
-  s->waiters++;
+  r->queued = 1;
+  lsim_err rc = lsim_res_queue(w->res, a->adapter, +1, eb);
+  if (rc)
+    return rc;
   lsim__list_push(&w->waiting, r);
   *worker = wi;
   /* value: 1 when the adapter generation was resident at arrival (a cache
   ** hit), 0 for a cold or in-flight miss. */
   return lsim__emit(e, now, LSIM_EV_QUEUE_ENQUEUED, wi, r->id, r->tenant,
-                    r->adapter, s->generation, 0, r->kv_pages, 0, hit,
+                    r->adapter, av.generation, 0, r->kv_pages, 0, hit,
                     hit ? "hit" : "miss", eb);
 }
 
 /* ---- loads --------------------------------------------------------------- */
 
+static lsim_err lsim__ensure_host(lsim_engine *e, lsim__worker *w, int a,
+                                  lsim_errbuf *eb) {
+  if (lsim__av(w, a).state != LSIM_RS_ABSENT)
+    return 0;
+  return lsim_res_register(w->res, a, &e->artifact[a], &e->kabi, eb);
+}
+
+static void lsim__load_out(lsim_engine *e, int wi, int a, int attempt,
+                           int64_t pages, int64_t request, int restore,
+                           lsim_load_start *loads, int *nloads) {
+  lsim_load_start *ls = &loads[(*nloads)++];
+  ls->worker = wi;
+  ls->adapter = a;
+  ls->attempt = attempt;
+  ls->bytes = e->bytes[a];
+  ls->pages = pages;
+  ls->request = request;
+  ls->restore = restore;
+}
+
+static int lsim__stuck(const lsim__worker *w) {
+  return w->running.n == 0 && w->inflight_copies == 0 &&
+         w->admitted_waiting == 0 && !w->busy;
+}
+
 static lsim_err lsim__start_loads(lsim_engine *e, int wi, lsim_tick now,
                                   lsim_load_start *loads, int maxloads,
                                   int *nloads, lsim_errbuf *eb) {
   lsim__worker *w = &e->w[wi];
+  lsim_err rc;
+  int victims[LSIM__MAX_VICTIMS];
+  /* 1. compensating reloads left by a rollback come first */
+  for (int a = 0; a < e->cfg.nadapters && *nloads < maxloads; a++) {
+    lsim_res_adapter_view av = lsim__av(w, a);
+    if (av.state != LSIM_RS_RESERVED)
+      continue;
+    lsim_res_txn_view tv;
+    if ((rc = lsim_res_txn(w->res, av.txn, &tv, eb)))
+      return rc;
+    if (tv.kind != LSIM_TXN_RESTORE)
+      continue;
+    if ((rc = lsim_res_copy_start(w->res, av.txn, eb)))
+      return rc;
+    w->inflight_copies++;
+    if ((rc = lsim__emit(e, now, LSIM_EV_ADAPTER_LOAD_STARTED, wi, LSIM_NONE,
+                         lsim__tenant_of(e, a), a, av.generation + 1, 1,
+                         tv.nslots, e->bytes[a], 0, "restore", eb)))
+      return rc;
+    lsim__load_out(e, wi, a, 1, tv.nslots, LSIM_NONE, 1, loads, nloads);
+  }
+  /* 2. demand loads, one txn per absent adapter, for the first waiter */
   int scanned = 0;
   for (lsim__req *r = w->waiting.head;
        r && scanned < LSIM_ENGINE_WINDOW && *nloads < maxloads;
        r = r->next, scanned++) {
     int a = r->adapter;
-    lsim__slot *s = &w->slots[a];
-    if (s->state != LSIM__ABSENT)
+    int st = lsim__av(w, a).state;
+    if (st != LSIM_RS_ABSENT && st != LSIM_RS_HOST_READY)
       continue;
-    int reached;
-    lsim_err rc = lsim__evict_until(e, wi, now, e->pages[a], a, 0, &reached,
-                                    eb);
-    if (rc)
+    if ((rc = lsim__ensure_host(e, w, a, eb)))
       return rc;
-    if (!reached)
+    lsim_res_req q = {LSIM_TXN_LOAD, a, r->id, r->kv_initial,
+                      r->kv_pages - r->kv_initial};
+    int64_t txn;
+    int nv, relaxed_used, ok;
+    if ((rc = lsim__begin(e, wi, now, &q, lsim__stuck(w), &txn, victims, &nv,
+                          &relaxed_used, &ok, eb)))
+      return rc;
+    if (!ok)
       break; /* no room now; retried when pages come back */
-    s->state = LSIM__LOADING;
-    s->attempts++;
-    w->free_pages -= e->pages[a];
-    w->reserved_pages += e->pages[a];
-    w->loading++;
+    lsim_res_txn_view tv;
+    if ((rc = lsim_res_txn(w->res, txn, &tv, eb)) ||
+        (rc = lsim_res_copy_start(w->res, txn, eb)))
+      return rc;
+    r->txn = txn;
+    w->inflight_copies++;
+    w->attempts[a]++;
+    lsim_res_adapter_view av = lsim__av(w, a);
+    if ((rc = lsim__emit_victims(e, wi, now, victims, nv, relaxed_used, eb)))
+      return rc;
     assert(lsim__worker_sound(e, w));
     rc = lsim__emit(e, now, LSIM_EV_ADAPTER_LOAD_STARTED, wi, r->id,
-                    a % e->cfg.ntenants, a, s->generation + 1, s->attempts,
-                    e->pages[a], e->bytes[a], 0, NULL, eb);
+                    lsim__tenant_of(e, a), a, av.generation + 1,
+                    w->attempts[a], tv.nslots, e->bytes[a], 0, NULL, eb);
     if (rc)
       return rc;
-    lsim_load_start *ls = &loads[(*nloads)++];
-    ls->worker = wi;
-    ls->adapter = a;
-    ls->attempt = s->attempts;
-    ls->bytes = e->bytes[a];
-    ls->pages = e->pages[a];
+    lsim__load_out(e, wi, a, w->attempts[a], tv.nslots, r->id, 0, loads,
+                   nloads);
+  }
+  /* 3. prefetch proposals draw from the same ledger, free slots only */
+  int np = lsim_prefetch_propose(e->cfg.prefetch, e->prefetch_st, wi, now,
+                                 e->prop, e->cfg.nadapters);
+  for (int i = 0; i < np && *nloads < maxloads; i++) {
+    int a = e->prop[i];
+    if (a < 0 || a >= e->cfg.nadapters)
+      return lsim_fail(eb, LSIM_E_POLICY, "prefetch '%s' proposed adapter %d",
+                       e->cfg.prefetch->name, a);
+    int st = lsim__av(w, a).state;
+    if (st != LSIM_RS_ABSENT && st != LSIM_RS_HOST_READY)
+      continue;
+    if ((rc = lsim__ensure_host(e, w, a, eb)))
+      return rc;
+    lsim_res_req q = {LSIM_TXN_PREFETCH, a, -1, 0, 0};
+    int64_t txn;
+    if (lsim_res_begin_with(w->res, &q, NULL, 0, &txn, NULL))
+      continue;
+    if ((rc = lsim_res_copy_start(w->res, txn, eb)))
+      return rc;
+    w->inflight_copies++;
+    w->attempts[a]++;
+    lsim_res_adapter_view av = lsim__av(w, a);
+    if ((rc = lsim__emit(e, now, LSIM_EV_PREFETCH_RESERVED, wi, LSIM_NONE,
+                         lsim__tenant_of(e, a), a, av.generation + 1, 0,
+                         e->pages[a], e->bytes[a], 0, NULL, eb)) ||
+        (rc = lsim__emit(e, now, LSIM_EV_ADAPTER_LOAD_STARTED, wi, LSIM_NONE,
+                         lsim__tenant_of(e, a), a, av.generation + 1,
+                         w->attempts[a], e->pages[a], e->bytes[a], 0,
+                         "prefetch", eb)))
+      return rc;
+    lsim__load_out(e, wi, a, w->attempts[a], e->pages[a], LSIM_NONE, 0, loads,
+                   nloads);
   }
   return 0;
 }
 
-lsim_err lsim_engine_load_done(lsim_engine *e, int wi, int a, lsim_tick now,
-                               int ok, lsim_errbuf *eb) {
+static lsim__req *lsim__find_txn_req(lsim__worker *w, int64_t txn) {
+  for (lsim__req *r = w->waiting.head; r; r = r->next)
+    if (r->txn == txn)
+      return r;
+  return NULL;
+}
+
+/* Roll txn back after a failed copy or validation: events, restore txns,
+** attempts and rejection of waiters. */
+static lsim_err lsim__rollback(lsim_engine *e, int wi, int a, lsim_tick now,
+                               int64_t txn, const char *why, lsim_errbuf *eb) {
+  lsim__worker *w = &e->w[wi];
+  lsim_res_txn_view tv;
+  lsim_err rc = lsim_res_txn(w->res, txn, &tv, eb);
+  if (rc)
+    return rc;
+  int restore = tv.kind == LSIM_TXN_RESTORE;
+  int64_t pages = tv.nslots;
+  int attempt = restore ? 1 : w->attempts[a];
+  lsim_res_adapter_view av = lsim__av(w, a);
+  int64_t gen_try = av.generation + 1;
+  int victims[LSIM__MAX_VICTIMS];
+  int nv = tv.nvictims < LSIM__MAX_VICTIMS ? tv.nvictims : LSIM__MAX_VICTIMS;
+  memcpy(victims, tv.victim, (size_t)nv * sizeof *victims);
+  rc = lsim__emit(e, now, LSIM_EV_ADAPTER_LOAD_FAILED, wi, LSIM_NONE,
+                  lsim__tenant_of(e, a), a, gen_try, attempt, pages,
+                  e->bytes[a], 0, restore ? "restore_failed" : why, eb);
+  if (rc)
+    return rc;
+  lsim__req *r = lsim__find_txn_req(w, txn);
+  if (r)
+    r->txn = -1;
+  int64_t rest[LSIM__MAX_RESTORE];
+  int nr;
+  if ((rc = lsim_res_rollback(w->res, txn, rest, LSIM__MAX_RESTORE, &nr, eb)))
+    return rc;
+  assert(lsim__worker_sound(e, w));
+  /* value: victims handed to restore txns */
+  rc = lsim__emit(e, now, LSIM_EV_LOAD_ROLLED_BACK, wi, LSIM_NONE,
+                  lsim__tenant_of(e, a), a, gen_try, attempt, pages, 0, nr,
+                  restore ? "restore_dropped" : NULL, eb);
+  for (int k = 0; !rc && k < nv; k++) {
+    lsim_res_adapter_view vv = lsim__av(w, victims[k]);
+    rc = lsim__emit(e, now, LSIM_EV_ADAPTER_RESTORING, wi, LSIM_NONE,
+                    lsim__tenant_of(e, victims[k]), victims[k],
+                    vv.generation + 1, 0, e->pages[victims[k]],
+                    e->bytes[victims[k]], vv.generation, "compensating_reload",
+                    eb);
+  }
+  if (rc || restore)
+    return rc;
+  if (w->attempts[a] < e->cfg.max_load_attempts)
+    return 0;
+  /* Out of attempts: the waiters of this adapter are rejected. */
+  w->attempts[a] = 0;
+  lsim__req *q = w->waiting.head;
+  while (q) {
+    lsim__req *next = q->next;
+    if (q->adapter == a) {
+      if ((rc = lsim__unwait(w, q, eb)))
+        return rc;
+      if ((rc = lsim__reject(e, q, now, "adapter_load_failed", eb)))
+        return rc;
+    }
+    q = next;
+  }
+  return 0;
+}
+
+lsim_err lsim_engine_load_result(lsim_engine *e, int wi, int a, lsim_tick now,
+                                 int outcome, lsim_errbuf *eb) {
   if (wi < 0 || wi >= e->cfg.workers || a < 0 || a >= e->cfg.nadapters)
     return lsim_fail(eb, LSIM_E_STATE, "load_done: worker or adapter out of range");
   lsim__worker *w = &e->w[wi];
-  lsim__slot *s = &w->slots[a];
-  int tenant = a % e->cfg.ntenants;
-  if (s->state != LSIM__LOADING)
+  int64_t txn = lsim_res_txn_of(w->res, a);
+  if (txn < 0 || lsim__av(w, a).state != LSIM_RS_LOADING)
     return lsim_fail(eb, LSIM_E_STATE,
                      "load_done for adapter %d on worker %d, which is not loading",
                      a, wi);
-  lsim_err rc;
-  w->loading--;
-  if (ok) {
-    rc = lsim__emit(e, now, LSIM_EV_ADAPTER_LOAD_COMPLETED, wi, LSIM_NONE,
-                    tenant, a, s->generation + 1, s->attempts, e->pages[a],
-                    e->bytes[a], 0, NULL, eb);
-    if (rc)
-      return rc;
-    /* Validation passed (the world reports a good copy): one atomic
-    ** visibility point, stamped with the new generation. */
-    s->generation++;
-    s->state = LSIM__PUBLISHED;
-    s->published_tick = now;
-    s->last_use = now;
-    s->uses = 0;
-    s->attempts = 0;
-    w->reserved_pages -= e->pages[a];
-    w->adapter_pages += e->pages[a];
-    w->resident++;
-    assert(lsim__worker_sound(e, w));
-    return lsim__emit(e, now, LSIM_EV_ADAPTER_GENERATION_PUBLISHED, wi,
-                      LSIM_NONE, tenant, a, s->generation, 0, e->pages[a],
-                      e->bytes[a], 0, NULL, eb);
+  lsim_res_txn_view tv;
+  lsim_err rc = lsim_res_txn(w->res, txn, &tv, eb);
+  if (rc)
+    return rc;
+  int restore = tv.kind == LSIM_TXN_RESTORE;
+  int attempt = restore ? 1 : w->attempts[a];
+  int tenant = lsim__tenant_of(e, a);
+  w->inflight_copies--;
+  if (outcome == LSIM_LOAD_COPY_FAILED)
+    return lsim__rollback(e, wi, a, now, txn, "copy_failed", eb);
+  /* the copy-complete event, then validation of the staged bytes */
+  if ((rc = lsim_res_copy_done(w->res, txn, eb)))
+    return rc;
+  lsim_digest staged = e->artifact[a];
+  if (outcome == LSIM_LOAD_DIGEST_BAD)
+    staged.b[0] ^= 0x01; /* the world corrupted the staged bytes */
+  lsim_errbuf vb = LSIM_ERRBUF_INIT;
+  rc = lsim_res_validate(w->res, txn, &staged, &vb);
+  if (rc == LSIM_E_RES_DIGEST)
+    return lsim__rollback(e, wi, a, now, txn, "digest_failed", eb);
+  if (rc) {
+    if (eb)
+      *eb = vb;
+    return rc;
   }
-  rc = lsim__emit(e, now, LSIM_EV_ADAPTER_LOAD_FAILED, wi, LSIM_NONE, tenant,
-                  a, s->generation + 1, s->attempts, e->pages[a], e->bytes[a],
-                  0, "copy_failed", eb);
-  if (rc)
+  lsim_res_adapter_view av = lsim__av(w, a);
+  if ((rc = lsim__emit(e, now, LSIM_EV_ADAPTER_LOAD_COMPLETED, wi, LSIM_NONE,
+                       tenant, a, av.generation + 1, attempt, tv.nslots,
+                       e->bytes[a], 0, restore ? "restore" : NULL, eb)) ||
+      (rc = lsim__emit(e, now, LSIM_EV_ADAPTER_VALIDATED, wi, LSIM_NONE,
+                       tenant, a, av.generation + 1, attempt, e->pages[a],
+                       e->bytes[a], 0, restore ? "restore" : NULL, eb)))
     return rc;
-  /* Compensating rollback: the reservation closes, the previous generation
-  ** (if any) stays authoritative, and the pages return to the free list. */
-  s->state = LSIM__ABSENT;
-  w->reserved_pages -= e->pages[a];
-  w->free_pages += e->pages[a];
+  int64_t gen;
+  if ((rc = lsim_res_publish(w->res, txn, now, &gen, eb)))
+    return rc;
+  w->attempts[a] = 0;
+  int victims[LSIM__MAX_VICTIMS];
+  int nv = tv.nvictims < LSIM__MAX_VICTIMS ? tv.nvictims : LSIM__MAX_VICTIMS;
+  memcpy(victims, tv.victim, (size_t)nv * sizeof *victims);
+  if ((rc = lsim__emit(e, now, LSIM_EV_ADAPTER_GENERATION_PUBLISHED, wi,
+                       LSIM_NONE, tenant, a, gen, 0, e->pages[a], e->bytes[a],
+                       0, restore ? "restore" : NULL, eb)))
+    return rc;
+  lsim_evict_on_use(e->cfg.evict, w->evict_st, a, now, e->pages[a],
+                    e->bytes[a]);
+  /* commit: pin for the request, commit its KV, finalize victims */
+  lsim__req *r = lsim__find_txn_req(w, txn);
+  int kv;
+  if ((rc = lsim_res_commit(w->res, txn, now, &kv, eb)))
+    return rc;
+  if (r) {
+    r->txn = -1;
+    r->kv = kv;
+    w->admitted_waiting++;
+  }
+  /* waiters that lost their queued flag in a relaxed round get it back */
+  if ((rc = lsim__requeue(w, a, eb)))
+    return rc;
   assert(lsim__worker_sound(e, w));
-  rc = lsim__emit(e, now, LSIM_EV_LOAD_ROLLED_BACK, wi, LSIM_NONE, tenant, a,
-                  s->generation + 1, s->attempts, e->pages[a], 0, 0, NULL, eb);
-  if (rc)
+  if (r && (rc = lsim__emit(e, now, LSIM_EV_KV_RESERVED, wi, r->id, r->tenant,
+                            r->adapter, gen, 0, r->kv_pages,
+                            r->kv_pages * e->cfg.page_bytes,
+                            r->prompt + r->output, "with_load", eb)))
     return rc;
-  if (s->attempts < e->cfg.max_load_attempts)
-    return 0;
-  /* Out of attempts: the waiters of this adapter are rejected. */
-  s->attempts = 0;
-  lsim__req *r = w->waiting.head;
-  while (r) {
-    lsim__req *next = r->next;
-    if (r->adapter == a) {
-      lsim__list_remove(&w->waiting, r);
-      s->waiters--;
-      rc = lsim__reject(e, r, now, "adapter_load_failed", eb);
-      if (rc)
+  return lsim__emit_retired(e, wi, now, victims, nv, eb);
+}
+
+lsim_err lsim_engine_load_done(lsim_engine *e, int w, int adapter,
+                               lsim_tick now, int ok, lsim_errbuf *eb) {
+  return lsim_engine_load_result(e, w, adapter, now,
+                                 ok ? LSIM_LOAD_OK : LSIM_LOAD_COPY_FAILED, eb);
+}
+
+/* ---- faults and cancellation ------------------------------------------------ */
+
+lsim_err lsim_engine_fault(lsim_engine *e, int w, lsim_tick now, int adapter,
+                           int64_t request, const char *what, int64_t value,
+                           lsim_errbuf *eb) {
+  return lsim__emit(e, now, LSIM_EV_FAULT_INJECTED, w, request,
+                    adapter >= 0 ? lsim__tenant_of(e, adapter) : LSIM_NONE,
+                    adapter, LSIM_NONE, 0, 0, 0, value, what, eb);
+}
+
+lsim_err lsim_engine_cancel(lsim_engine *e, int64_t request, lsim_tick now,
+                            int *found, lsim_errbuf *eb) {
+  *found = 0;
+  for (int wi = 0; wi < e->cfg.workers; wi++) {
+    lsim__worker *w = &e->w[wi];
+    lsim__req *r;
+    for (r = w->waiting.head; r && r->id != request; r = r->next)
+      ;
+    if (!r)
+      continue;
+    *found = 1;
+    lsim_err rc;
+    int64_t released = 0;
+    const char *what = "waiting";
+    if (r->txn >= 0) {
+      /* cancelled during its adapter's load: the txn keeps loading the
+      ** adapter (a prefetch now) but gives its KV share back */
+      if ((rc = lsim_res_txn_drop_request(w->res, r->txn, &released, eb)))
         return rc;
+      r->txn = -1;
+      what = "during_load";
+    } else if (r->kv >= 0) {
+      int64_t owned, used;
+      if ((rc = lsim_res_kv_pages(w->res, r->kv, &owned, &used, eb)) ||
+          (rc = lsim_res_kv_release(w->res, r->kv, eb)) ||
+          (rc = lsim_res_unbind(w->res, r->adapter, now, eb)))
+        return rc;
+      released = owned;
+      r->kv = -1;
+      w->admitted_waiting--;
+      what = "admitted";
     }
-    r = next;
+    if ((rc = lsim__unwait(w, r, eb)))
+      return rc;
+    assert(lsim__worker_sound(e, w));
+    rc = lsim__emit(e, now, LSIM_EV_REQUEST_CANCELLED, wi, r->id, r->tenant,
+                    r->adapter, lsim__av(w, r->adapter).generation, 0,
+                    released, released * e->cfg.page_bytes, 0, what, eb);
+    if (!rc)
+      rc = lsim__record(e, r, now, "cancelled", eb);
+    lsim__req_free(e, r);
+    e->live--;
+    return rc;
   }
   return 0;
 }
@@ -563,15 +1034,15 @@ static lsim_err lsim__select(lsim_engine *e, int wi, lsim_tick now,
   int slots = e->cfg.max_batch_requests - w->running.n;
   int nadmit = 0;
   lsim_err rc;
+  int victims[LSIM__MAX_VICTIMS];
 
   /* Eligible candidates: waiting requests whose adapter generation is
-  ** published on this worker, from the queue head, at most a window. */
+  ** visible on this worker, from the queue head, at most a window. */
   int n = 0, scanned = 0;
   for (lsim__req *r = w->waiting.head;
        r && slots > 0 && n < LSIM_ENGINE_WINDOW && scanned < 4 * LSIM_ENGINE_WINDOW;
        r = r->next, scanned++) {
-    const lsim__slot *s = &w->slots[r->adapter];
-    if (s->state != LSIM__PUBLISHED)
+    if (r->kv < 0 && !lsim__visible(lsim__av(w, r->adapter).state))
       continue;
     lsim_sched_cand *c = &e->cands[n];
     c->request = r->id;
@@ -594,32 +1065,44 @@ static lsim_err lsim__select(lsim_engine *e, int wi, lsim_tick now,
     lsim__req *r = e->cand_req[k];
     if (tokens + r->prompt > e->cfg.max_batch_tokens)
       break; /* keeps the policy's order: no overtaking past the budget */
-    int reached;
-    int relaxed = w->running.n == 0 && nadmit == 0 && w->loading == 0;
-    rc = lsim__evict_until(e, wi, now, r->kv_pages, r->adapter, relaxed,
-                           &reached, eb);
-    if (rc)
+    if (r->kv >= 0) {
+      /* admitted together with its adapter's load: KV already committed */
+      w->admitted_waiting--;
+    } else {
+      lsim_res_req q = {LSIM_TXN_KV, r->adapter, r->id, r->kv_initial,
+                        r->kv_pages - r->kv_initial};
+      int64_t txn;
+      int nv, relaxed_used, ok;
+      int relaxed = lsim__stuck(w) && nadmit == 0;
+      if ((rc = lsim__begin(e, wi, now, &q, relaxed, &txn, victims, &nv,
+                            &relaxed_used, &ok, eb)))
+        return rc;
+      if (!ok)
+        break;
+      if ((rc = lsim__emit_victims(e, wi, now, victims, nv, relaxed_used, eb)))
+        return rc;
+      int kv;
+      if ((rc = lsim_res_commit(w->res, txn, now, &kv, eb)))
+        return rc;
+      r->kv = kv;
+      if ((rc = lsim__emit_retired(e, wi, now, victims, nv, eb)))
+        return rc;
+      lsim_res_adapter_view av = lsim__av(w, r->adapter);
+      if ((rc = lsim__emit(e, now, LSIM_EV_KV_RESERVED, wi, r->id, r->tenant,
+                           r->adapter, av.generation, 0, r->kv_pages,
+                           r->kv_pages * e->cfg.page_bytes,
+                           r->prompt + r->output, NULL, eb)))
+        return rc;
+    }
+    lsim_evict_on_use(e->cfg.evict, w->evict_st, r->adapter, now,
+                      e->pages[r->adapter], e->bytes[r->adapter]);
+    if ((rc = lsim__unwait(w, r, eb)))
       return rc;
-    if (!reached)
-      break;
-    /* admit: reserve the request's whole KV footprint */
-    w->free_pages -= r->kv_pages;
-    w->kv_pages += r->kv_pages;
-    lsim__slot *s = &w->slots[r->adapter];
-    s->waiters--;
-    s->refcount++;
-    s->uses++;
-    s->last_use = now;
-    lsim__list_remove(&w->waiting, r);
+    if ((rc = lsim_res_kv_grow(w->res, r->kv, r->kv_initial, eb)))
+      return rc;
     r->state = LSIM__RUNNING;
     lsim__list_push(&w->running, r);
     assert(lsim__worker_sound(e, w));
-    rc = lsim__emit(e, now, LSIM_EV_KV_RESERVED, wi, r->id, r->tenant,
-                    r->adapter, s->generation, 0, r->kv_pages,
-                    r->kv_pages * e->cfg.page_bytes, r->prompt + r->output,
-                    NULL, eb);
-    if (rc)
-      return rc;
     e->admitted[nadmit++] = r;
     tokens += r->prompt;
     slots--;
@@ -649,6 +1132,19 @@ static lsim_err lsim__select(lsim_engine *e, int wi, lsim_tick now,
     return 0;
   if ((rc = lsim_plan_finish(plan, eb)))
     return rc;
+  /* The launch snapshot names each adapter generation it uses: those are
+  ** not evictable until the iteration's completion event. */
+  w->nlaunched = 0;
+  for (int i = 0; i < w->nbatch; i++) {
+    int a = w->batch[i]->adapter, seen = 0;
+    for (int j = 0; j < w->nlaunched && !seen; j++)
+      seen = w->launched[j] == a;
+    if (seen)
+      continue;
+    w->launched[w->nlaunched++] = a;
+    if ((rc = lsim_res_launch(w->res, a, +1, eb)))
+      return rc;
+  }
   plan->iter = e->iters++;
   plan->worker = wi;
   plan->start_tick = now;
@@ -689,6 +1185,13 @@ lsim_err lsim_engine_iter_done(lsim_engine *e, int wi, lsim_tick now, int ok,
                   LSIM_NONE, LSIM_NONE, iter, 0, 0, 0, ok ? rows : 0,
                   ok ? "ok" : "failed", eb);
   w->busy = 0;
+  /* the completion event fences every adapter the launch named */
+  for (int j = 0; j < w->nlaunched; j++) {
+    lsim_err rc2 = lsim_res_launch(w->res, w->launched[j], -1, eb);
+    if (rc2 && !rc)
+      rc = rc2;
+  }
+  w->nlaunched = 0;
   if (rc || !ok) {
     w->nbatch = 0;
     return rc;
@@ -706,23 +1209,27 @@ lsim_err lsim_engine_iter_done(lsim_engine *e, int wi, lsim_tick now, int ok,
       return rc;
     lsim_sched_on_service(e->cfg.sched, e->sched_st, r->tenant, r->adapter,
                           units);
+    /* decode growth draws on the request's own reserve */
+    if ((rc = lsim_res_kv_grow(
+             w->res, r->kv,
+             lsim__kv_pages(e, (int64_t)r->prompt + r->produced), eb)))
+      return rc;
     if (r->produced < r->output)
       continue;
     /* finished: close KV ownership and the adapter reference */
-    lsim__slot *s = &w->slots[r->adapter];
     lsim__list_remove(&w->running, r);
-    w->kv_pages -= r->kv_pages;
-    w->free_pages += r->kv_pages;
-    s->refcount--;
-    s->last_use = now;
+    if ((rc = lsim_res_kv_release(w->res, r->kv, eb)) ||
+        (rc = lsim_res_unbind(w->res, r->adapter, now, eb)))
+      return rc;
+    r->kv = -1;
     assert(lsim__worker_sound(e, w));
+    int64_t gen = lsim__av(w, r->adapter).generation;
     rc = lsim__emit(e, now, LSIM_EV_KV_RELEASED, wi, r->id, r->tenant,
-                    r->adapter, s->generation, 0, r->kv_pages,
+                    r->adapter, gen, 0, r->kv_pages,
                     r->kv_pages * e->cfg.page_bytes, 0, NULL, eb);
     if (!rc)
       rc = lsim__emit(e, now, LSIM_EV_REQUEST_FINISHED, wi, r->id, r->tenant,
-                      r->adapter, s->generation, 0, 0, 0, r->produced, "ok",
-                      eb);
+                      r->adapter, gen, 0, 0, 0, r->produced, "ok", eb);
     if (!rc)
       rc = lsim__record(e, r, now, "ok", eb);
     lsim__req_free(e, r);
@@ -741,8 +1248,24 @@ lsim_err lsim_engine_finish(lsim_engine *e, lsim_tick now, lsim_errbuf *eb) {
     for (int k = 0; k < 2; k++) {
       lsim__req *r;
       while ((r = lists[k]->head) != NULL) {
-        lsim__list_remove(lists[k], r);
+        /* the records are written; ownership stays as it was so that the
+        ** final conservation check sees the pool the run ended with */
         lsim_err rc = lsim__record(e, r, now, "unfinished", eb);
+        lsim_errbuf tmp = LSIM_ERRBUF_INIT;
+        if (r->kv >= 0) {
+          lsim_res_kv_release(w->res, r->kv, &tmp);
+          lsim_res_unbind(w->res, r->adapter, now, &tmp);
+          if (k == 1)
+            w->admitted_waiting--;
+        }
+        if (k == 1)
+          lsim__unwait(w, r, &tmp);
+        else
+          lsim__list_remove(lists[k], r);
+        if (r->txn >= 0) {
+          int64_t rel;
+          lsim_res_txn_drop_request(w->res, r->txn, &rel, &tmp);
+        }
         lsim__req_free(e, r);
         e->live--;
         if (rc)
@@ -758,15 +1281,23 @@ lsim_err lsim_engine_finish(lsim_engine *e, lsim_tick now, lsim_errbuf *eb) {
 void lsim_engine_worker_view(const lsim_engine *e, int wi,
                              lsim_worker_view *out) {
   const lsim__worker *w = &e->w[wi];
-  out->pool_pages = e->cfg.pool_pages;
-  out->free_pages = w->free_pages;
-  out->reserved_pages = w->reserved_pages;
-  out->adapter_pages = w->adapter_pages;
-  out->kv_pages = w->kv_pages;
+  lsim_res_view v;
+  lsim_res_view_get(w->res, &v);
+  out->pool_pages = v.slots;
+  out->free_pages = v.free;
+  out->reserved_pages = v.reserved;
+  out->adapter_pages = v.adapter;
+  out->kv_pages = v.kv;
   out->waiting = w->waiting.n;
   out->running = w->running.n;
-  out->resident_adapters = w->resident;
-  out->loading_adapters = w->loading;
+  out->resident_adapters = 0;
+  out->loading_adapters = 0;
+  for (int a = 0; a < e->cfg.nadapters; a++) {
+    int st = lsim__av(w, a).state;
+    out->resident_adapters += lsim__visible(st);
+    out->loading_adapters += st == LSIM_RS_RESERVED || st == LSIM_RS_LOADING ||
+                             st == LSIM_RS_VALIDATED;
+  }
   out->busy = w->busy;
 }
 
@@ -775,3 +1306,7 @@ int64_t lsim_engine_adapter_pages(const lsim_engine *e, int adapter) {
 }
 
 int64_t lsim_engine_live_requests(const lsim_engine *e) { return e->live; }
+
+const struct lsim_res *lsim_engine_res(const lsim_engine *e, int w) {
+  return e->w[w].res;
+}

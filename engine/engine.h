@@ -21,13 +21,23 @@
 **                                       &selected, eb)
 **   at the end:        lsim_engine_finish(&e, now, eb); lsim_engine_release(&e)
 **
-** Residency of an adapter on a worker (the foundation's three states; the
-** full machine of article 0x04C replaces them in the residency issue):
+** Each worker's residency runs on its own lsim_res (residency.h): a joint
+** page pool of adapter and KV slots, the adapter residency state machine
+** (diagram and the function behind each arrow in residency.h), joint
+** admission and publication transactions.  The engine drives them:
 **
-**   ABSENT --start load (reserve pages)--> LOADING
-**   LOADING --copy ok: lsim_engine_load_done(ok=1), new generation--> PUBLISHED
-**   LOADING --copy failed: rollback, pages freed--> ABSENT
-**   PUBLISHED --evicted (refcount 0, no waiters), pages freed--> ABSENT
+**   step:      a waiting request whose adapter is absent opens a LOAD txn
+**              (adapter + its initial KV + decode-growth reserve, victims
+**              ranked by the eviction policy) and the copy starts; restore
+**              txns left by a rollback start their copies first; prefetch
+**              proposals open PREFETCH txns from the same ledger.
+**   load done: copy event -> digest validation -> publication (generation
+**              + 1) -> commit (the triggering request is pinned and its KV
+**              committed, victims finalized); a failed copy or digest rolls
+**              the txn back and each victim gets a restore txn (reloaded
+**              from its verified host source under a new generation).
+**   select:    requests whose adapter is visible are admitted in scheduler
+**              order through KV txns (incremental adapter pages 0).
 **
 ** Page conservation, per worker, after every transaction:
 **   free + reserved + adapter + kv == pool_pages
@@ -40,6 +50,7 @@
 #include "lsim.h"
 #include "plan.h"
 #include "policy/policy.h"
+#include "residency.h"
 
 /* How many waiting requests one selection looks at, from the queue head. */
 #define LSIM_ENGINE_WINDOW 256
@@ -56,6 +67,9 @@ typedef struct lsim_engine_cfg {
   int nadapters;
   const int *adapter_rank;     /* nadapters entries, copied */
   const int64_t *adapter_bytes; /* nadapters entries, copied */
+  const int64_t *adapter_pages; /* nadapters entries, copied; NULL: derived
+                                   as ceil(bytes / page_bytes) */
+  int64_t guard_pages;         /* admission safety margin per worker, >= 0 */
   const lsim_sched_ops *sched;
   const lsim_evict_ops *evict;
   const lsim_prefetch_ops *prefetch;
@@ -76,8 +90,17 @@ typedef struct lsim_load_start {
   int adapter;
   int attempt;  /* 1, 2, ... within this load sequence */
   int64_t bytes;
-  int64_t pages;
+  int64_t pages; /* slots the transaction reserved */
+  int64_t request; /* the request it was started for, or LSIM_NONE */
+  int restore;  /* 1: compensating reload of a rolled-back victim */
 } lsim_load_start;
+
+/* What the world reports about a copy (lsim_engine_load_result). */
+enum lsim_load_outcome {
+  LSIM_LOAD_COPY_FAILED = 0, /* the copy itself failed */
+  LSIM_LOAD_OK = 1,          /* copied; the staged digest matches */
+  LSIM_LOAD_DIGEST_BAD = 2   /* copied, but the staged bytes are corrupt */
+};
 
 typedef struct lsim_engine lsim_engine;
 
@@ -103,9 +126,42 @@ lsim_err lsim_engine_step(lsim_engine *e, int w, lsim_tick now,
                           lsim_plan *plan, int *selected, lsim_errbuf *eb);
 
 /* A copy finished (ok = 1: validate and publish a new generation) or failed
-** (ok = 0: roll the reservation back). */
+** (ok = 0: roll the reservation back).  Same as lsim_engine_load_result
+** with LSIM_LOAD_OK / LSIM_LOAD_COPY_FAILED. */
 lsim_err lsim_engine_load_done(lsim_engine *e, int w, int adapter,
                                lsim_tick now, int ok, lsim_errbuf *eb);
+/* A copy event with its outcome (enum lsim_load_outcome).  The engine
+** validates the staged digest itself: a corrupt copy fails validation with
+** E_RES_DIGEST inside the engine and is rolled back. */
+lsim_err lsim_engine_load_result(lsim_engine *e, int w, int adapter,
+                                 lsim_tick now, int outcome, lsim_errbuf *eb);
+
+/* Cancel a request that is still waiting (for example while its adapter
+** loads): its KV share of an open load txn is released, its queue entry
+** closed, and its record written with outcome "cancelled".  *found = 0 when
+** the request is not waiting (running, finished or unknown): nothing
+** changes. */
+lsim_err lsim_engine_cancel(lsim_engine *e, int64_t request, lsim_tick now,
+                            int *found, lsim_errbuf *eb);
+
+/* Log a fault the world injected (event fault_injected; what: a short
+** static string such as "copy_failure"; value: kind-specific). */
+lsim_err lsim_engine_fault(lsim_engine *e, int w, lsim_tick now, int adapter,
+                           int64_t request, const char *what, int64_t value,
+                           lsim_errbuf *eb);
+
+/*
+** The future of the trace, for offline eviction oracles (a policy with
+** needs_future): the driver calls lsim_engine_future_push for every record
+** it reads into its lookahead window, in arrival order, and
+** lsim_engine_future_pop when that record's arrival is delivered.  The
+** engine keeps one FIFO of arrival ticks per adapter, so its memory is
+** bounded by the driver's window.  Unused (and harmless) for online
+** policies.
+*/
+lsim_err lsim_engine_future_push(lsim_engine *e, int adapter, lsim_tick tick,
+                                 lsim_errbuf *eb);
+void lsim_engine_future_pop(lsim_engine *e, int adapter);
 
 /* The worker's iteration finished.  ok = 1 debits completed service and
 ** advances requests; ok = 0 debits nothing and leaves requests as they
@@ -128,6 +184,8 @@ typedef struct lsim_worker_view {
 void lsim_engine_worker_view(const lsim_engine *e, int w,
                              lsim_worker_view *out);
 int64_t lsim_engine_adapter_pages(const lsim_engine *e, int adapter);
+/* The worker's residency engine (read-only use: views and checks). */
+const struct lsim_res *lsim_engine_res(const lsim_engine *e, int w);
 /* Requests not yet finished or rejected, over all workers. */
 int64_t lsim_engine_live_requests(const lsim_engine *e);
 

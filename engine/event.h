@@ -40,7 +40,12 @@
   X(LSIM_EV_LOAD_ROLLED_BACK, 14, "load_rolled_back")                      \
   X(LSIM_EV_KV_RESERVED, 15, "kv_reserved")                                \
   X(LSIM_EV_KV_RELEASED, 16, "kv_released")                                \
-  X(LSIM_EV_REQUEST_FINISHED, 17, "request_finished")
+  X(LSIM_EV_REQUEST_FINISHED, 17, "request_finished")                     \
+  /* residency transactions, faults and recoveries (docs/RESIDENCY.md) */  \
+  X(LSIM_EV_ADAPTER_RESTORING, 18, "adapter_restoring")                    \
+  X(LSIM_EV_ADAPTER_VALIDATED, 19, "adapter_validated")                    \
+  X(LSIM_EV_FAULT_INJECTED, 20, "fault_injected")                          \
+  X(LSIM_EV_REQUEST_CANCELLED, 21, "request_cancelled")
 
 enum lsim_event_kind {
 #define LSIM__EVK(sym, val, name) sym = val,

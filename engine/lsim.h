@@ -73,6 +73,7 @@ typedef int lsim_err;        /* 0 ok, negative LSIM_E_* */
 #include "err_exec.h"
 #include "err_id.h"
 #include "err_plan.h"
+#include "err_res.h"
 #include "err_tensor.h"
 
 /* Every code of every domain, for enumeration (lsim_err_name, docs). */
@@ -81,7 +82,8 @@ typedef int lsim_err;        /* 0 ok, negative LSIM_E_* */
   LSIM_ERRCODES_PLAN(X)      \
   LSIM_ERRCODES_TENSOR(X)    \
   LSIM_ERRCODES_ID(X)        \
-  LSIM_ERRCODES_EXEC(X)
+  LSIM_ERRCODES_EXEC(X)      \
+  LSIM_ERRCODES_RES(X)
 
 enum {
 #define LSIM__ENUM(sym, val, name) sym = val,

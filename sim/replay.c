@@ -13,6 +13,19 @@
 ** classes 0-2 touched it, so the decision sees every fact of its tick.
 ** Random draws for copy faults come from the faults stream only; measured
 ** backend times are recorded and never feed back into time.
+**
+** Faults ($.faults, docs/SCENARIO.md): a copy fails at a listed tick or with
+** a seeded probability, its staged bytes fail the digest check, the H2D
+** bandwidth slows down inside a tick window, or the request a demand load
+** was started for is cancelled halfway through the copy (a CANCEL event,
+** queued with the arrivals' class).  Each is logged as fault_injected when
+** it takes effect and the engine logs the recovery.
+**
+** Offline eviction oracles (a policy with needs_future) see the future of
+** the trace through a bounded lookahead: the replay reads up to
+** LSIM__LOOKAHEAD records ahead of the pending arrival and feeds each one to
+** lsim_engine_future_push; memory stays bounded by that window.  Online
+** policies read exactly one record ahead, as before.
 */
 #include "replay.h"
 
@@ -35,6 +48,13 @@ enum { LSIM__Q_LOAD_DONE = 0, LSIM__Q_ITER_DONE = 1, LSIM__Q_ARRIVAL = 2,
        LSIM__Q_STEP = 3 };
 
 #define LSIM__MAX_LOADS 64
+#define LSIM__Q_CANCEL 4 /* queued with class 2 (a fact of the world) */
+#define LSIM__LOOKAHEAD 4096 /* records the oracle may see ahead */
+
+typedef struct lsim__ahead {
+  int64_t id, arrival_ns;
+  int tenant, adapter, prompt, output;
+} lsim__ahead;
 
 typedef struct lsim__world {
   const lsim_scenario *sc;
@@ -58,6 +78,9 @@ typedef struct lsim__world {
   int have_next;
   int64_t arrived, iterations, queue_events;
   lsim_err sink_rc;        /* first sink failure */
+  int next_copy_fail, next_digest_fail; /* indices into the fault ticks */
+  lsim__ahead *ring;       /* lookahead window (oracle policies only) */
+  int ring_head, ring_n, ring_cap, ring_eof;
 } lsim__world;
 
 /* ---- the fan-out sink: database first, then metrics --------------------- */
@@ -107,10 +130,54 @@ static lsim_err lsim__touch(lsim__world *W, int w, lsim_errbuf *eb) {
   return lsim__push(W, W->now, LSIM__Q_STEP, w, 0, 0, eb);
 }
 
+/* Fill the lookahead window (oracle policies only). */
+static lsim_err lsim__fill_ahead(lsim__world *W, lsim_errbuf *eb) {
+  while (!W->ring_eof && W->ring_n < W->ring_cap) {
+    lsim_trace_rec rec;
+    int r = lsim_trace_next(&W->tr, &rec, eb);
+    if (r < 0)
+      return r;
+    if (!r) {
+      W->ring_eof = 1;
+      break;
+    }
+    lsim__ahead *a = &W->ring[(W->ring_head + W->ring_n) % W->ring_cap];
+    *a = (lsim__ahead){rec.id,     rec.arrival_ns,    rec.tenant,
+                       rec.adapter, rec.prompt_tokens, rec.output_tokens};
+    W->ring_n++;
+    lsim_err rc = lsim_engine_future_push(W->eng, rec.adapter,
+                                          rec.arrival_ns / W->sc->ns_per_tick,
+                                          eb);
+    if (rc)
+      return rc;
+  }
+  return 0;
+}
+
 static lsim_err lsim__read_next(lsim__world *W, lsim_errbuf *eb) {
-  int r = lsim_trace_next(&W->tr, &W->next, eb);
-  if (r < 0)
-    return r;
+  int r;
+  if (W->ring) {
+    lsim_err rc = lsim__fill_ahead(W, eb);
+    if (rc)
+      return rc;
+    r = W->ring_n > 0;
+    if (r) {
+      const lsim__ahead *a = &W->ring[W->ring_head];
+      memset(&W->next, 0, sizeof W->next);
+      W->next.id = a->id;
+      W->next.arrival_ns = a->arrival_ns;
+      W->next.tenant = a->tenant;
+      W->next.adapter = a->adapter;
+      W->next.prompt_tokens = a->prompt;
+      W->next.output_tokens = a->output;
+      W->ring_head = (W->ring_head + 1) % W->ring_cap;
+      W->ring_n--;
+    }
+  } else {
+    r = lsim_trace_next(&W->tr, &W->next, eb);
+    if (r < 0)
+      return r;
+  }
   W->have_next = r;
   if (!r)
     return 0;
@@ -130,17 +197,51 @@ static lsim_err lsim__on_step(lsim__world *W, int w, lsim_errbuf *eb) {
                                  &nloads, &W->plans[w], &selected, eb);
   if (rc)
     return rc;
+  const lsim_scenario *sc = W->sc;
   for (int i = 0; i < nloads; i++) {
     /* copies on one worker run one after another on its copy engine */
     lsim_tick start = W->copy_free_at[w] > W->now ? W->copy_free_at[w] : W->now;
-    lsim_tick done = start + lsim__ns_to_ticks_ceil(W->sc,
-                                                    lsim__copy_ns(W->sc, loads[i].bytes));
+    int64_t ns = lsim__copy_ns(sc, loads[i].bytes);
+    if (sc->h2d_slowdown > 1 && start >= sc->h2d_slowdown_from_tick &&
+        (sc->h2d_slowdown_until_tick == 0 ||
+         start < sc->h2d_slowdown_until_tick)) {
+      int64_t slow = (int64_t)ceil((double)ns * sc->h2d_slowdown);
+      /* value: the extra copy time in ns */
+      if ((rc = lsim_engine_fault(W->eng, w, W->now, loads[i].adapter,
+                                  loads[i].request, "h2d_slowdown", slow - ns,
+                                  eb)))
+        return rc;
+      ns = slow;
+    }
+    lsim_tick done = start + lsim__ns_to_ticks_ceil(sc, ns);
     W->copy_free_at[w] = done;
-    int fail = W->sc->load_failure_rate > 0 &&
-               lsim_rng_unit(&W->faults) < W->sc->load_failure_rate;
+    int outcome = LSIM_LOAD_OK;
+    if (W->next_copy_fail < sc->ncopy_fail_ticks &&
+        start >= sc->copy_fail_ticks[W->next_copy_fail]) {
+      W->next_copy_fail++;
+      outcome = LSIM_LOAD_COPY_FAILED;
+    } else if (sc->load_failure_rate > 0 &&
+               lsim_rng_unit(&W->faults) < sc->load_failure_rate) {
+      outcome = LSIM_LOAD_COPY_FAILED;
+    } else if (W->next_digest_fail < sc->ndigest_fail_ticks &&
+               start >= sc->digest_fail_ticks[W->next_digest_fail]) {
+      W->next_digest_fail++;
+      outcome = LSIM_LOAD_DIGEST_BAD;
+    } else if (sc->digest_failure_rate > 0 &&
+               lsim_rng_unit(&W->faults) < sc->digest_failure_rate) {
+      outcome = LSIM_LOAD_DIGEST_BAD;
+    }
     if ((rc = lsim__push(W, done, LSIM__Q_LOAD_DONE, w, loads[i].adapter,
-                         !fail, eb)))
+                         outcome, eb)))
       return rc;
+    if (!loads[i].restore && loads[i].request >= 0 &&
+        sc->cancel_during_load_rate > 0 &&
+        lsim_rng_unit(&W->faults) < sc->cancel_during_load_rate) {
+      lsim_qev cev = {start + (done - start) / 2, LSIM__Q_ARRIVAL, 0,
+                      LSIM__Q_CANCEL, w, loads[i].request, loads[i].adapter};
+      if (lsim_queue_push(&W->q, &cev))
+        return lsim_fail(eb, LSIM_E_NOMEM, "out of memory in the event queue");
+    }
   }
   if (nloads == LSIM__MAX_LOADS && (rc = lsim__touch(W, w, eb)))
     return rc;
@@ -178,9 +279,40 @@ static lsim_err lsim__on_iter_done(lsim__world *W, int w, int ok,
   return lsim__touch(W, w, eb);
 }
 
+static lsim_err lsim__on_load_done(lsim__world *W, int w, int adapter,
+                                   int outcome, lsim_errbuf *eb) {
+  lsim_err rc = 0;
+  if (outcome == LSIM_LOAD_COPY_FAILED)
+    rc = lsim_engine_fault(W->eng, w, W->now, adapter, LSIM_NONE,
+                           "copy_failure", 0, eb);
+  else if (outcome == LSIM_LOAD_DIGEST_BAD)
+    rc = lsim_engine_fault(W->eng, w, W->now, adapter, LSIM_NONE,
+                           "digest_failure", 0, eb);
+  if (!rc)
+    rc = lsim_engine_load_result(W->eng, w, adapter, W->now, outcome, eb);
+  if (!rc)
+    rc = lsim__touch(W, w, eb);
+  return rc;
+}
+
+static lsim_err lsim__on_cancel(lsim__world *W, int w, int64_t request,
+                                int adapter, lsim_errbuf *eb) {
+  int found;
+  /* value: 1 when the request was still waiting and is now cancelled */
+  lsim_err rc = lsim_engine_cancel(W->eng, request, W->now, &found, eb);
+  if (!rc)
+    rc = lsim_engine_fault(W->eng, w, W->now, adapter, request, "cancel",
+                           found, eb);
+  if (!rc && found)
+    rc = lsim__touch(W, w, eb);
+  return rc;
+}
+
 static lsim_err lsim__on_arrival(lsim__world *W, lsim_errbuf *eb) {
   lsim_arrival a = {W->next.id, W->next.tenant, W->next.adapter,
                     W->next.prompt_tokens, W->next.output_tokens};
+  if (W->ring)
+    lsim_engine_future_pop(W->eng, a.adapter);
   int w;
   lsim_err rc = lsim_engine_arrive(W->eng, W->now, &a, &w, eb);
   if (rc)
@@ -222,14 +354,16 @@ static lsim_err lsim__setup(lsim__world *W, lsim_errbuf *eb) {
   int na = sc->adapters;
   int *rank = malloc((size_t)na * sizeof *rank);
   int64_t *bytes = malloc((size_t)na * sizeof *bytes);
+  int64_t *pages = malloc((size_t)na * sizeof *pages);
   W->copy_free_at = calloc((size_t)sc->workers, sizeof *W->copy_free_at);
   W->step_at = malloc((size_t)sc->workers * sizeof *W->step_at);
   W->plans = calloc((size_t)sc->workers, sizeof *W->plans);
   W->backend_ns = calloc((size_t)sc->workers, sizeof *W->backend_ns);
-  if (!rank || !bytes || !W->copy_free_at || !W->step_at || !W->plans ||
-      !W->backend_ns) {
+  if (!rank || !bytes || !pages || !W->copy_free_at || !W->step_at ||
+      !W->plans || !W->backend_ns) {
     free(rank);
     free(bytes);
+    free(pages);
     return lsim_fail(eb, LSIM_E_NOMEM, "out of memory setting up the replay");
   }
   for (int i = 0; i < sc->workers; i++)
@@ -248,6 +382,7 @@ static lsim_err lsim__setup(lsim__world *W, lsim_errbuf *eb) {
       u -= sc->ranks[k++].weight;
     rank[a] = sc->ranks[k].rank;
     bytes[a] = lsim_scenario_adapter_bytes(sc, rank[a]);
+    pages[a] = lsim_scenario_adapter_pages(sc, rank[a]);
   }
   lsim_rng_init(&W->faults, sc->seed, LSIM_RNG_FAULTS);
 
@@ -263,6 +398,8 @@ static lsim_err lsim__setup(lsim__world *W, lsim_errbuf *eb) {
       .nadapters = na,
       .adapter_rank = rank,
       .adapter_bytes = bytes,
+      .adapter_pages = pages,
+      .guard_pages = sc->guard_pages,
       .sched = lsim_sched_find(sc->scheduler),
       .evict = lsim_evict_find(sc->evict),
       .prefetch = lsim_prefetch_find(sc->prefetch),
@@ -271,8 +408,15 @@ static lsim_err lsim__setup(lsim__world *W, lsim_errbuf *eb) {
   lsim_err rc = lsim_engine_new(&W->eng, &cfg, eb);
   free(rank);
   free(bytes);
+  free(pages);
   if (rc)
     return rc;
+  if (cfg.evict && cfg.evict->needs_future) {
+    W->ring = malloc(LSIM__LOOKAHEAD * sizeof *W->ring);
+    if (!W->ring)
+      return lsim_fail(eb, LSIM_E_NOMEM, "out of memory for the lookahead");
+    W->ring_cap = LSIM__LOOKAHEAD;
+  }
 
   W->cost = (lsim_cost_model){sc->iter_fixed_ns, sc->prefill_token_ns,
                               sc->decode_token_ns, sc->segment_ns,
@@ -303,12 +447,12 @@ static lsim_err lsim__loop(lsim__world *W, lsim_errbuf *eb) {
   while (lsim_queue_pop(&W->q, &ev)) {
     W->now = ev.tick;
     W->queue_events++;
-    switch (ev.cls) {
+    switch (ev.kind) {
     case LSIM__Q_LOAD_DONE:
-      rc = lsim_engine_load_done(W->eng, ev.worker, (int)ev.a, W->now,
-                                 (int)ev.b, eb);
-      if (!rc)
-        rc = lsim__touch(W, ev.worker, eb);
+      rc = lsim__on_load_done(W, ev.worker, (int)ev.a, (int)ev.b, eb);
+      break;
+    case LSIM__Q_CANCEL:
+      rc = lsim__on_cancel(W, ev.worker, ev.a, (int)ev.b, eb);
       break;
     case LSIM__Q_ITER_DONE:
       rc = lsim__on_iter_done(W, ev.worker, (int)ev.a, eb);
@@ -352,6 +496,7 @@ static void lsim__teardown(lsim__world *W) {
   free(W->copy_free_at);
   free(W->step_at);
   free(W->backend_ns);
+  free(W->ring);
   lsim_queue_release(&W->q);
   lsim_metrics_release(&W->m);
 }

@@ -64,7 +64,10 @@ void lsim_metrics_request(lsim_metrics *m, const lsim_request_record *rec) {
     m->requests_ok++;
     if (t >= 0)
       m->tenant_completed[t]++;
-  } else if (strcmp(rec->outcome, "rejected") == 0) {
+  } else if (strcmp(rec->outcome, "rejected") == 0 ||
+             strcmp(rec->outcome, "cancelled") == 0) {
+    /* a cancelled request was withdrawn before service: counted with the
+    ** refused ones (the requests table keeps the distinct outcome) */
     m->requests_rejected++;
     if (t >= 0)
       m->tenant_rejected[t]++;
@@ -359,7 +362,9 @@ static lsim_err lsim__write_residency_dat(sqlite3 *db, const char *path,
     return lsim_fail(eb, LSIM_E_DB, "plot query: %s", sqlite3_errmsg(db));
   }
   sqlite3_bind_int(st, 1, LSIM_EV_ADAPTER_GENERATION_PUBLISHED);
-  sqlite3_bind_int(st, 2, LSIM_EV_ADAPTER_RETIRED);
+  /* an adapter leaves residency when it is taken as a victim (its pages
+  ** go to the transaction); a restored victim is published again */
+  sqlite3_bind_int(st, 2, LSIM_EV_ADAPTER_EVICTED);
   sqlite3_bind_int(st, 3, LSIM_EV_KV_RESERVED);
   sqlite3_bind_int(st, 4, LSIM_EV_KV_RELEASED);
   double s_per_tick = (double)sc->ns_per_tick * 1e-9;
@@ -372,7 +377,7 @@ static lsim_err lsim__write_residency_dat(sqlite3 *db, const char *path,
     int64_t pages = sqlite3_column_int64(st, 2);
     if (kind == LSIM_EV_ADAPTER_GENERATION_PUBLISHED)
       resident++, apages += pages;
-    else if (kind == LSIM_EV_ADAPTER_RETIRED)
+    else if (kind == LSIM_EV_ADAPTER_EVICTED)
       resident--, apages -= pages;
     else if (kind == LSIM_EV_KV_RESERVED)
       kvpages += pages;

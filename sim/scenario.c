@@ -13,6 +13,8 @@
 */
 #include "scenario.h"
 
+#include "../engine/residency.h"
+
 #include "../backends/backend.h"
 #include "../engine/policy/policy.h"
 
@@ -450,10 +452,24 @@ static lsim_err lsim__workers(const lsim__ctx *c, const cJSON *root,
        &sc->max_batch_tokens},
       {"max_batch_requests", LSIM__I32, LSIM__REQ, 1, 65536, 0,
        &sc->max_batch_requests},
+      {"guard_pages", LSIM__I64, 0, 0, 1073741824.0, 0, &sc->guard_pages},
   };
-  const cJSON *o;
-  char p[LSIM__PATHBUF];
-  return lsim__object(c, root, "$", "workers", f, LSIM__N(f), NULL, &o, p);
+  static const char *const extra[] = {"adapter_layout", NULL};
+  const cJSON *o, *v;
+  char p[LSIM__PATHBUF], lp[LSIM__PATHBUF];
+  lsim_err err =
+      lsim__object(c, root, "$", "workers", f, LSIM__N(f), extra, &o, p);
+  if (!err)
+    err = lsim__member(c, o, p, "adapter_layout", "string", 0, &v, lp);
+  sc->adapter_layout = LSIM_LAYOUT_TENSOR;
+  if (!err && v) {
+    if (strcmp(v->valuestring, "slora") == 0)
+      sc->adapter_layout = LSIM_LAYOUT_SLORA;
+    else if (strcmp(v->valuestring, "tensor") != 0)
+      err = lsim__bad(c, LSIM_E_SCN_RANGE, lp,
+                      "must be \"tensor\" or \"slora\"");
+  }
+  return err;
 }
 
 static lsim_err lsim__model(const lsim__ctx *c, const cJSON *root,
@@ -1079,20 +1095,74 @@ static lsim_err lsim__trace(const lsim__ctx *c, const cJSON *root,
   return 0;
 }
 
+/* An optional array of tick integers (>= 0, non-decreasing). */
+static lsim_err lsim__ticks(const lsim__ctx *c, const cJSON *o,
+                            const char *path, const char *key, int64_t *dst,
+                            int *n) {
+  const cJSON *a;
+  char kp[LSIM__PATHBUF];
+  *n = 0;
+  if (!o)
+    return 0;
+  lsim_err err = lsim__member(c, o, path, key, "array", 0, &a, kp);
+  if (err || !a)
+    return err;
+  int len;
+  if ((err = lsim__array(c, a, kp, LSIM_MAX_FAULT_TICKS, &len)))
+    return err;
+  for (int i = 0; i < len; i++) {
+    char ip[LSIM__PATHBUF];
+    lsim__idx_path(ip, kp, i);
+    int64_t t;
+    if ((err = lsim__int(c, cJSON_GetArrayItem(a, i), ip, 0, LSIM__INT_LIMIT,
+                         &t)))
+      return err;
+    if (i > 0 && t < dst[i - 1])
+      return lsim__bad(c, LSIM_E_SCN_RANGE, ip,
+                       "ticks must not decrease (got %" PRId64 " after %" PRId64
+                       ")",
+                       t, dst[i - 1]);
+    dst[i] = t;
+  }
+  *n = len;
+  return 0;
+}
+
 static lsim_err lsim__faults(const lsim__ctx *c, const cJSON *root,
                              lsim_scenario *sc) {
   const lsim__field f[] = {
       {"load_failure_rate", LSIM__NUM, LSIM__HI_OPEN, 0, 1, 0,
        &sc->load_failure_rate},
       {"max_load_attempts", LSIM__I32, 0, 1, 1000, 3, &sc->max_load_attempts},
+      {"digest_failure_rate", LSIM__NUM, LSIM__HI_OPEN, 0, 1, 0,
+       &sc->digest_failure_rate},
+      {"h2d_slowdown", LSIM__NUM, 0, 1, 1000, 1, &sc->h2d_slowdown},
+      {"h2d_slowdown_from_tick", LSIM__I64, 0, 0, LSIM__INT_LIMIT, 0,
+       &sc->h2d_slowdown_from_tick},
+      {"h2d_slowdown_until_tick", LSIM__I64, 0, 0, LSIM__INT_LIMIT, 0,
+       &sc->h2d_slowdown_until_tick},
+      {"cancel_during_load_rate", LSIM__NUM, LSIM__HI_OPEN, 0, 1, 0,
+       &sc->cancel_during_load_rate},
   };
+  static const char *const extra[] = {"copy_fail_ticks", "digest_fail_ticks",
+                                      NULL};
   const cJSON *o;
   char p[LSIM__PATHBUF];
   lsim_err err = lsim__member(c, root, "$", "faults", "object", 0, &o, p);
   if (!err && o)
-    err = lsim__keys(c, o, p, f, LSIM__N(f), NULL);
+    err = lsim__keys(c, o, p, f, LSIM__N(f), extra);
   if (!err)
     err = lsim__fields(c, o, p, f, LSIM__N(f)); /* o NULL: defaults */
+  if (!err)
+    err = lsim__ticks(c, o, p, "copy_fail_ticks", sc->copy_fail_ticks,
+                      &sc->ncopy_fail_ticks);
+  if (!err)
+    err = lsim__ticks(c, o, p, "digest_fail_ticks", sc->digest_fail_ticks,
+                      &sc->ndigest_fail_ticks);
+  if (!err && sc->h2d_slowdown_until_tick &&
+      sc->h2d_slowdown_until_tick <= sc->h2d_slowdown_from_tick)
+    err = lsim__bad(c, LSIM_E_SCN_CONFLICT, "$.faults.h2d_slowdown_until_tick",
+                    "must be after h2d_slowdown_from_tick (or 0: no end)");
   return err;
 }
 
@@ -1104,16 +1174,17 @@ static lsim_err lsim__cross(const lsim__ctx *c, lsim_scenario *sc) {
                      "adapter a belongs to tenant a %% %d (got %d)",
                      sc->ntenants, sc->ntenants, sc->adapters);
   for (int i = 0; i < sc->nranks; i++) {
-    int64_t bytes = lsim_scenario_adapter_bytes(sc, sc->ranks[i].rank);
-    int64_t pages = (bytes + sc->page_bytes - 1) / sc->page_bytes;
-    if (pages > sc->pool_pages) {
+    int64_t pages = lsim_scenario_adapter_pages(sc, sc->ranks[i].rank);
+    if (pages < 1 || pages + sc->guard_pages > sc->pool_pages) {
       char ip[LSIM__PATHBUF], kp[LSIM__PATHBUF];
       lsim__idx_path(ip, "$.adapters.ranks", i);
       lsim__key_path(kp, ip, "rank");
       return lsim__bad(c, LSIM_E_SCN_CAPACITY, kp,
                        "an adapter of rank %d needs %" PRId64
-                       " pages but a worker's pool has %" PRId64,
-                       sc->ranks[i].rank, pages, sc->pool_pages);
+                       " pages (plus %" PRId64 " guard) but a worker's pool "
+                       "has %" PRId64,
+                       sc->ranks[i].rank, pages, sc->guard_pages,
+                       sc->pool_pages);
     }
   }
   return 0;
@@ -1317,6 +1388,28 @@ int64_t lsim_scenario_adapter_bytes(const lsim_scenario *sc, int rank) {
     per_layer += (int64_t)rank * (sc->targets[i].d_in + sc->targets[i].d_out) *
                  sc->dtype_bytes;
   return (int64_t)sc->layers * per_layer;
+}
+
+int64_t lsim_scenario_adapter_pages(const lsim_scenario *sc, int rank) {
+  if (sc->adapter_layout == LSIM_LAYOUT_SLORA) {
+    /* S-LoRA paired slots: 4 * rank slots of 2 * L * H * b bytes, H the
+    ** widest target input; each slot rounded up to whole pool pages */
+    int64_t h = 0;
+    for (int i = 0; i < sc->ntargets; i++)
+      if (sc->targets[i].d_in > h)
+        h = sc->targets[i].d_in;
+    int64_t slot = lsim_res_slora_slot_bytes(sc->layers, h, sc->dtype_bytes);
+    return lsim_res_pages_slora(rank) *
+           ((slot + sc->page_bytes - 1) / sc->page_bytes);
+  }
+  /* vector pages of H = page_bytes / dtype_bytes elements; one module per
+  ** target, its factors stacked over the layers (effective rank L * r) */
+  lsim_res_module m[LSIM_MAX_TARGETS];
+  for (int i = 0; i < sc->ntargets; i++)
+    m[i] = (lsim_res_module){(int64_t)sc->layers * rank, sc->targets[i].d_in,
+                             sc->targets[i].d_out};
+  int64_t H = sc->page_bytes / sc->dtype_bytes;
+  return lsim_res_pages_tensor(m, sc->ntargets, H < 1 ? 1 : H);
 }
 
 int64_t lsim_scenario_kv_bytes_per_token(const lsim_scenario *sc) {

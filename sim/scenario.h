@@ -23,6 +23,10 @@
 #define LSIM_MAX_RANK_CHOICES 16
 #define LSIM_NAME_MAX 64
 #define LSIM_PATH_MAX 1024
+#define LSIM_MAX_FAULT_TICKS 64
+
+/* $.workers.adapter_layout: how adapter page demand is derived */
+enum { LSIM_LAYOUT_TENSOR = 0, LSIM_LAYOUT_SLORA = 1 };
 
 
 typedef struct lsim_target {
@@ -61,6 +65,8 @@ typedef struct lsim_scenario {
   int64_t load_fixed_us;   /* per-load fixed latency */
   int64_t max_batch_tokens;
   int max_batch_requests;
+  int64_t guard_pages;     /* admission safety margin per worker */
+  int adapter_layout;      /* LSIM_LAYOUT_TENSOR or LSIM_LAYOUT_SLORA */
 
   /* $.model */
   int layers;
@@ -102,6 +108,14 @@ typedef struct lsim_scenario {
   /* $.faults */
   double load_failure_rate; /* probability that one adapter copy fails */
   int max_load_attempts;    /* a request is rejected after this many */
+  int ncopy_fail_ticks;     /* the first copy starting at/after each fails */
+  int64_t copy_fail_ticks[LSIM_MAX_FAULT_TICKS];
+  double digest_failure_rate; /* probability that a copy's bytes are corrupt */
+  int ndigest_fail_ticks;
+  int64_t digest_fail_ticks[LSIM_MAX_FAULT_TICKS];
+  double h2d_slowdown;      /* copy-time factor (>= 1) inside the window */
+  int64_t h2d_slowdown_from_tick, h2d_slowdown_until_tick; /* until 0: open */
+  double cancel_during_load_rate; /* a loading request is cancelled mid-copy */
 } lsim_scenario;
 
 /* Load and validate path into *sc.  On error *sc is unspecified. */
@@ -127,6 +141,10 @@ void lsim_scenario_sha_hex(const lsim_scenario *sc, char out[65]);
 
 /* Bytes of one adapter of `rank` over all layers and target modules. */
 int64_t lsim_scenario_adapter_bytes(const lsim_scenario *sc, int rank);
+
+/* Pool pages of one adapter of `rank` under $.workers.adapter_layout
+** (docs/RESIDENCY.md, "Page demand"). */
+int64_t lsim_scenario_adapter_pages(const lsim_scenario *sc, int rank);
 
 /* KV bytes one token occupies over all layers (K and V). */
 int64_t lsim_scenario_kv_bytes_per_token(const lsim_scenario *sc);

@@ -4,8 +4,10 @@
 */
 #include "policy.h"
 
-static int lsim__lru_pick(void *state, const lsim_evict_cand *c, int n) {
+static int lsim__lru_pick(void *state, lsim_tick now, const lsim_evict_cand *c,
+                          int n) {
   (void)state;
+  (void)now;
   int best = 0;
   for (int i = 1; i < n; i++)
     if (c[i].last_use_tick < c[best].last_use_tick ||
@@ -16,8 +18,11 @@ static int lsim__lru_pick(void *state, const lsim_evict_cand *c, int n) {
 }
 
 const lsim_evict_ops lsim_evict_lru = {
-    /* .name       = */ "lru",
-    /* .state_size = */ 0,
-    /* .init       = */ NULL,
-    /* .pick       = */ lsim__lru_pick,
+    /* .name         = */ "lru",
+    /* .state_size   = */ 0,
+    /* .init         = */ NULL,
+    /* .pick         = */ lsim__lru_pick,
+    /* .state_bytes  = */ NULL,
+    /* .on_use       = */ NULL,
+    /* .needs_future = */ 0,
 };

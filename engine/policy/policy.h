@@ -48,20 +48,44 @@ const char *const *lsim_sched_names(void);
 
 /* ---- eviction: ranks eligible victims ----------------------------------- */
 
+/*
+** The engine decides eligibility (the full predicate of docs/RESIDENCY.md);
+** a policy only ranks the candidates it is shown, and the engine decides
+** when the victim's pages may be reused.
+*/
+#define LSIM_TICK_NEVER INT64_MAX /* next_use: no use known in the window */
+
 typedef struct lsim_evict_cand {
   int adapter;
   int64_t pages;
   lsim_tick last_use_tick;
   lsim_tick published_tick;
-  int64_t uses; /* requests served since publication */
+  int64_t uses;       /* requests bound since this generation was published */
+  int64_t total_uses; /* requests bound on this worker since the run began */
+  int64_t load_cost;  /* bytes a reload would copy */
+  lsim_tick next_use; /* oracle policies only (needs_future): tick of the
+                         adapter's next arrival within the lookahead window,
+                         LSIM_TICK_NEVER when none; LSIM_TICK_NEVER for
+                         online policies */
 } lsim_evict_cand;
 
 typedef struct lsim_evict_ops {
   const char *name;
-  size_t state_size;
+  size_t state_size; /* per worker; see state_bytes */
   lsim_err (*init)(void *state, int nadapters); /* optional */
-  /* Index in c[0..n-1] of the victim to evict first.  n >= 1.  Required. */
-  int (*pick)(void *state, const lsim_evict_cand *c, int n);
+  /* Index in c[0..n-1] of the victim to evict first.  n >= 1.  Required.
+  ** The policy may update its own state (e.g. GDSF's inflation value). */
+  int (*pick)(void *state, lsim_tick now, const lsim_evict_cand *c, int n);
+  /* Optional: bytes of state for nadapters (overrides state_size when
+  ** set), so per-adapter tables live in engine-owned memory. */
+  size_t (*state_bytes)(int nadapters);
+  /* Optional: told when a request binds adapter a on this worker (a hit or
+  ** the first use after publication). */
+  void (*on_use)(void *state, int adapter, lsim_tick now, int64_t pages,
+                 int64_t load_cost);
+  /* 1 when the policy reads next_use: the driver must feed the engine the
+  ** future of the trace (lsim_engine_future) -- an offline oracle. */
+  int needs_future;
 } lsim_evict_ops;
 
 const lsim_evict_ops *lsim_evict_find(const char *name);
@@ -89,8 +113,11 @@ void lsim_sched_order(const lsim_sched_ops *o, void *st, lsim_tick now,
 void lsim_sched_on_service(const lsim_sched_ops *o, void *st, int tenant,
                            int adapter, int64_t units);
 lsim_err lsim_evict_init(const lsim_evict_ops *o, void *st, int nadapters);
-int lsim_evict_pick(const lsim_evict_ops *o, void *st,
+int lsim_evict_pick(const lsim_evict_ops *o, void *st, lsim_tick now,
                     const lsim_evict_cand *c, int n);
+size_t lsim_evict_state_bytes(const lsim_evict_ops *o, int nadapters);
+void lsim_evict_on_use(const lsim_evict_ops *o, void *st, int adapter,
+                       lsim_tick now, int64_t pages, int64_t load_cost);
 lsim_err lsim_prefetch_init(const lsim_prefetch_ops *o, void *st,
                             int nadapters);
 int lsim_prefetch_propose(const lsim_prefetch_ops *o, void *st, int worker,

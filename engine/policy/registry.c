@@ -8,10 +8,16 @@
 
 extern const lsim_sched_ops lsim_sched_fcfs;
 extern const lsim_evict_ops lsim_evict_lru;
+extern const lsim_evict_ops lsim_evict_lfu;
+extern const lsim_evict_ops lsim_evict_size;
+extern const lsim_evict_ops lsim_evict_gdsf;
+extern const lsim_evict_ops lsim_evict_belady;
 extern const lsim_prefetch_ops lsim_prefetch_none;
 
 static const lsim_sched_ops *const lsim__scheds[] = {&lsim_sched_fcfs};
-static const lsim_evict_ops *const lsim__evicts[] = {&lsim_evict_lru};
+static const lsim_evict_ops *const lsim__evicts[] = {
+    &lsim_evict_lru, &lsim_evict_lfu, &lsim_evict_size, &lsim_evict_gdsf,
+    &lsim_evict_belady};
 static const lsim_prefetch_ops *const lsim__prefetches[] = {
     &lsim_prefetch_none};
 
@@ -72,9 +78,17 @@ void lsim_sched_on_service(const lsim_sched_ops *o, void *st, int tenant,
 lsim_err lsim_evict_init(const lsim_evict_ops *o, void *st, int nadapters) {
   return o->init ? o->init(st, nadapters) : 0;
 }
-int lsim_evict_pick(const lsim_evict_ops *o, void *st,
+int lsim_evict_pick(const lsim_evict_ops *o, void *st, lsim_tick now,
                     const lsim_evict_cand *c, int n) {
-  return o->pick(st, c, n);
+  return o->pick(st, now, c, n);
+}
+size_t lsim_evict_state_bytes(const lsim_evict_ops *o, int nadapters) {
+  return o->state_bytes ? o->state_bytes(nadapters) : o->state_size;
+}
+void lsim_evict_on_use(const lsim_evict_ops *o, void *st, int adapter,
+                       lsim_tick now, int64_t pages, int64_t load_cost) {
+  if (o->on_use)
+    o->on_use(st, adapter, now, pages, load_cost);
 }
 lsim_err lsim_prefetch_init(const lsim_prefetch_ops *o, void *st,
                             int nadapters) {

@@ -1,0 +1,1197 @@
+/*
+** residency.c: one worker's joint page pool, adapter residency state
+** machine, joint admission and publication transactions.
+**
+** The state diagram and the function behind each arrow are in
+** residency.h; docs/RESIDENCY.md explains them.  Invariants, checked by
+** lsim__sound() under assert at the end of every mutating call and by
+** lsim_res_check() on demand:
+**
+**   R1  free + reserved + adapter + kv == slots; each counter equals the
+**       number of slots in that physical state.
+**   R2  a FREE slot has no owner; a RESERVED slot names an open txn whose
+**       list holds it; an ADAPTER slot names an adapter in a visible state
+**       (PUBLISHED, ACTIVE, IDLE) whose list holds it, with that adapter's
+**       current generation; a KV slot names a live KV object whose list
+**       holds it, with that object's generation.
+**   R3  no slot is listed by two owners (adapters, KV objects, txns).  A
+**       RETIRING victim remembers its old slots so that rollback can give
+**       them back; they are RESERVED by the txn that took it and do not
+**       count as a listing.
+**   R4  an adapter in RESERVED/LOADING/VALIDATED belongs to exactly one open
+**       txn; a visible adapter owns exactly its demand in slots.
+**   R5  refcount, pins, queued, inflight and launches are >= 0; refcount is
+**       0 unless the adapter is ACTIVE or RETIRING.
+**
+** Slots are handed out lowest index first and every list is kept sorted,
+** so the physical layout depends only on the call sequence.
+*/
+#include "residency.h"
+
+#include <assert.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct lsim__rslot {
+  int state;
+  int64_t owner; /* adapter index, KV handle or txn id; -1 when FREE */
+  int64_t gen;
+} lsim__rslot;
+
+typedef struct lsim__adp {
+  int state;
+  int64_t gen;
+  int refcount, pins, queued, inflight, launches;
+  int host;
+  lsim_digest artifact, kabi;
+  int64_t need;   /* demand in slots */
+  int64_t *slot;  /* [need] capacity */
+  int64_t npages; /* listed slots */
+  int64_t txn;    /* txn it belongs to (load/restore) or that retires it */
+  lsim_tick last_use, published_tick;
+  int64_t uses, total_uses;
+} lsim__adp;
+
+typedef struct lsim__kv {
+  int live;
+  int64_t request, gen;
+  int64_t *slot;
+  int64_t n, cap, used;
+} lsim__kv;
+
+typedef struct lsim__txn {
+  int live;
+  int64_t id;
+  int kind, adapter;
+  int64_t request;
+  lsim_res_demand d;
+  int64_t *slot;
+  int64_t nslots, cap;
+  int *victim;
+  int nvictims;
+  int copied, published;
+} lsim__txn;
+
+struct lsim_res {
+  lsim_res_cfg cfg;
+  int64_t *need;
+  lsim__rslot *s;
+  int64_t nfree, nres, nadp, nkv;
+  int64_t free_hint; /* no free slot below this index */
+  lsim__adp *a;
+  lsim__kv *kv;
+  int nkvobj, kvcap;
+  int64_t kvgen;
+  lsim__txn *t;
+  int ntxn;
+  int64_t next_txn;
+  /* scratch */
+  int *cand;
+  int *vict;
+  unsigned char *mark;
+};
+
+static const char *const lsim__state_names[LSIM_RS__COUNT] = {
+    "absent",    "host_ready", "reserved", "loading", "validated",
+    "published", "active",     "idle",     "retiring"};
+
+const char *lsim_res_state_name(int s) {
+  return s >= 0 && s < LSIM_RS__COUNT ? lsim__state_names[s] : "?";
+}
+
+static int lsim__visible(int s) {
+  return s == LSIM_RS_PUBLISHED || s == LSIM_RS_ACTIVE || s == LSIM_RS_IDLE;
+}
+
+/* ---- demand ------------------------------------------------------------------ */
+
+static int64_t lsim__ceil_div(int64_t x, int64_t y) { return (x + y - 1) / y; }
+
+int64_t lsim_res_pages_tensor(const lsim_res_module *m, int n, int64_t H) {
+  if (!m || n < 1 || H < 1)
+    return -1;
+  int64_t p = 0;
+  for (int i = 0; i < n; i++) {
+    if (m[i].rank < 1 || m[i].d_in < 1 || m[i].d_out < 1 ||
+        m[i].rank > (INT64_MAX / 4) / (m[i].d_in > m[i].d_out ? m[i].d_in
+                                                               : m[i].d_out))
+      return -1;
+    p += lsim__ceil_div(m[i].rank * m[i].d_in, H) +
+         lsim__ceil_div(m[i].d_out * m[i].rank, H);
+  }
+  return p;
+}
+
+int64_t lsim_res_pages_slora(int64_t rank) { return rank < 1 ? -1 : 4 * rank; }
+
+int64_t lsim_res_slora_slot_bytes(int64_t layers, int64_t hidden,
+                                  int64_t elem_bytes) {
+  return 2 * layers * hidden * elem_bytes;
+}
+
+/* ---- slots ------------------------------------------------------------------- */
+
+static void lsim__count_out(lsim_res *r, int st) {
+  switch (st) {
+  case LSIM_SLOT_FREE: r->nfree--; break;
+  case LSIM_SLOT_RESERVED: r->nres--; break;
+  case LSIM_SLOT_ADAPTER: r->nadp--; break;
+  default: r->nkv--; break;
+  }
+}
+
+static void lsim__set(lsim_res *r, int64_t i, int st, int64_t owner,
+                      int64_t gen) {
+  lsim__count_out(r, r->s[i].state);
+  r->s[i].state = st;
+  r->s[i].owner = owner;
+  r->s[i].gen = gen;
+  switch (st) {
+  case LSIM_SLOT_FREE:
+    r->nfree++;
+    r->s[i].owner = -1;
+    r->s[i].gen = 0;
+    if (i < r->free_hint)
+      r->free_hint = i;
+    break;
+  case LSIM_SLOT_RESERVED: r->nres++; break;
+  case LSIM_SLOT_ADAPTER: r->nadp++; break;
+  default: r->nkv++; break;
+  }
+}
+
+static int lsim__cmp64(const void *x, const void *y) {
+  int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
+  return (a > b) - (a < b);
+}
+
+/* ---- invariants ------------------------------------------------------------------- */
+
+static lsim__txn *lsim__txn_find(const lsim_res *r, int64_t id) {
+  for (int i = 0; i < r->ntxn; i++)
+    if (r->t[i].live && r->t[i].id == id)
+      return &r->t[i];
+  return NULL;
+}
+
+static int lsim__listed(const int64_t *list, int64_t n, int64_t x) {
+  return bsearch(&x, list, (size_t)n, sizeof *list, lsim__cmp64) != NULL;
+}
+
+static lsim_err lsim__check(const lsim_res *r, lsim_errbuf *eb) {
+  /* 1. no slot is listed by two owners (R3) */
+  unsigned char *mark = r->mark;
+  memset(mark, 0, (size_t)r->cfg.slots);
+  for (int i = 0; i < r->cfg.nadapters; i++) {
+    const lsim__adp *a = &r->a[i];
+    if (!lsim__visible(a->state))
+      continue;
+    for (int64_t k = 0; k < a->npages; k++)
+      if (a->slot[k] < 0 || a->slot[k] >= r->cfg.slots || mark[a->slot[k]]++)
+        return lsim_fail(eb, LSIM_E_RES_DOUBLE_OWNER,
+                         "slot %lld listed by two owners (adapter %d)",
+                         (long long)a->slot[k], i);
+  }
+  for (int i = 0; i < r->nkvobj; i++)
+    for (int64_t j = 0; r->kv[i].live && j < r->kv[i].n; j++)
+      if (mark[r->kv[i].slot[j]]++)
+        return lsim_fail(eb, LSIM_E_RES_DOUBLE_OWNER,
+                         "slot %lld listed by two owners (KV object %d)",
+                         (long long)r->kv[i].slot[j], i);
+  for (int i = 0; i < r->ntxn; i++)
+    for (int64_t j = 0; r->t[i].live && j < r->t[i].nslots; j++)
+      if (mark[r->t[i].slot[j]]++)
+        return lsim_fail(eb, LSIM_E_RES_DOUBLE_OWNER,
+                         "slot %lld listed by two owners (txn %lld)",
+                         (long long)r->t[i].slot[j], (long long)r->t[i].id);
+  /* 2. every owner holds what it lists (R2 from the owner's side, R4, R5) */
+  for (int i = 0; i < r->cfg.nadapters; i++) {
+    const lsim__adp *a = &r->a[i];
+    if (a->refcount < 0 || a->pins < 0 || a->queued < 0 || a->inflight < 0 ||
+        a->launches < 0 ||
+        (a->refcount > 0 && a->state != LSIM_RS_ACTIVE &&
+         a->state != LSIM_RS_RETIRING))
+      return lsim_fail(eb, LSIM_E_RES_CONSERVATION,
+                       "adapter %d: counters inconsistent with state %s", i,
+                       lsim_res_state_name(a->state));
+    if (lsim__visible(a->state)) {
+      if (a->npages != a->need)
+        return lsim_fail(eb, LSIM_E_RES_OWNERSHIP,
+                         "adapter %d is visible with %lld of %lld slots", i,
+                         (long long)a->npages, (long long)a->need);
+      for (int64_t k = 0; k < a->npages; k++) {
+        int64_t x = a->slot[k];
+        if (r->s[x].state != LSIM_SLOT_ADAPTER || r->s[x].owner != i)
+          return lsim_fail(eb, LSIM_E_RES_OWNERSHIP,
+                           "adapter %d lists slot %lld, which it does not own",
+                           i, (long long)x);
+      }
+    } else if (a->state == LSIM_RS_RETIRING) {
+      for (int64_t k = 0; k < a->npages; k++)
+        if (r->s[a->slot[k]].state != LSIM_SLOT_RESERVED ||
+            r->s[a->slot[k]].owner != a->txn)
+          return lsim_fail(eb, LSIM_E_RES_OWNERSHIP,
+                           "retiring adapter %d: slot %lld is not held by its "
+                           "txn",
+                           i, (long long)a->slot[k]);
+    } else if (a->npages != 0) {
+      return lsim_fail(eb, LSIM_E_RES_OWNERSHIP,
+                       "adapter %d lists slots in state %s", i,
+                       lsim_res_state_name(a->state));
+    }
+    if ((a->state == LSIM_RS_RESERVED || a->state == LSIM_RS_LOADING ||
+         a->state == LSIM_RS_VALIDATED) &&
+        !lsim__txn_find(r, a->txn))
+      return lsim_fail(eb, LSIM_E_RES_LEAK,
+                       "adapter %d is %s without an open txn", i,
+                       lsim_res_state_name(a->state));
+  }
+  for (int i = 0; i < r->nkvobj; i++)
+    for (int64_t j = 0; r->kv[i].live && j < r->kv[i].n; j++) {
+      int64_t x = r->kv[i].slot[j];
+      if (r->s[x].state != LSIM_SLOT_KV || r->s[x].owner != i)
+        return lsim_fail(eb, LSIM_E_RES_OWNERSHIP,
+                         "KV object %d lists slot %lld, which it does not own",
+                         i, (long long)x);
+    }
+  for (int i = 0; i < r->ntxn; i++)
+    for (int64_t j = 0; r->t[i].live && j < r->t[i].nslots; j++) {
+      int64_t x = r->t[i].slot[j];
+      if (r->s[x].state != LSIM_SLOT_RESERVED || r->s[x].owner != r->t[i].id)
+        return lsim_fail(eb, LSIM_E_RES_OWNERSHIP,
+                         "txn %lld lists slot %lld, which it does not hold",
+                         (long long)r->t[i].id, (long long)x);
+    }
+  /* 3. every slot names a live owner that lists it (R2 from the slot's
+  ** side), with the owner's generation */
+  int64_t c[4] = {0, 0, 0, 0};
+  for (int64_t i = 0; i < r->cfg.slots; i++) {
+    const lsim__rslot *s = &r->s[i];
+    if (s->state < 0 || s->state > 3)
+      return lsim_fail(eb, LSIM_E_RES_OWNERSHIP, "slot %lld: bad state",
+                       (long long)i);
+    c[s->state]++;
+    if (s->state == LSIM_SLOT_FREE) {
+      if (s->owner != -1 || mark[i])
+        return lsim_fail(eb, LSIM_E_RES_OWNERSHIP,
+                         "slot %lld is free but still has an owner attached",
+                         (long long)i);
+    } else if (s->state == LSIM_SLOT_RESERVED) {
+      const lsim__txn *t = lsim__txn_find(r, s->owner);
+      if (!t || !lsim__listed(t->slot, t->nslots, i))
+        return lsim_fail(eb, LSIM_E_RES_LEAK,
+                         "slot %lld is reserved by txn %lld, which is not open "
+                         "or does not hold it (leaked reservation)",
+                         (long long)i, (long long)s->owner);
+    } else if (s->state == LSIM_SLOT_ADAPTER) {
+      if (s->owner < 0 || s->owner >= r->cfg.nadapters)
+        return lsim_fail(eb, LSIM_E_RES_OWNERSHIP,
+                         "slot %lld names unknown adapter %lld", (long long)i,
+                         (long long)s->owner);
+      const lsim__adp *a = &r->a[s->owner];
+      if (!lsim__visible(a->state) || !lsim__listed(a->slot, a->npages, i))
+        return lsim_fail(eb, LSIM_E_RES_OWNERSHIP,
+                         "slot %lld names adapter %lld (%s), which does not "
+                         "own it",
+                         (long long)i, (long long)s->owner,
+                         lsim_res_state_name(a->state));
+      if (s->gen != a->gen)
+        return lsim_fail(eb, LSIM_E_RES_STALE_GEN,
+                         "slot %lld carries generation %lld of adapter %lld, "
+                         "whose generation is %lld",
+                         (long long)i, (long long)s->gen, (long long)s->owner,
+                         (long long)a->gen);
+    } else {
+      if (s->owner < 0 || s->owner >= r->nkvobj || !r->kv[s->owner].live ||
+          !lsim__listed(r->kv[s->owner].slot, r->kv[s->owner].n, i))
+        return lsim_fail(eb, LSIM_E_RES_OWNERSHIP,
+                         "slot %lld names KV object %lld, which does not own it",
+                         (long long)i, (long long)s->owner);
+      if (s->gen != r->kv[s->owner].gen)
+        return lsim_fail(eb, LSIM_E_RES_STALE_GEN,
+                         "slot %lld carries a stale KV generation",
+                         (long long)i);
+    }
+  }
+  /* 4. R1 */
+  if (c[0] != r->nfree || c[1] != r->nres || c[2] != r->nadp ||
+      c[3] != r->nkv || c[0] + c[1] + c[2] + c[3] != r->cfg.slots)
+    return lsim_fail(eb, LSIM_E_RES_CONSERVATION,
+                     "pool counters %lld/%lld/%lld/%lld disagree with the slots "
+                     "(%lld/%lld/%lld/%lld of %lld)",
+                     (long long)r->nfree, (long long)r->nres,
+                     (long long)r->nadp, (long long)r->nkv, (long long)c[0],
+                     (long long)c[1], (long long)c[2], (long long)c[3],
+                     (long long)r->cfg.slots);
+  return 0;
+}
+
+#ifndef NDEBUG
+static int lsim__sound(const lsim_res *r) { return lsim__check(r, NULL) == 0; }
+#endif
+
+lsim_err lsim_res_check(const lsim_res *r, lsim_errbuf *eb) {
+  return lsim__check(r, eb);
+}
+
+/* ---- setup ------------------------------------------------------------------------ */
+
+lsim_err lsim_res_new(lsim_res **out, const lsim_res_cfg *cfg,
+                      lsim_errbuf *eb) {
+  *out = NULL;
+  if (cfg->slots < 1 || cfg->slot_bytes < 1 || cfg->nadapters < 1 ||
+      !cfg->adapter_pages || cfg->guard_pages < 0)
+    return lsim_fail(eb, LSIM_E_USAGE, "residency configuration incomplete");
+  for (int i = 0; i < cfg->nadapters; i++)
+    if (cfg->adapter_pages[i] < 1 || cfg->adapter_pages[i] > cfg->slots)
+      return lsim_fail(eb, LSIM_E_USAGE,
+                       "adapter %d needs %lld slots; the pool has %lld", i,
+                       (long long)cfg->adapter_pages[i],
+                       (long long)cfg->slots);
+  lsim_res *r = calloc(1, sizeof *r);
+  if (!r)
+    return lsim_fail(eb, LSIM_E_NOMEM, "out of memory creating a pool");
+  r->cfg = *cfg;
+  r->cfg.adapter_pages = NULL;
+  size_t na = (size_t)cfg->nadapters;
+  r->s = malloc((size_t)cfg->slots * sizeof *r->s);
+  r->mark = malloc((size_t)cfg->slots);
+  r->a = calloc(na, sizeof *r->a);
+  r->cand = malloc(na * sizeof *r->cand);
+  r->vict = malloc(na * sizeof *r->vict);
+  int ok = r->s && r->mark && r->a && r->cand && r->vict;
+  for (size_t i = 0; ok && i < na; i++) {
+    r->a[i].need = cfg->adapter_pages[i];
+    r->a[i].slot = malloc((size_t)r->a[i].need * sizeof *r->a[i].slot);
+    r->a[i].txn = -1;
+    ok = r->a[i].slot != NULL;
+  }
+  if (!ok) {
+    lsim_res_release(r);
+    return lsim_fail(eb, LSIM_E_NOMEM, "out of memory creating a pool");
+  }
+  for (int64_t i = 0; i < cfg->slots; i++)
+    r->s[i] = (lsim__rslot){LSIM_SLOT_FREE, -1, 0};
+  r->nfree = cfg->slots;
+  r->next_txn = 1;
+  *out = r;
+  return 0;
+}
+
+void lsim_res_release(lsim_res *r) {
+  if (!r)
+    return;
+  for (int i = 0; r->a && i < r->cfg.nadapters; i++)
+    free(r->a[i].slot);
+  for (int i = 0; i < r->nkvobj; i++)
+    free(r->kv[i].slot);
+  for (int i = 0; i < r->ntxn; i++) {
+    free(r->t[i].slot);
+    free(r->t[i].victim);
+  }
+  free(r->kv);
+  free(r->t);
+  free(r->s);
+  free(r->mark);
+  free(r->a);
+  free(r->cand);
+  free(r->vict);
+  free(r);
+}
+
+/* ---- views -------------------------------------------------------------------------- */
+
+void lsim_res_adapter(const lsim_res *r, int i, lsim_res_adapter_view *o) {
+  const lsim__adp *a = &r->a[i];
+  o->state = a->state;
+  o->generation = a->gen;
+  o->refcount = a->refcount;
+  o->pins = a->pins;
+  o->queued = a->queued;
+  o->inflight = a->inflight;
+  o->launches = a->launches;
+  o->host_verified = a->host;
+  o->pages = a->npages;
+  o->slot = a->slot;
+  o->txn = a->txn;
+  o->last_use = a->last_use;
+  o->published_tick = a->published_tick;
+  o->uses = a->uses;
+  o->total_uses = a->total_uses;
+}
+
+void lsim_res_view_get(const lsim_res *r, lsim_res_view *o) {
+  o->slots = r->cfg.slots;
+  o->slot_bytes = r->cfg.slot_bytes;
+  o->free = r->nfree;
+  o->reserved = r->nres;
+  o->adapter = r->nadp;
+  o->kv = r->nkv;
+  o->open_txns = 0;
+  for (int i = 0; i < r->ntxn; i++)
+    o->open_txns += r->t[i].live;
+  o->kv_objects = 0;
+  for (int i = 0; i < r->nkvobj; i++)
+    o->kv_objects += r->kv[i].live;
+}
+
+void lsim_res_slot(const lsim_res *r, int64_t i, int *state, int64_t *owner,
+                   int64_t *gen) {
+  *state = r->s[i].state;
+  *owner = r->s[i].owner;
+  *gen = r->s[i].gen;
+}
+
+/* ---- registration, references --------------------------------------------------- */
+
+static lsim_err lsim__adapter_ok(const lsim_res *r, int a, lsim_errbuf *eb) {
+  if (a < 0 || a >= r->cfg.nadapters)
+    return lsim_fail(eb, LSIM_E_USAGE, "adapter %d out of range", a);
+  return 0;
+}
+
+static lsim_err lsim__illegal(int a, int from, const char *arrow,
+                              lsim_errbuf *eb) {
+  return lsim_fail(eb, LSIM_E_RES_ILLEGAL,
+                   "adapter %d: no transition '%s' from state %s", a, arrow,
+                   lsim_res_state_name(from));
+}
+
+lsim_err lsim_res_register(lsim_res *r, int i, const lsim_digest *artifact,
+                           const lsim_digest *kabi, lsim_errbuf *eb) {
+  lsim_err rc = lsim__adapter_ok(r, i, eb);
+  if (rc)
+    return rc;
+  lsim__adp *a = &r->a[i];
+  if (a->state != LSIM_RS_ABSENT)
+    return lsim__illegal(i, a->state, "register", eb);
+  a->artifact = *artifact;
+  a->kabi = *kabi;
+  a->host = 1;
+  a->state = LSIM_RS_HOST_READY;
+  return 0;
+}
+
+lsim_err lsim_res_bind(lsim_res *r, int i, lsim_tick now, lsim_errbuf *eb) {
+  lsim_err rc = lsim__adapter_ok(r, i, eb);
+  if (rc)
+    return rc;
+  lsim__adp *a = &r->a[i];
+  if (a->state == LSIM_RS_RETIRING)
+    return lsim_fail(eb, LSIM_E_RES_RETIRING,
+                     "adapter %d is retiring: new binds are blocked", i);
+  if (!lsim__visible(a->state))
+    return lsim__illegal(i, a->state, "bind", eb);
+  a->refcount++;
+  a->state = LSIM_RS_ACTIVE;
+  a->uses++;
+  a->total_uses++;
+  a->last_use = now;
+  assert(lsim__sound(r));
+  return 0;
+}
+
+lsim_err lsim_res_unbind(lsim_res *r, int i, lsim_tick now, lsim_errbuf *eb) {
+  lsim_err rc = lsim__adapter_ok(r, i, eb);
+  if (rc)
+    return rc;
+  lsim__adp *a = &r->a[i];
+  if (a->refcount < 1 ||
+      (a->state != LSIM_RS_ACTIVE && a->state != LSIM_RS_RETIRING))
+    return lsim__illegal(i, a->state, "unbind", eb);
+  a->refcount--;
+  a->last_use = now;
+  if (a->refcount == 0 && a->state == LSIM_RS_ACTIVE)
+    a->state = LSIM_RS_IDLE;
+  assert(lsim__sound(r));
+  return 0;
+}
+
+static lsim_err lsim__counter(lsim_res *r, int i, int *c, int delta,
+                              const char *what, lsim_errbuf *eb) {
+  lsim_err rc = lsim__adapter_ok(r, i, eb);
+  if (rc)
+    return rc;
+  if ((delta != 1 && delta != -1) || *c + delta < 0)
+    return lsim_fail(eb, LSIM_E_RES_ILLEGAL, "adapter %d: %s count below zero",
+                     i, what);
+  *c += delta;
+  return 0;
+}
+
+lsim_err lsim_res_pin(lsim_res *r, int i, int d, lsim_errbuf *eb) {
+  if (i < 0 || i >= r->cfg.nadapters)
+    return lsim__adapter_ok(r, i, eb);
+  if (d > 0 && !lsim__visible(r->a[i].state))
+    return lsim__illegal(i, r->a[i].state, "pin", eb);
+  return lsim__counter(r, i, &r->a[i].pins, d, "pin", eb);
+}
+lsim_err lsim_res_queue(lsim_res *r, int i, int d, lsim_errbuf *eb) {
+  if (i < 0 || i >= r->cfg.nadapters)
+    return lsim__adapter_ok(r, i, eb);
+  return lsim__counter(r, i, &r->a[i].queued, d, "queued reservation", eb);
+}
+lsim_err lsim_res_launch(lsim_res *r, int i, int d, lsim_errbuf *eb) {
+  if (i < 0 || i >= r->cfg.nadapters)
+    return lsim__adapter_ok(r, i, eb);
+  if (d > 0 && !lsim__visible(r->a[i].state))
+    return lsim__illegal(i, r->a[i].state, "launch", eb);
+  lsim_err rc = lsim__counter(r, i, &r->a[i].launches, d, "launch", eb);
+  if (!rc)
+    r->a[i].inflight += d;
+  return rc;
+}
+
+lsim_err lsim_res_eligible(const lsim_res *r, int i) {
+  if (i < 0 || i >= r->cfg.nadapters)
+    return LSIM_E_USAGE;
+  const lsim__adp *a = &r->a[i];
+  if (a->refcount) /* ACTIVE, or RETIRING with users */
+    return LSIM_E_RES_REFCOUNT;
+  if (a->state != LSIM_RS_PUBLISHED && a->state != LSIM_RS_IDLE)
+    return LSIM_E_RES_NOT_ELIGIBLE;
+  if (a->pins)
+    return LSIM_E_RES_PINNED;
+  if (a->queued)
+    return LSIM_E_RES_QUEUED;
+  if (a->launches)
+    return LSIM_E_RES_LIVE_LAUNCH;
+  if (a->inflight)
+    return LSIM_E_RES_INFLIGHT;
+  if (!a->host)
+    return LSIM_E_RES_HOST_SOURCE;
+  return 0;
+}
+
+int64_t lsim_res_reclaimable(const lsim_res *r, int exclude) {
+  int64_t p = 0;
+  for (int i = 0; i < r->cfg.nadapters; i++)
+    if (i != exclude && lsim_res_eligible(r, i) == 0)
+      p += r->a[i].npages;
+  return p;
+}
+
+/* ---- transactions ----------------------------------------------------------------- */
+
+lsim_err lsim_res_demand_of(const lsim_res *r, const lsim_res_req *q,
+                            lsim_res_demand *d, lsim_errbuf *eb) {
+  memset(d, 0, sizeof *d);
+  lsim_err rc = lsim__adapter_ok(r, q->adapter, eb);
+  if (rc)
+    return rc;
+  if (q->kv_initial < 0 || q->kv_growth < 0 ||
+      (q->kind != LSIM_TXN_LOAD && q->kind != LSIM_TXN_KV &&
+       q->kind != LSIM_TXN_PREFETCH) ||
+      (q->kind == LSIM_TXN_PREFETCH && (q->request >= 0 || q->kv_initial ||
+                                        q->kv_growth)) ||
+      (q->kind != LSIM_TXN_PREFETCH && q->request < 0))
+    return lsim_fail(eb, LSIM_E_USAGE, "malformed transaction request");
+  const lsim__adp *a = &r->a[q->adapter];
+  d->adapter = lsim__visible(a->state) ? 0 : a->need;
+  d->kv_initial = q->kv_initial;
+  d->kv_growth = q->kv_growth;
+  d->guard = r->cfg.guard_pages;
+  d->total = d->adapter + d->kv_initial + d->kv_growth;
+  return 0;
+}
+
+static lsim__txn *lsim__txn_new(lsim_res *r) {
+  int i;
+  for (i = 0; i < r->ntxn; i++)
+    if (!r->t[i].live)
+      break;
+  if (i == r->ntxn) {
+    lsim__txn *t = realloc(r->t, (size_t)(r->ntxn + 1) * sizeof *t);
+    if (!t)
+      return NULL;
+    r->t = t;
+    memset(&r->t[r->ntxn], 0, sizeof *t);
+    r->ntxn++;
+  }
+  lsim__txn *t = &r->t[i];
+  t->live = 1;
+  t->id = r->next_txn++;
+  t->nslots = 0;
+  t->nvictims = 0;
+  t->copied = t->published = 0;
+  return t;
+}
+
+static int lsim__txn_reserve(lsim__txn *t, int64_t n, int nv) {
+  if (n > t->cap) {
+    int64_t *s = realloc(t->slot, (size_t)n * sizeof *s);
+    if (!s)
+      return -1;
+    t->slot = s;
+    t->cap = n;
+  }
+  int *v = realloc(t->victim, (size_t)(nv > 0 ? nv : 1) * sizeof *v);
+  if (!v)
+    return -1;
+  t->victim = v;
+  return 0;
+}
+
+/* Validate the request's identity and kernel ABI (begin, step 1). */
+static lsim_err lsim__validate_identity(const lsim_res *r, const lsim__adp *a,
+                                        int i, lsim_errbuf *eb) {
+  if (!a->host)
+    return lsim_fail(eb, LSIM_E_RES_HOST_SOURCE,
+                     "adapter %d has no verified host source", i);
+  if (lsim_digest_is_zero(&a->artifact))
+    return lsim_fail(eb, LSIM_E_RES_IDENTITY,
+                     "adapter %d has no artifact digest", i);
+  if (!lsim_digest_is_zero(&r->cfg.kernel_abi) &&
+      !lsim_digest_eq(&r->cfg.kernel_abi, &a->kabi))
+    return lsim_fail(eb, LSIM_E_RES_KERNEL_ABI,
+                     "adapter %d was converted for another kernel ABI", i);
+  return 0;
+}
+
+/* The common part of begin: victims chosen and checked, then everything
+** happens at once. */
+static lsim_err lsim__begin(lsim_res *r, const lsim_res_req *q,
+                            const lsim_res_demand *d, const int *victims,
+                            int nv, int64_t *txn, lsim_errbuf *eb) {
+  int load = q->kind != LSIM_TXN_KV;
+  lsim__adp *a = &r->a[q->adapter];
+  int64_t vpages = 0;
+  for (int k = 0; k < nv; k++) {
+    int v = victims[k];
+    if (v < 0 || v >= r->cfg.nadapters || v == q->adapter)
+      return lsim_fail(eb, LSIM_E_RES_NOT_ELIGIBLE,
+                       "victim %d is not a legal victim for adapter %d", v,
+                       q->adapter);
+    for (int j = 0; j < k; j++)
+      if (victims[j] == v)
+        return lsim_fail(eb, LSIM_E_RES_DUP_VICTIM,
+                         "victim %d listed twice (its pages would count twice)",
+                         v);
+    lsim_err why = lsim_res_eligible(r, v);
+    if (why)
+      return lsim_fail(eb, why, "adapter %d fails the eviction predicate (%s)",
+                       v, lsim_err_name(why));
+    vpages += r->a[v].npages;
+  }
+  if (r->nfree + vpages < d->total + d->guard)
+    return lsim_fail(eb, LSIM_E_RES_NOSPACE,
+                     "joint admission: free %lld + reclaimed %lld < demand "
+                     "%lld (adapter %lld + kv %lld + growth %lld + guard %lld)",
+                     (long long)r->nfree, (long long)vpages,
+                     (long long)(d->total + d->guard), (long long)d->adapter,
+                     (long long)d->kv_initial, (long long)d->kv_growth,
+                     (long long)d->guard);
+  int64_t from_free = d->total > vpages ? d->total - vpages : 0;
+  lsim__txn *t = lsim__txn_new(r);
+  if (!t || lsim__txn_reserve(t, vpages + from_free, nv)) {
+    if (t)
+      t->live = 0;
+    return lsim_fail(eb, LSIM_E_NOMEM, "out of memory reserving slots");
+  }
+  t->kind = q->kind;
+  t->adapter = q->adapter;
+  t->request = q->request;
+  t->d = *d;
+  /* mark victims retiring; their slots move to the txn */
+  for (int k = 0; k < nv; k++) {
+    lsim__adp *v = &r->a[victims[k]];
+    t->victim[t->nvictims++] = victims[k];
+    v->state = LSIM_RS_RETIRING;
+    v->txn = t->id;
+    for (int64_t j = 0; j < v->npages; j++) {
+      t->slot[t->nslots++] = v->slot[j];
+      lsim__set(r, v->slot[j], LSIM_SLOT_RESERVED, t->id, 0);
+    }
+  }
+  for (int64_t need = from_free, i = r->free_hint; need > 0; i++) {
+    if (r->s[i].state != LSIM_SLOT_FREE)
+      continue;
+    t->slot[t->nslots++] = i;
+    lsim__set(r, i, LSIM_SLOT_RESERVED, t->id, 0);
+    r->free_hint = i + 1;
+    need--;
+  }
+  qsort(t->slot, (size_t)t->nslots, sizeof *t->slot, lsim__cmp64);
+  if (load) {
+    a->state = LSIM_RS_RESERVED;
+    a->txn = t->id;
+  }
+  *txn = t->id;
+  assert(lsim__sound(r));
+  return 0;
+}
+
+static lsim_err lsim__begin_prep(lsim_res *r, const lsim_res_req *q,
+                                 lsim_res_demand *d, lsim_errbuf *eb) {
+  lsim_err rc = lsim_res_demand_of(r, q, d, eb);
+  if (rc)
+    return rc;
+  const lsim__adp *a = &r->a[q->adapter];
+  if (q->kind == LSIM_TXN_KV) {
+    if (a->state == LSIM_RS_RETIRING)
+      return lsim_fail(eb, LSIM_E_RES_RETIRING,
+                       "adapter %d is retiring: new binds are blocked",
+                       q->adapter);
+    if (!lsim__visible(a->state))
+      return lsim__illegal(q->adapter, a->state, "admit (kv)", eb);
+    return 0;
+  }
+  if (a->state != LSIM_RS_HOST_READY)
+    return lsim__illegal(q->adapter, a->state, "begin (reserve)", eb);
+  return lsim__validate_identity(r, a, q->adapter, eb);
+}
+
+lsim_err lsim_res_begin_with(lsim_res *r, const lsim_res_req *q,
+                             const int *victims, int nv, int64_t *txn,
+                             lsim_errbuf *eb) {
+  lsim_res_demand d;
+  *txn = -1;
+  lsim_err rc = lsim__begin_prep(r, q, &d, eb);
+  if (rc)
+    return rc;
+  return lsim__begin(r, q, &d, victims, nv, txn, eb);
+}
+
+lsim_err lsim_res_begin(lsim_res *r, const lsim_res_req *q,
+                        lsim_res_rank_fn rank, void *ud, int64_t *txn,
+                        int *victims_out, int max_victims, int *nvictims,
+                        lsim_errbuf *eb) {
+  lsim_res_demand d;
+  *txn = -1;
+  if (nvictims)
+    *nvictims = 0;
+  lsim_err rc = lsim__begin_prep(r, q, &d, eb);
+  if (rc)
+    return rc;
+  /* Step 1, eligibility (here); step 2, ranking (the caller's policy). */
+  int nc = 0, nv = 0;
+  for (int i = 0; i < r->cfg.nadapters; i++)
+    if (i != q->adapter && lsim_res_eligible(r, i) == 0)
+      r->cand[nc++] = i;
+  int64_t have = r->nfree;
+  while (have < d.total + d.guard && nc > 0) {
+    int k = nc == 1 || !rank ? 0 : rank(ud, r->cand, nc);
+    if (k < 0 || k >= nc)
+      return lsim_fail(eb, LSIM_E_POLICY, "eviction ranking out of range");
+    r->vict[nv++] = r->cand[k];
+    have += r->a[r->cand[k]].npages;
+    memmove(&r->cand[k], &r->cand[k + 1], (size_t)(nc - k - 1) * sizeof *r->cand);
+    nc--;
+  }
+  if (have < d.total + d.guard)
+    return lsim_fail(eb, LSIM_E_RES_NOSPACE,
+                     "joint admission: free %lld + reclaimable %lld < demand "
+                     "%lld (adapter %lld + kv %lld + growth %lld + guard %lld)",
+                     (long long)r->nfree, (long long)(have - r->nfree),
+                     (long long)(d.total + d.guard), (long long)d.adapter,
+                     (long long)d.kv_initial, (long long)d.kv_growth,
+                     (long long)d.guard);
+  rc = lsim__begin(r, q, &d, r->vict, nv, txn, eb);
+  if (!rc && nvictims) {
+    for (int k = 0; k < nv && k < max_victims; k++)
+      victims_out[k] = r->vict[k];
+    *nvictims = nv;
+  }
+  return rc;
+}
+
+lsim_err lsim_res_txn(const lsim_res *r, int64_t id, lsim_res_txn_view *o,
+                      lsim_errbuf *eb) {
+  const lsim__txn *t = lsim__txn_find(r, id);
+  if (!t)
+    return lsim_fail(eb, LSIM_E_RES_TXN, "txn %lld is not open", (long long)id);
+  o->id = t->id;
+  o->kind = t->kind;
+  o->adapter = t->adapter;
+  o->stage = t->kind == LSIM_TXN_KV ? LSIM_RS_RESERVED : r->a[t->adapter].state;
+  o->request = t->request;
+  o->demand = t->d;
+  o->nslots = t->nslots;
+  o->slot = t->slot;
+  o->nvictims = t->nvictims;
+  o->victim = t->victim;
+  o->copied = t->copied;
+  return 0;
+}
+
+int64_t lsim_res_txn_of(const lsim_res *r, int i) {
+  if (i < 0 || i >= r->cfg.nadapters)
+    return -1;
+  const lsim__adp *a = &r->a[i];
+  if (a->state == LSIM_RS_RESERVED || a->state == LSIM_RS_LOADING ||
+      a->state == LSIM_RS_VALIDATED)
+    return a->txn;
+  for (int k = 0; k < r->ntxn; k++)
+    if (r->t[k].live && r->t[k].adapter == i && r->t[k].published &&
+        r->t[k].kind != LSIM_TXN_KV)
+      return r->t[k].id;
+  return -1;
+}
+
+static lsim_err lsim__txn_get(lsim_res *r, int64_t id, lsim__txn **t,
+                              lsim_errbuf *eb) {
+  *t = lsim__txn_find(r, id);
+  if (!*t)
+    return lsim_fail(eb, LSIM_E_RES_TXN, "txn %lld is not open", (long long)id);
+  return 0;
+}
+
+lsim_err lsim_res_copy_start(lsim_res *r, int64_t id, lsim_errbuf *eb) {
+  lsim__txn *t;
+  lsim_err rc = lsim__txn_get(r, id, &t, eb);
+  if (rc)
+    return rc;
+  lsim__adp *a = &r->a[t->adapter];
+  if (t->kind == LSIM_TXN_KV || a->state != LSIM_RS_RESERVED)
+    return lsim__illegal(t->adapter, t->kind == LSIM_TXN_KV ? LSIM_RS__COUNT
+                                                            : a->state,
+                         "copy start", eb);
+  a->state = LSIM_RS_LOADING;
+  a->inflight++;
+  assert(lsim__sound(r));
+  return 0;
+}
+
+lsim_err lsim_res_copy_done(lsim_res *r, int64_t id, lsim_errbuf *eb) {
+  lsim__txn *t;
+  lsim_err rc = lsim__txn_get(r, id, &t, eb);
+  if (rc)
+    return rc;
+  lsim__adp *a = &r->a[t->adapter];
+  if (t->kind == LSIM_TXN_KV || a->state != LSIM_RS_LOADING || t->copied)
+    return lsim_fail(eb, LSIM_E_RES_ILLEGAL,
+                     "txn %lld: copy event without a copy in flight",
+                     (long long)id);
+  t->copied = 1;
+  a->inflight--;
+  return 0;
+}
+
+lsim_err lsim_res_validate(lsim_res *r, int64_t id, const lsim_digest *staged,
+                           lsim_errbuf *eb) {
+  lsim__txn *t;
+  lsim_err rc = lsim__txn_get(r, id, &t, eb);
+  if (rc)
+    return rc;
+  lsim__adp *a = &r->a[t->adapter];
+  if (t->kind == LSIM_TXN_KV)
+    return lsim_fail(eb, LSIM_E_RES_ILLEGAL, "txn %lld copies nothing",
+                     (long long)id);
+  if (!t->copied || a->state != LSIM_RS_LOADING)
+    return lsim_fail(eb, LSIM_E_RES_PUBLISH_EARLY,
+                     "adapter %d: validation before the copy-complete event "
+                     "(state %s)",
+                     t->adapter, lsim_res_state_name(a->state));
+  if (!staged || !lsim_digest_eq(staged, &a->artifact))
+    return lsim_fail(eb, LSIM_E_RES_DIGEST,
+                     "adapter %d: staged bytes do not match the artifact digest",
+                     t->adapter);
+  a->state = LSIM_RS_VALIDATED;
+  return 0;
+}
+
+lsim_err lsim_res_publish(lsim_res *r, int64_t id, lsim_tick now, int64_t *gen,
+                          lsim_errbuf *eb) {
+  lsim__txn *t;
+  lsim_err rc = lsim__txn_get(r, id, &t, eb);
+  if (rc)
+    return rc;
+  lsim__adp *a = &r->a[t->adapter];
+  if (t->kind == LSIM_TXN_KV || a->state != LSIM_RS_VALIDATED || !t->copied)
+    return lsim_fail(eb, LSIM_E_RES_PUBLISH_EARLY,
+                     "adapter %d: publication before copy event and validation "
+                     "(state %s)",
+                     t->adapter, lsim_res_state_name(a->state));
+  /* One visibility point: the adapter takes the first `need` reserved slots
+  ** under its next generation. */
+  a->gen++;
+  a->npages = 0;
+  for (int64_t k = 0; k < a->need; k++) {
+    a->slot[a->npages++] = t->slot[k];
+    lsim__set(r, t->slot[k], LSIM_SLOT_ADAPTER, t->adapter, a->gen);
+  }
+  memmove(t->slot, t->slot + a->need,
+          (size_t)(t->nslots - a->need) * sizeof *t->slot);
+  t->nslots -= a->need;
+  /* the victims can no longer be restored (rollback is closed from here):
+  ** they forget their old slots, some of which the adapter now owns */
+  for (int k = 0; k < t->nvictims; k++)
+    r->a[t->victim[k]].npages = 0;
+  a->state = LSIM_RS_PUBLISHED;
+  a->txn = -1;
+  a->published_tick = now;
+  a->last_use = now;
+  a->uses = 0;
+  t->published = 1;
+  if (gen)
+    *gen = a->gen;
+  assert(lsim__sound(r));
+  return 0;
+}
+
+static lsim_err lsim__kv_new(lsim_res *r, int64_t request, int *out) {
+  int i;
+  for (i = 0; i < r->nkvobj; i++)
+    if (!r->kv[i].live)
+      break;
+  if (i == r->nkvobj) {
+    if (r->nkvobj == r->kvcap) {
+      int cap = r->kvcap ? 2 * r->kvcap : 16;
+      lsim__kv *k = realloc(r->kv, (size_t)cap * sizeof *k);
+      if (!k)
+        return LSIM_E_NOMEM;
+      memset(k + r->kvcap, 0, (size_t)(cap - r->kvcap) * sizeof *k);
+      r->kv = k;
+      r->kvcap = cap;
+    }
+    r->nkvobj++;
+  }
+  lsim__kv *k = &r->kv[i];
+  k->live = 1;
+  k->request = request;
+  k->gen = ++r->kvgen;
+  k->n = k->used = 0;
+  *out = i;
+  return 0;
+}
+
+static void lsim__txn_close(lsim__txn *t) {
+  t->live = 0;
+  t->nslots = 0;
+  t->nvictims = 0;
+}
+
+lsim_err lsim_res_commit(lsim_res *r, int64_t id, lsim_tick now, int *kvout,
+                         lsim_errbuf *eb) {
+  lsim__txn *t;
+  *kvout = -1;
+  lsim_err rc = lsim__txn_get(r, id, &t, eb);
+  if (rc)
+    return rc;
+  lsim__adp *a = &r->a[t->adapter];
+  if (t->kind != LSIM_TXN_KV && !t->published)
+    return lsim_fail(eb, LSIM_E_RES_PUBLISH_EARLY,
+                     "txn %lld: commit before publication", (long long)id);
+  if (t->kind == LSIM_TXN_KV && !lsim__visible(a->state))
+    return lsim_fail(eb, a->state == LSIM_RS_RETIRING ? LSIM_E_RES_RETIRING
+                                                      : LSIM_E_RES_ILLEGAL,
+                     "txn %lld: adapter %d is no longer bindable (%s)",
+                     (long long)id, t->adapter, lsim_res_state_name(a->state));
+  int64_t kvn = t->request >= 0 ? t->d.kv_initial + t->d.kv_growth : 0;
+  int kv = -1;
+  if (t->request >= 0) {
+    if (lsim__kv_new(r, t->request, &kv))
+      return lsim_fail(eb, LSIM_E_NOMEM, "out of memory committing KV");
+    lsim__kv *k = &r->kv[kv];
+    if (kvn > k->cap) {
+      int64_t *s = realloc(k->slot, (size_t)kvn * sizeof *s);
+      if (!s) {
+        k->live = 0;
+        return lsim_fail(eb, LSIM_E_NOMEM, "out of memory committing KV");
+      }
+      k->slot = s;
+      k->cap = kvn;
+    }
+    /* pin for the request attempt, then commit its KV */
+    a->refcount++;
+    a->state = LSIM_RS_ACTIVE;
+    a->uses++;
+    a->total_uses++;
+    a->last_use = now;
+    for (int64_t j = 0; j < kvn; j++) {
+      k->slot[k->n++] = t->slot[j];
+      lsim__set(r, t->slot[j], LSIM_SLOT_KV, kv, k->gen);
+    }
+  }
+  /* slots past the demand (a victim larger than the shortfall) are freed */
+  for (int64_t j = kvn; j < t->nslots; j++)
+    lsim__set(r, t->slot[j], LSIM_SLOT_FREE, -1, 0);
+  /* finalize victims: their generation stays as a tombstone */
+  for (int k = 0; k < t->nvictims; k++) {
+    lsim__adp *v = &r->a[t->victim[k]];
+    v->state = LSIM_RS_ABSENT;
+    v->npages = 0;
+    v->txn = -1;
+    v->host = 0; /* absent: the next load re-registers its host source */
+  }
+  lsim__txn_close(t);
+  *kvout = kv;
+  assert(lsim__sound(r));
+  return 0;
+}
+
+lsim_err lsim_res_rollback(lsim_res *r, int64_t id, int64_t *restore,
+                           int max_restore, int *nrestore, lsim_errbuf *eb) {
+  lsim__txn *t;
+  if (nrestore)
+    *nrestore = 0;
+  lsim_err rc = lsim__txn_get(r, id, &t, eb);
+  if (rc)
+    return rc;
+  if (t->published)
+    return lsim_fail(eb, LSIM_E_RES_POST_PUBLISH,
+                     "txn %lld already published adapter %d: recover through a "
+                     "successor generation, not a rollback",
+                     (long long)id, t->adapter);
+  if (t->nvictims > max_restore && t->nvictims > 0 && !restore)
+    return lsim_fail(eb, LSIM_E_USAGE, "no room for restore transactions");
+  lsim__adp *a = &r->a[t->adapter];
+  /* cancel / wait the txn's device events */
+  if (t->kind != LSIM_TXN_KV && a->state == LSIM_RS_LOADING && !t->copied)
+    a->inflight--;
+  /* victims keep their slots: each gets a restore txn over them */
+  for (int64_t j = 0; j < t->nslots; j++)
+    r->mark[t->slot[j]] = 0;
+  for (int k = 0; k < t->nvictims; k++)
+    for (int64_t j = 0; j < r->a[t->victim[k]].npages; j++)
+      r->mark[r->a[t->victim[k]].slot[j]] = 1;
+  int nr = 0;
+  for (int k = 0; k < t->nvictims; k++) {
+    int vi = t->victim[k];
+    lsim__adp *v = &r->a[vi];
+    /* the txn array may move: keep the id and look it up again */
+    int64_t tid = t->id;
+    lsim__txn *rt = lsim__txn_new(r);
+    t = lsim__txn_find(r, tid);
+    if (!rt || lsim__txn_reserve(rt, v->npages, 0)) {
+      if (rt)
+        rt->live = 0;
+      return LSIM_BUG(eb, "out of memory in the middle of a rollback");
+    }
+    rt->kind = LSIM_TXN_RESTORE;
+    rt->adapter = vi;
+    rt->request = -1;
+    memset(&rt->d, 0, sizeof rt->d);
+    rt->d.adapter = rt->d.total = v->npages;
+    for (int64_t j = 0; j < v->npages; j++) {
+      rt->slot[rt->nslots++] = v->slot[j];
+      r->s[v->slot[j]].owner = rt->id; /* still RESERVED: no count change */
+    }
+    v->npages = 0;
+    v->state = LSIM_RS_RESERVED;
+    v->txn = rt->id;
+    if (restore && nr < max_restore)
+      restore[nr] = rt->id;
+    nr++;
+  }
+  for (int64_t j = 0; j < t->nslots; j++)
+    if (!r->mark[t->slot[j]])
+      lsim__set(r, t->slot[j], LSIM_SLOT_FREE, -1, 0);
+  if (t->kind == LSIM_TXN_RESTORE) {
+    a->state = LSIM_RS_ABSENT; /* restoration itself failed: drop it */
+    a->host = 0;
+    a->txn = -1;
+  } else if (t->kind != LSIM_TXN_KV) {
+    a->state = LSIM_RS_HOST_READY;
+    a->txn = -1;
+  }
+  lsim__txn_close(t);
+  if (nrestore)
+    *nrestore = nr;
+  assert(lsim__sound(r));
+  return 0;
+}
+
+lsim_err lsim_res_txn_drop_request(lsim_res *r, int64_t id, int64_t *released,
+                                   lsim_errbuf *eb) {
+  lsim__txn *t;
+  *released = 0;
+  lsim_err rc = lsim__txn_get(r, id, &t, eb);
+  if (rc)
+    return rc;
+  if (t->kind != LSIM_TXN_LOAD || t->request < 0)
+    return lsim_fail(eb, LSIM_E_RES_ILLEGAL,
+                     "txn %lld carries no request to drop", (long long)id);
+  /* Give back slots that are neither a victim's nor needed by the adapter:
+  ** the KV part, from the top of the list. */
+  int64_t keep = t->published ? 0 : t->d.adapter;
+  int64_t kv = t->d.kv_initial + t->d.kv_growth;
+  for (int64_t j = 0; j < t->nslots; j++)
+    r->mark[t->slot[j]] = 0;
+  for (int k = 0; k < t->nvictims; k++)
+    for (int64_t j = 0; j < r->a[t->victim[k]].npages; j++)
+      r->mark[r->a[t->victim[k]].slot[j]] = 1;
+  int64_t n = 0;
+  for (int64_t j = t->nslots - 1; j >= keep && n < kv; j--) {
+    if (r->mark[t->slot[j]])
+      continue; /* a victim's slot stays for a possible restoration */
+    lsim__set(r, t->slot[j], LSIM_SLOT_FREE, -1, 0);
+    memmove(&t->slot[j], &t->slot[j + 1],
+            (size_t)(t->nslots - j - 1) * sizeof *t->slot);
+    t->nslots--;
+    n++;
+  }
+  /* whatever KV could not be given back (victim slots) stays reserved and
+  ** is freed at commit */
+  t->request = -1;
+  t->kind = LSIM_TXN_PREFETCH;
+  t->d.kv_initial = t->d.kv_growth = 0;
+  t->d.total = t->d.adapter;
+  *released = n;
+  assert(lsim__sound(r));
+  return 0;
+}
+
+/* ---- KV objects ------------------------------------------------------------------- */
+
+static lsim_err lsim__kv_get(const lsim_res *r, int kv, lsim_errbuf *eb) {
+  if (kv < 0 || kv >= r->nkvobj || !r->kv[kv].live)
+    return lsim_fail(eb, LSIM_E_RES_OWNERSHIP, "KV object %d is not live", kv);
+  return 0;
+}
+
+lsim_err lsim_res_kv_pages(const lsim_res *r, int kv, int64_t *owned,
+                           int64_t *used, lsim_errbuf *eb) {
+  lsim_err rc = lsim__kv_get(r, kv, eb);
+  if (rc)
+    return rc;
+  *owned = r->kv[kv].n;
+  *used = r->kv[kv].used;
+  return 0;
+}
+
+lsim_err lsim_res_kv_grow(lsim_res *r, int kv, int64_t used, lsim_errbuf *eb) {
+  lsim_err rc = lsim__kv_get(r, kv, eb);
+  if (rc)
+    return rc;
+  lsim__kv *k = &r->kv[kv];
+  if (used > k->n)
+    return lsim_fail(eb, LSIM_E_RES_GROWTH,
+                     "KV of request %lld needs %lld pages but owns %lld: the "
+                     "decode-growth reserve was omitted or too small",
+                     (long long)k->request, (long long)used, (long long)k->n);
+  if (used > k->used)
+    k->used = used;
+  return 0;
+}
+
+lsim_err lsim_res_kv_release(lsim_res *r, int kv, lsim_errbuf *eb) {
+  lsim_err rc = lsim__kv_get(r, kv, eb);
+  if (rc)
+    return rc;
+  lsim__kv *k = &r->kv[kv];
+  for (int64_t j = 0; j < k->n; j++)
+    lsim__set(r, k->slot[j], LSIM_SLOT_FREE, -1, 0);
+  k->n = k->used = 0;
+  k->live = 0;
+  assert(lsim__sound(r));
+  return 0;
+}
+
+/* ---- test-only mutation ------------------------------------------------------------- */
+
+void lsim_res__mutate_slot(lsim_res *r, int64_t i, int state, int64_t owner,
+                           int64_t gen) {
+  /* deliberately leaves every counter and list alone */
+  r->s[i].state = state;
+  r->s[i].owner = owner;
+  r->s[i].gen = gen;
+}
+
+void lsim_res__set_host(lsim_res *r, int a, int verified) {
+  r->a[a].host = verified;
+}
+
+void lsim_res__mutate_list(lsim_res *r, int a, int64_t k, int64_t slot) {
+  r->a[a].slot[k] = slot;
+}

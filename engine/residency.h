@@ -1,0 +1,315 @@
+/*
+** residency.h: the residency engine of one worker -- a joint page pool
+** shared by adapter weights and KV cache, the adapter residency state
+** machine, joint admission, victim eligibility, and publication
+** transactions with compensating rollback (docs/RESIDENCY.md).
+**
+** The pool has `slots` allocator slots of `slot_bytes` bytes.  Every slot is
+** in exactly one physical state:
+**
+**   FREE | RESERVED(txn) | ADAPTER(adapter, generation) | KV(kv object, gen)
+**
+** and free + reserved + adapter + kv == slots at every return from this
+** module (checked by assert after every transaction in debug builds and by
+** lsim_res_check() on demand).  Adapter objects are shared: many request
+** attempts may bind one published generation (refcount).  A KV object
+** belongs to one request attempt.
+**
+** Residency of one adapter object on this worker, and the function behind
+** each arrow (any other transition is LSIM_E_RES_ILLEGAL):
+**
+**   ABSENT ---------- lsim_res_register ---------> HOST_READY
+**   HOST_READY ------ lsim_res_begin -------------> RESERVED   (txn holds pages)
+**   RESERVED -------- lsim_res_copy_start --------> LOADING    (copy event live)
+**   LOADING --------- lsim_res_validate ----------> VALIDATED  (needs the copy
+**                                                   event complete: copy_done)
+**   VALIDATED ------- lsim_res_publish -----------> PUBLISHED  (generation + 1,
+**                                                   one visibility point)
+**   PUBLISHED/IDLE -- lsim_res_bind --------------> ACTIVE     (refcount 0 -> 1)
+**   ACTIVE ---------- lsim_res_unbind ------------> IDLE       (refcount 1 -> 0)
+**   PUBLISHED/IDLE -- lsim_res_begin (victim) ----> RETIRING   (new binds fail)
+**   RETIRING -------- lsim_res_commit ------------> ABSENT     (finalized;
+**                                                   generation kept as tombstone)
+**   RESERVED/LOADING/VALIDATED
+**                --- lsim_res_rollback ----------> HOST_READY (pages released)
+**   RETIRING -------- lsim_res_rollback ----------> RESERVED   (compensation: a
+**                                                   restore txn holds the victim's
+**                                                   own slots; it then loads,
+**                                                   validates and publishes a
+**                                                   NEW generation)
+**
+** A transaction (lsim_res_begin .. lsim_res_commit / lsim_res_rollback):
+**   begin     validate identity and kernel ABI, derive the demand, check
+**             the joint admission inequality, pick victims (eligibility
+**             here, ranking by the caller's policy callback), mark them
+**             RETIRING and reserve victim + free slots atomically (all or
+**             nothing).  Slots are handed out in ascending order; a load's
+**             adapter takes the first `adapter` reserved slots, its KV the
+**             rest.
+**   copy      lsim_res_copy_start, then lsim_res_copy_done (the copy-complete
+**             event), then lsim_res_validate (digest/layout) and
+**             lsim_res_publish.
+**   commit    bind the request (pin), commit its KV reservation (initial +
+**             growth) to a KV object, finalize victims.
+**   rollback  allowed until publication (after it, LSIM_E_RES_POST_PUBLISH:
+**             publish a successor instead): release the request's KV part
+**             and every non-victim slot, hand each victim's slots to a
+**             restore txn (its old bytes are assumed overwritten).
+**
+** All functions return 0 or a negative LSIM_E_RES_* (or LSIM_E_NOMEM)
+** code; on failure nothing changed unless the comment says otherwise.
+** Units: slots ("pages"), bytes, ticks.  Nothing here reads a clock or does
+** I/O; ties are broken by adapter index, so results depend on inputs only.
+*/
+#ifndef LSIM_RESIDENCY_H
+#define LSIM_RESIDENCY_H
+
+#include "identity.h"
+#include "lsim.h"
+
+enum lsim_res_state {
+  LSIM_RS_ABSENT = 0,
+  LSIM_RS_HOST_READY,
+  LSIM_RS_RESERVED,
+  LSIM_RS_LOADING,
+  LSIM_RS_VALIDATED,
+  LSIM_RS_PUBLISHED,
+  LSIM_RS_ACTIVE,
+  LSIM_RS_IDLE,
+  LSIM_RS_RETIRING,
+  LSIM_RS__COUNT
+};
+const char *lsim_res_state_name(int state); /* "absent", ...; "?" */
+
+enum lsim_slot_state {
+  LSIM_SLOT_FREE = 0,
+  LSIM_SLOT_RESERVED,
+  LSIM_SLOT_ADAPTER,
+  LSIM_SLOT_KV
+};
+
+enum lsim_txn_kind {
+  LSIM_TXN_LOAD = 1,     /* adapter load (+ the request's KV when request >= 0) */
+  LSIM_TXN_KV = 2,       /* KV only: the adapter is already published */
+  LSIM_TXN_PREFETCH = 3, /* adapter load with no request */
+  LSIM_TXN_RESTORE = 4   /* compensating reload of a victim (made by rollback) */
+};
+
+/* ---- page demand derived from tensors ------------------------------------ */
+
+/* One adapted module: A [rank][d_in], B [d_out][rank]. */
+typedef struct lsim_res_module {
+  int64_t rank, d_in, d_out;
+} lsim_res_module;
+
+/* Vector-page layout: sum over modules of ceil(rank*d_in/H) +
+** ceil(d_out*rank/H), H = elements per page (>= 1).  -1 on bad input. */
+int64_t lsim_res_pages_tensor(const lsim_res_module *m, int n, int64_t H);
+/* S-LoRA paired-slot layout (q/k/v/o attention): 4 * rank slots of
+** lsim_res_slora_slot_bytes() bytes each. */
+int64_t lsim_res_pages_slora(int64_t rank);
+int64_t lsim_res_slora_slot_bytes(int64_t layers, int64_t hidden,
+                                  int64_t elem_bytes); /* 2 * L * H * b */
+
+/* ---- the residency engine --------------------------------------------------- */
+
+typedef struct lsim_res_cfg {
+  int64_t slots;       /* pool slots, >= 1 */
+  int64_t slot_bytes;  /* bytes per slot, >= 1 */
+  int nadapters;
+  const int64_t *adapter_pages; /* [nadapters] demand, each 1..slots; copied */
+  int64_t guard_pages; /* pool-local safety margin of the inequality, >= 0 */
+  lsim_digest kernel_abi; /* ABI this worker's kernels accept; all-zero:
+                             no kernel check */
+} lsim_res_cfg;
+
+typedef struct lsim_res lsim_res;
+
+lsim_err lsim_res_new(lsim_res **out, const lsim_res_cfg *cfg,
+                      lsim_errbuf *eb);
+void lsim_res_release(lsim_res *r);
+
+/* ABSENT -> HOST_READY: the host copy is verified; artifact is its
+** content digest, kernel_abi the layout it was converted for (either may be
+** all-zero only if the worker has no kernel ABI; a zero artifact digest is
+** LSIM_E_RES_IDENTITY at begin). */
+lsim_err lsim_res_register(lsim_res *r, int a, const lsim_digest *artifact,
+                           const lsim_digest *kernel_abi, lsim_errbuf *eb);
+
+/* A read-only view of one adapter object. */
+typedef struct lsim_res_adapter_view {
+  int state;
+  int64_t generation; /* last published generation (0: never) */
+  int refcount, pins, queued, inflight, launches;
+  int host_verified;
+  int64_t pages;        /* slots it owns now (0 unless visible/retiring) */
+  const int64_t *slot;  /* [pages] ascending; valid until the next call */
+  int64_t txn;          /* id of the txn it belongs to, or -1 */
+  lsim_tick last_use, published_tick;
+  int64_t uses, total_uses;
+} lsim_res_adapter_view;
+void lsim_res_adapter(const lsim_res *r, int a, lsim_res_adapter_view *out);
+
+/* Counters of the pool. */
+typedef struct lsim_res_view {
+  int64_t slots, slot_bytes, free, reserved, adapter, kv;
+  int open_txns, kv_objects;
+} lsim_res_view;
+void lsim_res_view_get(const lsim_res *r, lsim_res_view *out);
+/* The physical state of slot i: state, owner (adapter index, KV object
+** handle or txn id; -1 when free) and generation (0 when free/reserved). */
+void lsim_res_slot(const lsim_res *r, int64_t i, int *state, int64_t *owner,
+                   int64_t *gen);
+
+/* ---- references, pins, queue entries, launches ------------------------------ */
+
+/* PUBLISHED/IDLE/ACTIVE -> ACTIVE, refcount + 1.  RETIRING:
+** LSIM_E_RES_RETIRING; any other state: LSIM_E_RES_ILLEGAL. */
+lsim_err lsim_res_bind(lsim_res *r, int a, lsim_tick now, lsim_errbuf *eb);
+/* refcount - 1; ACTIVE -> IDLE at zero (RETIRING stays RETIRING). */
+lsim_err lsim_res_unbind(lsim_res *r, int a, lsim_tick now, lsim_errbuf *eb);
+/* delta +1 / -1 on the pin count or the queued-reservation count. */
+lsim_err lsim_res_pin(lsim_res *r, int a, int delta, lsim_errbuf *eb);
+lsim_err lsim_res_queue(lsim_res *r, int a, int delta, lsim_errbuf *eb);
+/* A launch snapshot naming a's generation starts (+1: also an in-flight
+** device event) or its completion event fires (-1). */
+lsim_err lsim_res_launch(lsim_res *r, int a, int delta, lsim_errbuf *eb);
+
+/* 0 when a passes the full eviction predicate, else the code of the first
+** failing clause: E_RES_REFCOUNT, E_RES_NOT_ELIGIBLE (state), E_RES_PINNED,
+** E_RES_QUEUED, E_RES_INFLIGHT, E_RES_LIVE_LAUNCH, E_RES_HOST_SOURCE. */
+lsim_err lsim_res_eligible(const lsim_res *r, int a);
+/* Slots owned by adapters that pass the predicate (except `exclude`). */
+int64_t lsim_res_reclaimable(const lsim_res *r, int exclude);
+
+/* ---- transactions ------------------------------------------------------------ */
+
+typedef struct lsim_res_demand {
+  int64_t adapter;    /* incremental: 0 when a's generation is visible */
+  int64_t kv_initial; /* prompt / prefill state */
+  int64_t kv_growth;  /* decode growth reserved at admission */
+  int64_t guard;      /* safety margin (required, never reserved) */
+  int64_t total;      /* adapter + kv_initial + kv_growth (reserved) */
+} lsim_res_demand;
+
+typedef struct lsim_res_req {
+  int kind;           /* enum lsim_txn_kind (not RESTORE) */
+  int adapter;        /* the adapter to load or bind */
+  int64_t request;    /* request attempt, or -1 (prefetch) */
+  int64_t kv_initial, kv_growth;
+} lsim_res_req;
+
+/* The demand of q (no change to anything). */
+lsim_err lsim_res_demand_of(const lsim_res *r, const lsim_res_req *q,
+                            lsim_res_demand *out, lsim_errbuf *eb);
+
+/*
+** Ranking callback: given n >= 1 eligible adapters (ascending index),
+** return the position (0..n-1) of the one to evict first.  The engine
+** turns this into its eviction policy's pick.
+*/
+typedef int (*lsim_res_rank_fn)(void *ud, const int *cand, int n);
+
+/*
+** Begin a transaction for q.  Victims are chosen among eligible adapters
+** (never q->adapter) by `rank` until free + reclaimed covers the demand
+** plus the guard; LSIM_E_RES_NOSPACE when even free + reclaimable cannot.
+** On success *txn is the txn id, victims are RETIRING, demand.total slots
+** are RESERVED(txn) (victim slots first come, lowest index first), and the
+** adapter (LOAD/PREFETCH) is RESERVED.  victims_out (may be NULL) gets up to
+** max_victims victim indices, *nvictims the count.
+*/
+lsim_err lsim_res_begin(lsim_res *r, const lsim_res_req *q,
+                        lsim_res_rank_fn rank, void *ud, int64_t *txn,
+                        int *victims_out, int max_victims, int *nvictims,
+                        lsim_errbuf *eb);
+/* The same with a caller-chosen victim list (each must be eligible:
+** E_RES_NOT_ELIGIBLE & co. otherwise; listed twice: E_RES_DUP_VICTIM;
+** not enough: E_RES_NOSPACE). */
+lsim_err lsim_res_begin_with(lsim_res *r, const lsim_res_req *q,
+                             const int *victims, int nvictims, int64_t *txn,
+                             lsim_errbuf *eb);
+
+/* A view of a transaction (slots valid until the next call). */
+typedef struct lsim_res_txn_view {
+  int64_t id;
+  int kind, adapter, stage; /* stage: the adapter's state, or RESERVED */
+  int64_t request;
+  lsim_res_demand demand;
+  int64_t nslots;
+  const int64_t *slot; /* [nslots] ascending */
+  int nvictims;
+  const int *victim;
+  int copied;          /* the copy-complete event fired */
+} lsim_res_txn_view;
+lsim_err lsim_res_txn(const lsim_res *r, int64_t txn, lsim_res_txn_view *out,
+                      lsim_errbuf *eb);
+/* The open txn of adapter a (load, prefetch or restore), or -1. */
+int64_t lsim_res_txn_of(const lsim_res *r, int a);
+
+lsim_err lsim_res_copy_start(lsim_res *r, int64_t txn, lsim_errbuf *eb);
+/* The copy-complete event of the txn's copy (ok or not). */
+lsim_err lsim_res_copy_done(lsim_res *r, int64_t txn, lsim_errbuf *eb);
+/* LOADING -> VALIDATED when the staged bytes' digest equals the registered
+** artifact digest (E_RES_DIGEST otherwise, state unchanged); before the
+** copy event: E_RES_PUBLISH_EARLY. */
+lsim_err lsim_res_validate(lsim_res *r, int64_t txn,
+                           const lsim_digest *staged, lsim_errbuf *eb);
+/* VALIDATED -> PUBLISHED with generation + 1 (*gen); the adapter owns the
+** first `adapter` reserved slots.  Any earlier stage: E_RES_PUBLISH_EARLY. */
+lsim_err lsim_res_publish(lsim_res *r, int64_t txn, lsim_tick now,
+                          int64_t *gen, lsim_errbuf *eb);
+/* Close the txn: bind the request (if any), give its KV slots to a new KV
+** object (*kv, or -1 when none), finalize victims (RETIRING -> ABSENT). */
+lsim_err lsim_res_commit(lsim_res *r, int64_t txn, lsim_tick now, int *kv,
+                         lsim_errbuf *eb);
+/*
+** Undo a txn that has not published: E_RES_POST_PUBLISH after publication.
+** A RESTORE txn that fails drops its victim to ABSENT (slots freed).  Each
+** victim of a LOAD/KV/PREFETCH txn gets a RESTORE txn over its own slots;
+** their ids go to restore[0..*nrestore) (at most max_restore).
+*/
+lsim_err lsim_res_rollback(lsim_res *r, int64_t txn, int64_t *restore,
+                           int max_restore, int *nrestore, lsim_errbuf *eb);
+/* The request of a LOAD txn was cancelled: its KV part goes back to FREE
+** and the txn continues as a prefetch.  *released gets the slot count. */
+lsim_err lsim_res_txn_drop_request(lsim_res *r, int64_t txn,
+                                   int64_t *released, lsim_errbuf *eb);
+
+/* ---- KV objects ----------------------------------------------------------------- */
+
+/* Pages of KV object kv (initial + growth) and pages in use. */
+lsim_err lsim_res_kv_pages(const lsim_res *r, int kv, int64_t *owned,
+                           int64_t *used, lsim_errbuf *eb);
+/* Decode growth: used pages become `used` (<= owned, else E_RES_GROWTH:
+** the growth reserve was omitted or too small). */
+lsim_err lsim_res_kv_grow(lsim_res *r, int kv, int64_t used, lsim_errbuf *eb);
+/* Free a KV object's slots (KV -> FREE). */
+lsim_err lsim_res_kv_release(lsim_res *r, int kv, lsim_errbuf *eb);
+
+/* ---- checks -------------------------------------------------------------------------- */
+
+/*
+** Full check, in release builds too: counters add up to the pool
+** (E_RES_CONSERVATION), every owned slot appears in exactly its owner's
+** list with its owner's generation (E_RES_OWNERSHIP, E_RES_DOUBLE_OWNER,
+** E_RES_STALE_GEN), every reserved slot belongs to an open txn
+** (E_RES_LEAK), object states agree with their pages.
+*/
+lsim_err lsim_res_check(const lsim_res *r, lsim_errbuf *eb);
+
+/*
+** Test-only mutation of one slot's physical record, bypassing every rule,
+** so that tests can plant the article's negative mutations (a freed
+** bitmap entry with an owner still attached, double ownership, a stale
+** generation, a leaked reservation) and see lsim_res_check fail closed.
+** Never called by the engine.
+*/
+void lsim_res__mutate_slot(lsim_res *r, int64_t i, int state, int64_t owner,
+                           int64_t gen);
+/* Test-only: set or clear an adapter's verified host source. */
+void lsim_res__set_host(lsim_res *r, int a, int verified);
+/* Test-only: overwrite the k-th slot an adapter lists (double ownership). */
+void lsim_res__mutate_list(lsim_res *r, int a, int64_t k, int64_t slot);
+
+#endif /* LSIM_RESIDENCY_H */
