@@ -68,6 +68,7 @@ struct lsim_db {
   sqlite3_stmt *evn;  /* LSIM__ROWS event rows */
   sqlite3_stmt *req;
   sqlite3_stmt *iter;
+  sqlite3_stmt *itn;  /* LSIM__ROWS iteration rows */
   sqlite3_stmt *sum;
   sqlite3_stmt *val;
   int state;
@@ -76,6 +77,8 @@ struct lsim_db {
   int64_t batch_rows; /* rows appended since the last commit */
   int64_t events;     /* events accepted by lsim_db_event */
   lsim_event pend[LSIM__ROWS];
+  int nitpend;        /* buffered iteration rows */
+  lsim_iter_record itpend[LSIM__ROWS];
   char err[512];      /* message of the last failed append */
 };
 
@@ -272,23 +275,63 @@ static lsim_err lsim__step(lsim_db *db, sqlite3_stmt *st, const char *what) {
   return 0;
 }
 
-/* Write the buffered events: one multi-row INSERT when the buffer is full,
-** row by row otherwise (at a commit or at the end, so rarely). */
+#define LSIM__IT_COLS 14 /* bound columns per iteration row */
+#define LSIM__IT_SQL_COLS                                                   \
+  "INSERT INTO iterations(run_id,iter,worker,start_tick,end_tick,"           \
+  "prefill_rows,decode_rows,prefill_reqs,decode_reqs,distinct_adapters,"     \
+  "segments,true_rank_rows,padded_rank_rows,backend_ns,result) VALUES"
+#define LSIM__IT_SQL_ROW "(1,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+
+/* Bind iteration row `it` as the k-th row of a (multi-row) INSERT. */
+static void lsim__bind_iter(sqlite3_stmt *st, int k, const lsim_iter_record *it) {
+  int o = k * LSIM__IT_COLS;
+  sqlite3_bind_int64(st, o + 1, it->iter);
+  lsim__bind_opt(st, o + 2, it->worker);
+  sqlite3_bind_int64(st, o + 3, it->start_tick);
+  sqlite3_bind_int64(st, o + 4, it->end_tick);
+  sqlite3_bind_int64(st, o + 5, it->prefill_rows);
+  sqlite3_bind_int64(st, o + 6, it->decode_rows);
+  sqlite3_bind_int64(st, o + 7, it->prefill_reqs);
+  sqlite3_bind_int64(st, o + 8, it->decode_reqs);
+  sqlite3_bind_int64(st, o + 9, it->distinct_adapters);
+  sqlite3_bind_int64(st, o + 10, it->segments);
+  sqlite3_bind_int64(st, o + 11, it->true_rank_rows);
+  sqlite3_bind_int64(st, o + 12, it->padded_rank_rows);
+  lsim__bind_opt(st, o + 13, it->backend_ns);
+  lsim__bind_str(st, o + 14, it->result);
+}
+
+/* Write the buffered events and iteration rows: one multi-row INSERT per
+** full buffer, row by row otherwise (at a commit or at the end, so
+** rarely). */
 static lsim_err lsim__flush(lsim_db *db) {
+  lsim_err rc = 0;
   int n = db->npend;
   db->npend = 0;
   if (n == LSIM__ROWS) {
     for (int i = 0; i < n; i++)
       lsim__bind_event(db->evn, i, &db->pend[i]);
-    return lsim__step(db, db->evn, "insert events");
+    rc = lsim__step(db, db->evn, "insert events");
+  } else {
+    for (int i = 0; i < n && !rc; i++) {
+      lsim__bind_event(db->ev1, 0, &db->pend[i]);
+      rc = lsim__step(db, db->ev1, "insert event");
+    }
   }
-  for (int i = 0; i < n; i++) {
-    lsim__bind_event(db->ev1, 0, &db->pend[i]);
-    lsim_err rc = lsim__step(db, db->ev1, "insert event");
-    if (rc)
-      return rc;
+  n = db->nitpend;
+  db->nitpend = 0;
+  if (rc)
+    return rc;
+  if (n == LSIM__ROWS) {
+    for (int i = 0; i < n; i++)
+      lsim__bind_iter(db->itn, i, &db->itpend[i]);
+    return lsim__step(db, db->itn, "insert iterations");
   }
-  return 0;
+  for (int i = 0; i < n && !rc; i++) {
+    lsim__bind_iter(db->iter, 0, &db->itpend[i]);
+    rc = lsim__step(db, db->iter, "insert iteration");
+  }
+  return rc;
 }
 
 static lsim_err lsim__commit_batch(lsim_db *db) {
@@ -388,6 +431,16 @@ static lsim_err lsim__setup(lsim_db *db, lsim_errbuf *eb) {
     len += sizeof LSIM__EV_SQL_ROW - 1;
   }
   evn[len] = '\0';
+  char itn[sizeof LSIM__IT_SQL_COLS + LSIM__ROWS * sizeof LSIM__IT_SQL_ROW];
+  len = strlen(LSIM__IT_SQL_COLS);
+  memcpy(itn, LSIM__IT_SQL_COLS, len);
+  for (int i = 0; i < LSIM__ROWS; i++) {
+    if (i)
+      itn[len++] = ',';
+    memcpy(itn + len, LSIM__IT_SQL_ROW, sizeof LSIM__IT_SQL_ROW - 1);
+    len += sizeof LSIM__IT_SQL_ROW - 1;
+  }
+  itn[len] = '\0';
   if ((rc = lsim__prepare(db, LSIM__EV_SQL_COLS LSIM__EV_SQL_ROW, &db->ev1,
                           eb)) ||
       (rc = lsim__prepare(db, evn, &db->evn, eb)) ||
@@ -398,14 +451,9 @@ static lsim_err lsim__setup(lsim_db *db, lsim_errbuf *eb) {
                           "loads_waited,outcome) "
                           "VALUES(1,?,?,?,?,?,?,?,?,?,?,?)",
                           &db->req, eb)) ||
-      (rc = lsim__prepare(db,
-                          "INSERT INTO iterations(run_id,iter,worker,"
-                          "start_tick,end_tick,prefill_rows,decode_rows,"
-                          "prefill_reqs,decode_reqs,distinct_adapters,"
-                          "segments,true_rank_rows,padded_rank_rows,"
-                          "backend_ns,result) "
-                          "VALUES(1,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                          &db->iter, eb)) ||
+      (rc = lsim__prepare(db, LSIM__IT_SQL_COLS LSIM__IT_SQL_ROW, &db->iter,
+                          eb)) ||
+      (rc = lsim__prepare(db, itn, &db->itn, eb)) ||
       (rc = lsim__prepare(db,
                           "INSERT INTO validations(run_id,iter,backend,"
                           "reference,max_abs_err,max_rel_err,exact) "
@@ -474,6 +522,7 @@ void lsim_db_close(lsim_db *db) {
     sqlite3_finalize(db->evn);
     sqlite3_finalize(db->req);
     sqlite3_finalize(db->iter);
+    sqlite3_finalize(db->itn);
     sqlite3_finalize(db->sum);
     sqlite3_finalize(db->val);
     sqlite3_close_v2(db->h);
@@ -572,22 +621,9 @@ lsim_err lsim_db_iteration(lsim_db *db, const lsim_iter_record *it) {
   lsim_err rc = lsim__append_ok(db, "lsim_db_iteration");
   if (rc)
     return rc;
-  sqlite3_stmt *st = db->iter;
-  sqlite3_bind_int64(st, 1, it->iter);
-  lsim__bind_opt(st, 2, it->worker);
-  sqlite3_bind_int64(st, 3, it->start_tick);
-  sqlite3_bind_int64(st, 4, it->end_tick);
-  sqlite3_bind_int64(st, 5, it->prefill_rows);
-  sqlite3_bind_int64(st, 6, it->decode_rows);
-  sqlite3_bind_int64(st, 7, it->prefill_reqs);
-  sqlite3_bind_int64(st, 8, it->decode_reqs);
-  sqlite3_bind_int64(st, 9, it->distinct_adapters);
-  sqlite3_bind_int64(st, 10, it->segments);
-  sqlite3_bind_int64(st, 11, it->true_rank_rows);
-  sqlite3_bind_int64(st, 12, it->padded_rank_rows);
-  lsim__bind_opt(st, 13, it->backend_ns);
-  lsim__bind_str(st, 14, it->result);
-  if ((rc = lsim__step(db, st, "insert iteration")))
+  /* buffered like events; `result` is a static string (db.h) */
+  db->itpend[db->nitpend++] = *it;
+  if (db->nitpend == LSIM__ROWS && (rc = lsim__flush(db)))
     return rc;
   return lsim__count_row(db);
 }
