@@ -719,7 +719,9 @@ static lsim_err lsim__start_loads(lsim_engine *e, int wi, lsim_tick now,
   lsim_err rc;
   int victims[LSIM__MAX_VICTIMS];
   /* 1. compensating reloads left by a rollback come first */
-  for (int a = 0; a < e->cfg.nadapters && *nloads < maxloads; a++) {
+  int npend = lsim_res_pending_restores(w->res, e->prop, e->cfg.nadapters);
+  for (int k = 0; k < npend && *nloads < maxloads; k++) {
+    int a = e->prop[k];
     lsim_res_adapter_view av = lsim__av(w, a);
     if (av.state != LSIM_RS_RESERVED)
       continue;

@@ -85,6 +85,10 @@ struct lsim_res {
   lsim__txn *t;
   int ntxn;
   int64_t next_txn;
+  /* adapters in PUBLISHED or IDLE (the only evictable states), so that
+  ** eligibility scans the resident set, not the whole catalog */
+  int *rlist, *rpos;
+  int nrl;
   /* scratch */
   int *cand;
   int *vict;
@@ -331,6 +335,18 @@ static int lsim__sound(const lsim_res *r) { return lsim__check(r, NULL) == 0; }
 #endif
 
 lsim_err lsim_res_check(const lsim_res *r, lsim_errbuf *eb) {
+  /* the resident list is an index over adapter states: it must list
+  ** exactly the PUBLISHED and IDLE adapters */
+  int n = 0;
+  for (int i = 0; i < r->cfg.nadapters; i++) {
+    int in = r->a[i].state == LSIM_RS_PUBLISHED || r->a[i].state == LSIM_RS_IDLE;
+    int p = r->rpos[i];
+    if (in != (p >= 0) || (in && (p >= r->nrl || r->rlist[p] != i)))
+      return LSIM_BUG(eb, "resident list out of step with adapter states");
+    n += in;
+  }
+  if (n != r->nrl)
+    return LSIM_BUG(eb, "resident list length out of step");
   return lsim__check(r, eb);
 }
 
@@ -358,9 +374,12 @@ lsim_err lsim_res_new(lsim_res **out, const lsim_res_cfg *cfg,
   r->mark = malloc((size_t)cfg->slots);
   r->a = calloc(na, sizeof *r->a);
   r->cand = malloc(na * sizeof *r->cand);
+  r->rlist = malloc(na * sizeof *r->rlist);
+  r->rpos = malloc(na * sizeof *r->rpos);
   r->vict = malloc(na * sizeof *r->vict);
-  int ok = r->s && r->mark && r->a && r->cand && r->vict;
+  int ok = r->s && r->mark && r->a && r->cand && r->vict && r->rlist && r->rpos;
   for (size_t i = 0; ok && i < na; i++) {
+    r->rpos[i] = -1;
     r->a[i].need = cfg->adapter_pages[i];
     r->a[i].slot = malloc((size_t)r->a[i].need * sizeof *r->a[i].slot);
     r->a[i].txn = -1;
@@ -376,6 +395,44 @@ lsim_err lsim_res_new(lsim_res **out, const lsim_res_cfg *cfg,
   r->next_txn = 1;
   *out = r;
   return 0;
+}
+
+static int lsim__cmp_int(const void *x, const void *y) {
+  int a = *(const int *)x, b = *(const int *)y;
+  return (a > b) - (a < b);
+}
+
+/* Set an adapter's state, keeping the resident (PUBLISHED/IDLE) list. */
+static void lsim__adp_set(lsim_res *r, lsim__adp *a, int st) {
+  int was = a->state == LSIM_RS_PUBLISHED || a->state == LSIM_RS_IDLE;
+  int now = st == LSIM_RS_PUBLISHED || st == LSIM_RS_IDLE;
+  a->state = st;
+  if (was == now)
+    return;
+  int i = (int)(a - r->a);
+  if (now) {
+    r->rpos[i] = r->nrl;
+    r->rlist[r->nrl++] = i;
+  } else {
+    int p = r->rpos[i], last = r->rlist[--r->nrl];
+    r->rlist[p] = last;
+    r->rpos[last] = p;
+    r->rpos[i] = -1;
+  }
+}
+
+/* The eligible adapters (but `exclude`) in ascending id order into out;
+** returns the count.  Ascending order keeps rankings and event order
+** exactly what a scan of the whole catalog would give. */
+static int lsim__eligible_sorted(const lsim_res *r, int exclude, int *out) {
+  int n = 0;
+  for (int k = 0; k < r->nrl; k++) {
+    int i = r->rlist[k];
+    if (i != exclude && lsim_res_eligible(r, i) == 0)
+      out[n++] = i;
+  }
+  qsort(out, (size_t)n, sizeof *out, lsim__cmp_int);
+  return n;
 }
 
 void lsim_res_release(lsim_res *r) {
@@ -396,6 +453,8 @@ void lsim_res_release(lsim_res *r) {
   free(r->a);
   free(r->cand);
   free(r->vict);
+  free(r->rlist);
+  free(r->rpos);
   free(r);
 }
 
@@ -468,7 +527,7 @@ lsim_err lsim_res_register(lsim_res *r, int i, const lsim_digest *artifact,
   a->artifact = *artifact;
   a->kabi = *kabi;
   a->host = 1;
-  a->state = LSIM_RS_HOST_READY;
+  lsim__adp_set(r, a, LSIM_RS_HOST_READY);
   return 0;
 }
 
@@ -483,7 +542,7 @@ lsim_err lsim_res_bind(lsim_res *r, int i, lsim_tick now, lsim_errbuf *eb) {
   if (!lsim__visible(a->state))
     return lsim__illegal(i, a->state, "bind", eb);
   a->refcount++;
-  a->state = LSIM_RS_ACTIVE;
+  lsim__adp_set(r, a, LSIM_RS_ACTIVE);
   a->uses++;
   a->total_uses++;
   a->last_use = now;
@@ -502,7 +561,7 @@ lsim_err lsim_res_unbind(lsim_res *r, int i, lsim_tick now, lsim_errbuf *eb) {
   a->refcount--;
   a->last_use = now;
   if (a->refcount == 0 && a->state == LSIM_RS_ACTIVE)
-    a->state = LSIM_RS_IDLE;
+    lsim__adp_set(r, a, LSIM_RS_IDLE);
   assert(lsim__sound(r));
   return 0;
 }
@@ -565,10 +624,29 @@ lsim_err lsim_res_eligible(const lsim_res *r, int i) {
 
 int64_t lsim_res_reclaimable(const lsim_res *r, int exclude) {
   int64_t p = 0;
-  for (int i = 0; i < r->cfg.nadapters; i++)
+  for (int k = 0; k < r->nrl; k++) {
+    int i = r->rlist[k];
     if (i != exclude && lsim_res_eligible(r, i) == 0)
       p += r->a[i].npages;
+  }
   return p;
+}
+
+int lsim_res_pending_restores(const lsim_res *r, int *adapters, int max) {
+  int n = 0;
+  for (int i = 0; i < r->ntxn && n < max; i++) {
+    const lsim__txn *t = &r->t[i];
+    if (t->live && t->kind == LSIM_TXN_RESTORE &&
+        r->a[t->adapter].state == LSIM_RS_RESERVED)
+      adapters[n++] = t->adapter;
+  }
+  for (int k = 1; k < n; k++) { /* ascending adapter order */
+    int v = adapters[k], j = k;
+    for (; j > 0 && adapters[j - 1] > v; j--)
+      adapters[j] = adapters[j - 1];
+    adapters[j] = v;
+  }
+  return n;
 }
 
 /* ---- transactions ----------------------------------------------------------------- */
@@ -696,7 +774,7 @@ static lsim_err lsim__begin(lsim_res *r, const lsim_res_req *q,
   for (int k = 0; k < nv; k++) {
     lsim__adp *v = &r->a[victims[k]];
     t->victim[t->nvictims++] = victims[k];
-    v->state = LSIM_RS_RETIRING;
+    lsim__adp_set(r, v, LSIM_RS_RETIRING);
     v->txn = t->id;
     for (int64_t j = 0; j < v->npages; j++) {
       t->slot[t->nslots++] = v->slot[j];
@@ -713,7 +791,7 @@ static lsim_err lsim__begin(lsim_res *r, const lsim_res_req *q,
   }
   qsort(t->slot, (size_t)t->nslots, sizeof *t->slot, lsim__cmp64);
   if (load) {
-    a->state = LSIM_RS_RESERVED;
+    lsim__adp_set(r, a, LSIM_RS_RESERVED);
     a->txn = t->id;
   }
   *txn = t->id;
@@ -764,10 +842,11 @@ lsim_err lsim_res_begin(lsim_res *r, const lsim_res_req *q,
   if (rc)
     return rc;
   /* Step 1, eligibility (here); step 2, ranking (the caller's policy). */
-  int nc = 0, nv = 0;
-  for (int i = 0; i < r->cfg.nadapters; i++)
-    if (i != q->adapter && lsim_res_eligible(r, i) == 0)
-      r->cand[nc++] = i;
+  int nv = 0;
+  /* candidates matter only when the free slots alone cannot cover it */
+  int nc = r->nfree >= d.total + d.guard
+               ? 0
+               : lsim__eligible_sorted(r, q->adapter, r->cand);
   int64_t have = r->nfree;
   while (have < d.total + d.guard && nc > 0) {
     int k = nc == 1 || !rank ? 0 : rank(ud, r->cand, nc);
@@ -846,7 +925,7 @@ lsim_err lsim_res_copy_start(lsim_res *r, int64_t id, lsim_errbuf *eb) {
     return lsim__illegal(t->adapter, t->kind == LSIM_TXN_KV ? LSIM_RS__COUNT
                                                             : a->state,
                          "copy start", eb);
-  a->state = LSIM_RS_LOADING;
+  lsim__adp_set(r, a, LSIM_RS_LOADING);
   a->inflight++;
   assert(lsim__sound(r));
   return 0;
@@ -886,7 +965,7 @@ lsim_err lsim_res_validate(lsim_res *r, int64_t id, const lsim_digest *staged,
     return lsim_fail(eb, LSIM_E_RES_DIGEST,
                      "adapter %d: staged bytes do not match the artifact digest",
                      t->adapter);
-  a->state = LSIM_RS_VALIDATED;
+  lsim__adp_set(r, a, LSIM_RS_VALIDATED);
   return 0;
 }
 
@@ -917,7 +996,7 @@ lsim_err lsim_res_publish(lsim_res *r, int64_t id, lsim_tick now, int64_t *gen,
   ** they forget their old slots, some of which the adapter now owns */
   for (int k = 0; k < t->nvictims; k++)
     r->a[t->victim[k]].npages = 0;
-  a->state = LSIM_RS_PUBLISHED;
+  lsim__adp_set(r, a, LSIM_RS_PUBLISHED);
   a->txn = -1;
   a->published_tick = now;
   a->last_use = now;
@@ -994,7 +1073,7 @@ lsim_err lsim_res_commit(lsim_res *r, int64_t id, lsim_tick now, int *kvout,
     }
     /* pin for the request attempt, then commit its KV */
     a->refcount++;
-    a->state = LSIM_RS_ACTIVE;
+    lsim__adp_set(r, a, LSIM_RS_ACTIVE);
     a->uses++;
     a->total_uses++;
     a->last_use = now;
@@ -1009,7 +1088,7 @@ lsim_err lsim_res_commit(lsim_res *r, int64_t id, lsim_tick now, int *kvout,
   /* finalize victims: their generation stays as a tombstone */
   for (int k = 0; k < t->nvictims; k++) {
     lsim__adp *v = &r->a[t->victim[k]];
-    v->state = LSIM_RS_ABSENT;
+    lsim__adp_set(r, v, LSIM_RS_ABSENT);
     v->npages = 0;
     v->txn = -1;
     v->host = 0; /* absent: the next load re-registers its host source */
@@ -1068,7 +1147,7 @@ lsim_err lsim_res_rollback(lsim_res *r, int64_t id, int64_t *restore,
       r->s[v->slot[j]].owner = rt->id; /* still RESERVED: no count change */
     }
     v->npages = 0;
-    v->state = LSIM_RS_RESERVED;
+    lsim__adp_set(r, v, LSIM_RS_RESERVED);
     v->txn = rt->id;
     if (restore && nr < max_restore)
       restore[nr] = rt->id;
@@ -1078,11 +1157,11 @@ lsim_err lsim_res_rollback(lsim_res *r, int64_t id, int64_t *restore,
     if (!r->mark[t->slot[j]])
       lsim__set(r, t->slot[j], LSIM_SLOT_FREE, -1, 0);
   if (t->kind == LSIM_TXN_RESTORE) {
-    a->state = LSIM_RS_ABSENT; /* restoration itself failed: drop it */
+    lsim__adp_set(r, a, LSIM_RS_ABSENT); /* restoration itself failed: drop it */
     a->host = 0;
     a->txn = -1;
   } else if (t->kind != LSIM_TXN_KV) {
-    a->state = LSIM_RS_HOST_READY;
+    lsim__adp_set(r, a, LSIM_RS_HOST_READY);
     a->txn = -1;
   }
   lsim__txn_close(t);

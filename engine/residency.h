@@ -244,6 +244,9 @@ typedef struct lsim_res_txn_view {
 } lsim_res_txn_view;
 lsim_err lsim_res_txn(const lsim_res *r, int64_t txn, lsim_res_txn_view *out,
                       lsim_errbuf *eb);
+/* Adapters whose compensating RESTORE txn waits for its copy to start,
+** in ascending order, at most max; returns the count. */
+int lsim_res_pending_restores(const lsim_res *r, int *adapters, int max);
 /* The open txn of adapter a (load, prefetch or restore), or -1. */
 int64_t lsim_res_txn_of(const lsim_res *r, int a);
 
