@@ -13,13 +13,14 @@
 **
 ** Codes from -174 on: the Loop 10 layouts (backends/cpu_ref/repr.h):
 **   E_REPR_SEGMENT         a segment or sub-batch offset vector does not
-**                          start at 0, does not strictly increase, runs
-**                          past the rows, or disagrees with its pointers
+**                          start at 0, does not strictly increase, or runs
+**                          past the rows
 **   E_REPR_PERM            a permutation or gather vector is out of range,
 **                          repeats a row, or is not stable within a group
 **   E_REPR_SEG_IDENTITY    a row inside a segment belongs to another adapter
 **   E_REPR_POINTER         a pointer-vector entry addresses no store entry,
-**                          or A and B pointers of one segment disagree
+**                          A and B pointers of one segment disagree, or two
+**                          segments address one adapter
 **   E_REPR_FIXED_RANK      mixed ranks in a one-rank (Punica) invocation
 **   E_REPR_INDEX           a compact adapter index out of range, or the
 **                          index -> adapter map not injective
