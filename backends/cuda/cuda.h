@@ -1,23 +1,45 @@
 /*
-** cuda.h: what the CUDA build offers the rest of lorasim so far.
+** cuda.h: what the CUDA build offers the rest of lorasim.
 **
-** Built only when nvcc is found (CMake defines LSIM_HAVE_CUDA).  The
-** segmented LoRA kernels arrive with the CUDA backend issue; this file
-** holds the device probe and a self-test that exercises the whole path
-** (allocation, copies, a kernel launch, error checks) on the GPU.
-** Every CUDA call is checked; a failure becomes LSIM_E_BACKEND with the
-** CUDA error string, never an abort.
+** Built only when nvcc is found (CMake defines LSIM_HAVE_CUDA).  Every CUDA
+** call is checked; a failure becomes LSIM_E_BACKEND with the CUDA error
+** string, never an abort.  Nothing here prints.
+**
+** 1. A device probe and a self-test (device.cu).
+**
+** 2. The adapter branch of one target module on the GPU (lora.cu, shrink.cu,
+**    expand.cu; design in docs/CUDA.md):
+**
+**        Y[i] += s_a * (X[i] A_a^T) B_a^T    for every active row i of a plan
+**
+**    with A_a [r_a][d_in] and B_a [d_out][r_a] (the logical orientation of
+**    cpu_ref.h), per-adapter logical rank r_a and scale s_a, X, Y and the
+**    factors in one 16-bit type (bf16 or fp16), fp32 accumulation.  Y holds
+**    the base output and receives the delta in place; rows the plan marks
+**    base-only are never read or written.  A context (lsim_cuda_lora) holds
+**    one module's adapter table on the device and the current plan's
+**    metadata; running a plan is at most two kernel launches (shrink, then
+**    expand), and preparing one is one host-to-device copy.
+**
+**    Lifecycle: open -> load adapters -> plan (per iteration) -> run (per
+**    layer/module sharing the plan) -> close.  Launches go to the context's
+**    stream and are asynchronous; lsim_cuda_lora_sync waits for them.  A
+**    context is not thread-safe.
 */
 #ifndef LSIM_CUDA_H
 #define LSIM_CUDA_H
 
 #include <stddef.h>
-
-#include "../../engine/lsim.h"
+#include <stdint.h>
 
 #ifdef __cplusplus
-extern "C" {
+extern "C" { /* rowplan.h and plan.h carry no linkage guards of their own */
 #endif
+
+#include "../../engine/lsim.h"
+#include "../../engine/rowplan.h"
+
+/* ---- probe and self-test ------------------------------------------------ */
 
 /* Number of visible CUDA devices (0 when none or no driver), and a one-line
 ** description of device 0 (or of why there is none) in buf. */
@@ -26,6 +48,150 @@ int lsim_cuda_describe(char *buf, size_t n);
 /* Run a checked kernel over n elements on device 0 and compare the result
 ** with the CPU exactly.  LSIM_E_BACKEND on any CUDA error or mismatch. */
 lsim_err lsim_cuda_selftest(int n, lsim_errbuf *eb);
+
+/* ---- device memory for callers without the CUDA headers ------------------ */
+
+/* cudaMalloc / cudaFree / synchronous copies and memset on the current
+** device; *p is NULL after a failed malloc. */
+lsim_err lsim_cuda_malloc(void **p, size_t bytes, lsim_errbuf *eb);
+void lsim_cuda_free(void *p);
+lsim_err lsim_cuda_h2d(void *dst, const void *src, size_t bytes,
+                       lsim_errbuf *eb);
+lsim_err lsim_cuda_d2h(void *dst, const void *src, size_t bytes,
+                       lsim_errbuf *eb);
+lsim_err lsim_cuda_memset(void *dst, int byte, size_t bytes, lsim_errbuf *eb);
+
+/* ---- 16-bit element types ------------------------------------------------ */
+
+enum lsim_cuda_dtype { LSIM_CUDA_BF16 = 0, LSIM_CUDA_FP16 = 1 };
+
+/* Round-to-nearest-even conversion of f to the type's bits, and back
+** (exact).  Unknown dtype: bf16. */
+uint16_t lsim_cuda_from_float(int dtype, float f);
+float lsim_cuda_to_float(int dtype, uint16_t h);
+
+/* ---- the adapter branch --------------------------------------------------- */
+
+/*
+** Execution paths (docs/CUDA.md).  Each consumes the plan's own metadata:
+**
+**   decode       one row per block: the active rows (perm) with each row's
+**                adapter read from row_adapter (S-LoRA's per-row layout);
+**                CUDA cores; for one-row segments
+**   sgmv         contiguous segments: perm, seg_offsets, seg_adapter;
+**                tiles of up to 8 rows of one adapter; CUDA cores
+**   indexed      sorted_rows, active_ids, id_starts with the base sentinel
+**                group (-1) carried to the device and skipped there; tiles
+**                of up to 8 rows; CUDA cores
+**   sgmv_mma     as sgmv with tiles of up to 64 rows on the tensor cores
+**                (mma.sync, fp32 accumulation); ranks <= 128
+**   indexed_mma  as indexed on the tensor cores; ranks <= 128
+**
+** LSIM_CUDA_PATH_AUTO lets the chooser pick per plan shape.
+*/
+enum lsim_cuda_path {
+  LSIM_CUDA_PATH_AUTO = 0,
+  LSIM_CUDA_PATH_DECODE,
+  LSIM_CUDA_PATH_SGMV,
+  LSIM_CUDA_PATH_INDEXED,
+  LSIM_CUDA_PATH_SGMV_MMA,
+  LSIM_CUDA_PATH_INDEXED_MMA,
+  LSIM_CUDA_PATH__COUNT
+};
+/* "auto", "decode", "sgmv", "indexed", "sgmv_mma", "indexed_mma"; "?". */
+const char *lsim_cuda_path_name(int path);
+/* The path named `name`; -1 if unknown. */
+int lsim_cuda_path_find(const char *name);
+
+#define LSIM_CUDA_MAX_RANK 1024 /* any path; the _mma paths take <= 128 */
+
+typedef struct lsim_cuda_lora_cfg {
+  int device;       /* CUDA device ordinal */
+  int dtype;        /* enum lsim_cuda_dtype of X, Y and the factors */
+  int d_in, d_out;  /* the module's shape (>= 1) */
+  int max_adapters; /* adapter ids 0 .. max_adapters-1 (>= 1) */
+  void *stream;     /* cudaStream_t for every launch and copy; NULL: the
+                    ** context creates (and destroys) its own */
+} lsim_cuda_lora_cfg;
+
+/* Knobs for benchmarks and tests; lsim_cuda_lora_open sets the defaults. */
+typedef struct lsim_cuda_lora_tune {
+  int pdl;           /* 1: the expand is a programmatic dependent launch of
+                     ** the shrink (overlaps its factor and Y loads with the
+                     ** shrink); 0: plain stream order; -1 (default): on */
+  int split_t;       /* _mma expand: 1 (default): t enters the tensor cores
+                     ** as hi + lo 16-bit parts (16 significant bits);
+                     ** 0: rounded once to the input type (as vLLM) */
+  int shrink_splits; /* d_in ranges of the shrink; 0 (default): by shape */
+  int expand_cols;   /* _mma expand column blocks; 0 (default): by shape */
+  int only;          /* benchmarks only: 1 launch the shrink alone, 2 the
+                     ** expand alone (on a stale workspace); 0 (default): both */
+} lsim_cuda_lora_tune;
+
+typedef struct lsim_cuda_lora lsim_cuda_lora; /* opaque */
+
+/* Open a context on cfg->device.  *out is NULL on failure.  Errors:
+** E_USAGE (bad cfg), E_BACKEND, E_NOMEM. */
+lsim_err lsim_cuda_lora_open(lsim_cuda_lora **out,
+                             const lsim_cuda_lora_cfg *cfg, lsim_errbuf *eb);
+/* Wait for outstanding work, free every device and host buffer the context
+** owns (adapter factors included).  NULL is a no-op. */
+void lsim_cuda_lora_close(lsim_cuda_lora *L);
+
+/*
+** Make adapter `id` resident: A [rank][d_in] and B [d_out][rank] row-major
+** in the context's dtype (raw 16-bit patterns), scale s.  The factors are
+** copied (A with rows padded to a multiple of 8 elements, B transposed to
+** rank rows of d_out); the caller keeps its arrays.  Loading an id that is
+** resident replaces it.  Waits for the context's stream first, so no launch
+** can see a half-written table entry (the event-fenced pool of issue 6
+** part 2 replaces this).  A plan naming `id` must be prepared again.
+** Errors: E_USAGE (id, rank 1..LSIM_CUDA_MAX_RANK, NULL factor, scale not
+** finite), E_NOMEM, E_BACKEND.
+*/
+lsim_err lsim_cuda_lora_load(lsim_cuda_lora *L, int id, int rank, float scale,
+                             const uint16_t *A, const uint16_t *B,
+                             lsim_errbuf *eb);
+/* Free adapter id's factors (waits for the stream).  E_USAGE for an id out
+** of range; unloading an absent id is a no-op. */
+lsim_err lsim_cuda_lora_unload(lsim_cuda_lora *L, int id, lsim_errbuf *eb);
+
+/*
+** Prepare plan p for lsim_cuda_lora_run on `path` (AUTO: the chooser).  The
+** plan is re-validated (lsim_rowplan_validate: its E_PLAN_* code on
+** failure); every active row's adapter must be resident
+** (E_REF_UNKNOWN_ADAPTER) with the plan's logical rank (E_REF_RANK); an
+** _mma path needs ranks <= 128 (E_USAGE).  Builds the tile list and copies
+** all metadata the kernels read to the device in one asynchronous copy; p
+** is not referenced afterwards.  Replaces the previous plan.
+*/
+lsim_err lsim_cuda_lora_plan(lsim_cuda_lora *L, const lsim_rowplan *p,
+                             int path, lsim_errbuf *eb);
+/* The path of the prepared plan (never AUTO); -1 before the first plan. */
+int lsim_cuda_lora_path(const lsim_cuda_lora *L);
+/* One line describing the prepared plan's launches (grids, splits). */
+void lsim_cuda_lora_describe(const lsim_cuda_lora *L, char *buf, size_t n);
+
+/*
+** Y += delta of the prepared plan: X [T][ldx] and Y [T][ldy] are device
+** pointers in packed row order (T = the plan's rows), 16-byte aligned,
+** ldx >= d_in and ldy >= d_out multiples of 8; columns past d_in / d_out
+** are neither read nor written.  At most two launches on the context's
+** stream, none when the plan has no active row; asynchronous.  Errors:
+** E_STATE (no plan), E_USAGE (pointers, strides), E_BACKEND (launch).
+*/
+lsim_err lsim_cuda_lora_run(lsim_cuda_lora *L, const void *X, int ldx,
+                            void *Y, int ldy, lsim_errbuf *eb);
+/* Wait for the context's stream; E_BACKEND carries an asynchronous error. */
+lsim_err lsim_cuda_lora_sync(lsim_cuda_lora *L, lsim_errbuf *eb);
+
+void lsim_cuda_lora_get_tune(const lsim_cuda_lora *L, lsim_cuda_lora_tune *t);
+/* Takes effect at the next lsim_cuda_lora_plan. */
+void lsim_cuda_lora_set_tune(lsim_cuda_lora *L, const lsim_cuda_lora_tune *t);
+
+/* Test hook: fill the shrink workspace with NaN bit patterns, so that a
+** value the shrink should have written and did not poisons Y. */
+lsim_err lsim_cuda_lora_poison(lsim_cuda_lora *L, lsim_errbuf *eb);
 
 #ifdef __cplusplus
 }

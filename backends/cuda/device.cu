@@ -1,22 +1,10 @@
 /*
 ** device.cu: device probe and a checked self-test kernel.
 */
-#include <cuda_runtime.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "cuda.h"
-
-#define LSIM_CUDA_TRY(call, eb)                                             \
-  do {                                                                      \
-    cudaError_t lsim__e = (call);                                           \
-    if (lsim__e != cudaSuccess) {                                           \
-      rc = lsim_fail((eb), LSIM_E_BACKEND, "cuda: %s: %s (%s:%d)", #call,   \
-                     cudaGetErrorString(lsim__e), __FILE__, __LINE__);      \
-      goto out;                                                             \
-    }                                                                       \
-  } while (0)
+#include "common.cuh"
 
 extern "C" int lsim_cuda_describe(char *buf, size_t n) {
   int count = 0;

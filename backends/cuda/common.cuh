@@ -1,0 +1,298 @@
+/*
+** common.cuh: what every CUDA op of lorasim shares.
+**
+**   - LSIM_CUDA_TRY / LSIM_CUDA_RET: a checked CUDA call.  A failure becomes
+**     LSIM_E_BACKEND with the CUDA error string, the call and its place;
+**     nothing here aborts.
+**   - the element types: activations and factors are 16-bit (bf16 or fp16),
+**     held as raw uint16_t; lsim__dt<T> converts and packs them
+**   - the PTX wrappers the tiled kernels use (cp.async with zero fill,
+**     ldmatrix, mma.sync m16n8k16 with fp32 accumulation, griddepcontrol)
+**   - lsim__lora_args: the one parameter block of every shrink and expand
+**     kernel, and lsim__tile: how a block finds its rows
+**
+** Everything is sm_90 (CMake builds sm_90 SASS plus compute_90 PTX):
+** griddepcontrol (programmatic dependent launch) needs it.
+*/
+#ifndef LSIM_CUDA_COMMON_CUH
+#define LSIM_CUDA_COMMON_CUH
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#include "cuda.h"
+
+/* ---- checked calls --------------------------------------------------------- */
+
+/* In a function with `lsim_err rc` and an `out:` cleanup label. */
+#define LSIM_CUDA_TRY(call, eb)                                             \
+  do {                                                                      \
+    cudaError_t lsim__e = (call);                                           \
+    if (lsim__e != cudaSuccess) {                                           \
+      rc = lsim_fail((eb), LSIM_E_BACKEND, "cuda: %s: %s (%s:%d)", #call,   \
+                     cudaGetErrorString(lsim__e), __FILE__, __LINE__);      \
+      goto out;                                                             \
+    }                                                                       \
+  } while (0)
+
+/* Return the error directly (nothing to clean up). */
+#define LSIM_CUDA_RET(call, eb)                                             \
+  do {                                                                      \
+    cudaError_t lsim__e = (call);                                           \
+    if (lsim__e != cudaSuccess)                                             \
+      return lsim_fail((eb), LSIM_E_BACKEND, "cuda: %s: %s (%s:%d)", #call, \
+                       cudaGetErrorString(lsim__e), __FILE__, __LINE__);    \
+  } while (0)
+
+/* ---- element types ----------------------------------------------------------- */
+
+struct lsim__bf16 {}; /* tags: the kernels are templates over these */
+struct lsim__fp16 {};
+
+template <typename T> struct lsim__dt;
+
+template <> struct lsim__dt<lsim__bf16> {
+  static __device__ __forceinline__ float lo(uint32_t w) {
+    return __uint_as_float(w << 16);
+  }
+  static __device__ __forceinline__ float hi(uint32_t w) {
+    return __uint_as_float(w & 0xffff0000u);
+  }
+  static __device__ __forceinline__ float to_f(uint16_t h) {
+    return __uint_as_float((uint32_t)h << 16);
+  }
+  static __device__ __forceinline__ uint16_t from_f(float f) {
+    return __bfloat16_as_ushort(__float2bfloat16_rn(f));
+  }
+  /* f rounded to the type, as a float */
+  static __device__ __forceinline__ float round(float f) {
+    return __bfloat162float(__float2bfloat16_rn(f));
+  }
+  /* two values, `a` in the low half */
+  static __device__ __forceinline__ uint32_t pack(float a, float b) {
+    return (uint32_t)from_f(a) | ((uint32_t)from_f(b) << 16);
+  }
+};
+
+template <> struct lsim__dt<lsim__fp16> {
+  static __device__ __forceinline__ float lo(uint32_t w) {
+    return __half2float(__ushort_as_half((unsigned short)(w & 0xffffu)));
+  }
+  static __device__ __forceinline__ float hi(uint32_t w) {
+    return __half2float(__ushort_as_half((unsigned short)(w >> 16)));
+  }
+  static __device__ __forceinline__ float to_f(uint16_t h) {
+    return __half2float(__ushort_as_half(h));
+  }
+  static __device__ __forceinline__ uint16_t from_f(float f) {
+    return __half_as_ushort(__float2half_rn(f));
+  }
+  static __device__ __forceinline__ float round(float f) {
+    return __half2float(__float2half_rn(f));
+  }
+  static __device__ __forceinline__ uint32_t pack(float a, float b) {
+    return (uint32_t)from_f(a) | ((uint32_t)from_f(b) << 16);
+  }
+};
+
+/* Eight packed 16-bit values (one 16-byte vector) to floats. */
+template <typename T>
+__device__ __forceinline__ void lsim__unpack8(const uint4 v, float (&f)[8]) {
+  f[0] = lsim__dt<T>::lo(v.x);
+  f[1] = lsim__dt<T>::hi(v.x);
+  f[2] = lsim__dt<T>::lo(v.y);
+  f[3] = lsim__dt<T>::hi(v.y);
+  f[4] = lsim__dt<T>::lo(v.z);
+  f[5] = lsim__dt<T>::hi(v.z);
+  f[6] = lsim__dt<T>::lo(v.w);
+  f[7] = lsim__dt<T>::hi(v.w);
+}
+
+template <typename T>
+__device__ __forceinline__ uint4 lsim__pack8(const float (&f)[8]) {
+  uint4 v;
+  v.x = lsim__dt<T>::pack(f[0], f[1]);
+  v.y = lsim__dt<T>::pack(f[2], f[3]);
+  v.z = lsim__dt<T>::pack(f[4], f[5]);
+  v.w = lsim__dt<T>::pack(f[6], f[7]);
+  return v;
+}
+
+/* Read-only 16-byte load through the non-coherent path. */
+__device__ __forceinline__ uint4 lsim__ldg16(const uint16_t *p) {
+  return __ldg(reinterpret_cast<const uint4 *>(p));
+}
+
+/* n (0..8) elements from p, the rest zero: for the last, partial vector of
+** a row whose length is not a multiple of 8. */
+__device__ __forceinline__ uint4 lsim__ld_partial(const uint16_t *p, int n) {
+  uint16_t e[8];
+#pragma unroll
+  for (int i = 0; i < 8; i++)
+    e[i] = i < n ? p[i] : (uint16_t)0;
+  uint4 v;
+  v.x = (uint32_t)e[0] | ((uint32_t)e[1] << 16);
+  v.y = (uint32_t)e[2] | ((uint32_t)e[3] << 16);
+  v.z = (uint32_t)e[4] | ((uint32_t)e[5] << 16);
+  v.w = (uint32_t)e[6] | ((uint32_t)e[7] << 16);
+  return v;
+}
+
+/* ---- PTX wrappers -------------------------------------------------------------- */
+
+__device__ __forceinline__ uint32_t lsim__smem(const void *p) {
+  return (uint32_t)__cvta_generic_to_shared(p);
+}
+
+/* 16-byte async copy global -> shared; src_bytes < 16 zero-fills the rest
+** (0: the destination becomes zeros and src is not read). */
+__device__ __forceinline__ void lsim__cp16(uint32_t dst, const void *src,
+                                          int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst),
+               "l"(src), "r"(src_bytes)
+               : "memory");
+}
+__device__ __forceinline__ void lsim__cp_commit() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+template <int N> __device__ __forceinline__ void lsim__cp_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+__device__ __forceinline__ void lsim__ldsm4(uint32_t (&r)[4], uint32_t a) {
+  asm volatile(
+      "ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+      : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+      : "r"(a));
+}
+__device__ __forceinline__ void lsim__ldsm4t(uint32_t (&r)[4], uint32_t a) {
+  asm volatile(
+      "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+      : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+      : "r"(a));
+}
+
+/* D = A B + D, m16n8k16, A row-major, B column-major, fp32 accumulators. */
+template <typename T>
+__device__ __forceinline__ void lsim__mma(float (&c)[4], const uint32_t (&a)[4],
+                                         uint32_t b0, uint32_t b1);
+template <>
+__device__ __forceinline__ void lsim__mma<lsim__bf16>(float (&c)[4],
+                                                     const uint32_t (&a)[4],
+                                                     uint32_t b0, uint32_t b1) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+               "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0),
+                 "r"(b1));
+}
+template <>
+__device__ __forceinline__ void lsim__mma<lsim__fp16>(float (&c)[4],
+                                                     const uint32_t (&a)[4],
+                                                     uint32_t b0, uint32_t b1) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+               "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0),
+                 "r"(b1));
+}
+
+/* Programmatic dependent launch (sm_90).  The shrink lets its dependent
+** (the expand) start as soon as every shrink block is running; the expand
+** issues the loads that do not depend on the shrink (factors, Y), then
+** waits for the shrink grid to complete and flush before it reads the
+** workspace.  Without the launch attribute both are no-ops. */
+__device__ __forceinline__ void lsim__pdl_trigger() {
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+}
+__device__ __forceinline__ void lsim__pdl_wait() {
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+}
+
+__device__ __forceinline__ void lsim__prefetch_l2(const void *p) {
+  asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p));
+}
+
+/* ---- kernel parameters ----------------------------------------------------------- */
+
+/* One device adapter-table entry (the table is indexed by adapter id). */
+struct lsim__adapter_dev {
+  const uint16_t *A;  /* [rank][lda]: logical A [rank][d_in], rows padded */
+  const uint16_t *Bt; /* [rank][ldb]: B transposed, rank rows of d_out */
+  int rank;           /* logical rank; 0 = not loaded */
+  float scale;        /* semantic scale s */
+};
+
+/*
+** Everything a shrink or expand launch reads.  The metadata arrays live in
+** one device buffer that lsim_cuda_lora_plan fills with one copy.
+**
+** Row list and groups: `list` holds packed row indices grouped by adapter
+** (perm for the contiguous segments, sorted_rows for the indexed groups,
+** perm again for the decode path); group g owns list positions
+** offsets[g] .. offsets[g+1]-1 and uses adapter group_adapter[g] (-1: the
+** indexed base sentinel, skipped on the device).  A tile is {group, first
+** position}; it covers up to the kernel's tile height of that group's rows.
+** The decode path has no tiles: block b takes list position b and reads
+** its adapter from row_adapter[list[b]].
+**
+** Workspace: ws[s][p][k] (s < splits, p a list position, k < the row's
+** rank) holds split s's partial shrink result x_p . A_a[k] in fp32.
+*/
+struct lsim__lora_args {
+  const int2 *tiles;
+  const int *list;
+  const int *offsets;
+  const int *group_adapter;
+  const int *row_adapter;
+  int ntiles, nlist;
+  const lsim__adapter_dev *table;
+  int table_n;
+  int lda, ldb; /* factor row strides, elements */
+  const uint16_t *X;
+  uint16_t *Y;
+  int ldx, ldy; /* elements, multiples of 8 */
+  int d_in, d_out;
+  float *ws;
+  int ws_ld;     /* >= the plan's largest rank */
+  int splits;    /* shrink: d_in split into this many ranges (grid z) */
+  int split_len; /* columns per range, a multiple of 64 */
+  int col_len;   /* expand: columns per block (grid y) */
+};
+
+struct lsim__tile {
+  int adapter; /* >= 0 */
+  int p0;      /* first list position */
+  int m;       /* rows, 1..tile height */
+};
+
+/* Resolve block b's tile; false for the base sentinel (skip the block). */
+template <int MT, bool PER_ROW>
+__device__ __forceinline__ bool lsim__get_tile(const lsim__lora_args &a,
+                                              int b, lsim__tile &t) {
+  if (PER_ROW) {
+    t.p0 = b;
+    t.m = 1;
+    t.adapter = a.row_adapter[a.list[b]];
+  } else {
+    const int2 tl = a.tiles[b];
+    t.p0 = tl.y;
+    t.m = min(MT, a.offsets[tl.x + 1] - tl.y);
+    t.adapter = a.group_adapter[tl.x];
+  }
+  return t.adapter >= 0 && t.adapter < a.table_n && t.m > 0;
+}
+
+/* Tile heights and pipeline shapes of the kernels. */
+#define LSIM__THREADS 128   /* every kernel: 4 warps */
+#define LSIM__SIMT_MT 8     /* rows per SIMT tile (sgmv / indexed) */
+#define LSIM__SIMT_KR 4     /* rank rows per SIMT shrink block */
+#define LSIM__EXP_COLS 1024 /* columns per SIMT expand block (128 x 8) */
+#define LSIM__MMA_MT 64     /* rows per tensor-core tile (16 per warp) */
+#define LSIM__MMA_KC 64     /* columns per pipeline stage (128 bytes) */
+#define LSIM__SH_STAGES 4   /* shrink cp.async stages */
+#define LSIM__EX_STAGES 3   /* expand cp.async stages */
+
+#endif /* LSIM_CUDA_COMMON_CUH */

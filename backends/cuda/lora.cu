@@ -1,0 +1,637 @@
+/*
+** lora.cu: the adapter branch's host side (cuda.h): the device adapter
+** table, plan preparation (tiles, the path chooser, one metadata copy) and
+** the two launches of a run.
+**
+** Invariants:
+**   1. h_table mirrors d_table: an entry with rank > 0 names live device
+**      factors of that rank and scale; every change to the device copy
+**      happens after the stream is idle (load/unload synchronize), so a
+**      launch never reads a half-written entry.
+**   2. A prepared plan (planned == 1) only names resident adapters with the
+**      plan's rank: load/unload of an id the plan uses clears `planned`.
+**   3. The pinned staging buffer is rewritten only after the previous
+**      metadata copy completed (meta_done), and the device metadata buffer
+**      only in stream order after the launches that read it.
+**   4. ws holds at least splits * nlist * ws_ld floats for the plan.
+*/
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.cuh"
+#include "expand.cuh"
+#include "shrink.cuh"
+
+struct lsim_cuda_lora {
+  lsim_cuda_lora_cfg cfg;
+  cudaStream_t stream;
+  int own_stream;
+  int sms;
+  int lda, ldb; /* padded factor row strides */
+  lsim__adapter_dev *h_table;
+  lsim__adapter_dev *d_table;
+  void **mem;           /* per id: the device allocation of A and Bt */
+  unsigned char *used; /* per id: named by the prepared plan */
+  lsim_cuda_lora_tune tune;
+  /* the prepared plan */
+  int planned, path, kind, rc, nactive;
+  int *h_meta, *d_meta;
+  size_t meta_cap; /* ints */
+  cudaEvent_t meta_done;
+  int meta_pending;
+  float *ws;
+  size_t ws_cap; /* floats */
+  lsim__lora_args args;
+  dim3 g_shrink, g_expand;
+  size_t simt_smem;
+  int pdl; /* the plan's launch mode (tune.pdl resolved) */
+};
+
+static const char *const lsim__path_names[LSIM_CUDA_PATH__COUNT] = {
+    "auto", "decode", "sgmv", "indexed", "sgmv_mma", "indexed_mma"};
+
+extern "C" const char *lsim_cuda_path_name(int path) {
+  return path >= 0 && path < LSIM_CUDA_PATH__COUNT ? lsim__path_names[path]
+                                                   : "?";
+}
+
+extern "C" int lsim_cuda_path_find(const char *name) {
+  for (int i = 0; name && i < LSIM_CUDA_PATH__COUNT; i++)
+    if (strcmp(name, lsim__path_names[i]) == 0)
+      return i;
+  return -1;
+}
+
+/* ---- 16-bit conversions (host) ----------------------------------------------- */
+
+extern "C" uint16_t lsim_cuda_from_float(int dtype, float f) {
+  if (dtype == LSIM_CUDA_FP16)
+    return __half_as_ushort(__float2half_rn(f));
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) /* NaN: keep it quiet */
+    return (uint16_t)((u >> 16) | 0x40u);
+  u += 0x7fffu + ((u >> 16) & 1u); /* round to nearest even */
+  return (uint16_t)(u >> 16);
+}
+
+extern "C" float lsim_cuda_to_float(int dtype, uint16_t h) {
+  if (dtype == LSIM_CUDA_FP16)
+    return __half2float(__ushort_as_half(h));
+  uint32_t u = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+/* ---- device memory helpers ------------------------------------------------------ */
+
+extern "C" lsim_err lsim_cuda_malloc(void **p, size_t bytes, lsim_errbuf *eb) {
+  *p = NULL;
+  cudaError_t e = cudaMalloc(p, bytes ? bytes : 1);
+  if (e != cudaSuccess) {
+    *p = NULL;
+    return lsim_fail(eb, LSIM_E_BACKEND, "cuda: cudaMalloc of %zu bytes: %s",
+                     bytes, cudaGetErrorString(e));
+  }
+  return 0;
+}
+
+extern "C" void lsim_cuda_free(void *p) {
+  if (p)
+    cudaFree(p);
+}
+
+extern "C" lsim_err lsim_cuda_h2d(void *dst, const void *src, size_t bytes,
+                                  lsim_errbuf *eb) {
+  LSIM_CUDA_RET(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), eb);
+  return 0;
+}
+
+extern "C" lsim_err lsim_cuda_d2h(void *dst, const void *src, size_t bytes,
+                                  lsim_errbuf *eb) {
+  LSIM_CUDA_RET(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost), eb);
+  return 0;
+}
+
+extern "C" lsim_err lsim_cuda_memset(void *dst, int byte, size_t bytes,
+                                     lsim_errbuf *eb) {
+  LSIM_CUDA_RET(cudaMemset(dst, byte, bytes), eb);
+  LSIM_CUDA_RET(cudaDeviceSynchronize(), eb);
+  return 0;
+}
+
+/* ---- context ------------------------------------------------------------------------ */
+
+static int lsim__round8(int n) { return (n + 7) & ~7; }
+
+extern "C" lsim_err lsim_cuda_lora_open(lsim_cuda_lora **out,
+                                        const lsim_cuda_lora_cfg *cfg,
+                                        lsim_errbuf *eb) {
+  lsim_err rc = 0;
+  lsim_cuda_lora *L = NULL;
+  cudaDeviceProp prop;
+  if (!out)
+    return lsim_fail(eb, LSIM_E_USAGE, "lora open: no output pointer");
+  *out = NULL;
+  if (!cfg || (cfg->dtype != LSIM_CUDA_BF16 && cfg->dtype != LSIM_CUDA_FP16) ||
+      cfg->d_in < 1 || cfg->d_out < 1 || cfg->d_in > (1 << 24) ||
+      cfg->d_out > (1 << 24) || cfg->max_adapters < 1 ||
+      cfg->max_adapters > (1 << 24))
+    return lsim_fail(eb, LSIM_E_USAGE,
+                     "lora open: bad configuration (dtype 0/1, d_in and "
+                     "d_out 1..2^24, max_adapters 1..2^24)");
+  L = (lsim_cuda_lora *)calloc(1, sizeof *L);
+  if (!L)
+    return lsim_fail(eb, LSIM_E_NOMEM, "out of memory");
+  L->cfg = *cfg;
+  L->path = -1;
+  L->lda = lsim__round8(cfg->d_in);
+  L->ldb = lsim__round8(cfg->d_out);
+  L->tune.pdl = -1;
+  L->tune.split_t = 1;
+  L->h_table = (lsim__adapter_dev *)calloc((size_t)cfg->max_adapters,
+                                           sizeof *L->h_table);
+  L->mem = (void **)calloc((size_t)cfg->max_adapters, sizeof *L->mem);
+  L->used = (unsigned char *)calloc((size_t)cfg->max_adapters, 1);
+  if (!L->h_table || !L->mem || !L->used) {
+    rc = lsim_fail(eb, LSIM_E_NOMEM, "out of memory");
+    goto out;
+  }
+  LSIM_CUDA_TRY(cudaSetDevice(cfg->device), eb);
+  LSIM_CUDA_TRY(cudaGetDeviceProperties(&prop, cfg->device), eb);
+  if (prop.major < 9) {
+    rc = lsim_fail(eb, LSIM_E_BACKEND,
+                   "lora open: device %d (%s) is sm_%d%d; the kernels need "
+                   "sm_90",
+                   cfg->device, prop.name, prop.major, prop.minor);
+    goto out;
+  }
+  L->sms = prop.multiProcessorCount;
+  LSIM_CUDA_TRY(lsim__shrink_init(), eb);
+  LSIM_CUDA_TRY(lsim__expand_init(), eb);
+  if (cfg->stream) {
+    L->stream = (cudaStream_t)cfg->stream;
+  } else {
+    LSIM_CUDA_TRY(cudaStreamCreateWithFlags(&L->stream, cudaStreamNonBlocking),
+                  eb);
+    L->own_stream = 1;
+  }
+  LSIM_CUDA_TRY(cudaEventCreateWithFlags(&L->meta_done,
+                                         cudaEventDisableTiming),
+                eb);
+  LSIM_CUDA_TRY(cudaMalloc((void **)&L->d_table,
+                           (size_t)cfg->max_adapters * sizeof *L->d_table),
+                eb);
+  LSIM_CUDA_TRY(cudaMemset(L->d_table, 0,
+                           (size_t)cfg->max_adapters * sizeof *L->d_table),
+                eb);
+  LSIM_CUDA_TRY(cudaDeviceSynchronize(), eb);
+out:
+  if (rc) {
+    lsim_cuda_lora_close(L);
+    return rc;
+  }
+  *out = L;
+  return 0;
+}
+
+extern "C" void lsim_cuda_lora_close(lsim_cuda_lora *L) {
+  if (!L)
+    return;
+  if (L->stream)
+    cudaStreamSynchronize(L->stream);
+  if (L->mem)
+    for (int i = 0; i < L->cfg.max_adapters; i++)
+      if (L->mem[i])
+        cudaFree(L->mem[i]);
+  if (L->d_table)
+    cudaFree(L->d_table);
+  if (L->d_meta)
+    cudaFree(L->d_meta);
+  if (L->h_meta)
+    cudaFreeHost(L->h_meta);
+  if (L->ws)
+    cudaFree(L->ws);
+  if (L->meta_done)
+    cudaEventDestroy(L->meta_done);
+  if (L->own_stream && L->stream)
+    cudaStreamDestroy(L->stream);
+  free(L->h_table);
+  free(L->mem);
+  free(L->used);
+  free(L);
+}
+
+extern "C" void lsim_cuda_lora_get_tune(const lsim_cuda_lora *L,
+                                        lsim_cuda_lora_tune *t) {
+  *t = L->tune;
+}
+
+extern "C" void lsim_cuda_lora_set_tune(lsim_cuda_lora *L,
+                                        const lsim_cuda_lora_tune *t) {
+  L->tune = *t;
+}
+
+/* ---- adapters ------------------------------------------------------------------------ */
+
+static lsim_err lsim__table_put(lsim_cuda_lora *L, int id, lsim_errbuf *eb) {
+  LSIM_CUDA_RET(cudaMemcpy(L->d_table + id, L->h_table + id,
+                           sizeof *L->d_table, cudaMemcpyHostToDevice),
+                eb);
+  return 0;
+}
+
+extern "C" lsim_err lsim_cuda_lora_unload(lsim_cuda_lora *L, int id,
+                                          lsim_errbuf *eb) {
+  if (id < 0 || id >= L->cfg.max_adapters)
+    return lsim_fail(eb, LSIM_E_USAGE, "adapter id %d outside 0..%d", id,
+                     L->cfg.max_adapters - 1);
+  if (!L->mem[id])
+    return 0;
+  LSIM_CUDA_RET(cudaStreamSynchronize(L->stream), eb);
+  memset(&L->h_table[id], 0, sizeof L->h_table[id]);
+  lsim_err rc = lsim__table_put(L, id, eb);
+  cudaFree(L->mem[id]);
+  L->mem[id] = NULL;
+  if (L->used[id])
+    L->planned = 0;
+  return rc;
+}
+
+extern "C" lsim_err lsim_cuda_lora_load(lsim_cuda_lora *L, int id, int rank,
+                                        float scale, const uint16_t *A,
+                                        const uint16_t *B, lsim_errbuf *eb) {
+  lsim_err rc = 0;
+  uint16_t *h = NULL;
+  void *d = NULL;
+  size_t na, nb;
+  if (id < 0 || id >= L->cfg.max_adapters)
+    return lsim_fail(eb, LSIM_E_USAGE, "adapter id %d outside 0..%d", id,
+                     L->cfg.max_adapters - 1);
+  if (rank < 1 || rank > LSIM_CUDA_MAX_RANK)
+    return lsim_fail(eb, LSIM_E_USAGE, "adapter %d: rank %d outside 1..%d",
+                     id, rank, LSIM_CUDA_MAX_RANK);
+  if (!A || !B)
+    return lsim_fail(eb, LSIM_E_USAGE, "adapter %d: missing factor", id);
+  if (!isfinite(scale))
+    return lsim_fail(eb, LSIM_E_USAGE, "adapter %d: scale is not finite",
+                     id);
+  na = (size_t)rank * (size_t)L->lda;
+  nb = (size_t)rank * (size_t)L->ldb;
+  LSIM_CUDA_RET(cudaStreamSynchronize(L->stream), eb);
+  h = (uint16_t *)calloc(na + nb, sizeof *h);
+  if (!h)
+    return lsim_fail(eb, LSIM_E_NOMEM, "out of memory");
+  for (int k = 0; k < rank; k++)
+    memcpy(h + (size_t)k * L->lda, A + (size_t)k * L->cfg.d_in,
+           (size_t)L->cfg.d_in * sizeof *h);
+  for (int o = 0; o < L->cfg.d_out; o++) /* B [d_out][r] -> Bt [r][ldb] */
+    for (int k = 0; k < rank; k++)
+      h[na + (size_t)k * L->ldb + o] = B[(size_t)o * rank + k];
+  if ((rc = lsim_cuda_lora_unload(L, id, eb)))
+    goto out;
+  LSIM_CUDA_TRY(cudaMalloc(&d, (na + nb) * sizeof *h), eb);
+  LSIM_CUDA_TRY(cudaMemcpy(d, h, (na + nb) * sizeof *h,
+                           cudaMemcpyHostToDevice),
+                eb);
+  L->mem[id] = d;
+  d = NULL;
+  L->h_table[id].A = (const uint16_t *)L->mem[id];
+  L->h_table[id].Bt = (const uint16_t *)L->mem[id] + na;
+  L->h_table[id].rank = rank;
+  L->h_table[id].scale = scale;
+  if ((rc = lsim__table_put(L, id, eb))) {
+    memset(&L->h_table[id], 0, sizeof L->h_table[id]);
+    cudaFree(L->mem[id]);
+    L->mem[id] = NULL;
+    goto out;
+  }
+  if (L->used[id])
+    L->planned = 0;
+out:
+  if (d)
+    cudaFree(d);
+  free(h);
+  return rc;
+}
+
+/* ---- plans ------------------------------------------------------------------------------ */
+
+/*
+** The path chooser (docs/CUDA.md; numbers from docs/BENCHMARKS.md, H200,
+** device time with the L2 flushed).  Batches whose segments are all one
+** row (pure decode) go to the per-row decode kernels: decode64 r16 13.9 us
+** against 18.5 for the 8-row CUDA-core tiles and 24.3 for the tensor-core
+** tiles.  As soon as an adapter owns several rows the tensor-core tiles win
+** at every rank: mixed256 19.3 / 34.5 us at r16 / r64 against 20.5 / 60.4
+** (CUDA-core tiles), prefill4096 37.2 against 114.5.  Ranks above 128 (the
+** tensor-core rank classes end at 128) fall back to the CUDA-core tiles.
+** The indexed realizations run the same kernels over sorted_rows and cost
+** the same (within 1%) when there is no base row; the contiguous-segment
+** metadata is chosen because its row list holds no base rows at all.
+*/
+static int lsim__choose(const lsim_rowplan *p, int rmax) {
+  int maxseg = 0;
+  if (p->nactive == 0)
+    return LSIM_CUDA_PATH_SGMV;
+  for (int t = 0; t < p->nseg; t++) {
+    int len = p->seg_offsets[t + 1] - p->seg_offsets[t];
+    if (len > maxseg)
+      maxseg = len;
+  }
+  if (maxseg == 1)
+    return LSIM_CUDA_PATH_DECODE;
+  return rmax <= 128 ? LSIM_CUDA_PATH_SGMV_MMA : LSIM_CUDA_PATH_SGMV;
+}
+
+static size_t lsim__al4(size_t n) { return (n + 3) & ~(size_t)3; }
+
+/* Mean active rows per tile. */
+static int nactive_tiles_rows(const lsim_rowplan *p, int ntiles) {
+  return ntiles > 0 ? p->nactive / ntiles : 0;
+}
+
+static int lsim__cdiv(int a, int b) { return (a + b - 1) / b; }
+
+extern "C" lsim_err lsim_cuda_lora_plan(lsim_cuda_lora *L,
+                                        const lsim_rowplan *p, int path,
+                                        lsim_errbuf *eb) {
+  lsim_err rc;
+  int rmax = 0, kind, mt, nlist, ngroups, ntiles = 0, decode;
+  const int *list, *offsets, *gad;
+  size_t o_tiles, o_list, o_off, o_gad, o_radp, need;
+  int splits, split_len, nb, full;
+  size_t wsn;
+
+  if (!p)
+    return lsim_fail(eb, LSIM_E_USAGE, "lora plan: no plan");
+  if (path < 0 || path >= LSIM_CUDA_PATH__COUNT)
+    return lsim_fail(eb, LSIM_E_USAGE, "lora plan: unknown path %d", path);
+  if ((rc = lsim_rowplan_validate(p, eb)))
+    return rc;
+  L->planned = 0;
+  memset(L->used, 0, (size_t)L->cfg.max_adapters);
+  for (int t = 0; t < p->nseg; t++) {
+    int id = p->seg_adapter[t];
+    if (id < 0 || id >= L->cfg.max_adapters || L->h_table[id].rank == 0)
+      return lsim_fail(eb, LSIM_E_REF_UNKNOWN_ADAPTER,
+                       "adapter %d of segment %d is not resident", id, t);
+    if (L->h_table[id].rank != p->seg_rank[t])
+      return lsim_fail(eb, LSIM_E_REF_RANK,
+                       "adapter %d is resident at rank %d, the plan says %d",
+                       id, L->h_table[id].rank, p->seg_rank[t]);
+    if (p->seg_rank[t] > rmax)
+      rmax = p->seg_rank[t];
+  }
+  if (path == LSIM_CUDA_PATH_AUTO)
+    path = lsim__choose(p, rmax);
+  if ((path == LSIM_CUDA_PATH_SGMV_MMA || path == LSIM_CUDA_PATH_INDEXED_MMA) &&
+      rmax > 128)
+    return lsim_fail(eb, LSIM_E_USAGE,
+                     "path %s takes ranks up to 128, the plan has %d",
+                     lsim_cuda_path_name(path), rmax);
+
+  decode = path == LSIM_CUDA_PATH_DECODE;
+  kind = decode ? LSIM__KIND_DECODE
+         : (path == LSIM_CUDA_PATH_SGMV_MMA ||
+            path == LSIM_CUDA_PATH_INDEXED_MMA)
+             ? LSIM__KIND_MMA
+             : LSIM__KIND_SIMT;
+  mt = kind == LSIM__KIND_MMA ? LSIM__MMA_MT : kind == LSIM__KIND_SIMT
+                                                   ? LSIM__SIMT_MT
+                                                   : 1;
+  if (path == LSIM_CUDA_PATH_INDEXED || path == LSIM_CUDA_PATH_INDEXED_MMA) {
+    list = p->sorted_rows;
+    nlist = p->T;
+    offsets = p->id_starts;
+    gad = p->active_ids;
+    ngroups = p->nids;
+  } else {
+    list = p->perm;
+    nlist = p->nactive;
+    offsets = p->seg_offsets;
+    gad = p->seg_adapter;
+    ngroups = p->nseg;
+  }
+  if (decode)
+    ntiles = p->nactive;
+  else
+    for (int g = 0; g < ngroups; g++)
+      ntiles += lsim__cdiv(offsets[g + 1] - offsets[g], mt);
+
+  /* one metadata buffer: tiles, list, offsets, group adapters, row adapters */
+  o_tiles = 0;
+  o_list = o_tiles + lsim__al4(decode ? 0 : 2 * (size_t)ntiles);
+  o_off = o_list + lsim__al4((size_t)nlist);
+  o_gad = o_off + lsim__al4((size_t)ngroups + 1);
+  o_radp = o_gad + lsim__al4((size_t)ngroups);
+  need = o_radp + lsim__al4(decode ? (size_t)p->T : 0);
+  if (need < 4)
+    need = 4;
+
+  if (L->meta_pending) {
+    LSIM_CUDA_RET(cudaEventSynchronize(L->meta_done), eb);
+    L->meta_pending = 0;
+  }
+  if (need > L->meta_cap) {
+    size_t cap = need + need / 2;
+    if (L->h_meta)
+      cudaFreeHost(L->h_meta);
+    if (L->d_meta)
+      cudaFree(L->d_meta); /* synchronizes with the launches using it */
+    L->h_meta = NULL;
+    L->d_meta = NULL;
+    L->meta_cap = 0;
+    LSIM_CUDA_RET(cudaMallocHost((void **)&L->h_meta, cap * sizeof(int)), eb);
+    LSIM_CUDA_RET(cudaMalloc((void **)&L->d_meta, cap * sizeof(int)), eb);
+    L->meta_cap = cap;
+  }
+  {
+    int *h = L->h_meta;
+    memset(h, 0, need * sizeof(int));
+    if (!decode) {
+      int k = 0;
+      for (int g = 0; g < ngroups; g++)
+        for (int j = offsets[g]; j < offsets[g + 1]; j += mt) {
+          h[o_tiles + 2 * (size_t)k] = g;
+          h[o_tiles + 2 * (size_t)k + 1] = j;
+          k++;
+        }
+    }
+    memcpy(h + o_list, list, (size_t)nlist * sizeof(int));
+    memcpy(h + o_off, offsets, ((size_t)ngroups + 1) * sizeof(int));
+    memcpy(h + o_gad, gad, (size_t)ngroups * sizeof(int));
+    if (decode)
+      memcpy(h + o_radp, p->row_adapter, (size_t)p->T * sizeof(int));
+  }
+  LSIM_CUDA_RET(cudaMemcpyAsync(L->d_meta, L->h_meta, need * sizeof(int),
+                                cudaMemcpyHostToDevice, L->stream),
+                eb);
+  LSIM_CUDA_RET(cudaEventRecord(L->meta_done, L->stream), eb);
+  L->meta_pending = 1;
+
+  /* launch geometry */
+  L->rc = lsim__rank_class(rmax > 128 ? 128 : rmax);
+  nb = kind == LSIM__KIND_MMA ? ntiles
+                              : ntiles * lsim__cdiv(rmax, LSIM__SIMT_KR);
+  full = nactive_tiles_rows(p, ntiles) >= 32;
+  if (L->tune.shrink_splits > 0) {
+    splits = L->tune.shrink_splits;
+  } else {
+    /* about two blocks per SM, at most d_in / 1024 ranges; full
+    ** tensor-core tiles at rank class >= 64 take half as many (measured:
+    ** prefill4096 r64 52 us at 2 ranges, 76 at 4; r16 and r30 best at 4) */
+    int most = kind == LSIM__KIND_MMA && full && lsim__rank_class(rmax) >= 64
+                   ? L->cfg.d_in / 2048
+                   : L->cfg.d_in / 1024;
+    splits = nb > 0 ? (2 * L->sms) / nb : 1;
+    if (splits > most)
+      splits = most;
+    if (splits < 1)
+      splits = 1;
+  }
+  split_len = lsim__cdiv(lsim__cdiv(L->cfg.d_in, splits), 64) * 64;
+  splits = lsim__cdiv(L->cfg.d_in, split_len);
+  if (splits > 65535)
+    return lsim_fail(eb, LSIM_E_USAGE, "lora plan: %d d_in splits", splits);
+
+  {
+    int ws_ld = rmax < 2 ? 2 : (rmax + 1) & ~1;
+    wsn = (size_t)splits * (size_t)(nlist > 0 ? nlist : 1) * (size_t)ws_ld;
+    if (wsn > L->ws_cap) {
+      if (L->ws)
+        cudaFree(L->ws);
+      L->ws = NULL;
+      L->ws_cap = 0;
+      LSIM_CUDA_RET(cudaMalloc((void **)&L->ws, wsn * sizeof(float)), eb);
+      L->ws_cap = wsn;
+    }
+    lsim__lora_args *a = &L->args;
+    memset(a, 0, sizeof *a);
+    a->tiles = decode ? NULL : (const int2 *)(L->d_meta + o_tiles);
+    a->list = L->d_meta + o_list;
+    a->offsets = L->d_meta + o_off;
+    a->group_adapter = L->d_meta + o_gad;
+    a->row_adapter = decode ? L->d_meta + o_radp : NULL;
+    a->ntiles = ntiles;
+    a->nlist = nlist;
+    a->table = L->d_table;
+    a->table_n = L->cfg.max_adapters;
+    a->lda = L->lda;
+    a->ldb = L->ldb;
+    a->d_in = L->cfg.d_in;
+    a->d_out = L->cfg.d_out;
+    a->ws = L->ws;
+    a->ws_ld = ws_ld;
+    a->splits = splits;
+    a->split_len = split_len;
+    if (kind == LSIM__KIND_MMA) {
+      int cc;
+      if (L->tune.expand_cols > 0) {
+        cc = L->tune.expand_cols;
+      } else {
+        cc = ntiles > 0 ? (4 * L->sms) / ntiles : 1;
+        if (cc < 1)
+          cc = 1;
+      }
+      a->col_len = lsim__cdiv(lsim__cdiv(L->cfg.d_out, cc), 64) * 64;
+      cc = lsim__cdiv(L->cfg.d_out, a->col_len);
+      L->g_shrink = dim3((unsigned)ntiles, 1, (unsigned)splits);
+      L->g_expand = dim3((unsigned)ntiles, (unsigned)cc, 1);
+      L->simt_smem = 0;
+    } else {
+      a->col_len = LSIM__EXP_COLS;
+      L->g_shrink = dim3((unsigned)ntiles,
+                         (unsigned)lsim__cdiv(rmax > 0 ? rmax : 1,
+                                              LSIM__SIMT_KR),
+                         (unsigned)splits);
+      L->g_expand = dim3((unsigned)ntiles,
+                         (unsigned)lsim__cdiv(L->cfg.d_out, LSIM__EXP_COLS), 1);
+      L->simt_smem = (size_t)mt * (size_t)ws_ld * sizeof(float);
+    }
+  }
+  /* programmatic dependent launch: on by default (measured with the split
+  ** rule above it gains 1 to 2 us on every workload; with 4 ranges at rank
+  ** class 64 prefill4096 lost 20 us with it, which the rule avoids) */
+  L->pdl = L->tune.pdl < 0 ? 1 : L->tune.pdl;
+  for (int t = 0; t < p->nseg; t++)
+    L->used[p->seg_adapter[t]] = 1;
+  L->path = path;
+  L->kind = kind;
+  L->nactive = p->nactive;
+  L->planned = 1;
+  return 0;
+}
+
+extern "C" int lsim_cuda_lora_path(const lsim_cuda_lora *L) {
+  return L ? L->path : -1;
+}
+
+extern "C" void lsim_cuda_lora_describe(const lsim_cuda_lora *L, char *buf,
+                                        size_t n) {
+  if (!L || L->path < 0) {
+    snprintf(buf, n, "no plan");
+    return;
+  }
+  snprintf(buf, n,
+           "%s: shrink %ux%ux%u (splits %d x %d cols), expand %ux%u "
+           "(%d cols), rank class %d, pdl %d, split_t %d",
+           lsim_cuda_path_name(L->path), L->g_shrink.x, L->g_shrink.y,
+           L->g_shrink.z, L->args.splits, L->args.split_len, L->g_expand.x,
+           L->g_expand.y, L->args.col_len, L->rc, L->pdl, L->tune.split_t);
+}
+
+extern "C" lsim_err lsim_cuda_lora_run(lsim_cuda_lora *L, const void *X,
+                                       int ldx, void *Y, int ldy,
+                                       lsim_errbuf *eb) {
+  cudaError_t e;
+  if (!L || !L->planned)
+    return lsim_fail(eb, LSIM_E_STATE, "lora run: no prepared plan");
+  if (!X || !Y || ((uintptr_t)X & 15) || ((uintptr_t)Y & 15) ||
+      ldx < L->cfg.d_in || ldy < L->cfg.d_out || (ldx & 7) || (ldy & 7))
+    return lsim_fail(eb, LSIM_E_USAGE,
+                     "lora run: X and Y must be 16-byte aligned with strides "
+                     ">= d_in/d_out in multiples of 8 (ldx %d, ldy %d)",
+                     ldx, ldy);
+  if (L->nactive == 0)
+    return 0;
+  L->args.X = (const uint16_t *)X;
+  L->args.Y = (uint16_t *)Y;
+  L->args.ldx = ldx;
+  L->args.ldy = ldy;
+  if (L->tune.only != 2) {
+    e = lsim__shrink_launch(L->cfg.dtype, L->kind, L->rc, L->args,
+                            L->g_shrink, L->stream);
+    if (e != cudaSuccess)
+      return lsim_fail(eb, LSIM_E_BACKEND, "cuda: shrink launch (%s): %s",
+                       lsim_cuda_path_name(L->path), cudaGetErrorString(e));
+  }
+  if (L->tune.only == 1)
+    return 0;
+  e = lsim__expand_launch(L->cfg.dtype, L->kind, L->rc, L->tune.split_t,
+                          L->args, L->g_expand, L->simt_smem,
+                          L->tune.only == 2 ? 0 : L->pdl, L->stream);
+  if (e != cudaSuccess)
+    return lsim_fail(eb, LSIM_E_BACKEND, "cuda: expand launch (%s): %s",
+                     lsim_cuda_path_name(L->path), cudaGetErrorString(e));
+  return 0;
+}
+
+extern "C" lsim_err lsim_cuda_lora_sync(lsim_cuda_lora *L, lsim_errbuf *eb) {
+  LSIM_CUDA_RET(cudaStreamSynchronize(L->stream), eb);
+  LSIM_CUDA_RET(cudaGetLastError(), eb);
+  return 0;
+}
+
+extern "C" lsim_err lsim_cuda_lora_poison(lsim_cuda_lora *L, lsim_errbuf *eb) {
+  if (!L->ws)
+    return 0;
+  LSIM_CUDA_RET(cudaMemsetAsync(L->ws, 0xff, L->ws_cap * sizeof(float),
+                                L->stream),
+                eb);
+  LSIM_CUDA_RET(cudaStreamSynchronize(L->stream), eb);
+  return 0;
+}
