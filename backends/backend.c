@@ -48,9 +48,16 @@ static const lsim_backend_ops lsim__backend_model = {
 /* ---- registry and wrappers ---------------------------------------------- */
 
 extern const lsim_backend_ops lsim_backend_cpu_ref;
+#ifdef LSIM_HAVE_CUDA
+extern const lsim_backend_ops lsim_backend_cuda;
+#endif
 
 static const lsim_backend_ops *const lsim__backends[] = {
-    &lsim__backend_model, &lsim_backend_cpu_ref};
+    &lsim__backend_model, &lsim_backend_cpu_ref,
+#ifdef LSIM_HAVE_CUDA
+    &lsim_backend_cuda,
+#endif
+};
 #define LSIM__NBACKENDS (sizeof lsim__backends / sizeof lsim__backends[0])
 
 const lsim_backend_ops *lsim_backend_find(const char *name) {

@@ -11,7 +11,9 @@
 **   cpu_ref  executes each iteration's adapter work for one target module
 **            exactly (GMP rationals / proven-exact integers) through every
 **            execution family and checks that they agree
-**   cuda     real kernels on the GPU, checked against cpu_ref [issue 6]
+**   cuda     the same tensors through the CUDA kernels (bf16 in, fp32
+**            accumulation); with verify, each iteration is compared with
+**            the exact reference (validations table)
 **
 ** Callers use the lsim_backend_* wrappers, never the table directly; the
 ** `stage` and `close` slots are optional.
@@ -39,6 +41,7 @@ typedef struct lsim_backend_cfg {
   lsim_cost_model cost;
   uint64_t seed;     /* tensor values derive from it (LSIM_RNG_TENSORS) */
   int d_in, d_out;   /* the one target module a tensor backend executes */
+  int verify;        /* cuda: compare every iteration with cpu_ref */
 } lsim_backend_cfg;
 
 typedef struct lsim_backend_result {

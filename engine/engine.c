@@ -27,6 +27,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hotswap.h"
+#include "fair.h"
 #include "identity.h"
 
 enum { LSIM__WAITING = 0, LSIM__RUNNING = 1 };
@@ -46,6 +48,9 @@ typedef struct lsim__req {
   int kv;              /* KV object handle in the worker's pool, or -1 */
   int queued;          /* counted in the adapter's queued reservations */
   int64_t txn;         /* open load txn carrying this request, or -1 */
+  lsim_hs_lease lease; /* resolved once, when admitted to run (hotswap) */
+  int version;         /* artifact version its lease names */
+  int fair;            /* fair.h ledger: 0 not counted, 1 cold, 2 ready */
   struct lsim__req *prev, *next; /* waiting or running list */
 } lsim__req;
 
@@ -54,8 +59,24 @@ typedef struct lsim__list {
   int n;
 } lsim__list;
 
+/* A worker's lease catalog (hotswap.h): aliases are adapters, plus one
+** fresh alias per new_alias hotswap. */
+typedef struct lsim__hsw {
+  lsim_hs *hs;
+  int nslots;
+  int *alias;      /* [na] the alias adapter a resolves through */
+  int *ver;        /* [naliases] version the alias names (or will name) */
+  int *slot_ver;   /* [nslots] version staged or published in the slot */
+  int64_t *shadow; /* [na] staged slot of a hotswap in flight, or -1 */
+  int *shadow_alias, *shadow_ver, *shadow_mode; /* [na] */
+  lsim_hs_handle *shadow_expect; /* [na] handle the CAS expects */
+  int *drain;      /* [na] version waiting for drain_then_overwrite, or 0 */
+  int active;      /* a retiring slot or a drain may be pending: reap looks */
+} lsim__hsw;
+
 typedef struct lsim__worker {
   lsim_res *res;
+  lsim__hsw hsw;
   int *attempts;       /* failed copies in the current load sequence [na] */
   lsim__list waiting, running;
   int busy;
@@ -86,6 +107,11 @@ struct lsim_engine {
   int64_t live;
   lsim__req *freelist;
   void *sched_st, *prefetch_st;
+  lsim_fair *fair;      /* liveness ledgers and starvation intervals */
+  lsim_prefetch_cand *pcands; /* prefetch view scratch [window] */
+  int *pseen;           /* [na] stamp of the view that listed an adapter */
+  int pstamp;
+  int64_t rr;           /* round-robin placement counter */
   /* future of the trace (oracle eviction): per-adapter FIFO of ticks */
   int *fhead, *ftail;
   lsim__fnode *fnode;
@@ -97,6 +123,10 @@ struct lsim_engine {
   lsim_evict_cand *ecands;
   lsim__req **admitted;
   int *prop;
+  /* hotswap: latest version requested per adapter, alias space */
+  int *hs_version;       /* [na] */
+  int *hs_alias_adapter; /* [hs_aliases] */
+  int hs_aliases, hs_next_alias;
   /* ranking context */
   int rank_worker;
   lsim_tick rank_now;
@@ -182,6 +212,8 @@ static lsim_err lsim__emit(lsim_engine *e, lsim_tick now, int kind, int w,
 static lsim_err lsim__record(lsim_engine *e, const lsim__req *r,
                              lsim_tick now, const char *outcome,
                              lsim_errbuf *eb) {
+  if (r->worker != LSIM_NONE)
+    lsim_sched_on_backlog(e->cfg.sched, e->sched_st, r->tenant, -1);
   if (!e->cfg.sink.request_done)
     return 0;
   lsim_request_record rec;
@@ -269,6 +301,377 @@ int lsim_engine_check(const lsim_engine *e) {
   return 1;
 }
 
+/* ---- hotswap and leases (docs/RESIDENCY.md, "Replay-driven hotswap") ---- */
+
+static const char *const lsim__hsm_names[] = {"shadow", "drain_then_overwrite",
+                                              "new_alias"};
+
+const char *lsim_hs_mode_name(int mode) {
+  return mode >= 0 && mode < 3 ? lsim__hsm_names[mode] : NULL;
+}
+
+static int lsim__hs_setup(lsim_engine *e) {
+  int na = e->cfg.nadapters;
+  if (e->cfg.max_hotswaps < 0)
+    return 0;
+  e->hs_aliases = na + e->cfg.max_hotswaps;
+  e->hs_next_alias = na;
+  e->hs_version = calloc((size_t)na, sizeof *e->hs_version);
+  e->hs_alias_adapter =
+      malloc((size_t)e->hs_aliases * sizeof *e->hs_alias_adapter);
+  if (!e->hs_version || !e->hs_alias_adapter)
+    return 0;
+  for (int i = 0; i < e->hs_aliases; i++)
+    e->hs_alias_adapter[i] = i < na ? i : -1;
+  return 1;
+}
+
+static int lsim__hs_worker_init(lsim_engine *e, lsim__hsw *h) {
+  int na = e->cfg.nadapters;
+  /* every adapter's live slot, plus a retiring and a staged slot per
+  ** hotswap the run may make */
+  h->nslots = na + 2 * e->cfg.max_hotswaps + 1;
+  if (lsim_hs_new(&h->hs, h->nslots, e->hs_aliases, NULL))
+    return 0;
+  h->alias = malloc((size_t)na * sizeof *h->alias);
+  h->ver = calloc((size_t)e->hs_aliases, sizeof *h->ver);
+  h->slot_ver = calloc((size_t)h->nslots, sizeof *h->slot_ver);
+  h->shadow = malloc((size_t)na * sizeof *h->shadow);
+  h->shadow_alias = calloc((size_t)na * 4, sizeof *h->shadow_alias);
+  h->shadow_expect = calloc((size_t)na, sizeof *h->shadow_expect);
+  if (!h->alias || !h->ver || !h->slot_ver || !h->shadow || !h->shadow_alias ||
+      !h->shadow_expect)
+    return 0;
+  h->shadow_ver = h->shadow_alias + na;
+  h->shadow_mode = h->shadow_alias + 2 * na;
+  h->drain = h->shadow_alias + 3 * na;
+  for (int a = 0; a < na; a++) {
+    h->alias[a] = a;
+    h->shadow[a] = -1;
+  }
+  return 1;
+}
+
+static void lsim__hs_worker_release(lsim__hsw *h) {
+  lsim_hs_release_all(h->hs);
+  free(h->alias);
+  free(h->ver);
+  free(h->slot_ver);
+  free(h->shadow);
+  free(h->shadow_alias);
+  free(h->shadow_expect);
+}
+
+/* The artifact digest of version v of adapter a (v 0: the catalog's). */
+static lsim_err lsim__hs_digest(const lsim_engine *e, int a, int v,
+                                lsim_digest *out) {
+  if (v == 0) {
+    *out = e->artifact[a];
+    return 0;
+  }
+  char id[128];
+  int n = snprintf(id, sizeof id,
+                   "lorasim-artifact:%d:rank=%d:bytes=%lld:version=%d", a,
+                   e->rank[a], (long long)e->bytes[a], v);
+  return lsim_sha256(id, (size_t)n, out, NULL);
+}
+
+/*
+** Hotswap and lease events share one column layout (docs/SCHEMA.md):
+** generation = catalog generation, attempt = artifact version, pages =
+** slot, value = slot generation, bytes = pointer generation.
+*/
+static lsim_err lsim__hs_emit_h(lsim_engine *e, lsim_tick now, int kind,
+                                int wi, int64_t request, int a, int version,
+                                int64_t cgen, const lsim_hs_handle *hd,
+                                const char *detail, lsim_errbuf *eb) {
+  return lsim__emit(e, now, kind, wi, request, lsim__tenant_of(e, a), a, cgen,
+                    version, hd ? hd->slot : LSIM_NONE,
+                    hd ? hd->ptr_gen : 0, hd ? hd->slot_gen : 0, detail, eb);
+}
+
+/* Same, with the slot's current generations and the current catalog. */
+static lsim_err lsim__hs_emit(lsim_engine *e, lsim_tick now, int kind, int wi,
+                              int a, int version, int64_t slot,
+                              const char *detail, lsim_errbuf *eb) {
+  lsim__hsw *h = &e->w[wi].hsw;
+  lsim_hs_handle hd = {slot, 0, 0, LSIM_DIGEST_INIT};
+  lsim_hs_slot_view v;
+  if (slot >= 0 && !lsim_hs_slot(h->hs, slot, &v, NULL)) {
+    hd.slot_gen = v.slot_gen;
+    hd.ptr_gen = v.ptr_gen;
+  }
+  return lsim__hs_emit_h(e, now, kind, wi, LSIM_NONE, a, version,
+                         lsim_hs_catalog_gen(h->hs), slot >= 0 ? &hd : NULL,
+                         detail, eb);
+}
+
+/* Admission: resolve the adapter's alias once into r's lease.  The first
+** use on a worker maps the alias to the version it names (the residency
+** load already copied the bytes; no event). */
+static lsim_err lsim__hs_bind(lsim_engine *e, int wi, lsim__req *r,
+                              lsim_tick now, lsim_errbuf *eb) {
+  lsim__hsw *h = &e->w[wi].hsw;
+  int a = r->adapter, al = h->alias[a];
+  lsim_hs_handle cur;
+  lsim_err rc = lsim_hs_lookup(h->hs, al, &cur, eb);
+  if (rc)
+    return rc;
+  if (cur.slot < 0) {
+    lsim_hs_handle none = {-1, 0, 0, LSIM_DIGEST_INIT};
+    lsim_digest d;
+    int64_t slot;
+    if ((rc = lsim__hs_digest(e, a, h->ver[al], &d)) ||
+        (rc = lsim_hs_stage(h->hs, al, &d, -1, &slot, eb)) ||
+        (rc = lsim_hs_copy_done(h->hs, slot, 1, &d, 0, 1, eb)) ||
+        (rc = lsim_hs_publish(h->hs, al, &none, slot, NULL, eb)))
+      return rc;
+    h->slot_ver[slot] = h->ver[al];
+  }
+  if ((rc = lsim_hs_resolve(h->hs, al, &r->lease, eb)))
+    return rc;
+  r->version = h->slot_ver[r->lease.h.slot];
+  if (!e->cfg.log_leases)
+    return 0;
+  return lsim__hs_emit_h(e, now, LSIM_EV_LEASE_BOUND, wi, r->id, a,
+                         r->version, r->lease.catalog_gen, &r->lease.h, NULL,
+                         eb);
+}
+
+/* Every launch checks each request's lease against its slot. */
+static lsim_err lsim__hs_launch(lsim_engine *e, lsim__worker *w,
+                                lsim_errbuf *eb) {
+  for (int i = 0; i < w->nbatch; i++) {
+    lsim_err rc = lsim_hs_launch(w->hsw.hs, &w->batch[i]->lease, eb);
+    if (rc)
+      return rc;
+  }
+  (void)e;
+  return 0;
+}
+
+/* The iteration's completion event is the last-use event of its slots. */
+static void lsim__hs_fence(lsim__worker *w) {
+  for (int i = 0; i < w->nbatch; i++)
+    if (w->batch[i]->lease.bound)
+      lsim_hs_event_complete(w->hsw.hs, w->batch[i]->lease.h.slot, NULL);
+}
+
+static lsim_err lsim__hs_unbind(lsim_engine *e, int wi, lsim__req *r,
+                                lsim_tick now, lsim_errbuf *eb) {
+  if (!r->lease.bound)
+    return 0;
+  lsim_hs_lease l = r->lease;
+  lsim_err rc = lsim_hs_unlease(e->w[wi].hsw.hs, &r->lease, eb);
+  if (rc || !e->cfg.log_leases)
+    return rc;
+  return lsim__hs_emit_h(e, now, LSIM_EV_LEASE_RELEASED, wi, r->id, r->adapter,
+                         r->version, l.catalog_gen, &l.h, NULL, eb);
+}
+
+/* Reclaim every retiring slot with refcount 0 and its last-use event
+** complete, then run the drains that became possible. */
+static lsim_err lsim__hs_reap(lsim_engine *e, int wi, lsim_tick now,
+                              lsim_errbuf *eb) {
+  lsim__hsw *h = &e->w[wi].hsw;
+  lsim_err rc;
+  /* Nothing retires and nothing drains until a hotswap happened on this
+  ** worker: skip the scans (they are O(slots + adapters) per call). */
+  if (!h->active)
+    return 0;
+  int pending = 0;
+  for (int64_t s = 0; s < h->nslots; s++) {
+    lsim_hs_slot_view v;
+    if ((rc = lsim_hs_slot(h->hs, s, &v, eb)))
+      return rc;
+    if (v.state == LSIM_RS_RETIRING && (v.refcount || !v.event_complete))
+      pending = 1;
+    if (v.state != LSIM_RS_RETIRING || v.refcount || !v.event_complete)
+      continue;
+    int a = v.alias >= 0 ? e->hs_alias_adapter[v.alias] : LSIM_NONE;
+    if ((rc = lsim_hs_reclaim(h->hs, s, eb)) ||
+        (rc = lsim__hs_emit(e, now, LSIM_EV_SLOT_RECLAIMED, wi, a,
+                            h->slot_ver[s], s, NULL, eb)))
+      return rc;
+  }
+  for (int a = 0; a < e->cfg.nadapters; a++) {
+    if (!h->drain[a])
+      continue;
+    int al = h->alias[a], v = h->drain[a];
+    lsim_hs_handle cur;
+    lsim_hs_slot_view sv;
+    if ((rc = lsim_hs_lookup(h->hs, al, &cur, eb)) ||
+        (rc = lsim_hs_slot(h->hs, cur.slot, &sv, eb)))
+      return rc;
+    if (sv.refcount || !sv.event_complete) {
+      pending = 1;
+      continue;
+    }
+    lsim_digest d;
+    lsim_hs_handle nh;
+    if ((rc = lsim__hs_digest(e, a, v, &d)) ||
+        (rc = lsim_hs_overwrite(h->hs, al, &d, &nh, eb)))
+      return rc;
+    h->slot_ver[nh.slot] = v;
+    h->ver[al] = v;
+    h->drain[a] = 0;
+    if ((rc = lsim__hs_emit(e, now, LSIM_EV_HOTSWAP_PUBLISHED, wi, a, v,
+                            nh.slot, lsim__hsm_names[LSIM_HSM_DRAIN], eb)))
+      return rc;
+  }
+  h->active = pending;
+  return 0;
+}
+
+lsim_err lsim_engine_hotswap(lsim_engine *e, lsim_tick now, int a, int mode,
+                             lsim_hs_copy *copies, int maxcopies,
+                             int *ncopies, lsim_errbuf *eb) {
+  *ncopies = 0;
+  if (a < 0 || a >= e->cfg.nadapters || !lsim_hs_mode_name(mode))
+    return lsim_fail(eb, LSIM_E_STATE, "hotswap: adapter %d or mode %d", a,
+                     mode);
+  int nal = -1;
+  if (mode == LSIM_HSM_NEW_ALIAS) {
+    if (e->hs_next_alias >= e->hs_aliases)
+      return lsim_fail(eb, LSIM_E_STATE,
+                       "hotswap: more new aliases than max_hotswaps (%d)",
+                       e->cfg.max_hotswaps);
+    nal = e->hs_next_alias++;
+    e->hs_alias_adapter[nal] = a;
+  }
+  int v = ++e->hs_version[a];
+  for (int i = 0; i < e->cfg.workers; i++)
+    e->w[i].hsw.active = 1; /* reap looks again on every worker */
+  lsim_err rc = lsim__emit(e, now, LSIM_EV_HOTSWAP_REQUESTED, LSIM_NONE,
+                           LSIM_NONE, lsim__tenant_of(e, a), a, LSIM_NONE, v,
+                           LSIM_NONE, 0, 0, lsim__hsm_names[mode], eb);
+  for (int wi = 0; !rc && wi < e->cfg.workers; wi++) {
+    lsim__hsw *h = &e->w[wi].hsw;
+    int al = h->alias[a];
+    lsim_hs_handle cur;
+    if ((rc = lsim_hs_lookup(h->hs, al, &cur, eb)))
+      break;
+    if (h->shadow[a] >= 0 || h->drain[a]) {
+      /* one replacement at a time per adapter and worker */
+      rc = lsim__hs_emit(e, now, LSIM_EV_HOTSWAP_ABORTED, wi, a, v, -1,
+                         "busy", eb);
+      continue;
+    }
+    if (cur.slot < 0) {
+      /* never mapped here: the first binding takes the new version */
+      if (nal >= 0)
+        h->alias[a] = al = nal;
+      h->ver[al] = v;
+      rc = lsim__hs_emit(e, now, LSIM_EV_HOTSWAP_PUBLISHED, wi, a, v, -1,
+                         "cold", eb);
+      continue;
+    }
+    if (mode == LSIM_HSM_DRAIN) {
+      h->drain[a] = v; /* new admissions of a wait until the slot drains */
+      rc = lsim__hs_emit(e, now, LSIM_EV_HOTSWAP_STAGED, wi, a, v, cur.slot,
+                         lsim__hsm_names[mode], eb);
+      continue;
+    }
+    int target = mode == LSIM_HSM_SHADOW ? al : nal;
+    lsim_digest d;
+    int64_t slot;
+    lsim_errbuf tmp = LSIM_ERRBUF_INIT;
+    if ((rc = lsim__hs_digest(e, a, v, &d)))
+      break;
+    rc = lsim_hs_stage(h->hs, target, &d, -1, &slot, &tmp);
+    if (rc == LSIM_E_RES_NOSPACE) {
+      rc = lsim__hs_emit(e, now, LSIM_EV_HOTSWAP_ABORTED, wi, a, v, -1,
+                         "no_slot", eb);
+      continue;
+    }
+    if (rc) {
+      if (eb)
+        *eb = tmp;
+      break;
+    }
+    if (*ncopies >= maxcopies)
+      return lsim_fail(eb, LSIM_E_STATE, "hotswap: more copies than room");
+    h->slot_ver[slot] = v;
+    h->shadow[a] = slot;
+    h->shadow_alias[a] = target;
+    h->shadow_ver[a] = v;
+    h->shadow_mode[a] = mode;
+    if (mode == LSIM_HSM_SHADOW) {
+      h->shadow_expect[a] = cur;
+    } else {
+      lsim_hs_handle none = {-1, 0, 0, LSIM_DIGEST_INIT};
+      h->shadow_expect[a] = none;
+    }
+    copies[(*ncopies)++] = (lsim_hs_copy){wi, a, e->bytes[a], slot};
+    rc = lsim__hs_emit(e, now, LSIM_EV_HOTSWAP_STAGED, wi, a, v, slot,
+                       lsim__hsm_names[mode], eb);
+  }
+  for (int wi = 0; !rc && wi < e->cfg.workers; wi++)
+    rc = lsim__hs_reap(e, wi, now, eb);
+  return rc;
+}
+
+lsim_err lsim_engine_hotswap_done(lsim_engine *e, int wi, int a,
+                                  lsim_tick now, int outcome,
+                                  lsim_errbuf *eb) {
+  if (wi < 0 || wi >= e->cfg.workers || a < 0 || a >= e->cfg.nadapters ||
+      e->w[wi].hsw.shadow[a] < 0)
+    return lsim_fail(eb, LSIM_E_STATE,
+                     "hotswap_done: no shadow copy of adapter %d on worker %d",
+                     a, wi);
+  lsim__hsw *h = &e->w[wi].hsw;
+  h->active = 1;
+  int64_t slot = h->shadow[a];
+  int v = h->shadow_ver[a], al = h->shadow_alias[a], mode = h->shadow_mode[a];
+  lsim_digest staged;
+  lsim_err rc = lsim__hs_digest(e, a, v, &staged);
+  if (rc)
+    return rc;
+  if (outcome == LSIM_LOAD_DIGEST_BAD)
+    staged.b[0] ^= 0x01; /* the world corrupted the staged bytes */
+  lsim_errbuf tmp = LSIM_ERRBUF_INIT;
+  rc = lsim_hs_copy_done(h->hs, slot, outcome != LSIM_LOAD_COPY_FAILED,
+                         &staged, 0, 1, &tmp);
+  if (rc == LSIM_E_RES_COPY || rc == LSIM_E_RES_DIGEST) {
+    /* before publication: the shadow is discarded (generations + 1) and
+    ** the catalog never changed */
+    const char *why = rc == LSIM_E_RES_COPY ? "copy_failed" : "digest_failed";
+    h->shadow[a] = -1;
+    if ((rc = lsim_hs_abort(h->hs, slot, eb)))
+      return rc;
+    return lsim__hs_emit(e, now, LSIM_EV_HOTSWAP_ABORTED, wi, a, v, slot, why,
+                         eb);
+  }
+  if (rc) {
+    if (eb)
+      *eb = tmp;
+    return rc;
+  }
+  if ((rc = lsim__hs_emit(e, now, LSIM_EV_HOTSWAP_VALIDATED, wi, a, v, slot,
+                          lsim__hsm_names[mode], eb)))
+    return rc;
+  lsim_hs_handle old;
+  if ((rc = lsim_hs_lookup(h->hs, h->alias[a], &old, eb)) ||
+      (rc = lsim_hs_publish(h->hs, al, &h->shadow_expect[a], slot, NULL, eb)))
+    return rc;
+  if (mode == LSIM_HSM_NEW_ALIAS) {
+    /* the caller's migration: adapter a now resolves the new alias */
+    if (old.slot >= 0 && (rc = lsim_hs_withdraw(h->hs, h->alias[a], eb)))
+      return rc;
+    h->alias[a] = al;
+  }
+  h->ver[al] = v;
+  h->shadow[a] = -1;
+  if ((rc = lsim__hs_emit(e, now, LSIM_EV_HOTSWAP_PUBLISHED, wi, a, v, slot,
+                          lsim__hsm_names[mode], eb)))
+    return rc;
+  if (old.slot >= 0 &&
+      (rc = lsim__hs_emit(e, now, LSIM_EV_SLOT_RETIRING, wi, a,
+                          h->slot_ver[old.slot], old.slot, NULL, eb)))
+    return rc;
+  return lsim__hs_reap(e, wi, now, eb);
+}
+
 /* ---- setup -------------------------------------------------------------- */
 
 static void *lsim__policy_state(size_t n) { return calloc(1, n ? n : 1); }
@@ -298,11 +701,20 @@ lsim_err lsim_engine_new(lsim_engine **out, const lsim_engine_cfg *cfg,
   e->prop = malloc((size_t)na * sizeof *e->prop);
   e->fhead = malloc((size_t)na * sizeof *e->fhead);
   e->ftail = malloc((size_t)na * sizeof *e->ftail);
-  e->sched_st = lsim__policy_state(cfg->sched->state_size);
+  e->cfg.sched_params.ntenants = cfg->ntenants;
+  e->cfg.sched_params.nadapters = na;
+  if (e->cfg.sched_params.w_in == 0 && e->cfg.sched_params.w_out == 0)
+    e->cfg.sched_params.w_in = e->cfg.sched_params.w_out = 1;
+  e->sched_st = lsim__policy_state(
+      lsim_sched_state_bytes(cfg->sched, &e->cfg.sched_params));
+  e->fair = lsim_fair_new(cfg->workers, na, cfg->ntenants, &cfg->sink);
+  e->pcands = malloc(LSIM_ENGINE_WINDOW * sizeof *e->pcands);
+  e->pseen = calloc((size_t)na, sizeof *e->pseen);
   e->prefetch_st = lsim__policy_state(cfg->prefetch->state_size);
   int ok = e->rank && e->bytes && e->pages && e->artifact && e->w &&
            e->cands && e->cand_req && e->order && e->ecands && e->admitted &&
-           e->prop && e->fhead && e->ftail && e->sched_st && e->prefetch_st;
+           e->prop && e->fhead && e->ftail && e->sched_st && e->prefetch_st &&
+           e->fair && e->pcands && e->pseen;
   if (ok) {
     for (int a = 0; a < na; a++) {
       e->rank[a] = cfg->adapter_rank[a];
@@ -325,6 +737,8 @@ lsim_err lsim_engine_new(lsim_engine **out, const lsim_engine_cfg *cfg,
       ok = 0;
   }
   e->ffree = -1;
+  if (ok && !lsim__hs_setup(e))
+    ok = 0;
   size_t est = lsim_evict_state_bytes(cfg->evict, na);
   for (int i = 0; ok && i < cfg->workers; i++) {
     lsim__worker *w = &e->w[i];
@@ -339,7 +753,8 @@ lsim_err lsim_engine_new(lsim_engine **out, const lsim_engine_cfg *cfg,
     w->launched =
         malloc(((size_t)cfg->max_batch_requests + 1) * sizeof *w->launched);
     w->evict_st = lsim__policy_state(est);
-    ok = w->attempts && w->batch && w->launched && w->evict_st;
+    ok = w->attempts && w->batch && w->launched && w->evict_st &&
+         lsim__hs_worker_init(e, &w->hsw);
     if (ok && lsim_evict_init(cfg->evict, w->evict_st, na))
       ok = -1;
   }
@@ -352,9 +767,10 @@ lsim_err lsim_engine_new(lsim_engine **out, const lsim_engine_cfg *cfg,
   e->cfg.adapter_rank = NULL;
   e->cfg.adapter_bytes = NULL;
   e->cfg.adapter_pages = NULL;
-  lsim_err rc = lsim_sched_init(cfg->sched, e->sched_st, cfg->ntenants, na);
+  lsim_err rc = lsim_sched_init(cfg->sched, e->sched_st, &e->cfg.sched_params);
   if (!rc)
-    rc = lsim_prefetch_init(cfg->prefetch, e->prefetch_st, na);
+    rc = lsim_prefetch_init(cfg->prefetch, e->prefetch_st, na,
+                            e->cfg.sched_params.age_ticks);
   if (rc) {
     lsim_engine_release(e);
     return lsim_fail(eb, LSIM_E_POLICY, "policy initialisation failed");
@@ -382,7 +798,10 @@ void lsim_engine_release(lsim_engine *e) {
     free(e->w[i].batch);
     free(e->w[i].launched);
     free(e->w[i].evict_st);
+    lsim__hs_worker_release(&e->w[i].hsw);
   }
+  free(e->hs_version);
+  free(e->hs_alias_adapter);
   lsim__free_list(e->freelist);
   free(e->w);
   free(e->rank);
@@ -400,6 +819,9 @@ void lsim_engine_release(lsim_engine *e) {
   free(e->fnode);
   free(e->sched_st);
   free(e->prefetch_st);
+  lsim_fair_release(e->fair);
+  free(e->pcands);
+  free(e->pseen);
   free(e);
 }
 
@@ -491,6 +913,19 @@ static lsim_err lsim__emit_victims(lsim_engine *e, int wi, lsim_tick now,
                              relaxed ? "relaxed" : e->cfg.evict->name, eb);
     if (rc)
       return rc;
+    /* a prefetched generation evicted before any request used it */
+    if (lsim_fair_prefetch_wasted(e->fair, wi, v[k]) &&
+        (rc = lsim__emit(e, now, LSIM_EV_PREFETCH_RELEASED, wi, LSIM_NONE,
+                         lsim__tenant_of(e, v[k]), v[k], av.generation, 0,
+                         e->pages[v[k]], e->bytes[v[k]], 0, "wasted", eb)))
+      return rc;
+    /* relaxed mode may evict under waiters: they are load-eligible again */
+    for (lsim__req *r = relaxed ? w->waiting.head : NULL; r; r = r->next)
+      if (r->adapter == v[k] && r->fair == 2) {
+        r->fair = 1;
+        if ((rc = lsim_fair_became_cold(e->fair, now, wi, r->tenant, v[k])))
+          return lsim_fail(eb, rc, "interval sink failed");
+      }
   }
   return 0;
 }
@@ -606,9 +1041,18 @@ static lsim_err lsim__reject(lsim_engine *e, lsim__req *r, lsim_tick now,
   return rc;
 }
 
-/* Take r off the waiting list of its worker, closing its queue entry. */
-static lsim_err lsim__unwait(lsim__worker *w, lsim__req *r, lsim_errbuf *eb) {
+/* Take r off the waiting list of its worker, closing its queue entry and
+** its place in the liveness ledgers (fair.h). */
+static lsim_err lsim__unwait(lsim_engine *e, lsim_tick now, lsim__worker *w,
+                             lsim__req *r, lsim_errbuf *eb) {
   lsim__list_remove(&w->waiting, r);
+  if (r->fair) {
+    lsim_err rc = lsim_fair_leave(e->fair, now, (int)(w - e->w), r->tenant,
+                                  r->adapter, r->fair == 2);
+    r->fair = 0;
+    if (rc)
+      return lsim_fail(eb, rc, "interval sink failed");
+  }
   if (r->queued) {
     r->queued = 0;
     return lsim_res_queue(w->res, r->adapter, -1, eb);
@@ -617,6 +1061,79 @@ static lsim_err lsim__unwait(lsim__worker *w, lsim__req *r, lsim_errbuf *eb) {
 }
 
 /* ---- arrival ------------------------------------------------------------- */
+
+int lsim_place_jump_hash(uint64_t key, int n) {
+  int64_t b = -1, j = 0;
+  while (j < n) {
+    b = j;
+    key = key * 2862933555777941757ULL + 1;
+    j = (int64_t)((double)(b + 1) *
+                  ((double)(1LL << 31) / (double)((key >> 33) + 1)));
+  }
+  return (int)b;
+}
+
+int lsim_place_punica(const int *ws, const int64_t *kv_free, int n, int max_ws,
+                      int64_t need) {
+  int best = -1;
+  for (int i = 0; i < n; i++) {
+    if (ws[i] >= max_ws || kv_free[i] < need)
+      continue;
+    if (best < 0 || ws[i] >= ws[best])
+      best = i; /* ties go to the later (higher) id */
+  }
+  return best;
+}
+
+static const char *const lsim__place_names[] = {
+    "least_loaded", "round_robin", "punica_consolidate", "adapter_affinity",
+    NULL};
+
+int lsim_placement_find(const char *name) {
+  for (int i = 0; name && lsim__place_names[i]; i++)
+    if (strcmp(name, lsim__place_names[i]) == 0)
+      return i;
+  return -1;
+}
+
+const char *const *lsim_placement_names(void) { return lsim__place_names; }
+
+/* Placement by policy; O(workers) per arrival. */
+static int lsim__place_policy(lsim_engine *e, const lsim__req *r) {
+  int nw = e->cfg.workers;
+  switch (e->cfg.placement) {
+  case LSIM_PLACE_ROUND_ROBIN:
+    return (int)(e->rr++ % nw);
+  case LSIM_PLACE_AFFINITY:
+    return lsim_place_jump_hash((uint64_t)r->adapter * 0x9E3779B97F4A7C15ULL +
+                                    1,
+                                nw);
+  case LSIM_PLACE_PUNICA: {
+    /* working set: the worker's requests (waiting + running); KV free: its
+    ** free pages less the guard.  No feasible worker: the least loaded. */
+    int best = -1, ws_best = 0, least = 0;
+    for (int i = 0; i < nw; i++) {
+      const lsim__worker *w = &e->w[i];
+      lsim_res_view v;
+      lsim_res_view_get(w->res, &v);
+      int ws = w->waiting.n + w->running.n;
+      int ws_least = e->w[least].waiting.n + e->w[least].running.n;
+      if (ws < ws_least)
+        least = i;
+      if (ws >= e->cfg.max_batch_requests ||
+          v.free - e->cfg.guard_pages < r->kv_pages)
+        continue;
+      if (best < 0 || ws >= ws_best) {
+        best = i;
+        ws_best = ws;
+      }
+    }
+    return best >= 0 ? best : least;
+  }
+  default:
+    return -1;
+  }
+}
 
 static int lsim__place(const lsim_engine *e, int adapter) {
   int best = 0;
@@ -664,7 +1181,8 @@ lsim_err lsim_engine_arrive(lsim_engine *e, lsim_tick now,
   if (r->kv_pages + e->pages[a->adapter] + e->cfg.guard_pages >
       e->cfg.pool_pages)
     return lsim__reject(e, r, now, "over_pool_capacity", eb);
-  int wi = lsim__place(e, a->adapter);
+  int wi = e->cfg.placement ? lsim__place_policy(e, r)
+                            : lsim__place(e, a->adapter);
   lsim__worker *w = &e->w[wi];
   r->worker = wi;
   r->state = LSIM__WAITING;
@@ -678,6 +1196,10 @@ lsim_err lsim_engine_arrive(lsim_engine *e, lsim_tick now,
     return rc;
   lsim__list_push(&w->waiting, r);
   *worker = wi;
+  lsim_sched_on_backlog(e->cfg.sched, e->sched_st, r->tenant, +1);
+  r->fair = hit ? 2 : 1;
+  if ((rc = lsim_fair_enqueue(e->fair, now, wi, r->tenant, r->adapter, hit)))
+    return lsim_fail(eb, rc, "interval sink failed");
   /* value: 1 when the adapter generation was resident at arrival (a cache
   ** hit), 0 for a cold or in-flight miss. */
   return lsim__emit(e, now, LSIM_EV_QUEUE_ENQUEUED, wi, r->id, r->tenant,
@@ -705,6 +1227,31 @@ static void lsim__load_out(lsim_engine *e, int wi, int a, int attempt,
   ls->pages = pages;
   ls->request = request;
   ls->restore = restore;
+}
+
+/* A scheduler candidate for r on worker w: its cost vector (article
+** 0x09C).  ready: the adapter generation is visible there. */
+static void lsim__cand_fill(const lsim_engine *e, const lsim__worker *w,
+                            const lsim__req *r, int ready,
+                            lsim_sched_cand *c) {
+  int a = r->adapter;
+  lsim_res_adapter_view av = lsim__av(w, a);
+  c->request = r->id;
+  c->tenant = r->tenant;
+  c->adapter = a;
+  c->rank = e->rank[a];
+  c->arrival_tick = r->arrival;
+  c->prompt_tokens = r->prompt;
+  c->resident = ready;
+  c->urgency = 0;
+  c->cost.load_bytes = ready ? 0 : e->bytes[a];
+  c->cost.basis_bytes = 0;
+  c->cost.added_runs = av.refcount > 0 ? 0 : 1;
+  c->cost.true_rank = e->rank[a];
+  c->cost.padded_rank = e->rank[a];
+  c->cost.adapter_pages = e->pages[a];
+  c->cost.kv_pages = r->kv_pages;
+  c->cost.collective_bytes = 0;
 }
 
 static int lsim__stuck(const lsim__worker *w) {
@@ -748,6 +1295,16 @@ static lsim_err lsim__start_loads(lsim_engine *e, int wi, lsim_tick now,
     int st = lsim__av(w, a).state;
     if (st != LSIM_RS_ABSENT && st != LSIM_RS_HOST_READY)
       continue;
+    /* r is load-eligible; the scheduler's gate may withhold the load (it
+    ** can never make r ready) */
+    if (e->cfg.sched->load_ok) {
+      lsim_sched_cand c;
+      lsim__cand_fill(e, w, r, 0, &c);
+      int ready_work = w->busy || w->running.n > 0 ||
+                       lsim_fair_ready_waiting(e->fair, wi) > 0;
+      if (!lsim_sched_load_ok(e->cfg.sched, e->sched_st, now, &c, ready_work))
+        continue;
+    }
     if ((rc = lsim__ensure_host(e, w, a, eb)))
       return rc;
     lsim_res_req q = {LSIM_TXN_LOAD, a, r->id, r->kv_initial,
@@ -779,8 +1336,42 @@ static lsim_err lsim__start_loads(lsim_engine *e, int wi, lsim_tick now,
                    nloads);
   }
   /* 3. prefetch proposals draw from the same ledger, free slots only */
-  int np = lsim_prefetch_propose(e->cfg.prefetch, e->prefetch_st, wi, now,
+  int np = 0;
+  if (e->cfg.prefetch->propose && *nloads < maxloads) {
+    /* the view: distinct cold adapters of the queue window, queue order */
+    lsim_prefetch_view pv = {wi, e->pcands, 0, 0};
+    lsim_res_view rv;
+    lsim_res_view_get(w->res, &rv);
+    pv.free_pages = rv.free - e->cfg.guard_pages;
+    if (++e->pstamp == 0) {
+      memset(e->pseen, 0, (size_t)e->cfg.nadapters * sizeof *e->pseen);
+      e->pstamp = 1;
+    }
+    int seen = 0;
+    for (lsim__req *r = w->waiting.head; r && seen < LSIM_ENGINE_WINDOW;
+         r = r->next, seen++) {
+      int a = r->adapter, st = lsim__av(w, a).state;
+      if (st != LSIM_RS_ABSENT && st != LSIM_RS_HOST_READY)
+        continue;
+      if (e->pseen[a] == e->pstamp) {
+        for (int k = 0; k < pv.ncold; k++)
+          if (e->pcands[k].adapter == a) {
+            e->pcands[k].waiters++;
+            break;
+          }
+        continue;
+      }
+      e->pseen[a] = e->pstamp;
+      lsim_prefetch_cand *pc = &e->pcands[pv.ncold++];
+      pc->adapter = a;
+      pc->pages = e->pages[a];
+      pc->oldest_arrival = r->arrival;
+      pc->waiters = 1;
+    }
+    if (pv.ncold > 0 && pv.free_pages > 0)
+      np = lsim_prefetch_propose(e->cfg.prefetch, e->prefetch_st, now, &pv,
                                  e->prop, e->cfg.nadapters);
+  }
   for (int i = 0; i < np && *nloads < maxloads; i++) {
     int a = e->prop[i];
     if (a < 0 || a >= e->cfg.nadapters)
@@ -873,7 +1464,7 @@ static lsim_err lsim__rollback(lsim_engine *e, int wi, int a, lsim_tick now,
   while (q) {
     lsim__req *next = q->next;
     if (q->adapter == a) {
-      if ((rc = lsim__unwait(w, q, eb)))
+      if ((rc = lsim__unwait(e, now, w, q, eb)))
         return rc;
       if ((rc = lsim__reject(e, q, now, "adapter_load_failed", eb)))
         return rc;
@@ -939,6 +1530,19 @@ lsim_err lsim_engine_load_result(lsim_engine *e, int wi, int a, lsim_tick now,
     return rc;
   lsim_evict_on_use(e->cfg.evict, w->evict_st, a, now, e->pages[a],
                     e->bytes[a]);
+  /* liveness: the load interval closes; a's cold waiters become ready */
+  if (tv.kind == LSIM_TXN_PREFETCH)
+    lsim_fair_prefetched(e->fair, wi, a);
+  int ncold = lsim_fair_cold(e->fair, wi, a); /* stop once all are found */
+  if ((rc = lsim_fair_published(e->fair, now, wi, a)))
+    return lsim_fail(eb, rc, "interval sink failed");
+  for (lsim__req *q = w->waiting.head; q && ncold > 0; q = q->next)
+    if (q->adapter == a && q->fair == 1) {
+      ncold--;
+      q->fair = 2;
+      if ((rc = lsim_fair_became_ready(e->fair, now, wi, q->tenant)))
+        return lsim_fail(eb, rc, "interval sink failed");
+    }
   /* commit: pin for the request, commit its KV, finalize victims */
   lsim__req *r = lsim__find_txn_req(w, txn);
   int kv;
@@ -1009,7 +1613,7 @@ lsim_err lsim_engine_cancel(lsim_engine *e, int64_t request, lsim_tick now,
       w->admitted_waiting--;
       what = "admitted";
     }
-    if ((rc = lsim__unwait(w, r, eb)))
+    if ((rc = lsim__unwait(e, now, w, r, eb)))
       return rc;
     assert(lsim__worker_sound(e, w));
     rc = lsim__emit(e, now, LSIM_EV_REQUEST_CANCELLED, wi, r->id, r->tenant,
@@ -1038,22 +1642,34 @@ static lsim_err lsim__select(lsim_engine *e, int wi, lsim_tick now,
   lsim_err rc;
   int victims[LSIM__MAX_VICTIMS];
 
-  /* Eligible candidates: waiting requests whose adapter generation is
-  ** visible on this worker, from the queue head, at most a window. */
+  /* S-LoRA-style early abort (option): a waiting request that can no
+  ** longer meet its latency budget is rejected before it costs a row. */
+  if (e->cfg.abort_ticks > 0) {
+    int seen = 0;
+    for (lsim__req *r = w->waiting.head, *nx; r && seen < LSIM_ENGINE_WINDOW;
+         r = nx, seen++) {
+      nx = r->next;
+      if (r->kv >= 0 || r->txn >= 0 || now - r->arrival <= e->cfg.abort_ticks)
+        continue;
+      if ((rc = lsim__unwait(e, now, w, r, eb)) ||
+          (rc = lsim__reject(e, r, now, "early_abort", eb)))
+        return rc;
+    }
+  }
+
+  /* Eligible candidates (lsim_pred_eligible's engine form): waiting
+  ** requests whose adapter generation is visible on this worker, from the
+  ** queue head, at most a window.  Cold requests are never candidates: no
+  ** ordering can make them selectable. */
   int n = 0, scanned = 0;
   for (lsim__req *r = w->waiting.head;
        r && slots > 0 && n < LSIM_ENGINE_WINDOW && scanned < 4 * LSIM_ENGINE_WINDOW;
        r = r->next, scanned++) {
     if (r->kv < 0 && !lsim__visible(lsim__av(w, r->adapter).state))
       continue;
-    lsim_sched_cand *c = &e->cands[n];
-    c->request = r->id;
-    c->tenant = r->tenant;
-    c->adapter = r->adapter;
-    c->rank = e->rank[r->adapter];
-    c->arrival_tick = r->arrival;
-    c->prompt_tokens = r->prompt;
-    c->resident = 1;
+    if (w->hsw.drain[r->adapter])
+      continue; /* drain_then_overwrite: new work waits for the swap */
+    lsim__cand_fill(e, w, r, 1, &e->cands[n]);
     e->cand_req[n++] = r;
   }
   if (n > 0)
@@ -1098,12 +1714,22 @@ static lsim_err lsim__select(lsim_engine *e, int wi, lsim_tick now,
     }
     lsim_evict_on_use(e->cfg.evict, w->evict_st, r->adapter, now,
                       e->pages[r->adapter], e->bytes[r->adapter]);
-    if ((rc = lsim__unwait(w, r, eb)))
+    /* the first request bound to a prefetched generation makes it useful */
+    if (lsim_fair_prefetch_used(e->fair, wi, r->adapter) &&
+        (rc = lsim__emit(e, now, LSIM_EV_PREFETCH_RELEASED, wi, r->id,
+                         r->tenant, r->adapter,
+                         lsim__av(w, r->adapter).generation, 0,
+                         e->pages[r->adapter], e->bytes[r->adapter], 1, "used",
+                         eb)))
+      return rc;
+    if ((rc = lsim__unwait(e, now, w, r, eb)))
       return rc;
     if ((rc = lsim_res_kv_grow(w->res, r->kv, r->kv_initial, eb)))
       return rc;
     r->state = LSIM__RUNNING;
     lsim__list_push(&w->running, r);
+    if ((rc = lsim__hs_bind(e, wi, r, now, eb)))
+      return rc;
     assert(lsim__worker_sound(e, w));
     e->admitted[nadmit++] = r;
     tokens += r->prompt;
@@ -1116,7 +1742,7 @@ static lsim_err lsim__select(lsim_engine *e, int wi, lsim_tick now,
   for (int i = 0; i < nadmit; i++) {
     lsim__req *r = e->admitted[i];
     lsim_plan_entry pe = {r->id, r->tenant, r->adapter, e->rank[r->adapter],
-                          LSIM_PHASE_PREFILL, r->prompt};
+                          LSIM_PHASE_PREFILL, r->prompt, r->version};
     if ((rc = lsim_plan_push(plan, &pe, eb)))
       return rc;
     w->batch[w->nbatch++] = r;
@@ -1125,7 +1751,7 @@ static lsim_err lsim__select(lsim_engine *e, int wi, lsim_tick now,
     if (r->produced == 0)
       continue; /* admitted just now: its prefill is above */
     lsim_plan_entry pe = {r->id, r->tenant, r->adapter, e->rank[r->adapter],
-                          LSIM_PHASE_DECODE, 1};
+                          LSIM_PHASE_DECODE, 1, r->version};
     if ((rc = lsim_plan_push(plan, &pe, eb)))
       return rc;
     w->batch[w->nbatch++] = r;
@@ -1147,6 +1773,8 @@ static lsim_err lsim__select(lsim_engine *e, int wi, lsim_tick now,
     if ((rc = lsim_res_launch(w->res, a, +1, eb)))
       return rc;
   }
+  if ((rc = lsim__hs_launch(e, w, eb)))
+    return rc;
   plan->iter = e->iters++;
   plan->worker = wi;
   plan->start_tick = now;
@@ -1194,6 +1822,7 @@ lsim_err lsim_engine_iter_done(lsim_engine *e, int wi, lsim_tick now, int ok,
       rc = rc2;
   }
   w->nlaunched = 0;
+  lsim__hs_fence(w);
   if (rc || !ok) {
     w->nbatch = 0;
     return rc;
@@ -1209,8 +1838,13 @@ lsim_err lsim_engine_iter_done(lsim_engine *e, int wi, lsim_tick now, int ok,
                     r->produced == 1 ? "prefill" : "decode", eb);
     if (rc)
       return rc;
+    /* completed service, at its publication only: the prefill's input
+    ** (its first token counts as input work), then one output per decode */
+    int prefill = r->produced == 1;
     lsim_sched_on_service(e->cfg.sched, e->sched_st, r->tenant, r->adapter,
-                          units);
+                          prefill ? units : 0, prefill ? 0 : units);
+    if ((rc = lsim_fair_debit(e->fair, now, r->tenant)))
+      return lsim_fail(eb, rc, "interval sink failed");
     /* decode growth draws on the request's own reserve */
     if ((rc = lsim_res_kv_grow(
              w->res, r->kv,
@@ -1221,7 +1855,8 @@ lsim_err lsim_engine_iter_done(lsim_engine *e, int wi, lsim_tick now, int ok,
     /* finished: close KV ownership and the adapter reference */
     lsim__list_remove(&w->running, r);
     if ((rc = lsim_res_kv_release(w->res, r->kv, eb)) ||
-        (rc = lsim_res_unbind(w->res, r->adapter, now, eb)))
+        (rc = lsim_res_unbind(w->res, r->adapter, now, eb)) ||
+        (rc = lsim__hs_unbind(e, wi, r, now, eb)))
       return rc;
     r->kv = -1;
     assert(lsim__worker_sound(e, w));
@@ -1240,10 +1875,18 @@ lsim_err lsim_engine_iter_done(lsim_engine *e, int wi, lsim_tick now, int ok,
       return rc;
   }
   w->nbatch = 0;
-  return 0;
+  return lsim__hs_reap(e, wi, now, eb);
 }
 
 lsim_err lsim_engine_finish(lsim_engine *e, lsim_tick now, lsim_errbuf *eb) {
+  /* intervals still open close as "open"; the requests below leave the
+  ** ledgers without reporting again */
+  lsim_err frc = lsim_fair_finish(e->fair, now);
+  if (frc)
+    return lsim_fail(eb, frc, "interval sink failed");
+  for (int i = 0; i < e->cfg.workers; i++)
+    for (lsim__req *r = e->w[i].waiting.head; r; r = r->next)
+      r->fair = 0;
   for (int i = 0; i < e->cfg.workers; i++) {
     lsim__worker *w = &e->w[i];
     lsim__list *lists[2] = {&w->running, &w->waiting};
@@ -1261,7 +1904,7 @@ lsim_err lsim_engine_finish(lsim_engine *e, lsim_tick now, lsim_errbuf *eb) {
             w->admitted_waiting--;
         }
         if (k == 1)
-          lsim__unwait(w, r, &tmp);
+          lsim__unwait(e, now, w, r, &tmp);
         else
           lsim__list_remove(lists[k], r);
         if (r->txn >= 0) {

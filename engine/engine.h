@@ -74,7 +74,40 @@ typedef struct lsim_engine_cfg {
   const lsim_evict_ops *evict;
   const lsim_prefetch_ops *prefetch;
   lsim_sink sink;
+  int max_hotswaps; /* lsim_engine_hotswap calls the run may make (sizes the
+                       per-worker lease catalog), >= 0 */
+  int log_leases;   /* 1: emit lease_bound / lease_released per request */
+  /* scheduling (docs/SCHEDULING.md); zero values keep the defaults */
+  lsim_sched_params sched_params; /* ntenants, nadapters: filled in here;
+                                     w_in = w_out = 0 means 1 and 1 */
+  int placement;        /* enum lsim_placement */
+  int64_t abort_ticks;  /* early abort: a waiting request that has waited
+                           longer than this when a selection looks at it is
+                           rejected ("early_abort"); 0: off */
 } lsim_engine_cfg;
+
+/* Multi-worker placement of an arriving request (docs/SCHEDULING.md). */
+enum lsim_placement {
+  LSIM_PLACE_VISIBLE_LEAST_LOADED = 0, /* where the adapter is, else least
+                                          loaded (lowest index on ties) */
+  LSIM_PLACE_ROUND_ROBIN = 1,
+  LSIM_PLACE_PUNICA = 2,   /* largest working set among KV-feasible workers,
+                              highest index on ties */
+  LSIM_PLACE_AFFINITY = 3  /* jump consistent hash of the adapter */
+};
+/* Placement by name ("least_loaded", "round_robin", "punica_consolidate",
+** "adapter_affinity"); -1 when unknown.  names: NULL-terminated list. */
+int lsim_placement_find(const char *name);
+const char *const *lsim_placement_names(void);
+
+/* The Punica placement rule on a snapshot (article 0x09E): among workers
+** with working set < max_ws and free KV pages >= need, the one with the
+** largest working set, ties to the highest index (the deterministic UUID
+** order).  -1 when none is feasible. */
+int lsim_place_punica(const int *working_set, const int64_t *kv_free, int n,
+                      int max_ws, int64_t need);
+/* Jump consistent hash (Lamping and Veach) of key into n buckets. */
+int lsim_place_jump_hash(uint64_t key, int n);
 
 typedef struct lsim_arrival {
   int64_t request;
@@ -172,6 +205,54 @@ lsim_err lsim_engine_iter_done(lsim_engine *e, int w, lsim_tick now, int ok,
 /* End of run: every request still queued or running gets its record with
 ** outcome "unfinished". */
 lsim_err lsim_engine_finish(lsim_engine *e, lsim_tick now, lsim_errbuf *eb);
+
+/*
+** Hotswap (docs/RESIDENCY.md, "Replay-driven hotswap").  Each worker keeps
+** an alias catalog (hotswap.h) whose aliases are the adapters; a request
+** resolves its adapter's alias once, when it is admitted to run, into a
+** lease (slot, slot generation, pointer generation, artifact digest) that
+** every launch checks and that it keeps until it finishes.
+**
+** lsim_engine_hotswap replaces adapter's artifact with version v + 1 on
+** every worker, in `mode`:
+**
+**   LSIM_HSM_SHADOW     stage the new version into a free slot; the world
+**                       copies it (copies[] out) and reports with
+**                       lsim_engine_hotswap_done: validated and published by
+**                       one compare-and-publish, or aborted (the old
+**                       generation stays authoritative).
+**   LSIM_HSM_DRAIN      drain then overwrite: new admissions of the adapter
+**                       wait on that worker until its slot has refcount 0
+**                       and its last-use event complete, then the slot is
+**                       rewritten in place under new generations.
+**   LSIM_HSM_NEW_ALIAS  stage and publish under a fresh alias; on
+**                       publication the adapter migrates to it and the old
+**                       alias's slot retires.
+**
+** A worker whose catalog never mapped the adapter takes the version at
+** once ("cold").  Old slots are reclaimed only at refcount 0 with their
+** last-use event complete.  Every step is an event (event.h 22-30).
+*/
+enum lsim_hs_mode { LSIM_HSM_SHADOW = 0, LSIM_HSM_DRAIN = 1,
+                    LSIM_HSM_NEW_ALIAS = 2 };
+/* Stable names: "shadow", "drain_then_overwrite", "new_alias". */
+const char *lsim_hs_mode_name(int mode);
+
+typedef struct lsim_hs_copy {
+  int worker;
+  int adapter;
+  int64_t bytes; /* to copy */
+  int64_t slot;  /* the shadow slot */
+} lsim_hs_copy;
+
+lsim_err lsim_engine_hotswap(lsim_engine *e, lsim_tick now, int adapter,
+                             int mode, lsim_hs_copy *copies, int maxcopies,
+                             int *ncopies, lsim_errbuf *eb);
+/* The shadow copy of adapter on worker w finished with `outcome`
+** (enum lsim_load_outcome). */
+lsim_err lsim_engine_hotswap_done(lsim_engine *e, int w, int adapter,
+                                  lsim_tick now, int outcome,
+                                  lsim_errbuf *eb);
 
 /* Conservation and ownership check of every worker's pool; 1 when sound. */
 int lsim_engine_check(const lsim_engine *e);

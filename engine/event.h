@@ -45,7 +45,17 @@
   X(LSIM_EV_ADAPTER_RESTORING, 18, "adapter_restoring")                    \
   X(LSIM_EV_ADAPTER_VALIDATED, 19, "adapter_validated")                    \
   X(LSIM_EV_FAULT_INJECTED, 20, "fault_injected")                          \
-  X(LSIM_EV_REQUEST_CANCELLED, 21, "request_cancelled")
+  X(LSIM_EV_REQUEST_CANCELLED, 21, "request_cancelled")                   \
+  /* replay-driven hotswap and request leases (docs/RESIDENCY.md) */       \
+  X(LSIM_EV_HOTSWAP_REQUESTED, 22, "hotswap_requested")                   \
+  X(LSIM_EV_HOTSWAP_STAGED, 23, "hotswap_staged")                         \
+  X(LSIM_EV_HOTSWAP_VALIDATED, 24, "hotswap_validated")                   \
+  X(LSIM_EV_HOTSWAP_PUBLISHED, 25, "hotswap_published")                   \
+  X(LSIM_EV_HOTSWAP_ABORTED, 26, "hotswap_aborted")                       \
+  X(LSIM_EV_SLOT_RETIRING, 27, "slot_retiring")                           \
+  X(LSIM_EV_SLOT_RECLAIMED, 28, "slot_reclaimed")                         \
+  X(LSIM_EV_LEASE_BOUND, 29, "lease_bound")                               \
+  X(LSIM_EV_LEASE_RELEASED, 30, "lease_released")
 
 enum lsim_event_kind {
 #define LSIM__EVK(sym, val, name) sym = val,
@@ -103,10 +113,30 @@ typedef struct lsim_request_record {
 ** NULL.  The sink never takes ownership of the structs it is handed: copy
 ** what you keep.
 */
+/*
+** A starvation-predicate interval (article 0x09H), handed to the sink when
+** it closes.  kind "load": adapter `entity` on `worker` had a load-eligible
+** (feasible, not ready) waiting request throughout [start, end) and no
+** generation was published.  kind "service": tenant `entity` had an
+** execution-eligible waiting request throughout [start, end) and no
+** completed_service_debited event (worker is LSIM_NONE).  closed_by:
+** "published", "served", "drained" (the eligible requests left: admitted,
+** cancelled or rejected) or "open" (still open when the run ended).
+*/
+typedef struct lsim_interval {
+  const char *kind;
+  int worker;
+  int entity;
+  lsim_tick start, end;
+  const char *closed_by;
+} lsim_interval;
+
 typedef struct lsim_sink {
   lsim_err (*event)(void *ud, const lsim_event *ev);
   lsim_err (*request_done)(void *ud, const lsim_request_record *rec);
   void *ud;
+  /* optional, appended: starvation-predicate intervals as they close */
+  lsim_err (*interval)(void *ud, const lsim_interval *iv);
 } lsim_sink;
 
 #endif /* LSIM_EVENT_H */

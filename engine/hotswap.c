@@ -320,6 +320,19 @@ lsim_err lsim_hs_overwrite(lsim_hs *h, int alias, const lsim_digest *digest,
   return 0;
 }
 
+lsim_err lsim_hs_withdraw(lsim_hs *h, int alias, lsim_errbuf *eb) {
+  lsim_err rc = lsim__alias_ok(h, alias, eb);
+  if (rc)
+    return rc;
+  int64_t slot = h->alias_slot[alias];
+  if (slot < 0)
+    return lsim_fail(eb, LSIM_E_RES_ILLEGAL, "alias %d is not mapped", alias);
+  h->s[slot].state = LSIM_RS_RETIRING;
+  h->alias_slot[alias] = -1;
+  h->catalog_gen++;
+  return 0;
+}
+
 /* ---- leases ------------------------------------------------------------------ */
 
 lsim_err lsim_hs_resolve(lsim_hs *h, int alias, lsim_hs_lease *lease,

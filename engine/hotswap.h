@@ -137,6 +137,11 @@ lsim_err lsim_hs_abort(lsim_hs *h, int64_t slot, lsim_errbuf *eb);
 lsim_err lsim_hs_overwrite(lsim_hs *h, int alias, const lsim_digest *digest,
                            lsim_hs_handle *out, lsim_errbuf *eb);
 
+/* Load under a new alias, the migration step: `alias` stops naming its
+** slot (catalog generation + 1) and the slot becomes RETIRING, reclaimed
+** under the usual rules.  E_RES_ILLEGAL when the alias is not mapped. */
+lsim_err lsim_hs_withdraw(lsim_hs *h, int alias, lsim_errbuf *eb);
+
 /* ---- leases and launches -------------------------------------------------- */
 
 /* Admission: resolve alias once into *lease (refcount + 1).  A lease that

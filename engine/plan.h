@@ -22,6 +22,8 @@ typedef struct lsim_plan_entry {
   int rank;    /* logical rank of the adapter, 0 for base-only */
   int phase;   /* enum lsim_phase */
   int rows;    /* token rows this entry contributes */
+  int version; /* artifact version of the request's lease (hotswap); 0 for
+                  the catalog's original artifact */
 } lsim_plan_entry;
 
 typedef struct lsim_plan {

@@ -71,6 +71,7 @@ struct lsim_db {
   sqlite3_stmt *itn;  /* LSIM__ROWS iteration rows */
   sqlite3_stmt *sum;
   sqlite3_stmt *val;
+  sqlite3_stmt *stv;  /* starvation interval */
   int state;
   int broken;         /* an append or commit failed; see D1 */
   int npend;          /* buffered events, not yet in the table */
@@ -159,6 +160,15 @@ static const char lsim__schema[] =
     " max_abs_err REAL,"
     " max_rel_err REAL,"
     " exact INTEGER NOT NULL);"
+    "CREATE TABLE starvation("
+    " run_id INTEGER NOT NULL,"
+    " kind TEXT NOT NULL,"
+    " worker INTEGER,"
+    " entity INTEGER NOT NULL,"
+    " start_tick INTEGER NOT NULL,"
+    " end_tick INTEGER NOT NULL,"
+    " closed_by TEXT NOT NULL,"
+    " starved INTEGER NOT NULL);"
     "CREATE TABLE runs_summary("
     " run_id INTEGER NOT NULL,"
     " key TEXT NOT NULL,"
@@ -460,6 +470,11 @@ static lsim_err lsim__setup(lsim_db *db, lsim_errbuf *eb) {
                           "VALUES(1,?,?,?,?,?,?)",
                           &db->val, eb)) ||
       (rc = lsim__prepare(db,
+                          "INSERT INTO starvation(run_id,kind,worker,entity,"
+                          "start_tick,end_tick,closed_by,starved) "
+                          "VALUES(1,?,?,?,?,?,?,?)",
+                          &db->stv, eb)) ||
+      (rc = lsim__prepare(db,
                           "INSERT OR REPLACE INTO runs_summary(run_id,key,"
                           "value) VALUES(1,?,?)",
                           &db->sum, eb)))
@@ -525,6 +540,7 @@ void lsim_db_close(lsim_db *db) {
     sqlite3_finalize(db->itn);
     sqlite3_finalize(db->sum);
     sqlite3_finalize(db->val);
+    sqlite3_finalize(db->stv);
     sqlite3_close_v2(db->h);
   }
   free(db->path);
@@ -640,6 +656,23 @@ lsim_err lsim_db_validation(lsim_db *db, const lsim_validation_record *v) {
   sqlite3_bind_double(st, 5, v->max_rel_err);
   sqlite3_bind_int(st, 6, v->exact);
   if ((rc = lsim__step(db, st, "insert validation")))
+    return rc;
+  return lsim__count_row(db);
+}
+
+lsim_err lsim_db_interval(lsim_db *db, const lsim_interval *iv, int starved) {
+  lsim_err rc = lsim__append_ok(db, "lsim_db_interval");
+  if (rc)
+    return rc;
+  sqlite3_stmt *st = db->stv;
+  lsim__bind_str(st, 1, iv->kind);
+  lsim__bind_opt(st, 2, iv->worker);
+  sqlite3_bind_int(st, 3, iv->entity);
+  sqlite3_bind_int64(st, 4, iv->start);
+  sqlite3_bind_int64(st, 5, iv->end);
+  lsim__bind_str(st, 6, iv->closed_by);
+  sqlite3_bind_int(st, 7, starved);
+  if ((rc = lsim__step(db, st, "insert starvation interval")))
     return rc;
   return lsim__count_row(db);
 }

@@ -83,6 +83,10 @@ lsim_err lsim_db_event(void *db, const lsim_event *ev);
 lsim_err lsim_db_request(void *db, const lsim_request_record *rec);
 lsim_err lsim_db_iteration(lsim_db *db, const lsim_iter_record *it);
 lsim_err lsim_db_validation(lsim_db *db, const lsim_validation_record *v);
+/* One starvation-predicate interval (starvation table); starved: 1 when
+** it was still open at the end or at least $.fairness.starvation_ticks
+** long. */
+lsim_err lsim_db_interval(lsim_db *db, const lsim_interval *iv, int starved);
 
 /* Record a key/value summary figure of the run (runs_summary table). */
 lsim_err lsim_db_summary(lsim_db *db, const char *key, double value);

@@ -25,6 +25,7 @@
 #include "../engine/rowplan.h"
 #ifdef LSIM_HAVE_CUDA
 #include "../backends/cuda/cuda.h"
+#include "../backends/cuda/gpu_exact.h"
 #endif
 
 #define LSIM__EXEC_MAX_DIM 65536
@@ -479,132 +480,6 @@ static lsim_err lsim__write_atomic(const char *path, const char *text,
 }
 
 
-/* ---- the cuda backend ------------------------------------------------------- */
-
-#ifdef LSIM_HAVE_CUDA
-/* Set *m (initialised) to the exact value of float f. */
-static void lsim__q_from_float(mpq_t m, float f) { mpq_set_d(m, (double)f); }
-
-/* Run the adapter branch of plan p on the GPU through cuda path `path` (bf16
-** inputs, Y starting at zero so it ends as the delta), leaving the result
-** as exact rationals of the float outputs in *D (T x d_out, packed order).
-** *exact_in: 1 when every input and factor is exactly representable. */
-static lsim_err lsim__cuda_delta(const lsim__batch *b, const lsim_rowplan *p,
-                                 const lsim_qmat *X, int path, lsim_qmat *D,
-                                 int *exact_in, int *used_path,
-                                 lsim_errbuf *eb) {
-  const int dt = LSIM_CUDA_BF16;
-  const int ldx = (b->d_in + 7) / 8 * 8, ldy = (b->d_out + 7) / 8 * 8;
-  lsim_cuda_lora *L = NULL;
-  uint16_t *hx = NULL, *hA = NULL, *hB = NULL;
-  float *hy = NULL;
-  void *dx = NULL, *dy = NULL;
-  lsim_err rc = 0;
-  mpq_t back;
-  mpq_init(back);
-  int T = p->T > 0 ? p->T : 1;
-  lsim_cuda_lora_cfg cfg = {0, dt, b->d_in, b->d_out, b->nad > 0 ? b->nad : 1,
-                            NULL};
-#define LSIM__TO16(dst, q)                                                  \
-  do {                                                                      \
-    float f_ = (float)mpq_get_d(q);                                         \
-    (dst) = lsim_cuda_from_float(dt, f_);                                   \
-    lsim__q_from_float(back, lsim_cuda_to_float(dt, (dst)));                \
-    if (mpq_cmp(back, q) != 0)                                              \
-      *exact_in = 0;                                                        \
-  } while (0)
-  *exact_in = 1;
-  hx = calloc((size_t)T * (size_t)ldx, sizeof *hx);
-  hy = calloc((size_t)T * (size_t)ldy, sizeof *hy);
-  if (!hx || !hy) {
-    rc = lsim_fail(eb, LSIM_E_NOMEM, "out of memory");
-    goto out;
-  }
-  if ((rc = lsim_cuda_lora_open(&L, &cfg, eb)))
-    goto out;
-  for (int a = 0; a < b->nad && !rc; a++) {
-    const lsim_qadapter *ad = &b->ad[a];
-    hA = realloc(hA, (size_t)ad->rank * (size_t)b->d_in * sizeof *hA);
-    hB = realloc(hB, (size_t)b->d_out * (size_t)ad->rank * sizeof *hB);
-    if (!hA || !hB) {
-      rc = lsim_fail(eb, LSIM_E_NOMEM, "out of memory");
-      break;
-    }
-    for (int i = 0; i < ad->rank; i++)
-      for (int j = 0; j < b->d_in; j++)
-        LSIM__TO16(hA[(size_t)i * (size_t)b->d_in + (size_t)j],
-                   LSIM_QAT(&ad->A, i, j));
-    for (int i = 0; i < b->d_out; i++)
-      for (int j = 0; j < ad->rank; j++)
-        LSIM__TO16(hB[(size_t)i * (size_t)ad->rank + (size_t)j],
-                   LSIM_QAT(&ad->B, i, j));
-    float sc = (float)mpq_get_d(ad->scale);
-    lsim__q_from_float(back, sc);
-    if (mpq_cmp(back, ad->scale) != 0)
-      *exact_in = 0;
-    rc = lsim_cuda_lora_load(L, a, ad->rank, sc, hA, hB, eb);
-  }
-  if (rc)
-    goto out;
-  for (int t = 0; t < p->T; t++)
-    for (int k = 0; k < b->d_in; k++)
-      LSIM__TO16(hx[(size_t)t * (size_t)ldx + (size_t)k], LSIM_QAT(X, t, k));
-#undef LSIM__TO16
-  if ((rc = lsim_cuda_lora_plan(L, p, path, eb)))
-    goto out;
-  *used_path = lsim_cuda_lora_path(L);
-  if ((rc = lsim_cuda_malloc(&dx, (size_t)T * (size_t)ldx * 2, eb)) ||
-      (rc = lsim_cuda_malloc(&dy, (size_t)T * (size_t)ldy * 2, eb)) ||
-      (rc = lsim_cuda_h2d(dx, hx, (size_t)T * (size_t)ldx * 2, eb)) ||
-      (rc = lsim_cuda_memset(dy, 0, (size_t)T * (size_t)ldy * 2, eb)) ||
-      (rc = lsim_cuda_lora_run(L, dx, ldx, dy, ldy, eb)) ||
-      (rc = lsim_cuda_lora_sync(L, eb)) ||
-      (rc = lsim_cuda_d2h(hx, dy, (size_t)T * (size_t)ldy * 2, eb)))
-    goto out;
-  if ((rc = lsim_qmat_init(D, p->T, b->d_out, eb)))
-    goto out;
-  for (int t = 0; t < p->T; t++)
-    for (int k = 0; k < b->d_out; k++)
-      lsim__q_from_float(LSIM_QAT(D, t, k),
-                         lsim_cuda_to_float(dt, hx[(size_t)t * (size_t)ldy +
-                                                   (size_t)k]));
-out:
-  lsim_cuda_free(dx);
-  lsim_cuda_free(dy);
-  lsim_cuda_lora_close(L);
-  free(hx);
-  free(hy);
-  free(hA);
-  free(hB);
-  mpq_clear(back);
-  return rc;
-}
-
-/* Normwise errors of got against the exact ref: max |got - ref| and that
-** over max |ref| (0 when ref is all zero and got equals it). */
-static void lsim__errors(const lsim_qmat *got, const lsim_qmat *ref,
-                         double *abs_err, double *rel_err, int *exact) {
-  double mx = 0, mr = 0;
-  mpq_t d;
-  mpq_init(d);
-  *exact = 1;
-  for (int i = 0; i < ref->rows; i++)
-    for (int k = 0; k < ref->cols; k++) {
-      mpq_sub(d, LSIM_QAT(got, i, k), LSIM_QAT(ref, i, k));
-      if (mpq_sgn(d))
-        *exact = 0;
-      double e = fabs(mpq_get_d(d)), r = fabs(mpq_get_d(LSIM_QAT(ref, i, k)));
-      if (e > mx)
-        mx = e;
-      if (r > mr)
-        mr = r;
-    }
-  mpq_clear(d);
-  *abs_err = mx;
-  *rel_err = mr > 0 ? mx / mr : (mx > 0 ? INFINITY : 0);
-}
-#endif
-
 /* ---- the command ------------------------------------------------------------- */
 
 static void lsim__exec_usage(FILE *f) {
@@ -709,7 +584,10 @@ int lsim_exec_main(int argc, char **argv) {
     return 2;
   }
   int use_cuda = strcmp(backend, "cuda") == 0;
-  int path = -1, cpath = 0;
+  int path = -1;
+#ifdef LSIM_HAVE_CUDA
+  int cpath = 0;
+#endif
 #ifdef LSIM_HAVE_CUDA
   if (use_cuda) {
     char desc[256];
@@ -821,7 +699,10 @@ int lsim_exec_main(int argc, char **argv) {
          !rc && k <= (cpath < 0 ? LSIM_CUDA_PATH__COUNT - 1 : cpath); k++) {
       int exact_in = 1, used = -1, exact;
       double ae, re;
-      rc = lsim__cuda_delta(&b, &plan, &X, k, &G, &exact_in, &used, &eb);
+      int64_t ns;
+      rc = lsim_cuda_exact_delta(&plan, &X, b.ad, b.nad, b.d_in, b.d_out,
+                                 LSIM_CUDA_BF16, k, &G, &exact_in, &used, &ns,
+                                 &eb);
       if (rc && cpath < 0 && rc == LSIM_E_USAGE) {
         rc = 0; /* a path that cannot take this plan (e.g. rank > 128) */
         eb.code = 0;
@@ -829,7 +710,7 @@ int lsim_exec_main(int argc, char **argv) {
       }
       if (rc)
         break;
-      lsim__errors(&G, &D, &ae, &re, &exact);
+      lsim_q_errors(&G, &D, &ae, &re, &exact);
       cJSON *o = cJSON_CreateObject();
       cJSON_AddStringToObject(o, "path", lsim_cuda_path_name(used));
       cJSON_AddNumberToObject(o, "max_abs_err", ae);

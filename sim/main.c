@@ -57,6 +57,8 @@ static void lsim__usage_replay(FILE *f) {
       "  --backend NAME     override the execution backend\n"
       "  --no-plots         do not write gnuplot PNGs\n"
       "  --quiet            no summary and no progress line\n"
+      "  --verify cpu_ref   with --backend cuda: compare every iteration with\n"
+      "                     the exact reference (validations table)\n"
       "  -h, --help         this text\n"
       "\n"
       "registered names:\n",
@@ -116,7 +118,7 @@ static int lsim__parse_seed(const char *s, uint64_t *out) {
 
 static int lsim__cmd_replay(int argc, char **argv) {
   enum { O_DB = 256, O_SEED, O_SCHED, O_EVICT, O_PREFETCH, O_BACKEND,
-         O_NOPLOTS, O_QUIET };
+         O_NOPLOTS, O_QUIET, O_VERIFY };
   static const struct option opts[] = {
       {"db", required_argument, NULL, O_DB},
       {"seed", required_argument, NULL, O_SEED},
@@ -126,11 +128,12 @@ static int lsim__cmd_replay(int argc, char **argv) {
       {"backend", required_argument, NULL, O_BACKEND},
       {"no-plots", no_argument, NULL, O_NOPLOTS},
       {"quiet", no_argument, NULL, O_QUIET},
+      {"verify", required_argument, NULL, O_VERIFY},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
   const char *db = NULL, *sched = NULL, *evict = NULL, *prefetch = NULL,
              *backend = NULL, *seed_s = NULL;
-  int plots = 1, quiet = 0, c;
+  int plots = 1, quiet = 0, verify = 0, c;
   optind = 1;
   while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
     switch (c) {
@@ -142,6 +145,14 @@ static int lsim__cmd_replay(int argc, char **argv) {
     case O_BACKEND: backend = optarg; break;
     case O_NOPLOTS: plots = 0; break;
     case O_QUIET: quiet = 1; break;
+    case O_VERIFY:
+      if (strcmp(optarg, "cpu_ref") != 0) {
+        fprintf(stderr, "lorasim replay: error: E_USAGE: --verify takes "
+                        "'cpu_ref'\n");
+        return 2;
+      }
+      verify = 1;
+      break;
     case 'h': lsim__usage_replay(stdout); return 0;
     default: lsim__usage_replay(stderr); return 2;
     }
@@ -172,6 +183,20 @@ static int lsim__cmd_replay(int argc, char **argv) {
                                  lsim_backend_find(backend) != NULL, &eb)))
     return lsim__die("lorasim replay", eb.code, eb.msg);
 
+#ifdef LSIM_HAVE_CUDA
+  if (strcmp(sc.backend, "cuda") == 0) {
+    char desc[256];
+    if (lsim_cuda_describe(desc, sizeof desc) <= 0) {
+      snprintf(eb.msg, sizeof eb.msg, "backend cuda: %s", desc);
+      lsim__die("lorasim replay", LSIM_E_BACKEND, eb.msg);
+      return 2; /* refused before anything is written */
+    }
+  }
+#endif
+  if (verify && strcmp(sc.backend, "cuda") != 0)
+    return lsim__die("lorasim replay", LSIM_E_USAGE,
+                     "--verify cpu_ref needs --backend cuda (cpu_ref checks "
+                     "itself: every family against the others)");
   char dbpath[1024];
   if (db) {
     snprintf(dbpath, sizeof dbpath, "%s", db);
@@ -197,7 +222,7 @@ static int lsim__cmd_replay(int argc, char **argv) {
   sigaction(SIGTERM, &sa, NULL);
 
   lsim_replay_opts o = {dbpath, cmdline, !quiet, plots,
-                        quiet ? NULL : stdout, &lsim__stop, NULL, NULL};
+                        quiet ? NULL : stdout, &lsim__stop, NULL, NULL, verify};
   lsim_summary sum;
   rc = lsim_replay_run(&sc, &o, &sum, &eb);
   if (rc) {

@@ -21,6 +21,13 @@
 ** queued with the arrivals' class).  Each is logged as fault_injected when
 ** it takes effect and the engine logs the recovery.
 **
+** Hotswaps ($.hotswaps): each is a HOTSWAP event at its tick (queued with
+** the arrivals' class, in array order on ties) that asks the engine to
+** replace the adapter's artifact; a shadow copy runs on the worker's copy
+** engine like a load and its completion (HS_DONE, class 0) carries the
+** outcome the scenario forces ("fail": copy or digest), logged as
+** fault_injected with value 1.
+**
 ** Offline eviction oracles (a policy with needs_future) see the future of
 ** the trace through a bounded lookahead: the replay reads up to
 ** LSIM__LOOKAHEAD records ahead of the pending arrival and feeds each one to
@@ -49,6 +56,8 @@ enum { LSIM__Q_LOAD_DONE = 0, LSIM__Q_ITER_DONE = 1, LSIM__Q_ARRIVAL = 2,
 
 #define LSIM__MAX_LOADS 64
 #define LSIM__Q_CANCEL 4 /* queued with class 2 (a fact of the world) */
+#define LSIM__Q_HOTSWAP 5 /* queued with class 2 */
+#define LSIM__Q_HS_DONE 6 /* queued with class 0 */
 #define LSIM__LOOKAHEAD 4096 /* records the oracle may see ahead */
 
 typedef struct lsim__ahead {
@@ -91,6 +100,19 @@ static lsim_err lsim__sink_event(void *ud, const lsim_event *ev) {
   if (rc)
     return rc;
   lsim_metrics_event(&W->m, ev);
+  return 0;
+}
+
+/* A starvation interval closed: judged, logged and counted. */
+static lsim_err lsim__sink_interval(void *ud, const lsim_interval *iv) {
+  lsim__world *W = ud;
+  int64_t st = W->sc->starvation_ticks;
+  int starved = !strcmp(iv->closed_by, "open") ||
+                (st > 0 && iv->end - iv->start >= st);
+  lsim_err rc = lsim_db_interval(W->db, iv, starved);
+  if (rc)
+    return rc;
+  lsim_metrics_interval(&W->m, iv, starved);
   return 0;
 }
 
@@ -308,6 +330,52 @@ static lsim_err lsim__on_cancel(lsim__world *W, int w, int64_t request,
   return rc;
 }
 
+/* ---- hotswaps ($.hotswaps) ------------------------------------------------ */
+
+static lsim_err lsim__on_hotswap(lsim__world *W, int i, lsim_errbuf *eb) {
+  const lsim_scenario *sc = W->sc;
+  const lsim_hotswap_spec *h = &sc->hotswaps[i];
+  lsim_hs_copy copies[LSIM__MAX_LOADS];
+  int n;
+  lsim_err rc = lsim_engine_hotswap(W->eng, W->now, h->adapter, h->mode,
+                                    copies, LSIM__MAX_LOADS, &n, eb);
+  for (int k = 0; !rc && k < n; k++) {
+    int w = copies[k].worker;
+    lsim_tick start = W->copy_free_at[w] > W->now ? W->copy_free_at[w] : W->now;
+    lsim_tick done =
+        start + lsim__ns_to_ticks_ceil(sc, lsim__copy_ns(sc, copies[k].bytes));
+    W->copy_free_at[w] = done;
+    int outcome = h->fail == LSIM_HS_FAIL_COPY     ? LSIM_LOAD_COPY_FAILED
+                  : h->fail == LSIM_HS_FAIL_DIGEST ? LSIM_LOAD_DIGEST_BAD
+                                                   : LSIM_LOAD_OK;
+    lsim_qev ev = {done, LSIM__Q_LOAD_DONE, 0, LSIM__Q_HS_DONE, w,
+                   copies[k].adapter, outcome};
+    if (lsim_queue_push(&W->q, &ev))
+      rc = lsim_fail(eb, LSIM_E_NOMEM, "out of memory in the event queue");
+  }
+  /* a drain may have completed, or new admissions may now wait */
+  for (int w = 0; !rc && w < sc->workers; w++)
+    rc = lsim__touch(W, w, eb);
+  return rc;
+}
+
+static lsim_err lsim__on_hs_done(lsim__world *W, int w, int adapter,
+                                 int outcome, lsim_errbuf *eb) {
+  lsim_err rc = 0;
+  /* value 1: the fault hit a hotswap's shadow copy */
+  if (outcome == LSIM_LOAD_COPY_FAILED)
+    rc = lsim_engine_fault(W->eng, w, W->now, adapter, LSIM_NONE,
+                           "copy_failure", 1, eb);
+  else if (outcome == LSIM_LOAD_DIGEST_BAD)
+    rc = lsim_engine_fault(W->eng, w, W->now, adapter, LSIM_NONE,
+                           "digest_failure", 1, eb);
+  if (!rc)
+    rc = lsim_engine_hotswap_done(W->eng, w, adapter, W->now, outcome, eb);
+  if (!rc)
+    rc = lsim__touch(W, w, eb);
+  return rc;
+}
+
 static lsim_err lsim__on_arrival(lsim__world *W, lsim_errbuf *eb) {
   lsim_arrival a = {W->next.id, W->next.tenant, W->next.adapter,
                     W->next.prompt_tokens, W->next.output_tokens};
@@ -403,7 +471,16 @@ static lsim_err lsim__setup(lsim__world *W, lsim_errbuf *eb) {
       .sched = lsim_sched_find(sc->scheduler),
       .evict = lsim_evict_find(sc->evict),
       .prefetch = lsim_prefetch_find(sc->prefetch),
-      .sink = {lsim__sink_event, lsim__sink_request, W},
+      .sink = {lsim__sink_event, lsim__sink_request, W, lsim__sink_interval},
+      .sched_params = {.w_in = sc->fair_w_in, .w_out = sc->fair_w_out,
+                       .age_ticks = sc->age_ticks,
+                       .cluster_window = sc->cluster_window},
+      .placement = lsim_placement_find(sc->placement) > 0
+                       ? lsim_placement_find(sc->placement)
+                       : 0,
+      .abort_ticks = sc->abort_ticks,
+      .max_hotswaps = sc->nhotswaps,
+      .log_leases = sc->nhotswaps > 0,
   };
   lsim_err rc = lsim_engine_new(&W->eng, &cfg, eb);
   free(rank);
@@ -422,10 +499,18 @@ static lsim_err lsim__setup(lsim__world *W, lsim_errbuf *eb) {
                               sc->decode_token_ns, sc->segment_ns,
                               sc->rank_row_ps};
   lsim_backend_cfg bcfg = {W->cost, sc->seed, LSIM_REPLAY_TENSOR_DIM,
-                           LSIM_REPLAY_TENSOR_DIM};
+                           LSIM_REPLAY_TENSOR_DIM, W->o->verify};
   if ((rc = lsim_backend_open(&W->be, sc->backend, &bcfg, eb)))
     return rc;
   W->be_open = 1;
+
+  for (int i = 0; i < sc->nhotswaps; i++) {
+    lsim_tick t = (lsim_tick)llround(sc->hotswaps[i].at_s * 1e9 /
+                                     (double)sc->ns_per_tick);
+    lsim_qev ev = {t, LSIM__Q_ARRIVAL, 0, LSIM__Q_HOTSWAP, -1, i, 0};
+    if (lsim_queue_push(&W->q, &ev))
+      return lsim_fail(eb, LSIM_E_NOMEM, "out of memory in the event queue");
+  }
 
   rc = lsim_scenario_trace_open(sc, &W->tr, 0, 0, eb);
   if (rc)
@@ -453,6 +538,12 @@ static lsim_err lsim__loop(lsim__world *W, lsim_errbuf *eb) {
       break;
     case LSIM__Q_CANCEL:
       rc = lsim__on_cancel(W, ev.worker, ev.a, (int)ev.b, eb);
+      break;
+    case LSIM__Q_HOTSWAP:
+      rc = lsim__on_hotswap(W, (int)ev.a, eb);
+      break;
+    case LSIM__Q_HS_DONE:
+      rc = lsim__on_hs_done(W, ev.worker, (int)ev.a, (int)ev.b, eb);
       break;
     case LSIM__Q_ITER_DONE:
       rc = lsim__on_iter_done(W, ev.worker, (int)ev.a, eb);

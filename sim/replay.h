@@ -32,6 +32,8 @@ typedef struct lsim_replay_opts {
   /* Optional: called every LSIM_REPLAY_HOOK_EVERY queue events. */
   void (*hook)(void *ud, int64_t queue_events);
   void *hook_ud;
+  int verify; /* 1: a tensor backend other than cpu_ref checks every
+              ** iteration against cpu_ref (validations table) */
 } lsim_replay_opts;
 
 #define LSIM_REPLAY_HOOK_EVERY 1024

@@ -18,12 +18,44 @@ lsim_err lsim_metrics_init(lsim_metrics *m, int ntenants) {
   m->tenant_completed = calloc((size_t)ntenants, sizeof(int64_t));
   m->tenant_rejected = calloc((size_t)ntenants, sizeof(int64_t));
   m->tenant_unfinished = calloc((size_t)ntenants, sizeof(int64_t));
+  m->tenant_seen = calloc((size_t)ntenants, 1);
+  m->gap_min = -1;
   if (!m->tenant_service || !m->tenant_completed || !m->tenant_rejected ||
-      !m->tenant_unfinished) {
+      !m->tenant_unfinished || !m->tenant_seen) {
     lsim_metrics_release(m);
     return LSIM_E_NOMEM;
   }
   return 0;
+}
+
+/* The max pairwise service gap among seen tenants, after a debit to t:
+** the maximum only grows; the minimum is recounted only when its holder
+** moved (amortised O(1) per debit). */
+static void lsim__gap(lsim_metrics *m, int t) {
+  if (m->gap_min < 0 || m->gap_min == t) {
+    m->gap_min = -1;
+    for (int u = 0; u < m->ntenants; u++)
+      if (m->tenant_seen[u] &&
+          (m->gap_min < 0 ||
+           m->tenant_service[u] < m->tenant_service[m->gap_min]))
+        m->gap_min = u;
+  }
+  if (m->gap_min < 0 || t < 0 || t >= m->ntenants)
+    return;
+  int64_t g = m->tenant_service[t] - m->tenant_service[m->gap_min];
+  if (g > m->max_gap)
+    m->max_gap = g;
+}
+
+void lsim_metrics_interval(lsim_metrics *m, const lsim_interval *iv,
+                           int starved) {
+  if (strcmp(iv->kind, "load") == 0) {
+    m->load_intervals++;
+    m->load_starved += starved;
+  } else {
+    m->service_intervals++;
+    m->service_starved += starved;
+  }
 }
 
 void lsim_metrics_event(lsim_metrics *m, const lsim_event *ev) {
@@ -31,6 +63,11 @@ void lsim_metrics_event(lsim_metrics *m, const lsim_event *ev) {
     m->by_kind[ev->kind]++;
   switch (ev->kind) {
   case LSIM_EV_QUEUE_ENQUEUED:
+    if (ev->tenant >= 0 && ev->tenant < m->ntenants &&
+        !m->tenant_seen[ev->tenant]) {
+      m->tenant_seen[ev->tenant] = 1;
+      m->gap_min = -1; /* a new tenant (at 0) may be the new minimum */
+    }
     if (ev->value)
       m->hits++;
     else
@@ -52,6 +89,19 @@ void lsim_metrics_event(lsim_metrics *m, const lsim_event *ev) {
       m->prefill_units += ev->value;
     else
       m->decode_units += ev->value;
+    lsim__gap(m, ev->tenant);
+    break;
+  case LSIM_EV_PREFETCH_RELEASED:
+    if (ev->value)
+      m->prefetch_used++;
+    else {
+      m->prefetch_wasted++;
+      m->prefetch_wasted_bytes += ev->bytes;
+    }
+    break;
+  case LSIM_EV_ADMISSION_REJECTED:
+    if (ev->detail && strcmp(ev->detail, "early_abort") == 0)
+      m->early_aborts++;
     break;
   default:
     break;
@@ -83,6 +133,7 @@ void lsim_metrics_release(lsim_metrics *m) {
   free(m->tenant_completed);
   free(m->tenant_rejected);
   free(m->tenant_unfinished);
+  free(m->tenant_seen);
   m->tenant_service = m->tenant_completed = NULL;
   m->tenant_rejected = m->tenant_unfinished = NULL;
 }
@@ -166,6 +217,23 @@ lsim_err lsim_report_summarize(sqlite3 *db, const lsim_scenario *sc,
                     ? (double)m->hits / (double)(m->hits + m->misses)
                     : -1;
   s->sim_seconds = (double)s->end_tick * (double)sc->ns_per_tick * 1e-9;
+  double sum = 0, sq = 0;
+  int nseen = 0;
+  for (int t = 0; t < m->ntenants; t++)
+    if (m->tenant_seen[t]) {
+      double x = (double)m->tenant_service[t];
+      sum += x;
+      sq += x * x;
+      nseen++;
+    }
+  s->jain = nseen && sq > 0 ? sum * sum / ((double)nseen * sq) : -1;
+  s->max_gap = m->max_gap;
+  int64_t pf = m->by_kind[LSIM_EV_PREFETCH_RESERVED];
+  s->prefetch_precision = pf ? (double)m->prefetch_used / (double)pf : -1;
+  s->prefetch_wasted_bytes = m->prefetch_wasted_bytes;
+  s->early_aborts = m->early_aborts;
+  s->load_starved = m->load_starved;
+  s->service_starved = m->service_starved;
   return 0;
 }
 
@@ -187,7 +255,14 @@ lsim_err lsim_report_store(struct lsim_db *db, const lsim_summary *s,
             {"adapter_loads", (double)s->loads},
             {"adapter_load_failures", (double)s->load_failures},
             {"adapter_evictions", (double)s->evictions},
-            {"adapter_cache_hit_rate", s->hit_rate}};
+            {"adapter_cache_hit_rate", s->hit_rate},
+            {"tenant_service_jain", s->jain},
+            {"tenant_service_max_gap", (double)s->max_gap},
+            {"adapter_prefetch_precision_ratio", s->prefetch_precision},
+            {"adapter_prefetch_wasted_bytes", (double)s->prefetch_wasted_bytes},
+            {"requests_early_aborted", (double)s->early_aborts},
+            {"adapter_load_starved_intervals", (double)s->load_starved},
+            {"tenant_service_starved_intervals", (double)s->service_starved}};
   for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++)
     if (lsim_db_summary(db, kv[i].k, kv[i].v))
       return lsim_fail(eb, LSIM_E_DB, "storing summary: %s",
@@ -294,6 +369,29 @@ lsim_err lsim_report_metrics_file(const char *path, const lsim_scenario *sc,
     fprintf(f, "lorasim_ttft_seconds{quantile=\"0.5\"} %.9g\n"
                "lorasim_ttft_seconds{quantile=\"0.99\"} %.9g\n",
             s->ttft_p50_ms / 1e3, s->ttft_p99_ms / 1e3);
+  /* scheduling and liveness: bounded labels only (kind, result) */
+  fprintf(f,
+          "# TYPE adapter_prefetch_requests_total counter\n"
+          "adapter_prefetch_requests_total{result=\"used\"} %lld\n"
+          "adapter_prefetch_requests_total{result=\"wasted\"} %lld\n"
+          "# TYPE adapter_prefetch_wasted_bytes_total counter\n"
+          "adapter_prefetch_wasted_bytes_total %lld\n"
+          "# TYPE adapter_requests_rejected_total counter\n"
+          "adapter_requests_rejected_total{reason=\"early_abort\"} %lld\n"
+          "# TYPE adapter_load_starvation_intervals_total counter\n"
+          "adapter_load_starvation_intervals_total %lld\n"
+          "# TYPE adapter_service_starvation_intervals_total counter\n"
+          "adapter_service_starvation_intervals_total %lld\n"
+          "# TYPE adapter_completed_service_gap gauge\n"
+          "adapter_completed_service_gap %lld\n",
+          (long long)m->prefetch_used, (long long)m->prefetch_wasted,
+          (long long)m->prefetch_wasted_bytes, (long long)m->early_aborts,
+          (long long)m->load_starved, (long long)m->service_starved,
+          (long long)m->max_gap);
+  if (s->jain >= 0)
+    fprintf(f, "# TYPE lorasim_tenant_service_jain gauge\n"
+               "lorasim_tenant_service_jain %.9g\n",
+            s->jain);
   int bad = ferror(f);
   if (fclose(f) || bad)
     return lsim_fail(eb, LSIM_E_IO, "%s: write failed", path);

@@ -35,7 +35,18 @@ typedef struct lsim_metrics {
   int64_t *tenant_unfinished;
   int64_t requests_ok, requests_rejected, requests_unfinished;
   int64_t prefill_units, decode_units;
+  /* scheduling and fairness (docs/SCHEDULING.md), each at its event */
+  unsigned char *tenant_seen; /* at queue_enqueued */
+  int64_t max_gap;            /* max over debits of max - min service */
+  int gap_min;                /* tenant holding the minimum, -1: recount */
+  int64_t prefetch_used, prefetch_wasted, prefetch_wasted_bytes;
+  int64_t early_aborts;       /* admission_rejected "early_abort" */
+  int64_t load_intervals, load_starved, service_intervals, service_starved;
 } lsim_metrics;
+
+/* A starvation interval closed (replay's interval sink). */
+void lsim_metrics_interval(lsim_metrics *m, const lsim_interval *iv,
+                           int starved);
 
 lsim_err lsim_metrics_init(lsim_metrics *m, int ntenants);
 void lsim_metrics_event(lsim_metrics *m, const lsim_event *ev);
@@ -55,6 +66,10 @@ typedef struct lsim_summary {
   double ttft_p50_ms, ttft_p99_ms, tbt_p50_ms, tbt_p99_ms; /* -1: none */
   int64_t loads, load_failures, evictions;
   double hit_rate; /* -1 when no arrival */
+  double jain;     /* Jain's index over seen tenants' service; -1: none */
+  int64_t max_gap; /* max pairwise tenant service gap over time */
+  double prefetch_precision; /* used / prefetch reservations; -1: none */
+  int64_t prefetch_wasted_bytes, early_aborts, load_starved, service_starved;
 } lsim_summary;
 
 /* Percentiles and totals from the database and the metrics registry. */

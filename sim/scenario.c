@@ -13,6 +13,7 @@
 */
 #include "scenario.h"
 
+#include "../engine/engine.h"
 #include "../engine/residency.h"
 
 #include "../backends/backend.h"
@@ -387,6 +388,9 @@ static int lsim__is_backend(const char *n) { return !!lsim_backend_find(n); }
 static int lsim__is_sched(const char *n) { return !!lsim_sched_find(n); }
 static int lsim__is_evict(const char *n) { return !!lsim_evict_find(n); }
 static int lsim__is_prefetch(const char *n) { return !!lsim_prefetch_find(n); }
+static int lsim__is_placement(const char *n) {
+  return lsim_placement_find(n) >= 0;
+}
 
 static lsim_err lsim__named(const lsim__ctx *c, const cJSON *obj,
                             const char *path, const lsim__registry *r) {
@@ -419,7 +423,8 @@ static lsim_err lsim__named(const lsim__ctx *c, const cJSON *obj,
 
 static lsim_err lsim__policies(const lsim__ctx *c, const cJSON *root,
                                lsim_scenario *sc) {
-  static const char *const keys[] = {"scheduler", "evict", "prefetch", NULL};
+  static const char *const keys[] = {"scheduler", "evict", "prefetch",
+                                     "placement", NULL};
   const lsim__registry regs[] = {
       {"scheduler", "scheduler", "fcfs", lsim__is_sched, lsim_sched_names,
        LSIM_E_SCN_POLICY, sc->scheduler},
@@ -427,6 +432,8 @@ static lsim_err lsim__policies(const lsim__ctx *c, const cJSON *root,
        LSIM_E_SCN_POLICY, sc->evict},
       {"prefetch", "prefetch policy", "none", lsim__is_prefetch,
        lsim_prefetch_names, LSIM_E_SCN_POLICY, sc->prefetch},
+      {"placement", "placement policy", "least_loaded", lsim__is_placement,
+       lsim_placement_names, LSIM_E_SCN_POLICY, sc->placement},
   };
   const cJSON *o;
   char p[LSIM__PATHBUF];
@@ -1166,6 +1173,100 @@ static lsim_err lsim__faults(const lsim__ctx *c, const cJSON *root,
   return err;
 }
 
+/* $.fairness: scheduling and fairness parameters (docs/SCENARIO.md). */
+static lsim_err lsim__fairness(const lsim__ctx *c, const cJSON *root,
+                               lsim_scenario *sc) {
+  const lsim__field f[] = {
+      {"w_in", LSIM__I64, 0, 0, 1e6, 1, &sc->fair_w_in},
+      {"w_out", LSIM__I64, 0, 0, 1e6, 1, &sc->fair_w_out},
+      {"age_ticks", LSIM__I64, 0, 1, LSIM__INT_LIMIT, 64, &sc->age_ticks},
+      {"cluster_window", LSIM__I32, 0, 1, 4096, 8, &sc->cluster_window},
+      {"starvation_ticks", LSIM__I64, 0, 0, LSIM__INT_LIMIT, 0,
+       &sc->starvation_ticks},
+      {"abort_ticks", LSIM__I64, 0, 0, LSIM__INT_LIMIT, 0, &sc->abort_ticks},
+      {"slo_ttft_ms", LSIM__I64, 0, 0, 1e9, 0, &sc->slo_ttft_ms},
+      {"slo_tbt_ms", LSIM__I64, 0, 0, 1e9, 0, &sc->slo_tbt_ms},
+  };
+  const cJSON *o;
+  char p[LSIM__PATHBUF];
+  lsim_err err = lsim__member(c, root, "$", "fairness", "object", 0, &o, p);
+  if (!err && o)
+    err = lsim__keys(c, o, p, f, LSIM__N(f), NULL);
+  if (!err)
+    err = lsim__fields(c, o, p, f, LSIM__N(f)); /* o NULL: defaults */
+  if (!err && sc->fair_w_in == 0 && sc->fair_w_out == 0)
+    err = lsim__bad(c, LSIM_E_SCN_CONFLICT, "$.fairness.w_out",
+                    "w_in and w_out cannot both be 0");
+  return err;
+}
+
+/* $.hotswaps: an optional array of replacements (docs/SCENARIO.md). */
+static lsim_err lsim__hotswaps(const lsim__ctx *c, const cJSON *root,
+                               lsim_scenario *sc) {
+  static const char *const modes[] = {"shadow", "drain_then_overwrite",
+                                      "new_alias", NULL};
+  static const char *const fails[] = {"none", "copy", "digest", NULL};
+  const cJSON *arr;
+  char p[LSIM__PATHBUF];
+  int n;
+  sc->nhotswaps = 0;
+  lsim_err err = lsim__member(c, root, "$", "hotswaps", "array", 0, &arr, p);
+  if (err || !arr)
+    return err;
+  if ((err = lsim__array(c, arr, p, LSIM_MAX_HOTSWAPS, &n)))
+    return err;
+  for (int i = 0; i < n; i++) {
+    lsim_hotswap_spec *h = &sc->hotswaps[i];
+    const lsim__field f[] = {
+        {"at_s", LSIM__NUM, LSIM__REQ, 0, 1e6, 0, &h->at_s},
+        {"adapter", LSIM__I32, LSIM__REQ, 0, 1e9, 0, &h->adapter},
+    };
+    static const char *const extra[] = {"mode", "fail", NULL};
+    const cJSON *o, *v;
+    char ip[LSIM__PATHBUF], kp[LSIM__PATHBUF];
+    if ((err = lsim__element(c, arr, i, p, &o, ip)) ||
+        (err = lsim__keys(c, o, ip, f, LSIM__N(f), extra)) ||
+        (err = lsim__fields(c, o, ip, f, LSIM__N(f))))
+      return err;
+    if (h->adapter >= sc->adapters) {
+      lsim__key_path(kp, ip, "adapter");
+      return lsim__bad(c, LSIM_E_SCN_RANGE, kp,
+                       "must be an adapter index below $.adapters.count (%d) "
+                       "(got %d)",
+                       sc->adapters, h->adapter);
+    }
+    const char *const *names[2] = {modes, fails};
+    const char *keys[2] = {"mode", "fail"};
+    int *dst[2] = {&h->mode, &h->fail};
+    for (int k = 0; k < 2; k++) {
+      *dst[k] = 0;
+      if ((err = lsim__member(c, o, ip, keys[k], "string", k == 0, &v, kp)))
+        return err;
+      if (!v)
+        continue;
+      int j = 0;
+      while (names[k][j] && strcmp(names[k][j], v->valuestring) != 0)
+        j++;
+      if (!names[k][j]) {
+        char list[120], q[64];
+        lsim__join(list, sizeof list, names[k]);
+        return lsim__bad(c, LSIM_E_SCN_RANGE, kp,
+                         "must be one of %s (got '%s')", list,
+                         lsim__quote(v->valuestring, q, sizeof q));
+      }
+      *dst[k] = j;
+    }
+    if (h->fail != LSIM_HS_FAIL_NONE && h->mode == 1) {
+      lsim__key_path(kp, ip, "fail");
+      return lsim__bad(c, LSIM_E_SCN_CONFLICT, kp,
+                       "drain_then_overwrite rewrites the slot in place and "
+                       "has no shadow copy to fail");
+    }
+  }
+  sc->nhotswaps = n;
+  return 0;
+}
+
 /* Checks that span sections. */
 static lsim_err lsim__cross(const lsim__ctx *c, lsim_scenario *sc) {
   if (sc->adapters < sc->ntenants)
@@ -1194,7 +1295,8 @@ static lsim_err lsim__root(const lsim__ctx *c, const cJSON *root,
                            const char *basedir, lsim_scenario *sc) {
   static const char *const extra[] = {"name",  "backend", "policies", "workers",
                                       "model", "cost",    "adapters", "tenants",
-                                      "trace", "faults",  NULL};
+                                      "trace", "faults",  "hotswaps",
+                                      "fairness", NULL};
   int64_t seed = 0;
   const lsim__field f[] = {
       {"seed", LSIM__I64, LSIM__REQ, 0, LSIM__INT_LIMIT, 0, &seed},
@@ -1219,7 +1321,9 @@ static lsim_err lsim__root(const lsim__ctx *c, const cJSON *root,
       (err = lsim__cost(c, root, sc)) || (err = lsim__adapters(c, root, sc)) ||
       (err = lsim__tenants(c, root, sc)) ||
       (err = lsim__trace(c, root, basedir, sc)) ||
-      (err = lsim__faults(c, root, sc)) || (err = lsim__cross(c, sc)))
+      (err = lsim__faults(c, root, sc)) ||
+      (err = lsim__hotswaps(c, root, sc)) ||
+      (err = lsim__fairness(c, root, sc)) || (err = lsim__cross(c, sc)))
     return err;
   sc->seed = (uint64_t)seed;
   return 0;

@@ -24,10 +24,22 @@
 #define LSIM_NAME_MAX 64
 #define LSIM_PATH_MAX 1024
 #define LSIM_MAX_FAULT_TICKS 64
+#define LSIM_MAX_HOTSWAPS 64
 
 /* $.workers.adapter_layout: how adapter page demand is derived */
 enum { LSIM_LAYOUT_TENSOR = 0, LSIM_LAYOUT_SLORA = 1 };
 
+
+/* $.hotswaps[i]: one replacement of an adapter's artifact during the run.
+** mode is an enum lsim_hs_mode value (engine/engine.h): 0 shadow, 1
+** drain_then_overwrite, 2 new_alias; fail forces the outcome of its copy. */
+enum { LSIM_HS_FAIL_NONE = 0, LSIM_HS_FAIL_COPY = 1, LSIM_HS_FAIL_DIGEST = 2 };
+typedef struct lsim_hotswap_spec {
+  double at_s;  /* simulated seconds from the start */
+  int adapter;  /* catalog index */
+  int mode;
+  int fail;     /* LSIM_HS_FAIL_* */
+} lsim_hotswap_spec;
 
 typedef struct lsim_target {
   char name[LSIM_NAME_MAX]; /* "q_proj" */
@@ -116,6 +128,19 @@ typedef struct lsim_scenario {
   double h2d_slowdown;      /* copy-time factor (>= 1) inside the window */
   int64_t h2d_slowdown_from_tick, h2d_slowdown_until_tick; /* until 0: open */
   double cancel_during_load_rate; /* a loading request is cancelled mid-copy */
+
+  /* $.hotswaps (optional) */
+  int nhotswaps;
+  lsim_hotswap_spec hotswaps[LSIM_MAX_HOTSWAPS];
+
+  /* $.policies.placement and $.fairness (optional; docs/SCHEDULING.md) */
+  char placement[LSIM_NAME_MAX]; /* "least_loaded" */
+  int64_t fair_w_in, fair_w_out; /* completed-service weights (1, 1) */
+  int64_t age_ticks;             /* aging class / prefetch trigger (64) */
+  int cluster_window;            /* slora_cluster window (8) */
+  int64_t starvation_ticks;      /* interval length judged starved; 0 off */
+  int64_t abort_ticks;           /* early abort after this wait; 0 off */
+  int64_t slo_ttft_ms, slo_tbt_ms; /* SLO targets; 0: not configured */
 } lsim_scenario;
 
 /* Load and validate path into *sc.  On error *sc is unspecified. */

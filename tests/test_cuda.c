@@ -783,7 +783,83 @@ Test(errors, all_base_plan_launches_nothing) {
   kcase_free(&c);
 }
 
+
+/* ---- the cuda replay backend, checked against cpu_ref on a real trace ---- */
+#include <sqlite3.h>
+#include <unistd.h>
+
+#include "sim/replay.h"
+#include "sim/scenario.h"
+
+static long long q1(const char *db, const char *sql) {
+  sqlite3 *h;
+  sqlite3_stmt *st;
+  cr_assert_eq(sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+  cr_assert_eq(sqlite3_prepare_v2(h, sql, -1, &st, NULL), SQLITE_OK, "%s", sql);
+  cr_assert_eq(sqlite3_step(st), SQLITE_ROW);
+  long long v = sqlite3_column_int64(st, 0);
+  sqlite3_finalize(st);
+  sqlite3_close(h);
+  return v;
+}
+
+Test(replay, cuda_backend_is_bit_exact_with_cpu_ref_on_every_iteration) {
+  char desc[256];
+  if (lsim_cuda_describe(desc, sizeof desc) <= 0)
+    cr_skip_test("no CUDA device: %s (GPU tests run on the device machine)",
+                 desc);
+  static lsim_scenario sc;
+  lsim_errbuf eb = LSIM_ERRBUF_INIT;
+  char path[600], dir[] = "/tmp/lsim-cudarep-XXXXXX", a[700], b[700];
+  snprintf(path, sizeof path, "%s/fixtures/replay/tiny.json", LSIM_TEST_DIR);
+  cr_assert_eq(lsim_scenario_load(&sc, path, &eb), 0, "%s", eb.msg);
+  cr_assert_not_null(mkdtemp(dir));
+  snprintf(a, sizeof a, "%s/model.db", dir);
+  snprintf(b, sizeof b, "%s/cuda.db", dir);
+  lsim_summary s1, s2;
+  lsim_replay_opts o = {a, "test", 0, 0, NULL, NULL, NULL, NULL, 0};
+  cr_assert_eq(lsim_replay_run(&sc, &o, &s1, &eb), 0, "%s", eb.msg);
+  snprintf(sc.backend, sizeof sc.backend, "cuda");
+  o.db_path = b;
+  o.verify = 1;
+  cr_assert_eq(lsim_replay_run(&sc, &o, &s2, &eb), 0, "%s", eb.msg);
+  /* every iteration ran on the GPU and equalled the exact reference */
+  long long iters = q1(b, "SELECT count(*) FROM iterations");
+  cr_assert_gt(iters, 0);
+  cr_assert_eq(q1(b, "SELECT count(*) FROM validations WHERE exact = 1 AND "
+                     "backend = 'cuda'"), iters);
+  cr_assert_eq(q1(b, "SELECT count(*) FROM iterations WHERE backend_ns IS NULL "
+                     "OR backend_ns <= 0"), 0);
+  /* and changed no decision: the same events as the model backend */
+  cr_assert_eq(q1(a, "SELECT count(*) FROM events"),
+               q1(b, "SELECT count(*) FROM events"));
+  /* row for row: nothing in one log that is not in the other */
+  sqlite3 *h;
+  sqlite3_stmt *st;
+  char sql[1600];
+  cr_assert_eq(sqlite3_open_v2(a, &h, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+  snprintf(sql, sizeof sql, "ATTACH '%s' AS o", b);
+  cr_assert_eq(sqlite3_exec(h, sql, NULL, NULL, NULL), SQLITE_OK);
+  const char *cols = "seq,tick,kind,worker,request,tenant,adapter,generation,"
+                     "attempt,pages,bytes,value,detail";
+  snprintf(sql, sizeof sql,
+           "SELECT count(*) FROM (SELECT %s FROM main.events EXCEPT "
+           "SELECT %s FROM o.events)",
+           cols, cols);
+  cr_assert_eq(sqlite3_prepare_v2(h, sql, -1, &st, NULL), SQLITE_OK);
+  cr_assert_eq(sqlite3_step(st), SQLITE_ROW);
+  cr_assert_eq(sqlite3_column_int64(st, 0), 0, "event rows differ");
+  sqlite3_finalize(st);
+  sqlite3_close(h);
+  char cmd[800];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  cr_assert_eq(system(cmd), 0);
+}
+
 #else
+Test(replay, cuda_backend_is_bit_exact_with_cpu_ref_on_every_iteration) {
+  cr_skip_test("CUDA backend not built: nvcc was not found at configure time");
+}
 Test(cuda, selftest_kernel_matches_cpu_exactly) {
   cr_skip_test("CUDA backend not built: nvcc was not found at configure time");
 }

@@ -34,7 +34,7 @@ static void load(lsim_scenario *sc, const char *rel) {
 
 static lsim_err run(const lsim_scenario *sc, const char *db, lsim_summary *s,
                     lsim_errbuf *eb) {
-  lsim_replay_opts o = {db, "test", 0, 0, NULL, NULL, NULL, NULL};
+  lsim_replay_opts o = {db, "test", 0, 0, NULL, NULL, NULL, NULL, 0};
   return lsim_replay_run(sc, &o, s, eb);
 }
 
@@ -226,7 +226,7 @@ Test(replay, sigint_marks_the_run_interrupted_never_ok) {
   sa.sa_handler = on_int;
   sigaction(SIGINT, &sa, &old);
   stop_flag = 0;
-  lsim_replay_opts o = {db, "test", 0, 0, NULL, &stop_flag, raise_int, NULL};
+  lsim_replay_opts o = {db, "test", 0, 0, NULL, &stop_flag, raise_int, NULL, 0};
   lsim_summary s;
   lsim_errbuf eb = LSIM_ERRBUF_INIT;
   lsim_err rc = lsim_replay_run(&sc, &o, &s, &eb);

@@ -20,27 +20,80 @@
 
 /* ---- scheduler: orders eligible waiting requests ------------------------ */
 
+/*
+** The adapter cost of running one candidate on this worker, as a vector of
+** unlike units that are never summed into one score (article 0x09C).  A
+** policy compares it lexicographically in the field order below.
+*/
+typedef struct lsim_adapter_cost {
+  int64_t load_bytes;       /* bytes a load would copy (0 when resident) */
+  int64_t basis_bytes;      /* shared-basis bytes to load (0: no basis) */
+  int64_t added_runs;       /* 1 when no running request uses the adapter */
+  int64_t true_rank;        /* logical rank of the adapter */
+  int64_t padded_rank;      /* rank of the physical slot (== true: no pad) */
+  int64_t adapter_pages;    /* pool pages of the adapter */
+  int64_t kv_pages;         /* pool pages of the request's KV reservation */
+  int64_t collective_bytes; /* tensor-parallel traffic (0: one device) */
+} lsim_adapter_cost;
+
+/* Lexicographic comparison of two cost vectors: <0, 0, >0. */
+int lsim_adapter_cost_cmp(const lsim_adapter_cost *a,
+                          const lsim_adapter_cost *b);
+
 typedef struct lsim_sched_cand {
   int64_t request;
   int tenant;
   int adapter;
   int rank;
-  lsim_tick arrival_tick;
+  lsim_tick arrival_tick; /* the queue arrival; never reset by a load */
   int prompt_tokens;
-  int resident; /* adapter generation published on this worker */
+  int resident; /* adapter generation published on this worker (ready);
+                   only ready candidates are ever shown to order() */
+  int urgency;  /* serving urgency class, lower is more urgent (0 today) */
+  lsim_adapter_cost cost;
 } lsim_sched_cand;
+
+/*
+** Policy parameters, from the scenario's $.fairness (docs/SCENARIO.md).
+** Completed service of a tenant is w_in * input tokens + w_out * output
+** tokens, counted only at iteration completion; the token produced by a
+** prefill counts as input work (it is the prefill row's result).
+*/
+typedef struct lsim_sched_params {
+  int ntenants;
+  int nadapters;
+  int64_t w_in, w_out;          /* service weights, >= 0 */
+  const int64_t *tenant_weight; /* ntenants entries >= 1; NULL: all 1 */
+  int64_t age_ticks;            /* deficit_aging: age class width (>= 1) */
+  int cluster_window;           /* slora_cluster: same-adapter window */
+} lsim_sched_params;
 
 typedef struct lsim_sched_ops {
   const char *name;
   size_t state_size;
-  lsim_err (*init)(void *state, int ntenants, int nadapters); /* optional */
+  /* optional; the params (and tenant_weight) stay valid for the engine's
+  ** lifetime */
+  lsim_err (*init)(void *state, const lsim_sched_params *p);
   /* Write a permutation of 0..n-1 into order: the admission order for this
-  ** iteration.  Required. */
+  ** iteration, among execution-eligible candidates only.  Required. */
   void (*order)(void *state, lsim_tick now, const lsim_sched_cand *c, int n,
                 int *order);
-  /* Told after each completed iteration how many service units a tenant
-  ** received (optional; fairness policies use it). */
-  void (*on_service)(void *state, int tenant, int adapter, int64_t units);
+  /* Told at each completed_service_debited publication what a tenant's
+  ** request completed: input and output tokens (optional). */
+  void (*on_service)(void *state, int tenant, int adapter, int64_t in_tokens,
+                     int64_t out_tokens);
+  /* Optional: bytes of state (overrides state_size when set). */
+  size_t (*state_bytes)(const lsim_sched_params *p);
+  /* Optional demand-load gate: may a load transaction start for this cold
+  ** (feasible, not ready) candidate now?  ready_work is 1 when the worker
+  ** has execution-eligible work (running or ready waiting requests).  NULL:
+  ** always.  A gate only withholds loads; it can never make a candidate
+  ** ready. */
+  int (*load_ok)(void *state, lsim_tick now, const lsim_sched_cand *cold,
+                 int ready_work);
+  /* Optional: a request of `tenant` joined (+1) or left (-1) the backlog
+  ** (waiting or running, any worker); VTC lifts a returning client here. */
+  void (*on_backlog)(void *state, int tenant, int delta);
 } lsim_sched_ops;
 
 const lsim_sched_ops *lsim_sched_find(const char *name);
@@ -93,25 +146,63 @@ const char *const *lsim_evict_names(void);
 
 /* ---- prefetch: proposes adapters to load before they are needed --------- */
 
+/*
+** What a prefetch policy sees: the distinct cold adapters of the worker's
+** waiting queue (first LSIM_ENGINE_WINDOW entries), in queue order, each
+** with its pages and the arrival of its oldest waiter, and the pages the
+** joint ledger can give a speculative reservation without touching the
+** admitted KV growth horizon or the guard (free - guard).  Prefetch and
+** admission draw from this one ledger.
+*/
+typedef struct lsim_prefetch_cand {
+  int adapter;
+  int64_t pages;
+  lsim_tick oldest_arrival;
+  int waiters;
+} lsim_prefetch_cand;
+
+typedef struct lsim_prefetch_view {
+  int worker;
+  const lsim_prefetch_cand *cold;
+  int ncold;
+  int64_t free_pages;
+} lsim_prefetch_view;
+
 typedef struct lsim_prefetch_ops {
   const char *name;
   size_t state_size;
-  lsim_err (*init)(void *state, int nadapters); /* optional */
-  /* Write up to max adapter ids to load on `worker` into out; return the
-  ** count.  Optional: a NULL slot proposes nothing. */
-  int (*propose)(void *state, int worker, lsim_tick now, int *out, int max);
+  lsim_err (*init)(void *state, int nadapters, int64_t age_ticks); /* opt. */
+  /* Write up to max adapter ids to load into out, in the order to try
+  ** them; return the count.  Optional: a NULL slot proposes nothing (and
+  ** the engine builds no view). */
+  int (*propose)(void *state, lsim_tick now, const lsim_prefetch_view *v,
+                 int *out, int max);
 } lsim_prefetch_ops;
 
 const lsim_prefetch_ops *lsim_prefetch_find(const char *name);
 const char *const *lsim_prefetch_names(void);
 
+/* Shared helper for policies: a stable merge sort of order[0..n) (the
+** caller fills it) under cmp(ctx, i, j) < 0 meaning i runs before j.
+** Deterministic; O(n log n); n is at most LSIM_POLICY_SORT_MAX. */
+#define LSIM_POLICY_SORT_MAX 4096
+void lsim_policy_sort(int *order, int n,
+                      int (*cmp)(const void *ctx, int i, int j),
+                      const void *ctx);
+
 /* wrappers (NULL-checking optional slots) */
-lsim_err lsim_sched_init(const lsim_sched_ops *o, void *st, int ntenants,
-                         int nadapters);
+lsim_err lsim_sched_init(const lsim_sched_ops *o, void *st,
+                         const lsim_sched_params *p);
+size_t lsim_sched_state_bytes(const lsim_sched_ops *o,
+                              const lsim_sched_params *p);
 void lsim_sched_order(const lsim_sched_ops *o, void *st, lsim_tick now,
                       const lsim_sched_cand *c, int n, int *order);
 void lsim_sched_on_service(const lsim_sched_ops *o, void *st, int tenant,
-                           int adapter, int64_t units);
+                           int adapter, int64_t in_tokens, int64_t out_tokens);
+int lsim_sched_load_ok(const lsim_sched_ops *o, void *st, lsim_tick now,
+                       const lsim_sched_cand *cold, int ready_work);
+void lsim_sched_on_backlog(const lsim_sched_ops *o, void *st, int tenant,
+                           int delta);
 lsim_err lsim_evict_init(const lsim_evict_ops *o, void *st, int nadapters);
 int lsim_evict_pick(const lsim_evict_ops *o, void *st, lsim_tick now,
                     const lsim_evict_cand *c, int n);
@@ -119,8 +210,8 @@ size_t lsim_evict_state_bytes(const lsim_evict_ops *o, int nadapters);
 void lsim_evict_on_use(const lsim_evict_ops *o, void *st, int adapter,
                        lsim_tick now, int64_t pages, int64_t load_cost);
 lsim_err lsim_prefetch_init(const lsim_prefetch_ops *o, void *st,
-                            int nadapters);
-int lsim_prefetch_propose(const lsim_prefetch_ops *o, void *st, int worker,
-                          lsim_tick now, int *out, int max);
+                            int nadapters, int64_t age_ticks);
+int lsim_prefetch_propose(const lsim_prefetch_ops *o, void *st, lsim_tick now,
+                          const lsim_prefetch_view *v, int *out, int max);
 
 #endif /* LSIM_POLICY_H */

@@ -7,19 +7,28 @@
 #include <string.h>
 
 extern const lsim_sched_ops lsim_sched_fcfs;
+extern const lsim_sched_ops lsim_sched_resident_greedy;
+extern const lsim_sched_ops lsim_sched_slora_cluster;
+extern const lsim_sched_ops lsim_sched_deficit_aging;
+extern const lsim_sched_ops lsim_sched_vtc;
 extern const lsim_evict_ops lsim_evict_lru;
 extern const lsim_evict_ops lsim_evict_lfu;
 extern const lsim_evict_ops lsim_evict_size;
 extern const lsim_evict_ops lsim_evict_gdsf;
 extern const lsim_evict_ops lsim_evict_belady;
 extern const lsim_prefetch_ops lsim_prefetch_none;
+extern const lsim_prefetch_ops lsim_prefetch_queue_lookahead;
+extern const lsim_prefetch_ops lsim_prefetch_age_triggered;
 
-static const lsim_sched_ops *const lsim__scheds[] = {&lsim_sched_fcfs};
+static const lsim_sched_ops *const lsim__scheds[] = {
+    &lsim_sched_fcfs, &lsim_sched_resident_greedy, &lsim_sched_slora_cluster,
+    &lsim_sched_deficit_aging, &lsim_sched_vtc};
 static const lsim_evict_ops *const lsim__evicts[] = {
     &lsim_evict_lru, &lsim_evict_lfu, &lsim_evict_size, &lsim_evict_gdsf,
     &lsim_evict_belady};
 static const lsim_prefetch_ops *const lsim__prefetches[] = {
-    &lsim_prefetch_none};
+    &lsim_prefetch_none, &lsim_prefetch_queue_lookahead,
+    &lsim_prefetch_age_triggered};
 
 #define LSIM__COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -62,18 +71,44 @@ const char *const *lsim_prefetch_names(void) {
   return names;
 }
 
-lsim_err lsim_sched_init(const lsim_sched_ops *o, void *st, int ntenants,
-                         int nadapters) {
-  return o->init ? o->init(st, ntenants, nadapters) : 0;
+lsim_err lsim_sched_init(const lsim_sched_ops *o, void *st,
+                         const lsim_sched_params *p) {
+  return o->init ? o->init(st, p) : 0;
+}
+size_t lsim_sched_state_bytes(const lsim_sched_ops *o,
+                              const lsim_sched_params *p) {
+  return o->state_bytes ? o->state_bytes(p) : o->state_size;
 }
 void lsim_sched_order(const lsim_sched_ops *o, void *st, lsim_tick now,
                       const lsim_sched_cand *c, int n, int *order) {
   o->order(st, now, c, n, order);
 }
 void lsim_sched_on_service(const lsim_sched_ops *o, void *st, int tenant,
-                           int adapter, int64_t units) {
+                           int adapter, int64_t in_tokens, int64_t out_tokens) {
   if (o->on_service)
-    o->on_service(st, tenant, adapter, units);
+    o->on_service(st, tenant, adapter, in_tokens, out_tokens);
+}
+int lsim_sched_load_ok(const lsim_sched_ops *o, void *st, lsim_tick now,
+                       const lsim_sched_cand *cold, int ready_work) {
+  return o->load_ok ? o->load_ok(st, now, cold, ready_work) : 1;
+}
+void lsim_sched_on_backlog(const lsim_sched_ops *o, void *st, int tenant,
+                           int delta) {
+  if (o->on_backlog)
+    o->on_backlog(st, tenant, delta);
+}
+int lsim_adapter_cost_cmp(const lsim_adapter_cost *a,
+                          const lsim_adapter_cost *b) {
+  const int64_t x[8] = {a->load_bytes,    a->basis_bytes, a->added_runs,
+                        a->true_rank,     a->padded_rank, a->adapter_pages,
+                        a->kv_pages,      a->collective_bytes};
+  const int64_t y[8] = {b->load_bytes,    b->basis_bytes, b->added_runs,
+                        b->true_rank,     b->padded_rank, b->adapter_pages,
+                        b->kv_pages,      b->collective_bytes};
+  for (int i = 0; i < 8; i++)
+    if (x[i] != y[i])
+      return x[i] < y[i] ? -1 : 1;
+  return 0;
 }
 lsim_err lsim_evict_init(const lsim_evict_ops *o, void *st, int nadapters) {
   return o->init ? o->init(st, nadapters) : 0;
@@ -91,10 +126,32 @@ void lsim_evict_on_use(const lsim_evict_ops *o, void *st, int adapter,
     o->on_use(st, adapter, now, pages, load_cost);
 }
 lsim_err lsim_prefetch_init(const lsim_prefetch_ops *o, void *st,
-                            int nadapters) {
-  return o->init ? o->init(st, nadapters) : 0;
+                            int nadapters, int64_t age_ticks) {
+  return o->init ? o->init(st, nadapters, age_ticks) : 0;
 }
-int lsim_prefetch_propose(const lsim_prefetch_ops *o, void *st, int worker,
-                          lsim_tick now, int *out, int max) {
-  return o->propose ? o->propose(st, worker, now, out, max) : 0;
+int lsim_prefetch_propose(const lsim_prefetch_ops *o, void *st, lsim_tick now,
+                          const lsim_prefetch_view *v, int *out, int max) {
+  return o->propose ? o->propose(st, now, v, out, max) : 0;
+}
+
+void lsim_policy_sort(int *order, int n,
+                      int (*cmp)(const void *ctx, int i, int j),
+                      const void *ctx) {
+  int tmp[LSIM_POLICY_SORT_MAX];
+  if (n > LSIM_POLICY_SORT_MAX)
+    n = LSIM_POLICY_SORT_MAX; /* the engine never shows more */
+  for (int width = 1; width < n; width *= 2) {
+    for (int lo = 0; lo < n; lo += 2 * width) {
+      int mid = lo + width < n ? lo + width : n;
+      int hi = lo + 2 * width < n ? lo + 2 * width : n;
+      int i = lo, j = mid, k = lo;
+      while (i < mid && j < hi)
+        tmp[k++] = cmp(ctx, order[j], order[i]) < 0 ? order[j++] : order[i++];
+      while (i < mid)
+        tmp[k++] = order[i++];
+      while (j < hi)
+        tmp[k++] = order[j++];
+    }
+    memcpy(order, tmp, (size_t)n * sizeof *order);
+  }
 }

@@ -34,4 +34,7 @@ const lsim_sched_ops lsim_sched_fcfs = {
     /* .init       = */ NULL,
     /* .order      = */ lsim__fcfs_order,
     /* .on_service = */ NULL,
+    /* .state_bytes = */ NULL,
+    /* .load_ok    = */ NULL,
+    /* .on_backlog = */ NULL,
 };

@@ -1,0 +1,127 @@
+/*
+** materialise.c: a replay iteration's synthetic tensors (materialise.h).
+*/
+#include "materialise.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../sim/rng.h"
+
+/* A stream keyed by several integers: mix them into one seed. */
+static void lsim__keyed(lsim_rng *r, uint64_t seed, uint64_t a, uint64_t b,
+                        uint64_t c) {
+  uint64_t k = seed;
+  k = k * 0x9E3779B97F4A7C15ull ^ (a + 0x632BE59BD9B4E019ull);
+  k = k * 0x9E3779B97F4A7C15ull ^ (b + 0x8CB92BA72F3D8DD7ull);
+  k = k * 0x9E3779B97F4A7C15ull ^ (c + 0xA0761D6478BD642Full);
+  lsim_rng_init(r, k, LSIM_RNG_TENSORS);
+}
+
+static long lsim__small(lsim_rng *r, int m) {
+  return (long)lsim_rng_below(r, (uint64_t)(2 * m + 1)) - m;
+}
+
+/* Free the previous iteration's values, keep the buffers. */
+static void lsim__clear_values(lsim_iter_tensors *t) {
+  for (int k = 0; k < t->nad; k++)
+    lsim_qadapter_clear(&t->ad[k]);
+  free(t->ad);
+  t->ad = NULL;
+  t->nad = 0;
+  lsim_qmat_clear(&t->X);
+  lsim_rowplan_release(&t->rp);
+}
+
+lsim_err lsim_iter_tensors_build(lsim_iter_tensors *t, const lsim_plan *plan,
+                                 uint64_t seed, int d_in, int d_out,
+                                 lsim_errbuf *eb) {
+  lsim_err rc = 0;
+  lsim__clear_values(t);
+  if (plan->n > t->ents_cap) {
+    lsim_plan_entry *ne = realloc(t->ents, (size_t)plan->n * sizeof *ne);
+    if (ne)
+      t->ents = ne;
+    int *va = realloc(t->vad, (size_t)plan->n * sizeof *va);
+    if (va)
+      t->vad = va;
+    int *vv = realloc(t->vver, (size_t)plan->n * sizeof *vv);
+    if (vv)
+      t->vver = vv;
+    if (!ne || !va || !vv)
+      return lsim_fail(eb, LSIM_E_NOMEM, "out of memory materialising tensors");
+    t->ents_cap = plan->n;
+  }
+  if (plan->n > 0)
+    memcpy(t->ents, plan->e, (size_t)plan->n * sizeof *t->ents);
+  for (int i = 0; i < plan->n; i++)
+    if (t->ents[i].adapter < 0) {
+      t->ents[i].adapter = LSIM_BASE;
+      t->ents[i].rank = 0;
+    }
+  int maxa = -1, nver = 0;
+  for (int i = 0; i < plan->n; i++)
+    if (t->ents[i].adapter > maxa)
+      maxa = t->ents[i].adapter;
+  for (int i = 0; i < plan->n; i++) {
+    if (t->ents[i].adapter < 0 || t->ents[i].version <= 0)
+      continue;
+    int k = 0;
+    while (k < nver && (t->vad[k] != t->ents[i].adapter ||
+                        t->vver[k] != t->ents[i].version))
+      k++;
+    if (k == nver) {
+      t->vad[k] = t->ents[i].adapter;
+      t->vver[k] = t->ents[i].version;
+      nver++;
+    }
+    t->ents[i].adapter = maxa + 1 + k;
+  }
+  if ((rc = lsim_rowplan_build(&t->rp, t->ents, plan->n, NULL, 0, eb)))
+    return rc;
+  const lsim_rowplan *p = &t->rp;
+
+  /* the plan's adapters, ascending (its grouped segments) */
+  t->ad = calloc((size_t)p->nseg + 1, sizeof *t->ad);
+  if (!t->ad)
+    return lsim_fail(eb, LSIM_E_NOMEM, "out of memory materialising tensors");
+  for (int k = 0; k < p->nseg && !rc; k++) {
+    int id = p->seg_adapter[k], r = p->seg_rank[k];
+    lsim_qadapter *ad = &t->ad[k];
+    if ((rc = lsim_qadapter_init(ad, id, r, d_in, d_out, eb)))
+      break;
+    t->nad++;
+    lsim_rng g;
+    int art = id > maxa ? t->vad[id - maxa - 1] : id;
+    int ver = id > maxa ? t->vver[id - maxa - 1] : 0;
+    lsim__keyed(&g, seed, 1, (uint64_t)art, (uint64_t)ver);
+    for (int i = 0; i < r; i++)
+      for (int j = 0; j < d_in; j++)
+        mpq_set_si(LSIM_QAT(&ad->A, i, j), lsim__small(&g, 1), 1);
+    for (int i = 0; i < d_out; i++)
+      for (int j = 0; j < r; j++)
+        mpq_set_si(LSIM_QAT(&ad->B, i, j), lsim__small(&g, 1), 1);
+    mpq_set_ui(ad->scale, 2, (unsigned long)r);
+    mpq_canonicalize(ad->scale);
+  }
+  if (!rc)
+    rc = lsim_qmat_init(&t->X, p->T, d_in, eb);
+  for (int r = 0; !rc && r < p->T; r++) {
+    lsim_rng g;
+    lsim__keyed(&g, seed, 2 + (uint64_t)plan->iter,
+                (uint64_t)p->req_uid[p->row_req[r]], (uint64_t)p->row_pos[r]);
+    for (int j = 0; j < d_in; j++)
+      mpq_set_si(LSIM_QAT(&t->X, r, j), lsim__small(&g, 1), 1);
+  }
+  return rc;
+}
+
+void lsim_iter_tensors_release(lsim_iter_tensors *t) {
+  lsim__clear_values(t);
+  free(t->ents);
+  free(t->vad);
+  free(t->vver);
+  t->ents = NULL;
+  t->vad = t->vver = NULL;
+  t->ents_cap = 0;
+}

@@ -1,0 +1,52 @@
+/*
+** materialise.h: one replay iteration's tensors, as exact values.
+**
+** Tensor backends (cpu_ref, cuda) execute each iteration's adapter work for
+** one d_in x d_out target module on synthetic values that are a pure
+** function of the run's seed:
+**
+**   factors  A [r][d_in], B [d_out][r] of adapter a, artifact version v:
+**            integers in [-1, 1] from a stream keyed by (seed, a, v); the
+**            scale is 2 / r (dyadic for power-of-two ranks)
+**   inputs   row t of request q at token position k in iteration i:
+**            integers in [-1, 1] keyed by (seed, i, q, k)
+**
+** The magnitudes are kept small so that, at the replay's 16 x 16 module and
+** power-of-two ranks up to 64, every exact delta is representable in fp16:
+** a GPU backend then owes the exact reference bit-exact equality.
+**
+** so the same trace and seed give the same tensors whatever backend runs
+** them.  Two versions of one adapter in one iteration (a request leased
+** before a hotswap, another after) are distinct artifacts: each (adapter,
+** version > 0) pair is given its own id past the plan's largest one.
+**
+** Ownership: an lsim_iter_tensors is caller-owned, zero-initialised, reused
+** across iterations (lsim_iter_tensors_build releases the previous
+** iteration's values) and released with lsim_iter_tensors_release.
+*/
+#ifndef LSIM_MATERIALISE_H
+#define LSIM_MATERIALISE_H
+
+#include "../../engine/plan.h"
+#include "../../engine/rowplan.h"
+#include "cpu_ref.h"
+
+typedef struct lsim_iter_tensors {
+  lsim_rowplan rp;   /* the iteration's row plan (read-only for callers) */
+  lsim_qadapter *ad; /* [nad] the plan's adapters, ascending id */
+  int nad;
+  lsim_qmat X;       /* [T][d_in] packed row order */
+  /* private */
+  lsim_plan_entry *ents;
+  int ents_cap;
+  int *vad, *vver;
+} lsim_iter_tensors;
+
+#define LSIM_ITER_TENSORS_INIT {LSIM_ROWPLAN_INIT, NULL, 0, LSIM_QMAT_INIT, NULL, 0, NULL, NULL}
+
+lsim_err lsim_iter_tensors_build(lsim_iter_tensors *t, const lsim_plan *plan,
+                                 uint64_t seed, int d_in, int d_out,
+                                 lsim_errbuf *eb);
+void lsim_iter_tensors_release(lsim_iter_tensors *t);
+
+#endif /* LSIM_MATERIALISE_H */
