@@ -41,6 +41,8 @@ typedef struct lsim__req {
   int tenant, adapter, worker;
   lsim_tick arrival, first_token;
   int prompt, output, produced;
+  int prefilled;       /* prompt tokens whose prefill completed (chunked) */
+  int planned;         /* token rows of this request in the launched plan */
   int state;
   int loads_waited;
   int64_t kv_pages;    /* initial + growth */
@@ -872,6 +874,23 @@ static int64_t lsim__kv_pages(const lsim_engine *e, int64_t tokens) {
   return (b + e->cfg.page_bytes - 1) / e->cfg.page_bytes;
 }
 
+/* Chunked prefill: the prompt tokens of a prefill row starting with
+** `left` tokens still to prefill (all of them when chunking is off). */
+static int lsim__chunk_of(const lsim_engine *e, int64_t left) {
+  int64_t c = e->cfg.prefill_chunk;
+  return (int)(c > 0 && left > c ? c : left);
+}
+
+static int lsim__first_chunk(const lsim_engine *e, int64_t prompt) {
+  return lsim__chunk_of(e, prompt);
+}
+
+/* A running request whose prefill is part-done (chunked prefill only): it
+** gets its next prefill chunk, not a decode row. */
+static int lsim__mid_prefill(const lsim__req *r) {
+  return r->produced == 0 && r->prefilled > 0;
+}
+
 /* Ranking callback for lsim_res_begin: the eviction policy picks among the
 ** eligible adapters the residency engine found. */
 static int lsim__rank(void *ud, const int *cand, int n) {
@@ -1176,7 +1195,7 @@ lsim_err lsim_engine_arrive(lsim_engine *e, lsim_tick now,
   r->kv_initial = lsim__kv_pages(e, a->prompt_tokens);
   r->kv_pages = lsim__kv_pages(e, (int64_t)a->prompt_tokens + a->output_tokens);
   r->worker = LSIM_NONE;
-  if (a->prompt_tokens > e->cfg.max_batch_tokens)
+  if (lsim__first_chunk(e, a->prompt_tokens) > e->cfg.max_batch_tokens)
     return lsim__reject(e, r, now, "prompt_over_batch_budget", eb);
   if (r->kv_pages + e->pages[a->adapter] + e->cfg.guard_pages >
       e->cfg.pool_pages)
@@ -1636,7 +1655,13 @@ static lsim_err lsim__select(lsim_engine *e, int wi, lsim_tick now,
   lsim__worker *w = &e->w[wi];
   *selected = 0;
   lsim_plan_reset(plan);
-  int64_t tokens = w->running.n; /* one decode row per running request */
+  /* one decode row per running request; a part-prefilled one (chunked
+  ** prefill) takes its next chunk instead */
+  int64_t tokens = w->running.n;
+  if (e->cfg.prefill_chunk > 0)
+    for (lsim__req *r = w->running.head; r; r = r->next)
+      if (lsim__mid_prefill(r))
+        tokens += lsim__chunk_of(e, r->prompt - r->prefilled) - 1;
   int slots = e->cfg.max_batch_requests - w->running.n;
   int nadmit = 0;
   lsim_err rc;
@@ -1675,18 +1700,26 @@ static lsim_err lsim__select(lsim_engine *e, int wi, lsim_tick now,
   if (n > 0)
     lsim_sched_order(e->cfg.sched, e->sched_st, now, e->cands, n, e->order);
 
+  int blocked = 0;
   for (int i = 0; i < n && slots > 0; i++) {
     int k = e->order[i];
     if (k < 0 || k >= n)
       return lsim_fail(eb, LSIM_E_POLICY, "scheduler '%s' returned a bad order",
                        e->cfg.sched->name);
     lsim__req *r = e->cand_req[k];
-    if (tokens + r->prompt > e->cfg.max_batch_tokens)
+    int first = lsim__first_chunk(e, r->prompt);
+    if (tokens + first > e->cfg.max_batch_tokens)
       break; /* keeps the policy's order: no overtaking past the budget */
     if (r->kv >= 0) {
       /* admitted together with its adapter's load: KV already committed */
       w->admitted_waiting--;
     } else {
+      /* once a request could not get its pages, no later one may take new
+      ** pages before it (no overtaking in allocation); requests that
+      ** already hold theirs still run, or the pool could stay full of
+      ** committed KV that nothing ever uses */
+      if (blocked)
+        continue;
       lsim_res_req q = {LSIM_TXN_KV, r->adapter, r->id, r->kv_initial,
                         r->kv_pages - r->kv_initial};
       int64_t txn;
@@ -1695,8 +1728,10 @@ static lsim_err lsim__select(lsim_engine *e, int wi, lsim_tick now,
       if ((rc = lsim__begin(e, wi, now, &q, relaxed, &txn, victims, &nv,
                             &relaxed_used, &ok, eb)))
         return rc;
-      if (!ok)
-        break;
+      if (!ok) {
+        blocked = 1;
+        continue;
+      }
       if ((rc = lsim__emit_victims(e, wi, now, victims, nv, relaxed_used, eb)))
         return rc;
       int kv;
@@ -1732,7 +1767,7 @@ static lsim_err lsim__select(lsim_engine *e, int wi, lsim_tick now,
       return rc;
     assert(lsim__worker_sound(e, w));
     e->admitted[nadmit++] = r;
-    tokens += r->prompt;
+    tokens += first;
     slots--;
   }
 
@@ -1741,15 +1776,29 @@ static lsim_err lsim__select(lsim_engine *e, int wi, lsim_tick now,
   w->nbatch = 0;
   for (int i = 0; i < nadmit; i++) {
     lsim__req *r = e->admitted[i];
+    r->planned = lsim__first_chunk(e, r->prompt);
     lsim_plan_entry pe = {r->id, r->tenant, r->adapter, e->rank[r->adapter],
-                          LSIM_PHASE_PREFILL, r->prompt, r->version};
+                          LSIM_PHASE_PREFILL, r->planned, r->version};
     if ((rc = lsim_plan_push(plan, &pe, eb)))
       return rc;
     w->batch[w->nbatch++] = r;
   }
+  /* chunked prefill: part-prefilled requests continue, after the new ones */
+  if (e->cfg.prefill_chunk > 0)
+    for (lsim__req *r = w->running.head; r; r = r->next) {
+      if (!lsim__mid_prefill(r))
+        continue;
+      r->planned = lsim__chunk_of(e, r->prompt - r->prefilled);
+      lsim_plan_entry pe = {r->id, r->tenant, r->adapter, e->rank[r->adapter],
+                            LSIM_PHASE_PREFILL, r->planned, r->version};
+      if ((rc = lsim_plan_push(plan, &pe, eb)))
+        return rc;
+      w->batch[w->nbatch++] = r;
+    }
   for (lsim__req *r = w->running.head; r; r = r->next) {
     if (r->produced == 0)
-      continue; /* admitted just now: its prefill is above */
+      continue; /* prefilling: its row is above */
+    r->planned = 1;
     lsim_plan_entry pe = {r->id, r->tenant, r->adapter, e->rank[r->adapter],
                           LSIM_PHASE_DECODE, 1, r->version};
     if ((rc = lsim_plan_push(plan, &pe, eb)))
@@ -1810,7 +1859,7 @@ lsim_err lsim_engine_iter_done(lsim_engine *e, int wi, lsim_tick now, int ok,
   lsim_err rc;
   int64_t rows = 0;
   for (int i = 0; i < w->nbatch; i++)
-    rows += w->batch[i]->produced == 0 ? w->batch[i]->prompt : 1;
+    rows += w->batch[i]->planned;
   rc = lsim__emit(e, now, LSIM_EV_ITERATION_COMPLETED, wi, LSIM_NONE,
                   LSIM_NONE, LSIM_NONE, iter, 0, 0, 0, ok ? rows : 0,
                   ok ? "ok" : "failed", eb);
@@ -1829,9 +1878,24 @@ lsim_err lsim_engine_iter_done(lsim_engine *e, int wi, lsim_tick now, int ok,
   }
   for (int i = 0; i < w->nbatch; i++) {
     lsim__req *r = w->batch[i];
-    int64_t units = r->produced == 0 ? r->prompt : 1;
-    if (r->produced == 0)
+    int64_t units = r->planned;
+    if (r->produced == 0 && r->prefilled + r->planned < r->prompt) {
+      /* a prefill chunk that is not the last: input service, no token */
+      r->prefilled += r->planned;
+      if ((rc = lsim__emit(e, now, LSIM_EV_COMPLETED_SERVICE_DEBITED, wi,
+                           r->id, r->tenant, r->adapter, iter, 0, 0, 0, units,
+                           "prefill", eb)))
+        return rc;
+      lsim_sched_on_service(e->cfg.sched, e->sched_st, r->tenant, r->adapter,
+                            units, 0);
+      if ((rc = lsim_fair_debit(e->fair, now, r->tenant)))
+        return lsim_fail(eb, rc, "interval sink failed");
+      continue;
+    }
+    if (r->produced == 0) {
+      r->prefilled = r->prompt;
       r->first_token = now;
+    }
     r->produced++;
     rc = lsim__emit(e, now, LSIM_EV_COMPLETED_SERVICE_DEBITED, wi, r->id,
                     r->tenant, r->adapter, iter, 0, 0, 0, units,

@@ -84,6 +84,10 @@ typedef struct lsim_engine_cfg {
   int64_t abort_ticks;  /* early abort: a waiting request that has waited
                            longer than this when a selection looks at it is
                            rejected ("early_abort"); 0: off */
+  int64_t prefill_chunk; /* chunked prefill: at most this many prompt tokens
+                            per prefill row, the rest in later iterations
+                            (the first token comes with the last chunk);
+                            0: the whole prompt in one row */
 } lsim_engine_cfg;
 
 /* Multi-worker placement of an arriving request (docs/SCHEDULING.md). */

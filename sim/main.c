@@ -2,6 +2,7 @@
 ** main.c: the lorasim command line.
 **
 **   lorasim replay SCENARIO.json [options]   replay a scenario
+**   lorasim compare SCENARIO.json --schedulers A,B,...   one table
 **   lorasim help [COMMAND]                   usage
 **   lorasim version                          version and build
 **
@@ -18,6 +19,7 @@
 
 #include "../backends/backend.h"
 #include "../engine/policy/policy.h"
+#include "compare.h"
 #include "exec.h"
 #include "trace_cmd.h"
 #include "replay.h"
@@ -77,6 +79,7 @@ static void lsim__usage(FILE *f) {
         "\n"
         "commands:\n"
         "  replay SCENARIO.json   replay a trace through the simulator\n"
+        "  compare SCENARIO.json  run it under several schedulers, one table\n"
         "  exec --in BATCH.json   run one batch exactly (plan, delta, Y)\n"
         "  trace convert|stats    import, convert and summarise traces\n"
         "  help [COMMAND]         show help for a command\n"
@@ -222,7 +225,7 @@ static int lsim__cmd_replay(int argc, char **argv) {
   sigaction(SIGTERM, &sa, NULL);
 
   lsim_replay_opts o = {dbpath, cmdline, !quiet, plots,
-                        quiet ? NULL : stdout, &lsim__stop, NULL, NULL, verify};
+                        quiet ? NULL : stdout, &lsim__stop, NULL, NULL, verify, NULL};
   lsim_summary sum;
   rc = lsim_replay_run(&sc, &o, &sum, &eb);
   if (rc) {
@@ -254,6 +257,8 @@ int main(int argc, char **argv) {
   const char *cmd = argv[1];
   if (strcmp(cmd, "replay") == 0)
     return lsim__cmd_replay(argc - 1, argv + 1);
+  if (strcmp(cmd, "compare") == 0)
+    return lsim_compare_main(argc - 1, argv + 1);
   if (strcmp(cmd, "trace") == 0)
     return lsim_trace_main(argc - 1, argv + 1);
   if (strcmp(cmd, "exec") == 0)
@@ -267,6 +272,9 @@ int main(int argc, char **argv) {
     else if (argc > 2 && strcmp(argv[2], "trace") == 0) {
       char *av[] = {"trace", "--help", NULL};
       return lsim_trace_main(2, av);
+    } else if (argc > 2 && strcmp(argv[2], "compare") == 0) {
+      char *av[] = {"compare", "--help", NULL};
+      return lsim_compare_main(2, av);
     } else if (argc > 2 && strcmp(argv[2], "exec") == 0) {
       char *av[] = {"exec", "--help", NULL};
       return lsim_exec_main(2, av);

@@ -479,6 +479,7 @@ static lsim_err lsim__setup(lsim__world *W, lsim_errbuf *eb) {
                        ? lsim_placement_find(sc->placement)
                        : 0,
       .abort_ticks = sc->abort_ticks,
+      .prefill_chunk = sc->prefill_chunk,
       .max_hotswaps = sc->nhotswaps,
       .log_leases = sc->nhotswaps > 0,
   };
@@ -664,6 +665,9 @@ lsim_err lsim_replay_run(const lsim_scenario *sc, const lsim_replay_opts *o,
     status = "failed";
   }
   res->status = status;
+  if (o->tenant_service && W.m.tenant_service)
+    memcpy(o->tenant_service, W.m.tenant_service,
+           (size_t)sc->ntenants * sizeof(int64_t));
   if (!rc) {
     char base[1024];
     lsim__base_path(o->db_path, base, sizeof base);

@@ -34,6 +34,9 @@ typedef struct lsim_replay_opts {
   void *hook_ud;
   int verify; /* 1: a tensor backend other than cpu_ref checks every
               ** iteration against cpu_ref (validations table) */
+  /* Optional, sc->ntenants entries: filled with each tenant's completed
+  ** service (w_in * input + w_out * output tokens) at the end of the run. */
+  int64_t *tenant_service;
 } lsim_replay_opts;
 
 #define LSIM_REPLAY_HOOK_EVERY 1024

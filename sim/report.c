@@ -190,6 +190,62 @@ fail:
   "((finish_tick - first_token_tick) * 1.0 / (output_tokens - 1))"
 #define LSIM__TBT_COND "output_tokens >= 2"
 
+/* One integer aggregate over the run's requests; ?1 (ns_per_tick) and ?2
+** (a target in ns) are bound when the statement names them. */
+static lsim_err lsim__scalar(sqlite3 *db, const char *sql, int64_t ns_per_tick,
+                             int64_t target_ns, int64_t *out,
+                             lsim_errbuf *eb) {
+  sqlite3_stmt *st = NULL;
+  *out = 0;
+  if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
+    goto fail;
+  if (sqlite3_bind_parameter_count(st) >= 2) {
+    sqlite3_bind_int64(st, 1, ns_per_tick);
+    sqlite3_bind_int64(st, 2, target_ns);
+  }
+  if (sqlite3_step(st) != SQLITE_ROW)
+    goto fail;
+  *out = sqlite3_column_int64(st, 0);
+  sqlite3_finalize(st);
+  return 0;
+fail:
+  sqlite3_finalize(st);
+  return lsim_fail(eb, LSIM_E_DB, "summary query failed: %s",
+                   sqlite3_errmsg(db));
+}
+
+/* Fraction of the requests with `cond` that also satisfy `meets`. */
+static lsim_err lsim__attain(sqlite3 *db, const char *cond, const char *meets,
+                             int64_t ns_per_tick, int64_t slo_ms, double *out,
+                             lsim_errbuf *eb) {
+  char sql[512];
+  int64_t n, k;
+  lsim_err rc;
+  *out = -1;
+  if (slo_ms <= 0)
+    return 0;
+  snprintf(sql, sizeof sql,
+           "SELECT count(*) FROM requests WHERE run_id=1 AND outcome='ok' "
+           "AND %s",
+           cond);
+  if ((rc = lsim__scalar(db, sql, ns_per_tick, slo_ms * 1000000, &n, eb)))
+    return rc;
+  if (n == 0)
+    return 0;
+  snprintf(sql, sizeof sql,
+           "SELECT count(*) FROM requests WHERE run_id=1 AND outcome='ok' "
+           "AND %s AND %s",
+           cond, meets);
+  if ((rc = lsim__scalar(db, sql, ns_per_tick, slo_ms * 1000000, &k, eb)))
+    return rc;
+  *out = (double)k / (double)n;
+  return 0;
+}
+
+#define LSIM__TTFT_MEETS "(first_token_tick - arrival_tick) * ?1 <= ?2"
+#define LSIM__TBT_MEETS \
+  "(finish_tick - first_token_tick) * ?1 <= ?2 * (output_tokens - 1)"
+
 lsim_err lsim_report_summarize(sqlite3 *db, const lsim_scenario *sc,
                                const lsim_metrics *m, lsim_summary *s,
                                lsim_errbuf *eb) {
@@ -207,6 +263,18 @@ lsim_err lsim_report_summarize(sqlite3 *db, const lsim_scenario *sc,
       return rc;
     *q[i].out = v < 0 ? -1 : v * ms;
   }
+  if ((rc = lsim__attain(db, LSIM__TTFT_COND, LSIM__TTFT_MEETS,
+                         sc->ns_per_tick, sc->slo_ttft_ms,
+                         &s->slo_ttft_attain, eb)) ||
+      (rc = lsim__attain(db, LSIM__TBT_COND, LSIM__TBT_MEETS, sc->ns_per_tick,
+                         sc->slo_tbt_ms, &s->slo_tbt_attain, eb)))
+    return rc;
+  int64_t out_tokens;
+  if ((rc = lsim__scalar(db,
+                         "SELECT coalesce(sum(output_tokens), 0) FROM requests "
+                         "WHERE run_id=1 AND outcome='ok'",
+                         0, 0, &out_tokens, eb)))
+    return rc;
   s->completed = m->requests_ok;
   s->rejected = m->requests_rejected;
   s->unfinished = m->requests_unfinished;
@@ -217,6 +285,8 @@ lsim_err lsim_report_summarize(sqlite3 *db, const lsim_scenario *sc,
                     ? (double)m->hits / (double)(m->hits + m->misses)
                     : -1;
   s->sim_seconds = (double)s->end_tick * (double)sc->ns_per_tick * 1e-9;
+  s->throughput_tok_s =
+      s->sim_seconds > 0 ? (double)out_tokens / s->sim_seconds : -1;
   double sum = 0, sq = 0;
   int nseen = 0;
   for (int t = 0; t < m->ntenants; t++)
@@ -262,7 +332,10 @@ lsim_err lsim_report_store(struct lsim_db *db, const lsim_summary *s,
             {"adapter_prefetch_wasted_bytes", (double)s->prefetch_wasted_bytes},
             {"requests_early_aborted", (double)s->early_aborts},
             {"adapter_load_starved_intervals", (double)s->load_starved},
-            {"tenant_service_starved_intervals", (double)s->service_starved}};
+            {"tenant_service_starved_intervals", (double)s->service_starved},
+            {"throughput_output_tokens_per_s", s->throughput_tok_s},
+            {"slo_ttft_attainment", s->slo_ttft_attain},
+            {"slo_tbt_attainment", s->slo_tbt_attain}};
   for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++)
     if (lsim_db_summary(db, kv[i].k, kv[i].v))
       return lsim_fail(eb, LSIM_E_DB, "storing summary: %s",
@@ -307,6 +380,25 @@ void lsim_report_print(FILE *f, const lsim_scenario *sc,
     fprintf(f, "-\n");
   else
     fprintf(f, "%.1f%%\n", 100.0 * s->hit_rate);
+  if (sc->slo_ttft_ms > 0 || sc->slo_tbt_ms > 0) {
+    struct {
+      const char *what;
+      int64_t ms;
+      double v;
+    } slo[2] = {{"TTFT", sc->slo_ttft_ms, s->slo_ttft_attain},
+                {"TBT", sc->slo_tbt_ms, s->slo_tbt_attain}};
+    fprintf(f, "  SLO       ");
+    for (int i = 0; i < 2; i++) {
+      if (slo[i].ms <= 0)
+        continue;
+      fprintf(f, "  %s <= %lld ms: ", slo[i].what, (long long)slo[i].ms);
+      if (slo[i].v < 0)
+        fprintf(f, "-");
+      else
+        fprintf(f, "%.1f%%", 100.0 * slo[i].v);
+    }
+    fputc('\n', f);
+  }
   fprintf(f, "  %-16s %10s %10s %10s %18s\n", "tenant", "completed",
           "rejected", "unfinished", "service (tokens)");
   for (int t = 0; t < m->ntenants; t++)
@@ -388,6 +480,14 @@ lsim_err lsim_report_metrics_file(const char *path, const lsim_scenario *sc,
           (long long)m->prefetch_wasted_bytes, (long long)m->early_aborts,
           (long long)m->load_starved, (long long)m->service_starved,
           (long long)m->max_gap);
+  if (s->slo_ttft_attain >= 0)
+    fprintf(f, "# TYPE lorasim_slo_ttft_attainment_ratio gauge\n"
+               "lorasim_slo_ttft_attainment_ratio %.9g\n",
+            s->slo_ttft_attain);
+  if (s->slo_tbt_attain >= 0)
+    fprintf(f, "# TYPE lorasim_slo_tbt_attainment_ratio gauge\n"
+               "lorasim_slo_tbt_attainment_ratio %.9g\n",
+            s->slo_tbt_attain);
   if (s->jain >= 0)
     fprintf(f, "# TYPE lorasim_tenant_service_jain gauge\n"
                "lorasim_tenant_service_jain %.9g\n",

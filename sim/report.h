@@ -12,6 +12,10 @@
 ** TTFT = first_token_tick - arrival_tick; TBT is the per-request mean time
 ** between output tokens, (finish - first_token) / (output_tokens - 1), over
 ** requests with at least two tokens (vLLM calls it TPOT).
+**
+** SLO attainment compares in integers: TTFT meets a target of T ms when
+** (first_token - arrival) * ns_per_tick <= T * 10^6; TBT meets it when
+** (finish - first_token) * ns_per_tick <= T * 10^6 * (output_tokens - 1).
 */
 #ifndef LSIM_REPORT_H
 #define LSIM_REPORT_H
@@ -70,6 +74,12 @@ typedef struct lsim_summary {
   int64_t max_gap; /* max pairwise tenant service gap over time */
   double prefetch_precision; /* used / prefetch reservations; -1: none */
   int64_t prefetch_wasted_bytes, early_aborts, load_starved, service_starved;
+  /* Output tokens of completed requests per simulated second; -1: no time. */
+  double throughput_tok_s;
+  /* SLO attainment: the fraction of completed requests whose TTFT (TBT) is
+  ** at most $.fairness.slo_ttft_ms (slo_tbt_ms), exact, over the requests
+  ** the percentile is taken over; -1 when the target is 0 or none has one. */
+  double slo_ttft_attain, slo_tbt_attain;
 } lsim_summary;
 
 /* Percentiles and totals from the database and the metrics registry. */

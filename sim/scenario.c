@@ -460,6 +460,7 @@ static lsim_err lsim__workers(const lsim__ctx *c, const cJSON *root,
       {"max_batch_requests", LSIM__I32, LSIM__REQ, 1, 65536, 0,
        &sc->max_batch_requests},
       {"guard_pages", LSIM__I64, 0, 0, 1073741824.0, 0, &sc->guard_pages},
+      {"prefill_chunk", LSIM__I64, 0, 0, 16777216.0, 0, &sc->prefill_chunk},
   };
   static const char *const extra[] = {"adapter_layout", NULL};
   const cJSON *o, *v;

@@ -78,6 +78,7 @@ typedef struct lsim_scenario {
   int64_t max_batch_tokens;
   int max_batch_requests;
   int64_t guard_pages;     /* admission safety margin per worker */
+  int64_t prefill_chunk;   /* prompt tokens per prefill row; 0: whole prompt */
   int adapter_layout;      /* LSIM_LAYOUT_TENSOR or LSIM_LAYOUT_SLORA */
 
   /* $.model */

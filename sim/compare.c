@@ -1,0 +1,470 @@
+/*
+** compare.c: `lorasim compare`, one scenario under several schedulers.
+**
+** The scenario is loaded once; every scheduler named by --schedulers runs
+** it with the same seed, evict and prefetch policies, each into its own
+** database DIR/SCHEDULER.db (replaced if it exists).  The figures of every
+** run come from its summary (lsim_summary, the same numbers runs_summary
+** holds) and the per-tenant completed service from the metrics registry;
+** nothing is recomputed here.  The table goes to stdout, DIR/compare.csv
+** gets the same rows, and DIR/compare-service.png (gnuplot, skipped with a
+** note when gnuplot is missing) shows per-tenant service per scheduler.
+**
+** The runs are sequential and independent: run k's rows are the rows
+** `lorasim replay --scheduler k` writes with the same options.
+*/
+#include "compare.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "../engine/policy/policy.h"
+#include "replay.h"
+#include "scenario.h"
+
+#define LSIM__CMP_MAX 16 /* schedulers per comparison */
+
+static volatile sig_atomic_t lsim__cmp_stop = 0;
+
+static void lsim__cmp_on_sigint(int sig) {
+  (void)sig;
+  lsim__cmp_stop = 1;
+}
+
+static void lsim__cmp_usage(FILE *f) {
+  fputs(
+      "usage: lorasim compare SCENARIO.json --schedulers A,B,... [options]\n"
+      "\n"
+      "Run the scenario once per scheduler (same trace, seed, eviction and\n"
+      "prefetch), each into its own SQLite database, then print one table\n"
+      "and write it as CSV beside the databases, with a gnuplot PNG of the\n"
+      "per-tenant completed service per scheduler.\n"
+      "\n"
+      "options:\n"
+      "  --schedulers LIST  comma-separated scheduler names (required,\n"
+      "                     at most 16, no repeats)\n"
+      "  --evict NAME       override the eviction policy\n"
+      "  --prefetch NAME    override the prefetch policy\n"
+      "  --seed N           override the scenario seed\n"
+      "  --out DIR          output directory (created if missing);\n"
+      "                     default results/compare-NAME\n"
+      "  --no-plots         do not write the PNG\n"
+      "  -h, --help         this text\n"
+      "\n"
+      "files: DIR/SCHEDULER.db and .prom per run, DIR/compare.csv,\n"
+      "DIR/compare-service.dat and DIR/compare-service.png\n"
+      "\n",
+      f);
+  fputs("registered names:\n", f);
+  const char *const *n = lsim_sched_names();
+  fprintf(f, "  %-10s", "scheduler");
+  for (int i = 0; n[i]; i++)
+    fprintf(f, "%s%s", i ? ", " : "", n[i]);
+  fputc('\n', f);
+  n = lsim_evict_names();
+  fprintf(f, "  %-10s", "evict");
+  for (int i = 0; n[i]; i++)
+    fprintf(f, "%s%s", i ? ", " : "", n[i]);
+  fputc('\n', f);
+  n = lsim_prefetch_names();
+  fprintf(f, "  %-10s", "prefetch");
+  for (int i = 0; n[i]; i++)
+    fprintf(f, "%s%s", i ? ", " : "", n[i]);
+  fputs("\n\nexit status: 0 ok, 1 a run failed, 2 bad usage or input, "
+        "130 interrupted\n",
+        f);
+}
+
+static int lsim__cmp_die(lsim_err code, const char *msg) {
+  fprintf(stderr, "lorasim compare: error: %s: %s\n", lsim_err_name(code),
+          msg);
+  if (code == LSIM_E_INTERRUPTED)
+    return 130;
+  if (code <= LSIM_E_SCN_JSON && code > LSIM_E_BACKEND)
+    return 2;
+  return code == LSIM_E_USAGE ? 2 : 1;
+}
+
+/* Split the comma list into names[] (pointers into buf); -1 with a message
+** in eb on an empty, unknown or repeated name or too many. */
+static int lsim__cmp_split(char *buf, char **names, int *n, lsim_errbuf *eb) {
+  *n = 0;
+  for (char *p = buf;;) {
+    char *comma = strchr(p, ',');
+    if (comma)
+      *comma = 0;
+    if (!*p) {
+      lsim_fail(eb, LSIM_E_USAGE, "--schedulers: empty name in the list");
+      return -1;
+    }
+    if (!lsim_sched_find(p)) {
+      lsim_fail(eb, LSIM_E_SCN_POLICY,
+                "--schedulers: unknown scheduler '%s' (see lorasim compare "
+                "--help)",
+                p);
+      return -1;
+    }
+    for (int i = 0; i < *n; i++)
+      if (strcmp(names[i], p) == 0) {
+        lsim_fail(eb, LSIM_E_USAGE, "--schedulers: '%s' named twice", p);
+        return -1;
+      }
+    if (*n == LSIM__CMP_MAX) {
+      lsim_fail(eb, LSIM_E_USAGE, "--schedulers: at most %d names",
+                LSIM__CMP_MAX);
+      return -1;
+    }
+    names[(*n)++] = p;
+    if (!comma)
+      return 0;
+    p = comma + 1;
+  }
+}
+
+/* mkdir -p for a relative or absolute path. */
+static int lsim__cmp_mkdirs(const char *dir) {
+  char p[1024];
+  snprintf(p, sizeof p, "%s", dir);
+  for (char *s = p + 1; *s; s++)
+    if (*s == '/') {
+      *s = 0;
+      if (mkdir(p, 0777) != 0 && errno != EEXIST)
+        return -1;
+      *s = '/';
+    }
+  if (mkdir(p, 0777) != 0 && errno != EEXIST)
+    return -1;
+  struct stat sb;
+  return stat(p, &sb) == 0 && S_ISDIR(sb.st_mode) ? 0 : -1;
+}
+
+typedef struct lsim__cmp_row {
+  const char *sched;
+  lsim_summary s;
+  int64_t *service; /* ntenants */
+} lsim__cmp_row;
+
+/* A figure, or empty (CSV) / "-" (table) when the run has none (< 0). */
+static void lsim__cmp_csv_num(FILE *f, double v, const char *fmt) {
+  fputc(',', f);
+  if (v >= 0)
+    fprintf(f, fmt, v);
+}
+
+static lsim_err lsim__cmp_csv(const char *path, const lsim_scenario *sc,
+                              const lsim__cmp_row *rows, int n,
+                              lsim_errbuf *eb) {
+  FILE *f = fopen(path, "w");
+  if (!f)
+    return lsim_fail(eb, LSIM_E_IO, "%s: cannot write", path);
+  fprintf(f, "scheduler,evict,prefetch,seed,completed,rejected,unfinished,"
+             "throughput_tokens_per_s,ttft_p50_ms,ttft_p99_ms,tbt_p50_ms,"
+             "tbt_p99_ms,slo_ttft_attainment,slo_tbt_attainment,jain,"
+             "max_service_gap,starved_load_intervals,"
+             "starved_service_intervals");
+  for (int t = 0; t < sc->ntenants; t++)
+    fprintf(f, ",service_%s", sc->tenants[t].name);
+  fputc('\n', f);
+  for (int i = 0; i < n; i++) {
+    const lsim_summary *s = &rows[i].s;
+    fprintf(f, "%s,%s,%s,%llu,%lld,%lld,%lld", rows[i].sched, sc->evict,
+            sc->prefetch, (unsigned long long)sc->seed,
+            (long long)s->completed, (long long)s->rejected,
+            (long long)s->unfinished);
+    lsim__cmp_csv_num(f, s->throughput_tok_s, "%.3f");
+    lsim__cmp_csv_num(f, s->ttft_p50_ms, "%.6f");
+    lsim__cmp_csv_num(f, s->ttft_p99_ms, "%.6f");
+    lsim__cmp_csv_num(f, s->tbt_p50_ms, "%.6f");
+    lsim__cmp_csv_num(f, s->tbt_p99_ms, "%.6f");
+    lsim__cmp_csv_num(f, s->slo_ttft_attain, "%.6f");
+    lsim__cmp_csv_num(f, s->slo_tbt_attain, "%.6f");
+    lsim__cmp_csv_num(f, s->jain, "%.6f");
+    fprintf(f, ",%lld,%lld,%lld", (long long)s->max_gap,
+            (long long)s->load_starved, (long long)s->service_starved);
+    for (int t = 0; t < sc->ntenants; t++)
+      fprintf(f, ",%lld", (long long)rows[i].service[t]);
+    fputc('\n', f);
+  }
+  int bad = ferror(f);
+  if (fclose(f) || bad)
+    return lsim_fail(eb, LSIM_E_IO, "%s: write failed", path);
+  return 0;
+}
+
+static void lsim__cmp_cell(FILE *f, double v, int w, const char *fmt) {
+  if (v < 0)
+    fprintf(f, " %*s", w, "-");
+  else
+    fprintf(f, fmt, w, v);
+}
+
+#define LSIM__CMP_TENANT_COLS 8 /* the CSV has them all */
+
+static void lsim__cmp_print(FILE *f, const lsim_scenario *sc,
+                            const lsim__cmp_row *rows, int n) {
+  fprintf(f, "lorasim compare: %s (seed %llu, evict %s, prefetch %s, "
+             "%d worker%s)\n",
+          sc->name, (unsigned long long)sc->seed, sc->evict, sc->prefetch,
+          sc->workers, sc->workers == 1 ? "" : "s");
+  fprintf(f, "%-16s %9s %8s %10s %9s %9s %8s %8s %6s %6s %6s %8s %5s %5s",
+          "scheduler", "completed", "rejected", "tok/s", "ttft_p50",
+          "ttft_p99", "tbt_p50", "tbt_p99", "slo_tt", "slo_tb", "jain",
+          "max_gap", "st_ld", "st_sv");
+  int nt = sc->ntenants < LSIM__CMP_TENANT_COLS ? sc->ntenants
+                                                 : LSIM__CMP_TENANT_COLS;
+  for (int t = 0; t < nt; t++)
+    fprintf(f, " %10.10s", sc->tenants[t].name);
+  if (nt < sc->ntenants)
+    fprintf(f, " (+%d tenants in the CSV)", sc->ntenants - nt);
+  fputc('\n', f);
+  for (int i = 0; i < n; i++) {
+    const lsim_summary *s = &rows[i].s;
+    fprintf(f, "%-16s %9lld %8lld", rows[i].sched, (long long)s->completed,
+            (long long)s->rejected);
+    lsim__cmp_cell(f, s->throughput_tok_s, 10, " %*.0f");
+    lsim__cmp_cell(f, s->ttft_p50_ms, 9, " %*.2f");
+    lsim__cmp_cell(f, s->ttft_p99_ms, 9, " %*.2f");
+    lsim__cmp_cell(f, s->tbt_p50_ms, 8, " %*.3f");
+    lsim__cmp_cell(f, s->tbt_p99_ms, 8, " %*.3f");
+    lsim__cmp_cell(f, s->slo_ttft_attain, 6, " %*.3f");
+    lsim__cmp_cell(f, s->slo_tbt_attain, 6, " %*.3f");
+    lsim__cmp_cell(f, s->jain, 6, " %*.3f");
+    fprintf(f, " %8lld %5lld %5lld", (long long)s->max_gap,
+            (long long)s->load_starved, (long long)s->service_starved);
+    for (int t = 0; t < nt; t++)
+      fprintf(f, " %10lld", (long long)rows[i].service[t]);
+    fputc('\n', f);
+  }
+  fputs("(ms of simulated time; tok/s: output tokens of completed requests "
+        "per simulated second; slo_tt/slo_tb: SLO attainment; st_ld/st_sv: "
+        "starved load/service intervals; tenant columns: completed "
+        "service)\n",
+        f);
+}
+
+/* The PNG: a clustered histogram, one cluster per scheduler, one bar per
+** tenant.  *note says why it is missing; returns an error only for I/O. */
+static lsim_err lsim__cmp_plot(const char *dir, const lsim_scenario *sc,
+                               const lsim__cmp_row *rows, int n, char *png,
+                               size_t png_n, char *note, size_t note_n,
+                               lsim_errbuf *eb) {
+  char dat[1100], gp[1100], cmd[1300];
+  png[0] = note[0] = 0;
+  snprintf(dat, sizeof dat, "%s/compare-service.dat", dir);
+  snprintf(gp, sizeof gp, "%s/compare-service.gp", dir);
+  FILE *f = fopen(dat, "w");
+  if (!f)
+    return lsim_fail(eb, LSIM_E_IO, "%s: cannot write", dat);
+  fprintf(f, "scheduler");
+  for (int t = 0; t < sc->ntenants; t++)
+    fprintf(f, " %s", sc->tenants[t].name);
+  fputc('\n', f);
+  for (int i = 0; i < n; i++) {
+    fprintf(f, "%s", rows[i].sched);
+    for (int t = 0; t < sc->ntenants; t++)
+      fprintf(f, " %lld", (long long)rows[i].service[t]);
+    fputc('\n', f);
+  }
+  int bad = ferror(f);
+  if (fclose(f) || bad)
+    return lsim_fail(eb, LSIM_E_IO, "%s: write failed", dat);
+  if (strpbrk(dir, "'\"\\`$")) {
+    snprintf(note, note_n,
+             "skipped: the output path has quote or shell characters");
+    return 0;
+  }
+  if (system("command -v gnuplot >/dev/null 2>&1") != 0) {
+    snprintf(note, note_n, "skipped: gnuplot not found (data in %s)", dat);
+    return 0;
+  }
+  if (!(f = fopen(gp, "w")))
+    return lsim_fail(eb, LSIM_E_IO, "%s: cannot write", gp);
+  fprintf(f, "set terminal pngcairo size 900,560 noenhanced\n"
+             "set output '%s/compare-service.png'\n"
+             "set title 'Completed service per tenant: %s (evict %s, "
+             "prefetch %s, seed %llu)'\n"
+             "set ylabel 'completed service (weighted tokens)'\n"
+             "set style data histograms\nset style histogram cluster gap 1\n"
+             "set style fill solid 0.8 border -1\nset boxwidth 0.9\n"
+             "set key outside right\nset grid ytics\nset yrange [0:*]\n"
+             "set key autotitle columnhead\nset xtics rotate by -25\n",
+          dir, sc->name, sc->evict, sc->prefetch,
+          (unsigned long long)sc->seed);
+  fprintf(f, "plot ");
+  for (int t = 0; t < sc->ntenants; t++)
+    fprintf(f, "%s'%s' using %d%s", t ? ", " : "", dat, t + 2,
+            t ? "" : ":xtic(1)");
+  fputc('\n', f);
+  bad = ferror(f);
+  if (fclose(f) || bad)
+    return lsim_fail(eb, LSIM_E_IO, "%s: write failed", gp);
+  snprintf(cmd, sizeof cmd, "gnuplot '%s' 2>/dev/null", gp);
+  if (system(cmd) != 0) {
+    snprintf(note, note_n, "gnuplot failed on %s (data kept)", gp);
+    return 0;
+  }
+  snprintf(png, png_n, "%s/compare-service.png", dir);
+  return 0;
+}
+
+int lsim_compare_main(int argc, char **argv) {
+  enum { O_SCHEDS = 256, O_EVICT, O_PREFETCH, O_SEED, O_OUT, O_NOPLOTS };
+  static const struct option opts[] = {
+      {"schedulers", required_argument, NULL, O_SCHEDS},
+      {"evict", required_argument, NULL, O_EVICT},
+      {"prefetch", required_argument, NULL, O_PREFETCH},
+      {"seed", required_argument, NULL, O_SEED},
+      {"out", required_argument, NULL, O_OUT},
+      {"no-plots", no_argument, NULL, O_NOPLOTS},
+      {"help", no_argument, NULL, 'h'},
+      {NULL, 0, NULL, 0}};
+  const char *scheds = NULL, *evict = NULL, *prefetch = NULL, *seed_s = NULL,
+             *out = NULL;
+  int plots = 1, c;
+  optind = 1;
+  while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    switch (c) {
+    case O_SCHEDS: scheds = optarg; break;
+    case O_EVICT: evict = optarg; break;
+    case O_PREFETCH: prefetch = optarg; break;
+    case O_SEED: seed_s = optarg; break;
+    case O_OUT: out = optarg; break;
+    case O_NOPLOTS: plots = 0; break;
+    case 'h': lsim__cmp_usage(stdout); return 0;
+    default: lsim__cmp_usage(stderr); return 2;
+    }
+  }
+  if (optind != argc - 1) {
+    fprintf(stderr, "lorasim compare: error: E_USAGE: expected exactly one "
+                    "scenario file\n");
+    lsim__cmp_usage(stderr);
+    return 2;
+  }
+  if (!scheds)
+    return lsim__cmp_die(LSIM_E_USAGE, "--schedulers is required (e.g. "
+                                       "--schedulers fcfs,deficit_aging)");
+  lsim_errbuf eb = LSIM_ERRBUF_INIT;
+  char list[1024];
+  char *names[LSIM__CMP_MAX];
+  int n = 0;
+  if (strlen(scheds) >= sizeof list)
+    return lsim__cmp_die(LSIM_E_USAGE, "--schedulers: list too long");
+  snprintf(list, sizeof list, "%s", scheds);
+  if (lsim__cmp_split(list, names, &n, &eb))
+    return lsim__cmp_die(eb.code, eb.msg);
+  if (evict && !lsim_evict_find(evict)) {
+    lsim_fail(&eb, LSIM_E_SCN_POLICY,
+              "--evict: unknown name '%s' (see lorasim compare --help)",
+              evict);
+    return lsim__cmp_die(eb.code, eb.msg);
+  }
+  if (prefetch && !lsim_prefetch_find(prefetch)) {
+    lsim_fail(&eb, LSIM_E_SCN_POLICY,
+              "--prefetch: unknown name '%s' (see lorasim compare --help)",
+              prefetch);
+    return lsim__cmp_die(eb.code, eb.msg);
+  }
+  uint64_t seed = 0;
+  if (seed_s) {
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(seed_s, &end, 10);
+    if (*seed_s == '-' || end == seed_s || *end || errno)
+      return lsim__cmp_die(LSIM_E_USAGE,
+                           "--seed: expected a non-negative integer");
+    seed = v;
+  }
+
+  static lsim_scenario sc;
+  lsim_err rc = lsim_scenario_load(&sc, argv[optind], &eb);
+  if (rc) {
+    lsim__cmp_die(rc, eb.msg);
+    return 2;
+  }
+  if (seed_s)
+    sc.seed = seed;
+  if (evict)
+    snprintf(sc.evict, sizeof sc.evict, "%s", evict);
+  if (prefetch)
+    snprintf(sc.prefetch, sizeof sc.prefetch, "%s", prefetch);
+
+  char dir[1024];
+  if (out) {
+    if (strlen(out) > 900)
+      return lsim__cmp_die(LSIM_E_USAGE, "--out: path too long");
+    snprintf(dir, sizeof dir, "%s", out);
+  } else {
+    snprintf(dir, sizeof dir, "results/compare-%s", sc.name);
+  }
+  size_t dl = strlen(dir);
+  while (dl > 1 && dir[dl - 1] == '/')
+    dir[--dl] = 0;
+  if (lsim__cmp_mkdirs(dir)) {
+    fprintf(stderr, "lorasim compare: error: %s: cannot create directory %s\n",
+            lsim_err_name(LSIM_E_IO), dir);
+    return 1;
+  }
+
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = lsim__cmp_on_sigint;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
+
+  lsim__cmp_row rows[LSIM__CMP_MAX];
+  memset(rows, 0, sizeof rows);
+  int64_t *service = calloc((size_t)n * (size_t)(sc.ntenants ? sc.ntenants : 1),
+                            sizeof(int64_t));
+  if (!service)
+    return lsim__cmp_die(LSIM_E_NOMEM, "out of memory");
+  int st = 0;
+  for (int i = 0; i < n && !st; i++) {
+    char dbpath[1100], cmdline[1024];
+    snprintf(sc.scheduler, sizeof sc.scheduler, "%s", names[i]);
+    snprintf(dbpath, sizeof dbpath, "%s/%s.db", dir, names[i]);
+    size_t used = 0;
+    for (int a = 0; a < argc && used < sizeof cmdline - 1; a++)
+      used += (size_t)snprintf(cmdline + used, sizeof cmdline - used, "%s%s",
+                               a ? " " : "lorasim ", argv[a]);
+    rows[i].sched = names[i];
+    rows[i].service = service + (size_t)i * (size_t)sc.ntenants;
+    lsim_replay_opts o = {dbpath, cmdline, 0, 0, NULL, &lsim__cmp_stop,
+                          NULL, NULL, 0, rows[i].service};
+    rc = lsim_replay_run(&sc, &o, &rows[i].s, &eb);
+    if (rc) {
+      st = lsim__cmp_die(rc, eb.msg);
+      fprintf(stderr, "lorasim compare: run of '%s' marked '%s' in %s\n",
+              names[i], rows[i].s.status, dbpath);
+    }
+  }
+  if (!st) {
+    char csv[1100], png[1100], note[1300];
+    snprintf(csv, sizeof csv, "%s/compare.csv", dir);
+    rc = lsim__cmp_csv(csv, &sc, rows, n, &eb);
+    png[0] = note[0] = 0;
+    if (!rc && plots)
+      rc = lsim__cmp_plot(dir, &sc, rows, n, png, sizeof png, note,
+                          sizeof note, &eb);
+    if (rc) {
+      st = lsim__cmp_die(rc, eb.msg);
+    } else {
+      lsim__cmp_print(stdout, &sc, rows, n);
+      printf("  databases   %s/{", dir);
+      for (int i = 0; i < n; i++)
+        printf("%s%s", i ? "," : "", names[i]);
+      printf("}.db\n  csv         %s\n", csv);
+      if (png[0])
+        printf("  plot        %s\n", png);
+      if (note[0])
+        printf("  plot        %s\n", note);
+    }
+  }
+  free(service);
+  return st;
+}

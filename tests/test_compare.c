@@ -1,0 +1,325 @@
+/* `lorasim compare` through the binary, and SLO attainment: the CSV rows,
+** their agreement with each run's database, and a scenario built so that
+** resident_greedy starves a tenant that fcfs and deficit_aging serve. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+static char tmpdir[256];
+static char out[65536];
+
+static void mk_tmp(void) {
+  snprintf(tmpdir, sizeof tmpdir, "/tmp/lsim-cmp-XXXXXX");
+  cr_assert_not_null(mkdtemp(tmpdir));
+}
+
+static void rm_tmp(void) {
+  char cmd[300];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+  cr_assert_eq(system(cmd), 0);
+}
+
+/* Run `lorasim ARGS` in tmpdir, stdout+stderr into out; the exit status. */
+static int lorasim(const char *args) {
+  char cmd[2048];
+  snprintf(cmd, sizeof cmd, "cd '%s' && '%s' %s 2>&1", tmpdir, LSIM_BIN, args);
+  FILE *p = popen(cmd, "r");
+  cr_assert_not_null(p);
+  size_t n = fread(out, 1, sizeof out - 1, p);
+  out[n] = 0;
+  int st = pclose(p);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static int exists(const char *rel) {
+  char p[512];
+  struct stat sb;
+  snprintf(p, sizeof p, "%s/%s", tmpdir, rel);
+  return stat(p, &sb) == 0;
+}
+
+/* ---- a tiny CSV reader: header + rows, fields split on ',' ------------- */
+
+#define MAXF 64
+#define MAXR 16
+typedef struct csv {
+  int nf, nr;
+  char head[MAXF][64];
+  char cell[MAXR][MAXF][64];
+} csv;
+
+static void split(char *line, char (*dst)[64], int *n) {
+  *n = 0;
+  line[strcspn(line, "\r\n")] = 0;
+  for (char *p = line;; (*n)++) {
+    char *c = strchr(p, ',');
+    if (c)
+      *c = 0;
+    size_t len = strlen(p) < 63 ? strlen(p) : 63;
+    memcpy(dst[*n], p, len);
+    dst[*n][len] = 0;
+    if (!c) {
+      (*n)++;
+      return;
+    }
+    p = c + 1;
+  }
+}
+
+static void csv_read(const char *rel, csv *t) {
+  char p[512], line[4096];
+  snprintf(p, sizeof p, "%s/%s", tmpdir, rel);
+  FILE *f = fopen(p, "r");
+  cr_assert_not_null(f, "%s missing", p);
+  memset(t, 0, sizeof *t);
+  cr_assert_not_null(fgets(line, sizeof line, f));
+  split(line, t->head, &t->nf);
+  while (fgets(line, sizeof line, f) && t->nr < MAXR) {
+    int nf;
+    split(line, t->cell[t->nr], &nf);
+    cr_assert_eq(nf, t->nf, "row %d has %d fields, header %d", t->nr, nf,
+                 t->nf);
+    t->nr++;
+  }
+  fclose(f);
+}
+
+static const char *cell(const csv *t, int row, const char *col) {
+  for (int i = 0; i < t->nf; i++)
+    if (strcmp(t->head[i], col) == 0)
+      return t->cell[row][i];
+  cr_assert_fail("no column %s", col);
+  return NULL;
+}
+
+static double num(const csv *t, int row, const char *col) {
+  const char *s = cell(t, row, col);
+  cr_assert(s[0], "column %s empty in row %d", col, row);
+  return atof(s);
+}
+
+static int row_of(const csv *t, const char *sched) {
+  for (int r = 0; r < t->nr; r++)
+    if (strcmp(cell(t, r, "scheduler"), sched) == 0)
+      return r;
+  cr_assert_fail("no row for %s", sched);
+  return -1;
+}
+
+static double q_dbl(const char *rel, const char *sql) {
+  char p[512];
+  sqlite3 *h;
+  sqlite3_stmt *s;
+  snprintf(p, sizeof p, "%s/%s", tmpdir, rel);
+  cr_assert_eq(sqlite3_open_v2(p, &h, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+  cr_assert_eq(sqlite3_prepare_v2(h, sql, -1, &s, NULL), SQLITE_OK, "%s",
+               sqlite3_errmsg(h));
+  cr_assert_eq(sqlite3_step(s), SQLITE_ROW);
+  double v = sqlite3_column_type(s, 0) == SQLITE_NULL
+                 ? -1
+                 : sqlite3_column_double(s, 0);
+  sqlite3_finalize(s);
+  sqlite3_close(h);
+  return v;
+}
+
+TestSuite(compare, .init = mk_tmp, .fini = rm_tmp);
+
+Test(compare, tiny_three_schedulers_csv_rows_are_sane) {
+  char args[1024];
+  snprintf(args, sizeof args,
+           "compare '%s/fixtures/replay/tiny.json' --schedulers "
+           "fcfs,resident_greedy,deficit_aging --out cmp --no-plots",
+           LSIM_TEST_DIR);
+  cr_assert_eq(lorasim(args), 0, "%s", out);
+  cr_assert_not_null(strstr(out, "resident_greedy"), "%s", out);
+  cr_assert_not_null(strstr(out, "cmp/compare.csv"), "%s", out);
+  csv t;
+  csv_read("cmp/compare.csv", &t);
+  cr_assert_eq(t.nr, 3);
+  const char *order[3] = {"fcfs", "resident_greedy", "deficit_aging"};
+  for (int r = 0; r < 3; r++) {
+    char db[128];
+    cr_assert_str_eq(cell(&t, r, "scheduler"), order[r]);
+    cr_assert_str_eq(cell(&t, r, "seed"), "7");
+    snprintf(db, sizeof db, "cmp/%s.db", order[r]);
+    cr_assert(exists(db));
+    cr_assert_eq(num(&t, r, "completed") + num(&t, r, "rejected") +
+                     num(&t, r, "unfinished"),
+                 600);
+    cr_assert_gt(num(&t, r, "completed"), 500);
+    cr_assert_gt(num(&t, r, "throughput_tokens_per_s"), 0);
+    cr_assert_leq(num(&t, r, "ttft_p50_ms"), num(&t, r, "ttft_p99_ms"));
+    cr_assert_leq(num(&t, r, "tbt_p50_ms"), num(&t, r, "tbt_p99_ms"));
+    double j = num(&t, r, "jain");
+    cr_assert(j > 0.5 && j <= 1.0, "jain %g", j);
+    cr_assert_geq(num(&t, r, "max_service_gap"), 0);
+    cr_assert_geq(num(&t, r, "starved_load_intervals"), 0);
+    /* no SLO configured in tiny.json: the attainment cells are empty */
+    cr_assert_str_empty(cell(&t, r, "slo_ttft_attainment"));
+    cr_assert_str_empty(cell(&t, r, "slo_tbt_attainment"));
+    /* the CSV row is the run's own summary and ledger */
+    char sql[256];
+    snprintf(sql, sizeof sql,
+             "SELECT value FROM runs_summary WHERE key='requests_completed'");
+    cr_assert_eq(q_dbl(db, sql), num(&t, r, "completed"));
+    snprintf(sql, sizeof sql,
+             "SELECT sum(value) FROM events WHERE tenant=0 AND kind=(SELECT "
+             "kind FROM event_kinds WHERE name='completed_service_debited')");
+    cr_assert_eq(q_dbl(db, sql), num(&t, r, "service_gold"));
+    cr_assert_eq(q_dbl(db, "SELECT status = 'ok' FROM runs"), 1);
+  }
+  /* the compare's run is the replay's run: same seed, same rows */
+  snprintf(args, sizeof args,
+           "replay '%s/fixtures/replay/tiny.json' --scheduler deficit_aging "
+           "--db solo.db --no-plots --quiet",
+           LSIM_TEST_DIR);
+  cr_assert_eq(lorasim(args), 0, "%s", out);
+  const char *dig = "SELECT count(*) * 1000003 + sum((seq * 7 + tick * 13 + "
+                    "kind * 17 + coalesce(value, 0)) % 1000003) FROM events";
+  cr_assert_eq(q_dbl("solo.db", dig), q_dbl("cmp/deficit_aging.db", dig));
+}
+
+Test(compare, resident_greedy_starves_where_fcfs_and_deficit_aging_serve) {
+  /* starve.json: one worker, a hot tenant on popular adapters saturating a
+  ** four-request batch, a cold tenant on the tail; age_triggered prefetch
+  ** brings the cold adapters in, then only the scheduler decides. */
+  char args[1024];
+  snprintf(args, sizeof args,
+           "compare '%s/fixtures/replay/starve.json' --schedulers "
+           "fcfs,resident_greedy,deficit_aging --prefetch age_triggered "
+           "--out st",
+           LSIM_TEST_DIR);
+  cr_assert_eq(lorasim(args), 0, "%s", out);
+  csv t;
+  csv_read("st/compare.csv", &t);
+  cr_assert_eq(t.nr, 3);
+  int f = row_of(&t, "fcfs"), rg = row_of(&t, "resident_greedy"),
+      da = row_of(&t, "deficit_aging");
+  for (int r = 0; r < 3; r++) {
+    cr_assert_eq(num(&t, r, "completed"), 400);
+    cr_assert_str_eq(cell(&t, r, "prefetch"), "age_triggered");
+  }
+  double s_rg = num(&t, rg, "starved_load_intervals") +
+                num(&t, rg, "starved_service_intervals");
+  double s_da = num(&t, da, "starved_load_intervals") +
+                num(&t, da, "starved_service_intervals");
+  double s_f = num(&t, f, "starved_load_intervals") +
+               num(&t, f, "starved_service_intervals");
+  cr_assert_gt(s_rg, s_da, "resident_greedy %g vs deficit_aging %g", s_rg,
+               s_da);
+  cr_assert_gt(s_rg, s_f, "resident_greedy %g vs fcfs %g", s_rg, s_f);
+  cr_assert_eq(num(&t, da, "starved_service_intervals"), 0);
+  /* the CSV count is the starvation table's, mostly the cold tenant's */
+  cr_assert_eq(q_dbl("st/resident_greedy.db",
+                     "SELECT count(*) FROM starvation WHERE starved=1 AND "
+                     "kind='service'"),
+               num(&t, rg, "starved_service_intervals"));
+  cr_assert_gt(q_dbl("st/resident_greedy.db",
+                     "SELECT sum(entity = 1) - sum(entity = 0) FROM "
+                     "starvation WHERE starved=1 AND kind='service'"),
+               0);
+  if (system("command -v gnuplot >/dev/null 2>&1") == 0)
+    cr_assert(exists("st/compare-service.png"));
+  else
+    cr_assert_not_null(strstr(out, "gnuplot not found"), "%s", out);
+}
+
+Test(compare, slo_attainment_is_exact_from_the_requests_table) {
+  /* starve.json sets slo_ttft_ms 5 and slo_tbt_ms 1; ns_per_tick 1000 */
+  char args[1024];
+  snprintf(args, sizeof args,
+           "compare '%s/fixtures/replay/starve.json' --schedulers "
+           "fcfs,vtc --out slo --no-plots",
+           LSIM_TEST_DIR);
+  cr_assert_eq(lorasim(args), 0, "%s", out);
+  csv t;
+  csv_read("slo/compare.csv", &t);
+  for (int r = 0; r < t.nr; r++) {
+    char db[128];
+    snprintf(db, sizeof db, "slo/%s.db", cell(&t, r, "scheduler"));
+    double tt = q_dbl(db, "SELECT avg((first_token_tick - arrival_tick) * "
+                          "1000 <= 5000000) FROM requests WHERE outcome='ok' "
+                          "AND first_token_tick IS NOT NULL");
+    double tb = q_dbl(db, "SELECT avg((finish_tick - first_token_tick) * "
+                          "1000.0 / (output_tokens - 1) <= 1000000) FROM "
+                          "requests WHERE outcome='ok' AND output_tokens >= 2");
+    cr_assert(tt > 0 && tt < 1, "ttft attainment %g: pick a tighter fixture",
+              tt);
+    cr_assert(fabs(num(&t, r, "slo_ttft_attainment") - tt) < 1e-6);
+    cr_assert(fabs(num(&t, r, "slo_tbt_attainment") - tb) < 1e-6);
+    cr_assert_eq(q_dbl(db, "SELECT value FROM runs_summary WHERE "
+                           "key='slo_ttft_attainment'"),
+                 tt);
+    cr_assert_eq(q_dbl(db, "SELECT value FROM runs_summary WHERE "
+                           "key='slo_tbt_attainment'"),
+                 tb);
+    char prom[128], line[256], cmd[512];
+    snprintf(prom, sizeof prom, "slo/%s.prom", cell(&t, r, "scheduler"));
+    snprintf(cmd, sizeof cmd,
+             "grep '^lorasim_slo_ttft_attainment_ratio ' '%s/%s'", tmpdir,
+             prom);
+    FILE *p = popen(cmd, "r");
+    cr_assert_not_null(p);
+    cr_assert_not_null(fgets(line, sizeof line, p));
+    pclose(p);
+    cr_assert(fabs(atof(strchr(line, ' ') + 1) - tt) < 1e-9, "%s", line);
+  }
+}
+
+Test(compare, usage_and_errors) {
+  char args[1024];
+  cr_assert_eq(lorasim("compare --help"), 0);
+  cr_assert_not_null(strstr(out, "--schedulers LIST"), "%s", out);
+  cr_assert_not_null(strstr(out, "deficit_aging"), "%s", out);
+  cr_assert_eq(lorasim("help compare"), 0);
+  cr_assert_not_null(strstr(out, "--schedulers LIST"), "%s", out);
+  cr_assert_eq(lorasim("help"), 0);
+  cr_assert_not_null(strstr(out, "compare SCENARIO.json"), "%s", out);
+  cr_assert_eq(lorasim("compare"), 2);
+  cr_assert_not_null(strstr(out, "E_USAGE"), "%s", out);
+  cr_assert_eq(lorasim("compare --bogus x.json"), 2);
+  const char *tiny = LSIM_TEST_DIR "/fixtures/replay/tiny.json";
+  snprintf(args, sizeof args, "compare '%s'", tiny);
+  cr_assert_eq(lorasim(args), 2);
+  cr_assert_not_null(strstr(out, "E_USAGE: --schedulers is required"), "%s",
+                     out);
+  snprintf(args, sizeof args, "compare '%s' --schedulers fcfs,nope", tiny);
+  cr_assert_eq(lorasim(args), 2);
+  cr_assert_not_null(strstr(out, "E_SCN_POLICY"), "%s", out);
+  cr_assert_not_null(strstr(out, "'nope'"), "%s", out);
+  snprintf(args, sizeof args, "compare '%s' --schedulers fcfs,,vtc", tiny);
+  cr_assert_eq(lorasim(args), 2);
+  cr_assert_not_null(strstr(out, "empty name"), "%s", out);
+  snprintf(args, sizeof args, "compare '%s' --schedulers fcfs,fcfs", tiny);
+  cr_assert_eq(lorasim(args), 2);
+  cr_assert_not_null(strstr(out, "named twice"), "%s", out);
+  snprintf(args, sizeof args, "compare '%s' --schedulers fcfs --evict nope",
+           tiny);
+  cr_assert_eq(lorasim(args), 2);
+  cr_assert_not_null(strstr(out, "E_SCN_POLICY"), "%s", out);
+  snprintf(args, sizeof args,
+           "compare '%s' --schedulers fcfs --prefetch nope", tiny);
+  cr_assert_eq(lorasim(args), 2);
+  snprintf(args, sizeof args, "compare '%s' --schedulers fcfs --seed -1",
+           tiny);
+  cr_assert_eq(lorasim(args), 2);
+  cr_assert_not_null(strstr(out, "--seed"), "%s", out);
+  cr_assert_eq(lorasim("compare missing.json --schedulers fcfs"), 2);
+  /* nothing was written by a refused comparison */
+  cr_assert(!exists("results"));
+  /* the default directory, and --seed recorded in the rows */
+  snprintf(args, sizeof args,
+           "compare '%s' --schedulers vtc --seed 3 --no-plots", tiny);
+  cr_assert_eq(lorasim(args), 0, "%s", out);
+  cr_assert(exists("results/compare-tiny/vtc.db"));
+  csv t;
+  csv_read("results/compare-tiny/compare.csv", &t);
+  cr_assert_eq(t.nr, 1);
+  cr_assert_str_eq(cell(&t, 0, "seed"), "3");
+}
