@@ -59,6 +59,8 @@ static void lsim__usage_replay(FILE *f) {
       "  --backend NAME     override the execution backend\n"
       "  --no-plots         do not write gnuplot PNGs\n"
       "  --quiet            no summary and no progress line\n"
+      "  --skip-bad-rows    count and skip malformed trace rows instead of\n"
+      "                     failing (reported in the summary)\n"
       "  --verify cpu_ref   with --backend cuda: compare every iteration with\n"
       "                     the exact reference (validations table)\n"
       "  -h, --help         this text\n"
@@ -121,7 +123,7 @@ static int lsim__parse_seed(const char *s, uint64_t *out) {
 
 static int lsim__cmd_replay(int argc, char **argv) {
   enum { O_DB = 256, O_SEED, O_SCHED, O_EVICT, O_PREFETCH, O_BACKEND,
-         O_NOPLOTS, O_QUIET, O_VERIFY };
+         O_NOPLOTS, O_QUIET, O_VERIFY, O_SKIP };
   static const struct option opts[] = {
       {"db", required_argument, NULL, O_DB},
       {"seed", required_argument, NULL, O_SEED},
@@ -132,11 +134,12 @@ static int lsim__cmd_replay(int argc, char **argv) {
       {"no-plots", no_argument, NULL, O_NOPLOTS},
       {"quiet", no_argument, NULL, O_QUIET},
       {"verify", required_argument, NULL, O_VERIFY},
+      {"skip-bad-rows", no_argument, NULL, O_SKIP},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
   const char *db = NULL, *sched = NULL, *evict = NULL, *prefetch = NULL,
              *backend = NULL, *seed_s = NULL;
-  int plots = 1, quiet = 0, verify = 0, c;
+  int plots = 1, quiet = 0, verify = 0, skip = 0, c;
   optind = 1;
   while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
     switch (c) {
@@ -148,6 +151,7 @@ static int lsim__cmd_replay(int argc, char **argv) {
     case O_BACKEND: backend = optarg; break;
     case O_NOPLOTS: plots = 0; break;
     case O_QUIET: quiet = 1; break;
+    case O_SKIP: skip = 1; break;
     case O_VERIFY:
       if (strcmp(optarg, "cpu_ref") != 0) {
         fprintf(stderr, "lorasim replay: error: E_USAGE: --verify takes "
@@ -173,6 +177,8 @@ static int lsim__cmd_replay(int argc, char **argv) {
     lsim__die("lorasim replay", rc, eb.msg);
     return 2; /* an unreadable scenario is bad input too */
   }
+  if (skip)
+    sc.trace_skip_bad_rows = 1;
   if (seed_s && lsim__parse_seed(seed_s, &sc.seed))
     return lsim__die("lorasim replay", LSIM_E_USAGE,
                      "--seed: expected a non-negative integer");

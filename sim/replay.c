@@ -513,7 +513,7 @@ static lsim_err lsim__setup(lsim__world *W, lsim_errbuf *eb) {
       return lsim_fail(eb, LSIM_E_NOMEM, "out of memory in the event queue");
   }
 
-  rc = lsim_scenario_trace_open(sc, &W->tr, 0, 0, eb);
+  rc = lsim_scenario_trace_open(sc, &W->tr, sc->trace_skip_bad_rows, 0, eb);
   if (rc)
     return rc;
   W->tr_open = 1;
@@ -640,6 +640,13 @@ lsim_err lsim_replay_run(const lsim_scenario *sc, const lsim_replay_opts *o,
   res->iterations = W.iterations;
   res->end_tick = W.now;
   res->arrived = W.arrived;
+  if (W.tr_open) {
+    lsim_trace_info ti;
+    lsim_trace_get_info(&W.tr, &ti);
+    res->trace_rows_skipped = ti.skipped;
+    snprintf(res->trace_first_skipped, sizeof res->trace_first_skipped, "%s",
+             ti.first_skipped);
+  }
 
   const char *status = !rc ? "ok" : rc == LSIM_E_INTERRUPTED ? "interrupted" : "failed";
   if (!rc) {

@@ -326,6 +326,7 @@ lsim_err lsim_report_store(struct lsim_db *db, const lsim_summary *s,
             {"adapter_load_failures", (double)s->load_failures},
             {"adapter_evictions", (double)s->evictions},
             {"adapter_cache_hit_rate", s->hit_rate},
+            {"trace_rows_skipped", (double)s->trace_rows_skipped},
             {"tenant_service_jain", s->jain},
             {"tenant_service_max_gap", (double)s->max_gap},
             {"adapter_prefetch_precision_ratio", s->prefetch_precision},
@@ -407,6 +408,9 @@ void lsim_report_print(FILE *f, const lsim_scenario *sc,
             (long long)m->tenant_rejected[t],
             (long long)m->tenant_unfinished[t],
             (long long)m->tenant_service[t]);
+  if (s->trace_rows_skipped > 0)
+    fprintf(f, "  trace       %lld malformed rows skipped (first: %s)\n",
+            (long long)s->trace_rows_skipped, s->trace_first_skipped);
   fprintf(f, "  database    %s\n", s->db_path);
   if (s->metrics_path[0])
     fprintf(f, "  metrics     %s\n", s->metrics_path);

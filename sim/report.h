@@ -80,6 +80,10 @@ typedef struct lsim_summary {
   ** at most $.fairness.slo_ttft_ms (slo_tbt_ms), exact, over the requests
   ** the percentile is taken over; -1 when the target is 0 or none has one. */
   double slo_ttft_attain, slo_tbt_attain;
+  /* Malformed trace rows skipped ($.trace.skip_bad_rows / --skip-bad-rows)
+  ** and the message of the first one. */
+  int64_t trace_rows_skipped;
+  char trace_first_skipped[512];
 } lsim_summary;
 
 /* Percentiles and totals from the database and the metrics registry. */

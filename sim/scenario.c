@@ -1027,7 +1027,8 @@ static lsim_err lsim__trace(const lsim__ctx *c, const cJSON *root,
   static const char *const keys[] = {"file",         "format",
                                      "generator",    "max_requests",
                                      "block_tokens", "servegen",
-                                     "assign",       NULL};
+                                     "assign",       "skip_bad_rows",
+                                     NULL};
   static const char *const gen_extra[] = {
       "prompt_tokens", "output_tokens", "process", "cv",
       "onoff",         "diurnal",       "shifts",  NULL};
@@ -1039,6 +1040,7 @@ static lsim_err lsim__trace(const lsim__ctx *c, const cJSON *root,
   const lsim__field tf[] = {
       {"max_requests", LSIM__I64, 0, 1, 1e15, 0, &sc->trace_max_requests},
       {"block_tokens", LSIM__I32, 0, 1, 1048576, 512, &sc->trace_block_tokens},
+      {"skip_bad_rows", LSIM__I32, 0, 0, 1, 0, &sc->trace_skip_bad_rows},
   };
   const cJSON *o, *file, *gen, *sg, *as;
   char p[LSIM__PATHBUF], fp[LSIM__PATHBUF], gp[LSIM__PATHBUF],

@@ -115,6 +115,7 @@ typedef struct lsim_scenario {
   int trace_format;                /* enum lsim_trace_format; GEN: generator */
   int64_t trace_max_requests;      /* 0: every record */
   int trace_block_tokens;          /* Mooncake prefix block size (512) */
+  int trace_skip_bad_rows;         /* 1: count and skip malformed rows */
   lsim_servegen_spec trace_servegen; /* format servegen only */
   lsim_assign_spec trace_assign;   /* $.trace.assign */
 

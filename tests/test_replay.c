@@ -426,3 +426,24 @@ Test(replay, a_blocked_head_never_strands_requests_that_hold_their_kv) {
                (long long)s.unfinished, (long long)s.arrived);
   cr_assert_eq(s.completed + s.rejected, s.arrived);
 }
+
+Test(replay, skip_bad_rows_counts_the_row_and_replays_the_rest) {
+  static lsim_scenario sc;
+  load(&sc, "tests/fixtures/replay/bad_trace.json");
+  sc.trace_skip_bad_rows = 1; /* what --skip-bad-rows sets */
+  char db[512];
+  snprintf(db, sizeof db, "%s/skip.db", tmpdir);
+  lsim_summary s;
+  lsim_errbuf eb = LSIM_ERRBUF_INIT;
+  cr_assert_eq(run(&sc, db, &s, &eb), 0, "%s", eb.msg);
+  /* four data lines, the third malformed */
+  cr_assert_eq(s.arrived, 3);
+  cr_assert_eq(s.trace_rows_skipped, 1);
+  cr_assert_not_null(strstr(s.trace_first_skipped, "bad_trace.csv:4"), "%s",
+                     s.trace_first_skipped);
+  cr_assert_eq(q1(db, "SELECT count(*) FROM requests"), 3);
+  cr_assert_eq(q1(db, "SELECT CAST(value AS INTEGER) FROM runs_summary WHERE "
+                      "key = 'trace_rows_skipped'"), 1);
+  /* request ids stay dense over the rows actually replayed */
+  cr_assert_eq(q1(db, "SELECT max(request) FROM requests"), 2);
+}

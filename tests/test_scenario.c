@@ -883,6 +883,10 @@ ParameterizedTestParameters(scenario, malformed) {
        {{'s', "\"page_bytes\"", "256"}},
        LSIM_E_SCN_CAPACITY,
        "$.adapters.ranks[0].rank"},
+      {"skip_bad_rows is 0 or 1",
+       {{'r', "\"generator\": {", "\"skip_bad_rows\": 2, \"generator\": {"}},
+       LSIM_E_SCN_RANGE,
+       "$.trace.skip_bad_rows"},
       /* issue 4 keys: $.workers and $.faults (one case per key) */
       {"negative guard pages",
        {{'r', "\"max_batch_requests\"", "\"guard_pages\": -1, \"max_batch_requests\""}},
