@@ -10,30 +10,8 @@
 #include <string.h>
 #include <sys/wait.h>
 
-static char tmpdir[256];
-static char out[65536];
-
-static void mk_tmp(void) {
-  snprintf(tmpdir, sizeof tmpdir, "/tmp/lsim-chunk-XXXXXX");
-  cr_assert_not_null(mkdtemp(tmpdir));
-}
-
-static void rm_tmp(void) {
-  char cmd[300];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-  cr_assert_eq(system(cmd), 0);
-}
-
-static int lorasim(const char *args) {
-  char cmd[2048];
-  snprintf(cmd, sizeof cmd, "cd '%s' && '%s' %s 2>&1", tmpdir, LSIM_BIN, args);
-  FILE *p = popen(cmd, "r");
-  cr_assert_not_null(p);
-  size_t n = fread(out, 1, sizeof out - 1, p);
-  out[n] = 0;
-  int st = pclose(p);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
+#define LSIM_TMP_PREFIX "/tmp/lsim-chunk-"
+#include "cli_harness.h"
 
 /* tiny.json with `extra` inserted into $.workers (after max_batch_requests)
 ** and max_batch_tokens replaced by `budget`, written to tmpdir/NAME. */

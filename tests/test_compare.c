@@ -10,31 +10,8 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
-static char tmpdir[256];
-static char out[65536];
-
-static void mk_tmp(void) {
-  snprintf(tmpdir, sizeof tmpdir, "/tmp/lsim-cmp-XXXXXX");
-  cr_assert_not_null(mkdtemp(tmpdir));
-}
-
-static void rm_tmp(void) {
-  char cmd[300];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-  cr_assert_eq(system(cmd), 0);
-}
-
-/* Run `lorasim ARGS` in tmpdir, stdout+stderr into out; the exit status. */
-static int lorasim(const char *args) {
-  char cmd[2048];
-  snprintf(cmd, sizeof cmd, "cd '%s' && '%s' %s 2>&1", tmpdir, LSIM_BIN, args);
-  FILE *p = popen(cmd, "r");
-  cr_assert_not_null(p);
-  size_t n = fread(out, 1, sizeof out - 1, p);
-  out[n] = 0;
-  int st = pclose(p);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
+#define LSIM_TMP_PREFIX "/tmp/lsim-cmp-"
+#include "cli_harness.h"
 
 static int exists(const char *rel) {
   char p[512];
