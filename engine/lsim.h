@@ -36,6 +36,8 @@ typedef int lsim_err;        /* 0 ok, negative LSIM_E_* */
 **   -160..-199 exact tensors (err_tensor.h)
 **   -200..-299 identities and generations (err_id.h)
 **   -300..-349 `lorasim exec` input (err_exec.h)
+**   -350..-419 residency, pool, hotswap (err_res.h)
+**   -420..-499 KV compatibility and the prefix cache (err_kv.h)
 */
 #define LSIM_ERRCODES(X)                                                    \
   X(LSIM_E_NOMEM,            -1,  "E_NOMEM")                                \
@@ -72,6 +74,7 @@ typedef int lsim_err;        /* 0 ok, negative LSIM_E_* */
 
 #include "err_exec.h"
 #include "err_id.h"
+#include "err_kv.h"
 #include "err_plan.h"
 #include "err_res.h"
 #include "err_tensor.h"
@@ -83,7 +86,8 @@ typedef int lsim_err;        /* 0 ok, negative LSIM_E_* */
   LSIM_ERRCODES_TENSOR(X)    \
   LSIM_ERRCODES_ID(X)        \
   LSIM_ERRCODES_EXEC(X)      \
-  LSIM_ERRCODES_RES(X)
+  LSIM_ERRCODES_RES(X)       \
+  LSIM_ERRCODES_KV(X)
 
 enum {
 #define LSIM__ENUM(sym, val, name) sym = val,

@@ -1257,6 +1257,43 @@ lsim_err lsim_res_kv_release(lsim_res *r, int kv, lsim_errbuf *eb) {
   return 0;
 }
 
+/* A KV object taken straight from free slots (prefix-cache blocks): no
+** transaction, no adapter, no eviction of adapters; lowest free first. */
+lsim_err lsim_res_kv_alloc(lsim_res *r, int64_t owner, int64_t pages, int *kv,
+                           lsim_errbuf *eb) {
+  *kv = -1;
+  if (pages < 1)
+    return lsim_fail(eb, LSIM_E_USAGE, "KV allocation of %lld pages",
+                     (long long)pages);
+  if (pages > r->nfree)
+    return lsim_fail(eb, LSIM_E_RES_NOSPACE, "KV allocation of %lld pages: "
+                     "%lld free", (long long)pages, (long long)r->nfree);
+  int h;
+  if (lsim__kv_new(r, owner, &h))
+    return lsim_fail(eb, LSIM_E_NOMEM, "out of memory allocating KV");
+  lsim__kv *k = &r->kv[h];
+  if (pages > k->cap) {
+    int64_t *s = realloc(k->slot, (size_t)pages * sizeof *s);
+    if (!s) {
+      k->live = 0;
+      return lsim_fail(eb, LSIM_E_NOMEM, "out of memory allocating KV");
+    }
+    k->slot = s;
+    k->cap = pages;
+  }
+  for (int64_t i = r->free_hint; k->n < pages; i++) {
+    if (r->s[i].state != LSIM_SLOT_FREE)
+      continue;
+    k->slot[k->n++] = i;
+    lsim__set(r, i, LSIM_SLOT_KV, h, k->gen);
+    r->free_hint = i + 1;
+  }
+  k->used = pages;
+  *kv = h;
+  assert(lsim__sound(r));
+  return 0;
+}
+
 /* ---- test-only mutation ------------------------------------------------------------- */
 
 void lsim_res__mutate_slot(lsim_res *r, int64_t i, int state, int64_t owner,
