@@ -420,9 +420,13 @@ static lsim_err lsim__exec(const lsim_kv_manifest *m, int mode, int obj,
     return 0;
   }
   if (mode == LSIM_KV_KEYS_RAW) {
+    /* conservative, not oblivious: the requested id and its activation
+    ** schedule (an aLoRA's start), never normalized to base */
     lsim__rec_start(&r, "lorasim.kv.raw_exec.v1");
     lsim__rec_dig(&r, base);
     lsim__rec_dig(&r, &a->raw_id);
+    lsim__rec_i64(&r, a->kind);
+    lsim__rec_i64(&r, start);
     return lsim__rec_hash(&r, out, eb);
   }
   lsim_kv_closure c;

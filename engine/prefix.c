@@ -515,6 +515,27 @@ lsim_err lsim_prefix_release(lsim_prefix *pc, lsim_prefix_receipt *rc,
   return first;
 }
 
+lsim_err lsim_prefix_admit(lsim_prefix *pc, int64_t principal,
+                           const lsim_kv_manifest *m, int mode, int adapter,
+                           lsim_kv_keys *keys, lsim_prefix_receipt *rc,
+                           int64_t *reusable, lsim_errbuf *eb) {
+  if (!reusable || !m)
+    return lsim_fail(eb, LSIM_E_USAGE, "prefix admit: null argument");
+  *reusable = 0;
+  lsim_err e = lsim_kv_keys_derive(m, mode, keys, eb);
+  if (e)
+    return e;
+  e = lsim_prefix_lookup(pc, principal, &m->isolation, keys, NULL, adapter, rc,
+                         eb);
+  if (e) {
+    lsim_kv_keys_release(keys);
+    return e;
+  }
+  int64_t t = rc->hit_blocks * keys->block_tokens;
+  *reusable = t < m->ntokens ? t : m->ntokens - 1;
+  return 0;
+}
+
 /* ------------------------------------------------------------ views */
 
 void lsim_prefix_stats_get(const lsim_prefix *pc, lsim_prefix_stats *out) {

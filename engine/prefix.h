@@ -131,6 +131,20 @@ lsim_err lsim_prefix_cow(lsim_prefix *pc, lsim_prefix_receipt *rc, int64_t i,
 lsim_err lsim_prefix_release(lsim_prefix *pc, lsim_prefix_receipt *rc,
                              lsim_errbuf *eb);
 
+/*
+** Admission in one call, for the replay engine: derive the manifest's
+** block keys under `mode` into *keys (caller releases them after its
+** publish), authorize and look up.  *reusable gets the tokens the prefill
+** may skip: hit blocks * block_tokens, capped at ntokens - 1 so that at
+** least one row is computed (the prompt logits of the last position).
+** The receipt then holds the hit; after prefill call lsim_prefix_publish
+** with the same keys, at completion lsim_prefix_release.
+*/
+lsim_err lsim_prefix_admit(lsim_prefix *pc, int64_t principal,
+                           const lsim_kv_manifest *m, int mode, int adapter,
+                           lsim_kv_keys *keys, lsim_prefix_receipt *rc,
+                           int64_t *reusable, lsim_errbuf *eb);
+
 typedef struct lsim_prefix_adapter_stats {
   int64_t lookups, hit_blocks, miss_blocks, corrupt_blocks, published;
 } lsim_prefix_adapter_stats;

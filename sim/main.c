@@ -21,6 +21,7 @@
 #include "../engine/policy/policy.h"
 #include "compare.h"
 #include "exec.h"
+#include "prefix_report.h"
 #include "trace_cmd.h"
 #include "replay.h"
 #include "scenario.h"
@@ -84,6 +85,7 @@ static void lsim__usage(FILE *f) {
         "  compare SCENARIO.json  run it under several schedulers, one table\n"
         "  exec --in BATCH.json   run one batch exactly (plan, delta, Y)\n"
         "  trace convert|stats    import, convert and summarise traces\n"
+        "  prefix                 prefix-cache study: four key modes on a trace\n"
         "  help [COMMAND]         show help for a command\n"
         "  version                print the version and build\n"
         "\n"
@@ -269,6 +271,8 @@ int main(int argc, char **argv) {
     return lsim_trace_main(argc - 1, argv + 1);
   if (strcmp(cmd, "exec") == 0)
     return lsim_exec_main(argc - 1, argv + 1);
+  if (strcmp(cmd, "prefix") == 0)
+    return lsim_prefix_main(argc - 1, argv + 1);
   if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0)
     return lsim__cmd_version();
   if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 ||
@@ -281,6 +285,9 @@ int main(int argc, char **argv) {
     } else if (argc > 2 && strcmp(argv[2], "compare") == 0) {
       char *av[] = {"compare", "--help", NULL};
       return lsim_compare_main(2, av);
+    } else if (argc > 2 && strcmp(argv[2], "prefix") == 0) {
+      char *av[] = {"prefix", "--help", NULL};
+      return lsim_prefix_main(2, av);
     } else if (argc > 2 && strcmp(argv[2], "exec") == 0) {
       char *av[] = {"exec", "--help", NULL};
       return lsim_exec_main(2, av);

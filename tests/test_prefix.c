@@ -251,6 +251,14 @@ Test(switches, article_table) {
   cr_assert_eq(s.action, LSIM_KV_ACT_SHARE_BASE);
   s = sw(&aA, &aA1);
   cr_assert_eq(s.kv_rows, 1, "same aLoRA, boundary 2 vs 1");
+  /* raw keys are conservative, not oblivious: the activation schedule is
+  ** in them too, so the other boundary shares nothing */
+  lsim_kv_keys k1 = LSIM_KV_KEYS_INIT, k2 = LSIM_KV_KEYS_INIT;
+  cr_assert_eq(lsim_kv_keys_derive(&aA.m, LSIM_KV_KEYS_RAW, &k1, NULL), 0);
+  cr_assert_eq(lsim_kv_keys_derive(&aA1.m, LSIM_KV_KEYS_RAW, &k2, NULL), 0);
+  cr_assert_eq(lsim_kv_common_tokens(&k1, &k2), 0);
+  lsim_kv_keys_release(&k1);
+  lsim_kv_keys_release(&k2);
   s = sw(&base, &lm);
   cr_assert_eq(s.kv_rows, 4);
   cr_assert_not(s.logits_reusable);
