@@ -62,6 +62,7 @@ typedef struct lsim__pxopt {
   double base_share, lmhead_share, alora_share, alias_share, inv_tokens;
   double prefill_ns, iter_ns, decode_ms, servers;
   int plots;
+  int sticky; /* a conversation keeps the adapter of its first turn */
 } lsim__pxopt;
 
 typedef struct lsim__adp {
@@ -133,6 +134,8 @@ static void lsim__px_usage(FILE *f) {
       "  --prefill-token-ns N  cost per prefill token (default 20000)\n"
       "  --iter-fixed-ns N   cost per prefill iteration (default 4000000)\n"
       "  --decode-ms N       decode time per output token (default 30)\n"
+      "  --sticky            a conversation (requests sharing block 1) keeps\n"
+      "                      the adapter of its first request\n"
       "  --out DIR           output directory (default results/prefix)\n"
       "  --no-plots          no PNG\n"
       "  -h, --help          this text\n"
@@ -263,6 +266,59 @@ static int lsim__cmp_i64(const void *x, const void *y) {
   return (a > b) - (a < b);
 }
 
+/* ---- conversations (--sticky) ---------------------------------------------
+** A Mooncake request carries no session id.  Block 0 is shared by nearly
+** every request (a system prompt); a request whose block 1 equals an
+** earlier request's block 1 continues that conversation, so with --sticky
+** it gets the adapter (or the base model) of the conversation's first
+** request.  An open-addressing map from that block id to the choice. */
+
+typedef struct lsim__conv {
+  uint64_t *key;
+  int *val;
+  uint8_t *used;
+  uint64_t cap, n;
+} lsim__conv;
+
+static int lsim__conv_get(lsim__conv *c, uint64_t k, int *v, int put) {
+  if (put && 2 * (c->n + 1) > c->cap) {
+    lsim__conv d = {0};
+    d.cap = c->cap ? 2 * c->cap : 4096;
+    d.key = calloc(d.cap, sizeof *d.key);
+    d.val = calloc(d.cap, sizeof *d.val);
+    d.used = calloc(d.cap, 1);
+    if (!d.key || !d.val || !d.used) {
+      free(d.key);
+      free(d.val);
+      free(d.used);
+      return -1;
+    }
+    for (uint64_t i = 0; i < c->cap; i++)
+      if (c->used[i])
+        lsim__conv_get(&d, c->key[i], &c->val[i], 1);
+    free(c->key);
+    free(c->val);
+    free(c->used);
+    *c = d;
+  }
+  if (!c->cap)
+    return 0;
+  uint64_t i = (k * 0x9e3779b97f4a7c15ull) & (c->cap - 1);
+  while (c->used[i] && c->key[i] != k)
+    i = (i + 1) & (c->cap - 1);
+  if (c->used[i]) {
+    *v = c->val[i];
+    return 1;
+  }
+  if (put) {
+    c->used[i] = 1;
+    c->key[i] = k;
+    c->val[i] = *v;
+    c->n++;
+  }
+  return 0;
+}
+
 /* ---- one mode ----------------------------------------------------------- */
 
 typedef struct lsim__run {
@@ -379,6 +435,7 @@ static lsim_err lsim__mode(const lsim__pxopt *o, lsim__adp *ad, int mode,
   int64_t *tok = NULL;
   int64_t ctok = 0;
   lsim_plan plan = LSIM_PLAN_INIT;
+  lsim__conv conv = {0};
   if (!free_at)
     rc = lsim_fail(eb, LSIM_E_NOMEM, "prefix study: out of memory");
   lsim_trace_rec rec;
@@ -408,6 +465,15 @@ static lsim_err lsim__mode(const lsim__pxopt *o, lsim__adp *ad, int mode,
       tok[i] = (int64_t)(rec.blocks[i] & INT64_MAX);
     int base = lsim_rng_unit(&rb) < o->base_share;
     int a = base ? -1 : rec.adapter;
+    if (o->sticky && rec.nblocks >= 2) {
+      int v = a, got1 = lsim__conv_get(&conv, rec.blocks[1], &v, 0);
+      if (got1)
+        a = v;
+      else if (lsim__conv_get(&conv, rec.blocks[1], &v, 1) < 0) {
+        rc = lsim_fail(eb, LSIM_E_NOMEM, "prefix study: out of memory");
+        break;
+      }
+    }
     lsim_kv_adapter x;
     m.adapter = NULL;
     if (a >= 0) {
@@ -516,6 +582,9 @@ static lsim_err lsim__mode(const lsim__pxopt *o, lsim__adp *ad, int mode,
       lsim_kv_keys_release(&R.live[i].truth);
     }
   lsim_plan_release(&plan);
+  free(conv.key);
+  free(conv.val);
+  free(conv.used);
   free(R.live);
   free(R.h.e);
   free(free_at);
@@ -669,7 +738,7 @@ static lsim_err lsim__plot(const char *dir, const lsim__mres *r, char *note,
 int lsim_prefix_main(int argc, char **argv) {
   enum { O_TRACE = 256, O_FORMAT, O_REQ, O_SEED, O_AD, O_ZIPF, O_BASE, O_LM,
          O_ALORA, O_ALIAS, O_INV, O_BT, O_CB, O_SRV, O_PNS, O_INS, O_DMS,
-         O_OUT, O_NOPLOTS };
+         O_OUT, O_NOPLOTS, O_STICKY };
   static const struct option opts[] = {
       {"trace", required_argument, NULL, O_TRACE},
       {"format", required_argument, NULL, O_FORMAT},
@@ -690,13 +759,14 @@ int lsim_prefix_main(int argc, char **argv) {
       {"decode-ms", required_argument, NULL, O_DMS},
       {"out", required_argument, NULL, O_OUT},
       {"no-plots", no_argument, NULL, O_NOPLOTS},
+      {"sticky", no_argument, NULL, O_STICKY},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
   lsim__pxopt o = {
       LSIM_SOURCE_DIR
       "/../shared/data/traces/mooncake-fast25/conversation_trace.jsonl",
       "mooncake", "results/prefix", 0, 0, 32, 1.0, 512, 16384,
-      0.2, 0.1, 0.3, 0.1, 8, 20000, 4000000, 30, 2, 1};
+      0.2, 0.1, 0.3, 0.1, 8, 20000, 4000000, 30, 2, 1, 0};
   int c;
   const char *bad = NULL;
   optind = 1;
@@ -706,6 +776,7 @@ int lsim_prefix_main(int argc, char **argv) {
     case O_FORMAT: o.format = optarg; break;
     case O_OUT: o.out = optarg; break;
     case O_NOPLOTS: o.plots = 0; break;
+    case O_STICKY: o.sticky = 1; break;
     case O_REQ: if (lsim__px_num(optarg, 1, 1e9, &o.requests)) bad = "--requests"; break;
     case O_SEED: if (lsim__px_num(optarg, 0, 9007199254740992.0, &o.seed)) bad = "--seed"; break;
     case O_AD: if (lsim__px_num(optarg, 1, 4096, &o.adapters)) bad = "--adapters"; break;
@@ -768,10 +839,11 @@ int lsim_prefix_main(int argc, char **argv) {
       cls[ad[a].cls]++;
     printf("prefix study: %s, %lld requests, seed %llu, %d adapters "
            "(lora %d, lm_head %d, alora %d, alias %d), base share %.2f, "
-           "%g-token blocks, cache %lld blocks\n",
+           "%g-token blocks, cache %lld blocks%s\n",
            o.trace, (long long)res[0].requests, (unsigned long long)o.seed,
            nad, cls[0], cls[1], cls[2], cls[3], o.base_share, o.block_tokens,
-           (long long)o.cache_blocks);
+           (long long)o.cache_blocks,
+           o.sticky ? ", sticky conversations" : "");
     lsim__table(stdout, res);
     printf("  csv         %s/prefix.csv, %s/prefix-adapters.csv\n", o.out,
            o.out);

@@ -94,6 +94,18 @@ Test(prefix_cli, modes_are_ordered_by_key_coarseness) {
     cr_assert_eq(r[i].corrupt, 0, "%s served a corrupt hit", r[i].mode);
   /* oblivious minus corrupt: never more than the correct semantic_alora */
   cr_assert_leq(r[0].hit_blocks - r[0].corrupt, r[3].hit_blocks);
+  /* conversations that keep their adapter: the same order, and the safe
+  ** modes stay clean */
+  cr_assert_eq(lorasim("prefix --trace '" TRACE "' --requests 80 --sticky "
+                       "--cache-blocks 2500 --servers 1000 --no-plots "
+                       "--out sticky"), 0, "%s", out);
+  cr_assert(strstr(out, "sticky conversations"), "%s", out);
+  read_csv("sticky", r, raw, sizeof raw);
+  cr_assert_geq(r[2].hit_blocks, r[1].hit_blocks);
+  cr_assert_geq(r[3].hit_blocks, r[2].hit_blocks);
+  cr_assert_geq(r[0].hit_blocks, r[3].hit_blocks);
+  for (int i = 1; i < 4; i++)
+    cr_assert_eq(r[i].corrupt, 0, "%s served a corrupt hit", r[i].mode);
 }
 
 Test(prefix_cli, same_seed_same_output_other_seed_differs) {
