@@ -536,6 +536,24 @@ lsim_err lsim_prefix_admit(lsim_prefix *pc, int64_t principal,
   return 0;
 }
 
+lsim_err lsim_prefix_reclaim(lsim_prefix *pc, int64_t want_free,
+                             int64_t *freed, lsim_errbuf *eb) {
+  if (freed)
+    *freed = 0;
+  if (!pc || want_free < 0)
+    return lsim_fail(eb, LSIM_E_USAGE, "prefix reclaim: bad argument");
+  lsim_res_view v;
+  lsim_res_view_get(pc->cfg.pool, &v);
+  while (v.free < want_free && pc->lru_head >= 0) {
+    lsim__kill(pc, pc->lru_head);
+    pc->st.evictions++;
+    if (freed)
+      *freed += pc->cfg.pages_per_block;
+    lsim_res_view_get(pc->cfg.pool, &v);
+  }
+  return 0;
+}
+
 /* ------------------------------------------------------------ views */
 
 void lsim_prefix_stats_get(const lsim_prefix *pc, lsim_prefix_stats *out) {

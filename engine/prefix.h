@@ -145,6 +145,14 @@ lsim_err lsim_prefix_admit(lsim_prefix *pc, int64_t principal,
                            lsim_kv_keys *keys, lsim_prefix_receipt *rc,
                            int64_t *reusable, lsim_errbuf *eb);
 
+/* Make room in the shared pool for something else (an adapter load, a
+** request's KV reservation): evict unreferenced blocks, least recently
+** released first, until the pool has `want_free` free slots or nothing is
+** evictable.  *freed (may be NULL) gets the pages given back.  Referenced
+** blocks are never touched. */
+lsim_err lsim_prefix_reclaim(lsim_prefix *pc, int64_t want_free,
+                             int64_t *freed, lsim_errbuf *eb);
+
 typedef struct lsim_prefix_adapter_stats {
   int64_t lookups, hit_blocks, miss_blocks, corrupt_blocks, published;
 } lsim_prefix_adapter_stats;

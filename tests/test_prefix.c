@@ -408,6 +408,16 @@ Test(cache, lookup_publish_fork_release_lru) {
   cr_assert_eq(lsim_prefix_write(c.pc, &r3, 3, NULL), 0);
   cr_assert_eq(lsim_prefix_check(c.pc, &eb), 0, "%s", eb.msg);
   cr_assert_eq(lsim_prefix_release(c.pc, &r3, NULL), 0);
+  /* the pool needs 4 free slots for an adapter: unreferenced blocks go */
+  int64_t freed;
+  lsim_res_view v;
+  lsim_res_view_get(c.pool, &v);
+  int64_t before = v.free;
+  cr_assert_eq(lsim_prefix_reclaim(c.pc, 4, &freed, NULL), 0);
+  lsim_res_view_get(c.pool, &v);
+  cr_assert_geq(v.free, 4);
+  cr_assert_eq(v.free - before, freed);
+  cr_assert_eq(lsim_prefix_check(c.pc, &eb), 0, "%s", eb.msg);
   lsim_kv_keys_release(&kb);
   lsim_kv_keys_release(&ka);
   lsim_kv_keys_release(&kB);

@@ -50,7 +50,9 @@ typedef struct lsim_kvw_spec {
 ** V, O per layer; LM_HEAD with layer -1). */
 typedef struct lsim_kvw_delta {
   int layer, proj;
-  const char *v[LSIM_KVW_MAXD * LSIM_KVW_MAXV]; /* row-major like the base */
+  /* Q/K/V/O: v[j] for input (or output) coordinate j; LM_HEAD:
+  ** v[j * LSIM_KVW_MAXV + c] for hidden coordinate j and vocab entry c */
+  const char *v[LSIM_KVW_MAXD * LSIM_KVW_MAXV];
   const uint8_t *mask; /* [tokens]; NULL: active everywhere */
 } lsim_kvw_delta;
 
