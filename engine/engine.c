@@ -33,8 +33,6 @@
 
 enum { LSIM__WAITING = 0, LSIM__RUNNING = 1 };
 
-#define LSIM__MAX_VICTIMS 64
-#define LSIM__MAX_RESTORE 64
 
 typedef struct lsim__req {
   int64_t id;
@@ -125,6 +123,9 @@ struct lsim_engine {
   lsim_evict_cand *ecands;
   lsim__req **admitted;
   int *prop;
+  int *vict;      /* [na] victims a txn just chose (begin) */
+  int *vict_done; /* [na] victims of a txn that completes or fails */
+  int64_t *rest;  /* [na] restore txns handed out by a rollback */
   /* hotswap: latest version requested per adapter, alias space */
   int *hs_version;       /* [na] */
   int *hs_alias_adapter; /* [hs_aliases] */
@@ -701,6 +702,9 @@ lsim_err lsim_engine_new(lsim_engine **out, const lsim_engine_cfg *cfg,
   e->ecands = malloc((size_t)na * sizeof *e->ecands);
   e->admitted = malloc(LSIM_ENGINE_WINDOW * sizeof *e->admitted);
   e->prop = malloc((size_t)na * sizeof *e->prop);
+  e->vict = malloc((size_t)na * sizeof *e->vict);
+  e->vict_done = malloc((size_t)na * sizeof *e->vict_done);
+  e->rest = malloc((size_t)na * sizeof *e->rest);
   e->fhead = malloc((size_t)na * sizeof *e->fhead);
   e->ftail = malloc((size_t)na * sizeof *e->ftail);
   e->cfg.sched_params.ntenants = cfg->ntenants;
@@ -715,7 +719,7 @@ lsim_err lsim_engine_new(lsim_engine **out, const lsim_engine_cfg *cfg,
   e->prefetch_st = lsim__policy_state(cfg->prefetch->state_size);
   int ok = e->rank && e->bytes && e->pages && e->artifact && e->w &&
            e->cands && e->cand_req && e->order && e->ecands && e->admitted &&
-           e->prop && e->fhead && e->ftail && e->sched_st && e->prefetch_st &&
+           e->prop && e->vict && e->vict_done && e->rest && e->fhead && e->ftail && e->sched_st && e->prefetch_st &&
            e->fair && e->pcands && e->pseen;
   if (ok) {
     for (int a = 0; a < na; a++) {
@@ -816,6 +820,9 @@ void lsim_engine_release(lsim_engine *e) {
   free(e->ecands);
   free(e->admitted);
   free(e->prop);
+  free(e->vict);
+  free(e->vict_done);
+  free(e->rest);
   free(e->fhead);
   free(e->ftail);
   free(e->fnode);
@@ -1019,12 +1026,12 @@ static lsim_err lsim__begin(lsim_engine *e, int wi, lsim_tick now,
   e->rank_bad = 0;
   lsim_errbuf tmp = LSIM_ERRBUF_INIT;
   lsim_err rc = lsim_res_begin(w->res, q, lsim__rank, e, txn, victims,
-                               LSIM__MAX_VICTIMS, nv, &tmp);
+                               e->cfg.nadapters, nv, &tmp);
   if (rc == LSIM_E_RES_NOSPACE && relaxed) {
     if ((rc = lsim__revoke_queued(e, w, q->adapter, eb)))
       return rc;
     rc = lsim_res_begin(w->res, q, lsim__rank, e, txn, victims,
-                        LSIM__MAX_VICTIMS, nv, &tmp);
+                        e->cfg.nadapters, nv, &tmp);
     *used_relaxed = 1;
     lsim_err rc2 = lsim__requeue(w, -1, eb);
     if (rc2)
@@ -1041,7 +1048,7 @@ static lsim_err lsim__begin(lsim_engine *e, int wi, lsim_tick now,
       *eb = tmp;
     return rc;
   }
-  if (*nv > LSIM__MAX_VICTIMS)
+  if (*nv > e->cfg.nadapters)
     return LSIM_BUG(eb, "more victims than the engine can report");
   *ok = 1;
   return 0;
@@ -1283,7 +1290,7 @@ static lsim_err lsim__start_loads(lsim_engine *e, int wi, lsim_tick now,
                                   int *nloads, lsim_errbuf *eb) {
   lsim__worker *w = &e->w[wi];
   lsim_err rc;
-  int victims[LSIM__MAX_VICTIMS];
+  int *victims = e->vict;
   /* 1. compensating reloads left by a rollback come first */
   int npend = lsim_res_pending_restores(w->res, e->prop, e->cfg.nadapters);
   for (int k = 0; k < npend && *nloads < maxloads; k++) {
@@ -1445,8 +1452,8 @@ static lsim_err lsim__rollback(lsim_engine *e, int wi, int a, lsim_tick now,
   int attempt = restore ? 1 : w->attempts[a];
   lsim_res_adapter_view av = lsim__av(w, a);
   int64_t gen_try = av.generation + 1;
-  int victims[LSIM__MAX_VICTIMS];
-  int nv = tv.nvictims < LSIM__MAX_VICTIMS ? tv.nvictims : LSIM__MAX_VICTIMS;
+  /* copied: the txn's view dies with the txn */
+  int *victims = e->vict_done, nv = tv.nvictims;
   memcpy(victims, tv.victim, (size_t)nv * sizeof *victims);
   rc = lsim__emit(e, now, LSIM_EV_ADAPTER_LOAD_FAILED, wi, LSIM_NONE,
                   lsim__tenant_of(e, a), a, gen_try, attempt, pages,
@@ -1456,9 +1463,9 @@ static lsim_err lsim__rollback(lsim_engine *e, int wi, int a, lsim_tick now,
   lsim__req *r = lsim__find_txn_req(w, txn);
   if (r)
     r->txn = -1;
-  int64_t rest[LSIM__MAX_RESTORE];
   int nr;
-  if ((rc = lsim_res_rollback(w->res, txn, rest, LSIM__MAX_RESTORE, &nr, eb)))
+  if ((rc = lsim_res_rollback(w->res, txn, e->rest, e->cfg.nadapters, &nr,
+                              eb)))
     return rc;
   assert(lsim__worker_sound(e, w));
   /* value: victims handed to restore txns */
@@ -1540,8 +1547,8 @@ lsim_err lsim_engine_load_result(lsim_engine *e, int wi, int a, lsim_tick now,
   if ((rc = lsim_res_publish(w->res, txn, now, &gen, eb)))
     return rc;
   w->attempts[a] = 0;
-  int victims[LSIM__MAX_VICTIMS];
-  int nv = tv.nvictims < LSIM__MAX_VICTIMS ? tv.nvictims : LSIM__MAX_VICTIMS;
+  /* copied: the txn's view dies with the txn */
+  int *victims = e->vict_done, nv = tv.nvictims;
   memcpy(victims, tv.victim, (size_t)nv * sizeof *victims);
   if ((rc = lsim__emit(e, now, LSIM_EV_ADAPTER_GENERATION_PUBLISHED, wi,
                        LSIM_NONE, tenant, a, gen, 0, e->pages[a], e->bytes[a],
@@ -1665,7 +1672,7 @@ static lsim_err lsim__select(lsim_engine *e, int wi, lsim_tick now,
   int slots = e->cfg.max_batch_requests - w->running.n;
   int nadmit = 0;
   lsim_err rc;
-  int victims[LSIM__MAX_VICTIMS];
+  int *victims = e->vict;
 
   /* S-LoRA-style early abort (option): a waiting request that can no
   ** longer meet its latency budget is rejected before it costs a row. */

@@ -434,8 +434,10 @@ int lsim_compare_main(int argc, char **argv) {
                                a ? " " : "lorasim ", argv[a]);
     rows[i].sched = names[i];
     rows[i].service = service + (size_t)i * (size_t)sc.ntenants;
-    lsim_replay_opts o = {dbpath, cmdline, 0, 0, NULL, &lsim__cmp_stop,
-                          NULL, NULL, 0, rows[i].service};
+    lsim_replay_opts o = {.db_path = dbpath,
+                          .command_line = cmdline,
+                          .stop = &lsim__cmp_stop,
+                          .tenant_service = rows[i].service};
     rc = lsim_replay_run(&sc, &o, &rows[i].s, &eb);
     if (rc) {
       st = lsim__cmp_die(rc, eb.msg);

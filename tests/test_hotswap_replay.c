@@ -44,7 +44,7 @@ static void run_fixture(const char *path, uint64_t seed_delta) {
   lsim_errbuf eb = LSIM_ERRBUF_INIT;
   cr_assert_eq(lsim_scenario_load(&sc, FIXTURE, &eb), 0, "%s", eb.msg);
   sc.seed += seed_delta;
-  lsim_replay_opts o = {path, "test", 0, 0, NULL, NULL, NULL, NULL, 0, NULL};
+  lsim_replay_opts o = {.db_path = path, .command_line = "test"};
   lsim_summary s;
   cr_assert_eq(lsim_replay_run(&sc, &o, &s, &eb), 0, "%s", eb.msg);
   cr_assert_str_eq(s.status, "ok");

@@ -34,7 +34,7 @@ static void load(lsim_scenario *sc, const char *rel) {
 
 static lsim_err run(const lsim_scenario *sc, const char *db, lsim_summary *s,
                     lsim_errbuf *eb) {
-  lsim_replay_opts o = {db, "test", 0, 0, NULL, NULL, NULL, NULL, 0, NULL};
+  lsim_replay_opts o = {.db_path = db, .command_line = "test"};
   return lsim_replay_run(sc, &o, s, eb);
 }
 
@@ -226,7 +226,10 @@ Test(replay, sigint_marks_the_run_interrupted_never_ok) {
   sa.sa_handler = on_int;
   sigaction(SIGINT, &sa, &old);
   stop_flag = 0;
-  lsim_replay_opts o = {db, "test", 0, 0, NULL, &stop_flag, raise_int, NULL, 0, NULL};
+  lsim_replay_opts o = {.db_path = db,
+                        .command_line = "test",
+                        .stop = &stop_flag,
+                        .hook = raise_int};
   lsim_summary s;
   lsim_errbuf eb = LSIM_ERRBUF_INIT;
   lsim_err rc = lsim_replay_run(&sc, &o, &s, &eb);
@@ -309,6 +312,29 @@ Test(replay, every_scenario_under_every_policy) {
         }
   }
   cr_assert_geq(runs, n);
+}
+
+/*
+** One admission may have to evict more adapters than any small fixed
+** bound: 100 idle one-request adapters fill the pool, then one long
+** prompt needs the KV room of about 70 of them at once.  Every victim gets
+** its adapter_evicted row and the run ends ok.
+*/
+Test(replay, one_admission_evicts_more_than_64_adapters) {
+  static lsim_scenario sc;
+  load(&sc, "tests/fixtures/replay/many_victims.json");
+  char db[512];
+  snprintf(db, sizeof db, "%s/victims.db", tmpdir);
+  lsim_summary s;
+  lsim_errbuf eb = LSIM_ERRBUF_INIT;
+  cr_assert_eq(run(&sc, db, &s, &eb), 0, "%s", eb.msg);
+  cr_assert_str_eq(s.status, "ok");
+  cr_assert_eq(s.completed, 101);
+  int64_t most = q1(db, "SELECT max(n) FROM (SELECT count(*) AS n FROM events "
+                        "WHERE kind = 11 GROUP BY tick)");
+  cr_assert_gt(most, 64, "largest eviction burst: %lld", (long long)most);
+  cr_assert_eq(q1(db, "SELECT count(*) FROM events WHERE kind = 11"),
+               q1(db, "SELECT count(*) FROM events WHERE kind = 12"));
 }
 
 Test(replay, cpu_ref_backend_validates_every_iteration_and_changes_no_decision) {
