@@ -86,6 +86,8 @@ typedef struct lsim__world {
   lsim_trace_rec next;     /* the pending arrival */
   int have_next;
   int64_t arrived, iterations, queue_events;
+  int64_t events;          /* every event the sink saw (logged or not) */
+  int *rank;               /* [adapters] the catalog's ranks */
   lsim_err sink_rc;        /* first sink failure */
   int next_copy_fail, next_digest_fail; /* indices into the fault ticks */
   lsim__ahead *ring;       /* lookahead window (oracle policies only) */
@@ -96,11 +98,15 @@ typedef struct lsim__world {
 
 static lsim_err lsim__sink_event(void *ud, const lsim_event *ev) {
   lsim__world *W = ud;
-  lsim_err rc = lsim_db_event(W->db, ev);
-  if (rc)
-    return rc;
+  const lsim_sink *tap = W->o->tap;
+  W->events++;
+  if (!W->o->summary_only) {
+    lsim_err rc = lsim_db_event(W->db, ev);
+    if (rc)
+      return rc;
+  }
   lsim_metrics_event(&W->m, ev);
-  return 0;
+  return tap && tap->event ? tap->event(tap->ud, ev) : 0;
 }
 
 /* A starvation interval closed: judged, logged and counted. */
@@ -113,7 +119,8 @@ static lsim_err lsim__sink_interval(void *ud, const lsim_interval *iv) {
   if (rc)
     return rc;
   lsim_metrics_interval(&W->m, iv, starved);
-  return 0;
+  const lsim_sink *tap = W->o->tap;
+  return tap && tap->interval ? tap->interval(tap->ud, iv) : 0;
 }
 
 static lsim_err lsim__sink_request(void *ud, const lsim_request_record *rec) {
@@ -122,7 +129,8 @@ static lsim_err lsim__sink_request(void *ud, const lsim_request_record *rec) {
   if (rc)
     return rc;
   lsim_metrics_request(&W->m, rec);
-  return 0;
+  const lsim_sink *tap = W->o->tap;
+  return tap && tap->request_done ? tap->request_done(tap->ud, rec) : 0;
 }
 
 /* ---- time helpers ------------------------------------------------------- */
@@ -293,9 +301,12 @@ static lsim_err lsim__on_iter_done(lsim__world *W, int w, int ok,
                          p->distinct_adapters, p->segments, p->true_rank_rows,
                          p->padded_rank_rows, W->backend_ns[w],
                          ok ? "ok" : "failed"};
-  lsim_err rc = lsim_db_iteration(W->db, &it);
+  lsim_err rc = W->o->summary_only ? 0 : lsim_db_iteration(W->db, &it);
   if (rc)
     return lsim_fail(eb, rc, "%s", lsim_db_errmsg(W->db));
+  if (ok)
+    lsim_metrics_iteration(&W->m, p->distinct_adapters, p->segments,
+                           p->true_rank_rows, p->padded_rank_rows);
   if ((rc = lsim_engine_iter_done(W->eng, w, W->now, ok, eb)))
     return rc;
   return lsim__touch(W, w, eb);
@@ -410,8 +421,7 @@ static void lsim__progress(lsim__world *W, double t0, double *last) {
           "(%.0f ev/s)   ",
           (double)W->now * (double)W->sc->ns_per_tick * 1e-9,
           (long long)W->arrived, (long long)W->m.requests_ok,
-          (long long)lsim_db_event_count(W->db),
-          (double)lsim_db_event_count(W->db) / (t - t0));
+          (long long)W->events, (double)W->events / (t - t0));
   fflush(stderr);
 }
 
@@ -484,7 +494,7 @@ static lsim_err lsim__setup(lsim__world *W, lsim_errbuf *eb) {
       .log_leases = sc->nhotswaps > 0,
   };
   lsim_err rc = lsim_engine_new(&W->eng, &cfg, eb);
-  free(rank);
+  W->rank = rank; /* the metrics' rank buckets read it; freed at teardown */
   free(bytes);
   free(pages);
   if (rc)
@@ -517,7 +527,8 @@ static lsim_err lsim__setup(lsim__world *W, lsim_errbuf *eb) {
   if (rc)
     return rc;
   W->tr_open = 1;
-  return lsim_metrics_init(&W->m, sc->ntenants)
+  return lsim_metrics_init(&W->m, sc->ntenants) ||
+                 lsim_metrics_shape(&W->m, sc->workers, na, W->rank)
              ? lsim_fail(eb, LSIM_E_NOMEM, "out of memory")
              : 0;
 }
@@ -589,6 +600,7 @@ static void lsim__teardown(lsim__world *W) {
   free(W->step_at);
   free(W->backend_ns);
   free(W->ring);
+  free(W->rank);
   lsim_queue_release(&W->q);
   lsim_metrics_release(&W->m);
 }
@@ -635,7 +647,7 @@ lsim_err lsim_replay_run(const lsim_scenario *sc, const lsim_replay_opts *o,
   if (!rc && W.eng && !lsim_engine_check(W.eng))
     rc = LSIM_BUG(eb, "page conservation violated at the end of the run");
 
-  res->events = lsim_db_event_count(W.db);
+  res->events = W.events;
   res->queue_events = W.queue_events;
   res->iterations = W.iterations;
   res->end_tick = W.now;
@@ -654,7 +666,7 @@ lsim_err lsim_replay_run(const lsim_scenario *sc, const lsim_replay_opts *o,
     ** has its figures. */
     rc = lsim_report_summarize(lsim_db_handle(W.db), sc, &W.m, res, eb);
     if (!rc) {
-      res->events = lsim_db_event_count(W.db);
+      res->events = W.events;
       res->queue_events = W.queue_events;
       res->iterations = W.iterations;
       res->end_tick = W.now;
