@@ -51,6 +51,8 @@ typedef struct lsim__req {
   lsim_hs_lease lease; /* resolved once, when admitted to run (hotswap) */
   int version;         /* artifact version its lease names */
   int fair;            /* fair.h ledger: 0 not counted, 1 cold, 2 ready */
+  int cancel;          /* cancelled while in the launched plan: leaves at
+                          that iteration's completion */
   struct lsim__req *prev, *next; /* waiting or running list */
 } lsim__req;
 
@@ -1607,51 +1609,131 @@ lsim_err lsim_engine_fault(lsim_engine *e, int w, lsim_tick now, int adapter,
                     adapter, LSIM_NONE, 0, 0, 0, value, what, eb);
 }
 
-lsim_err lsim_engine_cancel(lsim_engine *e, int64_t request, lsim_tick now,
-                            int *found, lsim_errbuf *eb) {
+/* Withdraw waiting request r of worker wi: its KV share of an open load
+** txn or its committed KV goes back, its queue entry closes.  *released
+** gets the pages given back, *what the state it was in. */
+static lsim_err lsim__withdraw_waiting(lsim_engine *e, int wi, lsim__req *r,
+                                       lsim_tick now, int64_t *released,
+                                       const char **what, lsim_errbuf *eb) {
+  lsim__worker *w = &e->w[wi];
+  lsim_err rc;
+  *released = 0;
+  *what = "waiting";
+  if (r->txn >= 0) {
+    /* during its adapter's load: the txn keeps loading the adapter (a
+    ** prefetch now) but gives its KV share back */
+    if ((rc = lsim_res_txn_drop_request(w->res, r->txn, released, eb)))
+      return rc;
+    r->txn = -1;
+    *what = "during_load";
+  } else if (r->kv >= 0) {
+    int64_t owned, used;
+    if ((rc = lsim_res_kv_pages(w->res, r->kv, &owned, &used, eb)) ||
+        (rc = lsim_res_kv_release(w->res, r->kv, eb)) ||
+        (rc = lsim_res_unbind(w->res, r->adapter, now, eb)))
+      return rc;
+    *released = owned;
+    r->kv = -1;
+    w->admitted_waiting--;
+    *what = "admitted";
+  }
+  rc = lsim__unwait(e, now, w, r, eb);
+  assert(rc || lsim__worker_sound(e, w));
+  return rc;
+}
+
+/* A running request leaves (cancelled): KV and adapter reference go
+** back, its lease is released, its record is written. */
+static lsim_err lsim__drop_running(lsim_engine *e, int wi, lsim__req *r,
+                                   lsim_tick now, lsim_errbuf *eb) {
+  lsim__worker *w = &e->w[wi];
+  int64_t owned, used;
+  lsim_err rc;
+  lsim__list_remove(&w->running, r);
+  if ((rc = lsim_res_kv_pages(w->res, r->kv, &owned, &used, eb)) ||
+      (rc = lsim_res_kv_release(w->res, r->kv, eb)) ||
+      (rc = lsim_res_unbind(w->res, r->adapter, now, eb)) ||
+      (rc = lsim__hs_unbind(e, wi, r, now, eb)))
+    return rc;
+  r->kv = -1;
+  assert(lsim__worker_sound(e, w));
+  int64_t gen = lsim__av(w, r->adapter).generation;
+  rc = lsim__emit(e, now, LSIM_EV_KV_RELEASED, wi, r->id, r->tenant,
+                  r->adapter, gen, 0, owned, owned * e->cfg.page_bytes, 0,
+                  "cancelled", eb);
+  if (!rc)
+    rc = lsim__emit(e, now, LSIM_EV_REQUEST_CANCELLED, wi, r->id, r->tenant,
+                    r->adapter, gen, 0, owned, owned * e->cfg.page_bytes,
+                    r->produced, "running", eb);
+  if (!rc)
+    rc = lsim__record(e, r, now, "cancelled", eb);
+  lsim__req_free(e, r);
+  e->live--;
+  return rc;
+}
+
+static int lsim__in_flight(const lsim__worker *w, const lsim__req *r) {
+  if (!w->busy)
+    return 0;
+  for (int i = 0; i < w->nbatch; i++)
+    if (w->batch[i] == r)
+      return 1;
+  return 0;
+}
+
+lsim_err lsim_engine_withdraw(lsim_engine *e, int64_t request, lsim_tick now,
+                              int why, int *found, lsim_errbuf *eb) {
   *found = 0;
+  if (why != LSIM_WITHDRAW_CANCEL && why != LSIM_WITHDRAW_CANCEL_WAITING &&
+      why != LSIM_WITHDRAW_DEADLINE)
+    return lsim_fail(eb, LSIM_E_USAGE, "withdraw: unknown reason %d", why);
   for (int wi = 0; wi < e->cfg.workers; wi++) {
     lsim__worker *w = &e->w[wi];
     lsim__req *r;
     for (r = w->waiting.head; r && r->id != request; r = r->next)
       ;
+    if (r) {
+      if (why == LSIM_WITHDRAW_DEADLINE && (r->kv >= 0 || r->txn >= 0))
+        return 0; /* admitted before its deadline: it runs */
+      *found = 1;
+      int64_t released;
+      const char *what;
+      lsim_err rc = lsim__withdraw_waiting(e, wi, r, now, &released, &what, eb);
+      if (rc)
+        return rc;
+      if (why == LSIM_WITHDRAW_DEADLINE) {
+        /* refused like an early abort, with its own reason */
+        return lsim__reject(e, r, now, "deadline_expired", eb);
+      }
+      rc = lsim__emit(e, now, LSIM_EV_REQUEST_CANCELLED, wi, r->id, r->tenant,
+                      r->adapter, lsim__av(w, r->adapter).generation, 0,
+                      released, released * e->cfg.page_bytes, 0, what, eb);
+      if (!rc)
+        rc = lsim__record(e, r, now, "cancelled", eb);
+      lsim__req_free(e, r);
+      e->live--;
+      return rc;
+    }
+    if (why != LSIM_WITHDRAW_CANCEL)
+      continue;
+    for (r = w->running.head; r && r->id != request; r = r->next)
+      ;
     if (!r)
       continue;
     *found = 1;
-    lsim_err rc;
-    int64_t released = 0;
-    const char *what = "waiting";
-    if (r->txn >= 0) {
-      /* cancelled during its adapter's load: the txn keeps loading the
-      ** adapter (a prefetch now) but gives its KV share back */
-      if ((rc = lsim_res_txn_drop_request(w->res, r->txn, &released, eb)))
-        return rc;
-      r->txn = -1;
-      what = "during_load";
-    } else if (r->kv >= 0) {
-      int64_t owned, used;
-      if ((rc = lsim_res_kv_pages(w->res, r->kv, &owned, &used, eb)) ||
-          (rc = lsim_res_kv_release(w->res, r->kv, eb)) ||
-          (rc = lsim_res_unbind(w->res, r->adapter, now, eb)))
-        return rc;
-      released = owned;
-      r->kv = -1;
-      w->admitted_waiting--;
-      what = "admitted";
+    if (lsim__in_flight(w, r)) {
+      r->cancel = 1; /* its launched rows complete first */
+      return 0;
     }
-    if ((rc = lsim__unwait(e, now, w, r, eb)))
-      return rc;
-    assert(lsim__worker_sound(e, w));
-    rc = lsim__emit(e, now, LSIM_EV_REQUEST_CANCELLED, wi, r->id, r->tenant,
-                    r->adapter, lsim__av(w, r->adapter).generation, 0,
-                    released, released * e->cfg.page_bytes, 0, what, eb);
-    if (!rc)
-      rc = lsim__record(e, r, now, "cancelled", eb);
-    lsim__req_free(e, r);
-    e->live--;
-    return rc;
+    return lsim__drop_running(e, wi, r, now, eb);
   }
   return 0;
+}
+
+lsim_err lsim_engine_cancel(lsim_engine *e, int64_t request, lsim_tick now,
+                            int *found, lsim_errbuf *eb) {
+  return lsim_engine_withdraw(e, request, now, LSIM_WITHDRAW_CANCEL_WAITING,
+                              found, eb);
 }
 
 /* ---- selection ------------------------------------------------------------ */
@@ -1880,7 +1962,12 @@ lsim_err lsim_engine_iter_done(lsim_engine *e, int wi, lsim_tick now, int ok,
   w->nlaunched = 0;
   lsim__hs_fence(w);
   if (rc || !ok) {
+    int n = w->nbatch;
     w->nbatch = 0;
+    /* nothing completed; a request cancelled meanwhile leaves now */
+    for (int i = 0; !rc && i < n; i++)
+      if (w->batch[i]->cancel)
+        rc = lsim__drop_running(e, wi, w->batch[i], now, eb);
     return rc;
   }
   for (int i = 0; i < w->nbatch; i++) {
@@ -1897,6 +1984,8 @@ lsim_err lsim_engine_iter_done(lsim_engine *e, int wi, lsim_tick now, int ok,
                             units, 0);
       if ((rc = lsim_fair_debit(e->fair, now, r->tenant)))
         return lsim_fail(eb, rc, "interval sink failed");
+      if (r->cancel && (rc = lsim__drop_running(e, wi, r, now, eb)))
+        return rc;
       continue;
     }
     if (r->produced == 0) {
@@ -1921,9 +2010,13 @@ lsim_err lsim_engine_iter_done(lsim_engine *e, int wi, lsim_tick now, int ok,
              w->res, r->kv,
              lsim__kv_pages(e, (int64_t)r->prompt + r->produced), eb)))
       return rc;
-    if (r->produced < r->output)
+    if (r->produced < r->output) {
+      if (r->cancel && (rc = lsim__drop_running(e, wi, r, now, eb)))
+        return rc;
       continue;
-    /* finished: close KV ownership and the adapter reference */
+    }
+    /* finished: close KV ownership and the adapter reference (a request
+    ** cancelled during its last iteration finished first) */
     lsim__list_remove(&w->running, r);
     if ((rc = lsim_res_kv_release(w->res, r->kv, eb)) ||
         (rc = lsim_res_unbind(w->res, r->adapter, now, eb)) ||

@@ -58,10 +58,11 @@ enum { LSIM__Q_LOAD_DONE = 0, LSIM__Q_ITER_DONE = 1, LSIM__Q_ARRIVAL = 2,
 #define LSIM__Q_CANCEL 4 /* queued with class 2 (a fact of the world) */
 #define LSIM__Q_HOTSWAP 5 /* queued with class 2 */
 #define LSIM__Q_HS_DONE 6 /* queued with class 0 */
+#define LSIM__Q_WITHDRAW 7 /* queued with class 2: a trace cancel/deadline */
 #define LSIM__LOOKAHEAD 4096 /* records the oracle may see ahead */
 
 typedef struct lsim__ahead {
-  int64_t id, arrival_ns;
+  int64_t id, arrival_ns, deadline_ns, cancel_ns;
   int tenant, adapter, prompt, output;
 } lsim__ahead;
 
@@ -172,8 +173,9 @@ static lsim_err lsim__fill_ahead(lsim__world *W, lsim_errbuf *eb) {
       break;
     }
     lsim__ahead *a = &W->ring[(W->ring_head + W->ring_n) % W->ring_cap];
-    *a = (lsim__ahead){rec.id,     rec.arrival_ns,    rec.tenant,
-                       rec.adapter, rec.prompt_tokens, rec.output_tokens};
+    *a = (lsim__ahead){rec.id,          rec.arrival_ns,    rec.deadline_ns,
+                       rec.cancel_ns,   rec.tenant,        rec.adapter,
+                       rec.prompt_tokens, rec.output_tokens};
     W->ring_n++;
     lsim_err rc = lsim_engine_future_push(W->eng, rec.adapter,
                                           rec.arrival_ns / W->sc->ns_per_tick,
@@ -200,6 +202,8 @@ static lsim_err lsim__read_next(lsim__world *W, lsim_errbuf *eb) {
       W->next.adapter = a->adapter;
       W->next.prompt_tokens = a->prompt;
       W->next.output_tokens = a->output;
+      W->next.deadline_ns = a->deadline_ns;
+      W->next.cancel_ns = a->cancel_ns;
       W->ring_head = (W->ring_head + 1) % W->ring_cap;
       W->ring_n--;
     }
@@ -387,6 +391,43 @@ static lsim_err lsim__on_hs_done(lsim__world *W, int w, int adapter,
   return rc;
 }
 
+/* A trace cancel or deadline reached its tick. */
+static lsim_err lsim__on_withdraw(lsim__world *W, lsim_tick before,
+                                  int64_t request, int why, lsim_errbuf *eb) {
+  int found;
+  lsim_err rc = lsim_engine_withdraw(W->eng, request, W->now, why, &found, eb);
+  if (!rc && !found)
+    W->now = before; /* a no-op (the request is gone): time does not move,
+                     ** so a late deadline does not stretch the run */
+  if (rc || !found)
+    return rc;
+  /* freed pages or batch room: every worker may decide again */
+  for (int w = 0; !rc && w < W->sc->workers; w++)
+    rc = lsim__touch(W, w, eb);
+  return rc;
+}
+
+/* Queue the arrival's own cancel and deadline (trace clock, ns). */
+static lsim_err lsim__push_withdraws(lsim__world *W, lsim_errbuf *eb) {
+  struct {
+    int64_t ns;
+    int why;
+  } w[2] = {{W->next.deadline_ns, LSIM_WITHDRAW_DEADLINE},
+            {W->next.cancel_ns, LSIM_WITHDRAW_CANCEL}};
+  for (int i = 0; i < 2; i++) {
+    if (w[i].ns < 0)
+      continue;
+    lsim_tick t = w[i].ns / W->sc->ns_per_tick;
+    if (t < W->now)
+      t = W->now;
+    lsim_qev ev = {t, LSIM__Q_ARRIVAL, 0, LSIM__Q_WITHDRAW, -1, W->next.id,
+                   w[i].why};
+    if (lsim_queue_push(&W->q, &ev))
+      return lsim_fail(eb, LSIM_E_NOMEM, "out of memory in the event queue");
+  }
+  return 0;
+}
+
 static lsim_err lsim__on_arrival(lsim__world *W, lsim_errbuf *eb) {
   lsim_arrival a = {W->next.id, W->next.tenant, W->next.adapter,
                     W->next.prompt_tokens, W->next.output_tokens};
@@ -395,6 +436,8 @@ static lsim_err lsim__on_arrival(lsim__world *W, lsim_errbuf *eb) {
   int w;
   lsim_err rc = lsim_engine_arrive(W->eng, W->now, &a, &w, eb);
   if (rc)
+    return rc;
+  if ((rc = lsim__push_withdraws(W, eb)))
     return rc;
   W->arrived++;
   if (w >= 0 && (rc = lsim__touch(W, w, eb)))
@@ -542,6 +585,7 @@ static lsim_err lsim__loop(lsim__world *W, lsim_errbuf *eb) {
     return rc;
   lsim_qev ev;
   while (lsim_queue_pop(&W->q, &ev)) {
+    lsim_tick before = W->now;
     W->now = ev.tick;
     W->queue_events++;
     switch (ev.kind) {
@@ -553,6 +597,9 @@ static lsim_err lsim__loop(lsim__world *W, lsim_errbuf *eb) {
       break;
     case LSIM__Q_HOTSWAP:
       rc = lsim__on_hotswap(W, (int)ev.a, eb);
+      break;
+    case LSIM__Q_WITHDRAW:
+      rc = lsim__on_withdraw(W, before, ev.a, (int)ev.b, eb);
       break;
     case LSIM__Q_HS_DONE:
       rc = lsim__on_hs_done(W, ev.worker, (int)ev.a, (int)ev.b, eb);

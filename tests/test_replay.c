@@ -337,6 +337,78 @@ Test(replay, one_admission_evicts_more_than_64_adapters) {
                q1(db, "SELECT count(*) FROM events WHERE kind = 12"));
 }
 
+/*
+** The trace's cancel and deadline columns (withdraw.csv, one-request
+** batches of 0.1 ms iterations): r0 runs and is cancelled at 5 ms while its
+** iteration is in flight, so it leaves when that iteration completes with
+** 50 tokens, debited exactly for them; r1 is cancelled at 3 ms while it
+** waits (its KV already reserved); r2 is still waiting at its 2 ms deadline
+** and is refused; r3 meets its deadline and completes.  A deadline that
+** fires after its request finished does not stretch the run.
+*/
+Test(replay, trace_cancel_and_deadline_withdraw_requests) {
+  static lsim_scenario sc;
+  load(&sc, "tests/fixtures/replay/withdraw.json");
+  char db[512];
+  snprintf(db, sizeof db, "%s/withdraw.db", tmpdir);
+  lsim_summary s;
+  lsim_errbuf eb = LSIM_ERRBUF_INIT;
+  cr_assert_eq(run(&sc, db, &s, &eb), 0, "%s", eb.msg);
+  cr_assert_str_eq(s.status, "ok");
+  cr_assert_eq(s.completed, 1);
+  char out[64];
+  const char *want[4] = {"cancelled", "cancelled", "rejected", "ok"};
+  for (int r = 0; r < 4; r++) {
+    char sql[128];
+    snprintf(sql, sizeof sql, "SELECT outcome FROM requests WHERE request=%d",
+             r);
+    qs(db, sql, out, sizeof out);
+    cr_assert_str_eq(out, want[r], "request %d", r);
+  }
+  /* r0: cancelled while running, after its in-flight iteration completed */
+  qs(db, "SELECT detail FROM events WHERE kind=21 AND request=0", out,
+     sizeof out);
+  cr_assert_str_eq(out, "running");
+  int64_t produced = q1(db, "SELECT output_tokens FROM requests WHERE "
+                            "request=0");
+  cr_assert(produced > 1 && produced < 100, "produced %lld",
+            (long long)produced);
+  cr_assert_eq(q1(db, "SELECT value FROM events WHERE kind=21 AND request=0"),
+               produced);
+  cr_assert_eq(q1(db, "SELECT tick FROM events WHERE kind=21 AND request=0"),
+               q1(db, "SELECT max(tick) FROM events WHERE kind=7 AND tick <= "
+                      "(SELECT tick FROM events WHERE kind=21 AND "
+                      "request=0)"));
+  cr_assert_geq(q1(db, "SELECT tick FROM events WHERE kind=21 AND request=0"),
+                5000);
+  /* service: the prompt once, then one unit per decoded token */
+  cr_assert_eq(q1(db, "SELECT sum(value) FROM events WHERE kind=8 AND "
+                      "request=0"),
+               16 + produced - 1);
+  /* its KV went back: one release of what the reservation committed */
+  cr_assert_eq(q1(db, "SELECT sum(pages) FROM events WHERE kind=16 AND "
+                      "request=0"),
+               q1(db, "SELECT sum(pages) FROM events WHERE kind=15 AND "
+                      "request=0"));
+  /* r1 waited with KV reserved; r2 refused at its deadline */
+  qs(db, "SELECT detail FROM events WHERE kind=21 AND request=1", out,
+     sizeof out);
+  cr_assert_str_eq(out, "admitted");
+  cr_assert_eq(q1(db, "SELECT tick FROM events WHERE kind=21 AND request=1"),
+               3000);
+  qs(db, "SELECT detail FROM events WHERE kind=10 AND request=2", out,
+     sizeof out);
+  cr_assert_str_eq(out, "deadline_expired");
+  cr_assert_eq(q1(db, "SELECT tick FROM events WHERE kind=10 AND request=2"),
+               2000);
+  cr_assert_eq(q1(db, "SELECT count(*) FROM events WHERE kind=8 AND "
+                      "request IN (1, 2)"),
+               0);
+  /* r3's late deadline (1 s) does not move the end of the run */
+  cr_assert_eq(s.end_tick,
+               q1(db, "SELECT finish_tick FROM requests WHERE request=3"));
+}
+
 Test(replay, cpu_ref_backend_validates_every_iteration_and_changes_no_decision) {
   static lsim_scenario sc;
   load(&sc, "tests/fixtures/replay/csv.json");
