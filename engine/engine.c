@@ -74,6 +74,13 @@ typedef struct lsim__hsw {
   lsim_hs_handle *shadow_expect; /* [na] handle the CAS expects */
   int *drain;      /* [na] version waiting for drain_then_overwrite, or 0 */
   int active;      /* a retiring slot or a drain may be pending: reap looks */
+  /* The joint pool's charge for a copy beside the live one (M_old + M_new,
+  ** docs/RESIDENCY.md): a KV-type object of the adapter's pages, bound to
+  ** the adapter, from staging until the old slot is reclaimed. */
+  int *shadow_kv;  /* [na] charge of the staged copy, or -1 */
+  int *slot_kv;    /* [nslots] charge held until this retiring slot goes */
+  int *slot_kv_a;  /* [nslots] the adapter of that charge */
+  int *reg_ver;    /* [na] version whose digest the pool registered */
 } lsim__hsw;
 
 typedef struct lsim__worker {
@@ -290,6 +297,18 @@ static int lsim__worker_sound(const lsim_engine *e, const lsim__worker *w) {
       if (r->txn >= 0 && (k == 0 || r->kv >= 0))
         ok = 0;
     }
+  /* hotswap copies charged beside their live version */
+  const lsim__hsw *h = &w->hsw;
+  for (int a = 0; h->shadow_kv && a < na; a++)
+    if (h->shadow_kv[a] >= 0) {
+      kv += e->pages[a];
+      ref[a]++;
+    }
+  for (int i = 0; h->slot_kv && i < h->nslots; i++)
+    if (h->slot_kv[i] >= 0) {
+      kv += e->pages[h->slot_kv_a[i]];
+      ref[h->slot_kv_a[i]]++;
+    }
   for (int a = 0; ok && a < na; a++) {
     lsim_res_adapter_view av = lsim__av(w, a);
     if (av.refcount != ref[a] || av.queued != que[a])
@@ -350,10 +369,19 @@ static int lsim__hs_worker_init(lsim_engine *e, lsim__hsw *h) {
   h->shadow_ver = h->shadow_alias + na;
   h->shadow_mode = h->shadow_alias + 2 * na;
   h->drain = h->shadow_alias + 3 * na;
+  h->shadow_kv = malloc((size_t)na * sizeof *h->shadow_kv);
+  h->reg_ver = calloc((size_t)na, sizeof *h->reg_ver);
+  h->slot_kv = malloc((size_t)h->nslots * sizeof *h->slot_kv);
+  h->slot_kv_a = malloc((size_t)h->nslots * sizeof *h->slot_kv_a);
+  if (!h->shadow_kv || !h->reg_ver || !h->slot_kv || !h->slot_kv_a)
+    return 0;
   for (int a = 0; a < na; a++) {
     h->alias[a] = a;
     h->shadow[a] = -1;
+    h->shadow_kv[a] = -1;
   }
+  for (int i = 0; i < h->nslots; i++)
+    h->slot_kv[i] = h->slot_kv_a[i] = -1;
   return 1;
 }
 
@@ -365,6 +393,73 @@ static void lsim__hs_worker_release(lsim__hsw *h) {
   free(h->shadow);
   free(h->shadow_alias);
   free(h->shadow_expect);
+  free(h->shadow_kv);
+  free(h->reg_ver);
+  free(h->slot_kv);
+  free(h->slot_kv_a);
+}
+
+static lsim_err lsim__emit_victims(lsim_engine *e, int wi, lsim_tick now,
+                                   const int *v, int nv, int relaxed,
+                                   lsim_errbuf *eb);
+static lsim_err lsim__emit_retired(lsim_engine *e, int wi, lsim_tick now,
+                                   const int *v, int nv, lsim_errbuf *eb);
+static lsim_err lsim__begin(lsim_engine *e, int wi, lsim_tick now,
+                            const lsim_res_req *q, int relaxed, int64_t *txn,
+                            int *victims, int *nv, int *used_relaxed, int *ok,
+                            lsim_errbuf *eb);
+
+/* The request id a hotswap charge's KV object carries: outside the trace's
+** id space, one per adapter (one replacement at a time per adapter). */
+#define LSIM__HS_CHARGE_ID(a) (((int64_t)1 << 62) | (int64_t)(a))
+
+/*
+** Charge the joint pool for a copy of adapter a staged beside its live
+** version on worker wi: a KV-type object of e->pages[a] pages, reserved
+** through the ordinary admission path (victims chosen by the eviction
+** policy, never a itself), bound to a so that the live version cannot be
+** evicted while its successor is being copied.  *kv = -1 and *ok = 1 when a
+** has no live version in the pool (nothing is beside it); *ok = 0 when the
+** pool has no room.
+*/
+static lsim_err lsim__hs_charge(lsim_engine *e, int wi, int a, lsim_tick now,
+                                int *kv, int *ok, lsim_errbuf *eb) {
+  lsim__worker *w = &e->w[wi];
+  *kv = -1;
+  *ok = 1;
+  int st = lsim__av(w, a).state;
+  if (st != LSIM_RS_PUBLISHED && st != LSIM_RS_ACTIVE && st != LSIM_RS_IDLE)
+    return 0;
+  lsim_res_req q = {LSIM_TXN_KV, a, LSIM__HS_CHARGE_ID(a), e->pages[a], 0};
+  int64_t txn;
+  int nv, relaxed;
+  lsim_err rc = lsim__begin(e, wi, now, &q, 0, &txn, e->vict, &nv, &relaxed,
+                            ok, eb);
+  if (rc || !*ok)
+    return rc;
+  if ((rc = lsim__emit_victims(e, wi, now, e->vict, nv, 0, eb)) ||
+      (rc = lsim_res_commit(w->res, txn, now, kv, eb)) ||
+      (rc = lsim__emit_retired(e, wi, now, e->vict, nv, eb)))
+    return rc;
+  return lsim__emit(e, now, LSIM_EV_KV_RESERVED, wi, LSIM_NONE,
+                    lsim__tenant_of(e, a), a, lsim__av(w, a).generation, 0,
+                    e->pages[a], e->pages[a] * e->cfg.page_bytes, 0,
+                    "hotswap_shadow", eb);
+}
+
+static lsim_err lsim__hs_uncharge(lsim_engine *e, int wi, int a, int kv,
+                                  lsim_tick now, lsim_errbuf *eb) {
+  lsim__worker *w = &e->w[wi];
+  if (kv < 0)
+    return 0;
+  lsim_err rc;
+  if ((rc = lsim_res_kv_release(w->res, kv, eb)) ||
+      (rc = lsim_res_unbind(w->res, a, now, eb)))
+    return rc;
+  return lsim__emit(e, now, LSIM_EV_KV_RELEASED, wi, LSIM_NONE,
+                    lsim__tenant_of(e, a), a, lsim__av(w, a).generation, 0,
+                    e->pages[a], e->pages[a] * e->cfg.page_bytes, 0,
+                    "hotswap_shadow", eb);
 }
 
 /* The artifact digest of version v of adapter a (v 0: the catalog's). */
@@ -498,6 +593,12 @@ static lsim_err lsim__hs_reap(lsim_engine *e, int wi, lsim_tick now,
         (rc = lsim__hs_emit(e, now, LSIM_EV_SLOT_RECLAIMED, wi, a,
                             h->slot_ver[s], s, NULL, eb)))
       return rc;
+    if (h->slot_kv[s] >= 0) {
+      int kv = h->slot_kv[s], ka = h->slot_kv_a[s];
+      h->slot_kv[s] = h->slot_kv_a[s] = -1;
+      if ((rc = lsim__hs_uncharge(e, wi, ka, kv, now, eb)))
+        return rc;
+    }
   }
   for (int a = 0; a < e->cfg.nadapters; a++) {
     if (!h->drain[a])
@@ -596,6 +697,19 @@ lsim_err lsim_engine_hotswap(lsim_engine *e, lsim_tick now, int a, int mode,
     }
     if (*ncopies >= maxcopies)
       return lsim_fail(eb, LSIM_E_STATE, "hotswap: more copies than room");
+    int kv, room;
+    if ((rc = lsim__hs_charge(e, wi, a, now, &kv, &room, eb)))
+      break;
+    if (!room) {
+      /* the pool cannot hold both versions: the replacement waits for
+      ** nothing and is refused here (drain_then_overwrite needs no room) */
+      if ((rc = lsim_hs_abort(h->hs, slot, eb)))
+        break;
+      rc = lsim__hs_emit(e, now, LSIM_EV_HOTSWAP_ABORTED, wi, a, v, slot,
+                         "no_pages", eb);
+      continue;
+    }
+    h->shadow_kv[a] = kv;
     h->slot_ver[slot] = v;
     h->shadow[a] = slot;
     h->shadow_alias[a] = target;
@@ -642,7 +756,10 @@ lsim_err lsim_engine_hotswap_done(lsim_engine *e, int wi, int a,
     ** the catalog never changed */
     const char *why = rc == LSIM_E_RES_COPY ? "copy_failed" : "digest_failed";
     h->shadow[a] = -1;
-    if ((rc = lsim_hs_abort(h->hs, slot, eb)))
+    int kv = h->shadow_kv[a];
+    h->shadow_kv[a] = -1;
+    if ((rc = lsim_hs_abort(h->hs, slot, eb)) ||
+        (rc = lsim__hs_uncharge(e, wi, a, kv, now, eb)))
       return rc;
     return lsim__hs_emit(e, now, LSIM_EV_HOTSWAP_ABORTED, wi, a, v, slot, why,
                          eb);
@@ -667,6 +784,15 @@ lsim_err lsim_engine_hotswap_done(lsim_engine *e, int wi, int a,
   }
   h->ver[al] = v;
   h->shadow[a] = -1;
+  /* the charge stays until the old slot is reclaimed (M_old + M_new) */
+  int kv = h->shadow_kv[a];
+  h->shadow_kv[a] = -1;
+  if (old.slot >= 0 && kv >= 0) {
+    h->slot_kv[old.slot] = kv;
+    h->slot_kv_a[old.slot] = a;
+  } else if ((rc = lsim__hs_uncharge(e, wi, a, kv, now, eb))) {
+    return rc;
+  }
   if ((rc = lsim__hs_emit(e, now, LSIM_EV_HOTSWAP_PUBLISHED, wi, a, v, slot,
                           lsim__hsm_names[mode], eb)))
     return rc;
@@ -1237,11 +1363,20 @@ lsim_err lsim_engine_arrive(lsim_engine *e, lsim_tick now,
 
 /* ---- loads --------------------------------------------------------------- */
 
+/* The host copy of the version adapter a's alias names on worker w now
+** (a reload after a hotswap loads the new version, not the catalog's). */
 static lsim_err lsim__ensure_host(lsim_engine *e, lsim__worker *w, int a,
                                   lsim_errbuf *eb) {
   if (lsim__av(w, a).state != LSIM_RS_ABSENT)
     return 0;
-  return lsim_res_register(w->res, a, &e->artifact[a], &e->kabi, eb);
+  int v = w->hsw.ver ? w->hsw.ver[w->hsw.alias[a]] : 0;
+  lsim_digest d;
+  lsim_err rc = lsim__hs_digest(e, a, v, &d);
+  if (rc)
+    return rc;
+  if (w->hsw.reg_ver)
+    w->hsw.reg_ver[a] = v;
+  return lsim_res_register(w->res, a, &d, &e->kabi, eb);
 }
 
 static void lsim__load_out(lsim_engine *e, int wi, int a, int attempt,
@@ -1525,7 +1660,11 @@ lsim_err lsim_engine_load_result(lsim_engine *e, int wi, int a, lsim_tick now,
   /* the copy-complete event, then validation of the staged bytes */
   if ((rc = lsim_res_copy_done(w->res, txn, eb)))
     return rc;
-  lsim_digest staged = e->artifact[a];
+  /* the bytes of the version the pool registered for this load */
+  lsim_digest staged;
+  if ((rc = lsim__hs_digest(e, a, w->hsw.reg_ver ? w->hsw.reg_ver[a] : 0,
+                            &staged)))
+    return rc;
   if (outcome == LSIM_LOAD_DIGEST_BAD)
     staged.b[0] ^= 0x01; /* the world corrupted the staged bytes */
   lsim_errbuf vb = LSIM_ERRBUF_INIT;

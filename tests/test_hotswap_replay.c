@@ -291,3 +291,51 @@ Test(hotswap_replay, same_seed_same_rows) {
   cr_assert_gt(q1(c, "SELECT count(*) FROM events WHERE kind=%d", K_BOUND),
                0);
 }
+
+/*
+** A shadow copy sits in the joint pool beside the live version: from its
+** staging to the reclaim of the old slot, the pool holds M_old + M_new.
+** Each staged shadow on a worker where the adapter is resident reserves
+** exactly the adapter's pages (kv_reserved, detail hotswap_shadow) and
+** gives them back when the copy aborts or when the retiring slot is
+** reclaimed, never earlier.
+*/
+Test(hotswap_replay, shadow_copy_is_charged_to_the_page_pool) {
+  run_fixture(db, 0);
+  int64_t charges = q1(db, "SELECT count(*) FROM events WHERE kind=15 AND "
+                           "detail='hotswap_shadow'");
+  cr_assert_gt(charges, 0);
+  /* every charge is released, each exactly once and for the same pages */
+  cr_assert_eq(q1(db, "SELECT count(*) FROM events WHERE kind=16 AND "
+                      "detail='hotswap_shadow'"),
+               charges);
+  cr_assert_eq(q1(db, "SELECT coalesce(sum(pages), 0) FROM events WHERE "
+                      "kind=15 AND detail='hotswap_shadow'"),
+               q1(db, "SELECT coalesce(sum(pages), 0) FROM events WHERE "
+                      "kind=16 AND detail='hotswap_shadow'"));
+  /* the successful shadow of adapter 0: charged at staging, released at
+  ** the reclaim of its old slot on the same worker and tick */
+  int64_t w = q1(db, "SELECT worker FROM events WHERE kind=%d AND adapter=0 "
+                     "AND detail='shadow'", K_PUB);
+  int64_t rel = q1(db, "SELECT max(tick) FROM events WHERE kind=16 AND "
+                       "detail='hotswap_shadow' AND adapter=0 AND worker=%lld",
+                   (long long)w);
+  int64_t reclaim = q1(db, "SELECT max(tick) FROM events WHERE kind=28 AND "
+                           "adapter=0 AND worker=%lld", (long long)w);
+  int64_t pub = q1(db, "SELECT tick FROM events WHERE kind=%d AND adapter=0 "
+                       "AND detail='shadow'", K_PUB);
+  cr_assert_eq(rel, reclaim);
+  cr_assert_geq(rel, pub);
+  /* the failed copy of adapter 0 (first hotswap) was released at its abort */
+  int64_t abort_t = q1(db, "SELECT min(tick) FROM events WHERE kind=26 AND "
+                           "adapter=0 AND detail='copy_failed'");
+  cr_assert_eq(q1(db, "SELECT count(*) FROM events WHERE kind=16 AND "
+                      "detail='hotswap_shadow' AND adapter=0 AND tick=%lld",
+                  (long long)abort_t),
+               q1(db, "SELECT count(*) FROM events WHERE kind=26 AND "
+                      "adapter=0 AND detail='copy_failed'"));
+  /* while charged, the pages are an adapter's: their size is its demand */
+  cr_assert_eq(q1(db, "SELECT count(DISTINCT pages) FROM events WHERE "
+                      "kind=15 AND detail='hotswap_shadow' AND adapter=0"),
+               1);
+}
