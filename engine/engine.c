@@ -53,6 +53,11 @@ typedef struct lsim__req {
   int fair;            /* fair.h ledger: 0 not counted, 1 cold, 2 ready */
   int cancel;          /* cancelled while in the launched plan: leaves at
                           that iteration's completion */
+  int recomp;          /* preempted: output tokens its next prefill
+                          recomputes (with the prompt); 0 otherwise */
+  int svc_in;          /* prompt tokens already debited as input service */
+  int preemptions;
+  lsim_tick preempted_at;
   struct lsim__req *prev, *next; /* waiting or running list */
 } lsim__req;
 
@@ -139,6 +144,10 @@ struct lsim_engine {
   int *hs_version;       /* [na] */
   int *hs_alias_adapter; /* [hs_aliases] */
   int hs_aliases, hs_next_alias;
+  /* workers a migration queued work on, to be stepped by the world */
+  int *nudge;      /* [workers] stack */
+  int nnudge;
+  unsigned char *nudged; /* [workers] */
   /* ranking context */
   int rank_worker;
   lsim_tick rank_now;
@@ -155,6 +164,17 @@ static void lsim__list_push(lsim__list *l, lsim__req *r) {
   else
     l->head = r;
   l->tail = r;
+  l->n++;
+}
+
+static void lsim__list_push_front(lsim__list *l, lsim__req *r) {
+  r->prev = NULL;
+  r->next = l->head;
+  if (l->head)
+    l->head->prev = r;
+  else
+    l->tail = r;
+  l->head = r;
   l->n++;
 }
 
@@ -830,6 +850,8 @@ lsim_err lsim_engine_new(lsim_engine **out, const lsim_engine_cfg *cfg,
   e->ecands = malloc((size_t)na * sizeof *e->ecands);
   e->admitted = malloc(LSIM_ENGINE_WINDOW * sizeof *e->admitted);
   e->prop = malloc((size_t)na * sizeof *e->prop);
+  e->nudge = malloc((size_t)cfg->workers * sizeof *e->nudge);
+  e->nudged = calloc((size_t)cfg->workers, 1);
   e->vict = malloc((size_t)na * sizeof *e->vict);
   e->vict_done = malloc((size_t)na * sizeof *e->vict_done);
   e->rest = malloc((size_t)na * sizeof *e->rest);
@@ -847,7 +869,7 @@ lsim_err lsim_engine_new(lsim_engine **out, const lsim_engine_cfg *cfg,
   e->prefetch_st = lsim__policy_state(cfg->prefetch->state_size);
   int ok = e->rank && e->bytes && e->pages && e->artifact && e->w &&
            e->cands && e->cand_req && e->order && e->ecands && e->admitted &&
-           e->prop && e->vict && e->vict_done && e->rest && e->fhead && e->ftail && e->sched_st && e->prefetch_st &&
+           e->prop && e->nudge && e->nudged && e->vict && e->vict_done && e->rest && e->fhead && e->ftail && e->sched_st && e->prefetch_st &&
            e->fair && e->pcands && e->pseen;
   if (ok) {
     for (int a = 0; a < na; a++) {
@@ -948,6 +970,8 @@ void lsim_engine_release(lsim_engine *e) {
   free(e->ecands);
   free(e->admitted);
   free(e->prop);
+  free(e->nudge);
+  free(e->nudged);
   free(e->vict);
   free(e->vict_done);
   free(e->rest);
@@ -1018,6 +1042,13 @@ static int lsim__chunk_of(const lsim_engine *e, int64_t left) {
 
 static int lsim__first_chunk(const lsim_engine *e, int64_t prompt) {
   return lsim__chunk_of(e, prompt);
+}
+
+/* Token rows of a request's first row when admitted: its first prefill
+** chunk, or, after a preemption, its prompt and the tokens it had
+** produced, recomputed in one row. */
+static int lsim__admit_rows(const lsim_engine *e, const lsim__req *r) {
+  return r->recomp > 0 ? r->prompt + r->recomp : lsim__first_chunk(e, r->prompt);
 }
 
 /* A running request whose prefill is part-done (chunked prefill only): it
@@ -1328,12 +1359,17 @@ lsim_err lsim_engine_arrive(lsim_engine *e, lsim_tick now,
   /* initial KV covers the prompt; the growth reserve covers the declared
   ** output (the admission horizon is the whole request) */
   r->kv_initial = lsim__kv_pages(e, a->prompt_tokens);
-  r->kv_pages = lsim__kv_pages(e, (int64_t)a->prompt_tokens + a->output_tokens);
+  int64_t whole =
+      lsim__kv_pages(e, (int64_t)a->prompt_tokens + a->output_tokens);
+  /* incremental: the prompt and its first token now, the rest page by
+  ** page as the request decodes */
+  r->kv_pages = e->cfg.kv_incremental
+                    ? lsim__kv_pages(e, (int64_t)a->prompt_tokens + 1)
+                    : whole;
   r->worker = LSIM_NONE;
   if (lsim__first_chunk(e, a->prompt_tokens) > e->cfg.max_batch_tokens)
     return lsim__reject(e, r, now, "prompt_over_batch_budget", eb);
-  if (r->kv_pages + e->pages[a->adapter] + e->cfg.guard_pages >
-      e->cfg.pool_pages)
+  if (whole + e->pages[a->adapter] + e->cfg.guard_pages > e->cfg.pool_pages)
     return lsim__reject(e, r, now, "over_pool_capacity", eb);
   int wi = e->cfg.placement ? lsim__place_policy(e, r)
                             : lsim__place(e, a->adapter);
@@ -1811,6 +1847,143 @@ static lsim_err lsim__drop_running(lsim_engine *e, int wi, lsim__req *r,
   return rc;
 }
 
+/*
+** Preemption by recompute (incremental KV only): running request r on
+** worker wi gives back all its KV and its adapter reference and waits
+** again, at the head of a queue, to recompute its prompt and the tokens it
+** produced in one prefill row.  It keeps its arrival, its first-token time
+** and, on its own worker, its lease (the alias is not re-resolved).  The
+** queue is its own
+** worker's, or, with several workers, the one with the most free pages
+** (migration by recompute; ties: its own, then the lowest index).
+*/
+static lsim_err lsim__preempt(lsim_engine *e, int wi, lsim__req *r,
+                              lsim_tick now, lsim_errbuf *eb) {
+  lsim__worker *w = &e->w[wi];
+  int64_t owned, used;
+  lsim_err rc;
+  lsim__list_remove(&w->running, r);
+  if ((rc = lsim_res_kv_pages(w->res, r->kv, &owned, &used, eb)) ||
+      (rc = lsim_res_kv_release(w->res, r->kv, eb)) ||
+      (rc = lsim_res_unbind(w->res, r->adapter, now, eb)))
+    return rc;
+  r->kv = -1;
+  r->recomp = r->produced;
+  r->prefilled = 0;
+  r->kv_initial = lsim__kv_pages(e, (int64_t)r->prompt + r->recomp);
+  r->kv_pages = lsim__kv_pages(e, (int64_t)r->prompt + r->recomp + 1);
+  r->preemptions++;
+  r->preempted_at = now;
+  int to = wi;
+  if (e->cfg.workers > 1) {
+    lsim_res_view v;
+    lsim_res_view_get(w->res, &v);
+    int64_t best = v.free;
+    for (int i = 0; i < e->cfg.workers; i++) {
+      lsim_res_view u;
+      lsim_res_view_get(e->w[i].res, &u);
+      if (u.free > best) {
+        best = u.free;
+        to = i;
+      }
+    }
+  }
+  lsim__worker *t = &e->w[to];
+  if (to != wi) {
+    /* a lease names a slot of this worker's catalog: a migrated request
+    ** resolves its alias again where it will run */
+    if ((rc = lsim__hs_unbind(e, wi, r, now, eb)))
+      return rc;
+    if (!e->nudged[to]) {
+      e->nudged[to] = 1;
+      e->nudge[e->nnudge++] = to;
+    }
+  }
+  r->worker = to;
+  r->state = LSIM__WAITING;
+  int hit = lsim__visible(lsim__av(t, r->adapter).state);
+  r->queued = 1;
+  if ((rc = lsim_res_queue(t->res, r->adapter, +1, eb)))
+    return rc;
+  lsim__list_push_front(&t->waiting, r);
+  r->fair = hit ? 2 : 1;
+  if ((rc = lsim_fair_enqueue(e->fair, now, to, r->tenant, r->adapter, hit)))
+    return lsim_fail(eb, rc, "interval sink failed");
+  assert(lsim__worker_sound(e, w) && lsim__worker_sound(e, t));
+  /* generation: the worker it now waits on; attempt: its preemptions;
+  ** value: tokens its recompute prefill will process */
+  return lsim__emit(e, now, LSIM_EV_REQUEST_PREEMPTED, wi, r->id, r->tenant,
+                    r->adapter, to, r->preemptions, owned,
+                    owned * e->cfg.page_bytes, r->prompt + r->recomp,
+                    to == wi ? "recompute" : "migrate", eb);
+}
+
+/* Pages for r's growth by evicting idle adapters (the policy ranks them,
+** never r's own): a KV transaction of `add` pages whose object joins r's.
+** *ok = 0 when even eviction cannot free them. */
+static lsim_err lsim__grow_evict(lsim_engine *e, int wi, lsim__req *r,
+                                 int64_t add, lsim_tick now, int *ok,
+                                 lsim_errbuf *eb) {
+  lsim__worker *w = &e->w[wi];
+  lsim_res_req q = {LSIM_TXN_KV, r->adapter, r->id, add, 0};
+  int64_t txn;
+  int nv, relaxed, kv2;
+  lsim_err rc = lsim__begin(e, wi, now, &q, 0, &txn, e->vict, &nv, &relaxed,
+                            ok, eb);
+  if (rc || !*ok)
+    return rc;
+  if ((rc = lsim__emit_victims(e, wi, now, e->vict, nv, 0, eb)) ||
+      (rc = lsim_res_commit(w->res, txn, now, &kv2, eb)) ||
+      (rc = lsim_res_unbind(w->res, r->adapter, now, eb)) ||
+      (rc = lsim_res_kv_absorb(w->res, r->kv, kv2, eb)))
+    return rc;
+  return lsim__emit_retired(e, wi, now, e->vict, nv, eb);
+}
+
+/*
+** Before a launch (incremental KV): every running request gets the pages
+** its next token needs, oldest first; when the pool is out of free pages,
+** the newest running request is preempted (possibly the one that asked).
+*/
+static lsim_err lsim__grow_running(lsim_engine *e, int wi, lsim_tick now,
+                                   lsim_errbuf *eb) {
+  lsim__worker *w = &e->w[wi];
+  lsim_err rc;
+  for (lsim__req *r = w->running.head, *nx; r; r = nx) {
+    nx = r->next;
+    if (r->produced == 0)
+      continue; /* mid-prefill (chunked): its prompt pages are held */
+    int64_t need = lsim__kv_pages(e, (int64_t)r->prompt + r->produced + 1);
+    while (need > r->kv_pages) {
+      lsim_res_view v;
+      lsim_res_view_get(w->res, &v);
+      int64_t add = need - r->kv_pages;
+      if (v.free - e->cfg.guard_pages >= add) {
+        if ((rc = lsim_res_kv_extend(w->res, r->kv, add, eb)))
+          return rc;
+        r->kv_pages = need;
+        break;
+      }
+      int ok;
+      if ((rc = lsim__grow_evict(e, wi, r, add, now, &ok, eb)))
+        return rc;
+      if (ok) {
+        r->kv_pages = need;
+        break;
+      }
+      lsim__req *victim = w->running.tail;
+      if (victim == nx)
+        nx = NULL; /* the loop must not visit a request that left */
+      int self = victim == r;
+      if ((rc = lsim__preempt(e, wi, victim, now, eb)))
+        return rc;
+      if (self)
+        break;
+    }
+  }
+  return 0;
+}
+
 static int lsim__in_flight(const lsim__worker *w, const lsim__req *r) {
   if (!w->busy)
     return 0;
@@ -1869,6 +2042,14 @@ lsim_err lsim_engine_withdraw(lsim_engine *e, int64_t request, lsim_tick now,
   return 0;
 }
 
+int lsim_engine_pop_nudge(lsim_engine *e) {
+  if (e->nnudge == 0)
+    return -1;
+  int w = e->nudge[--e->nnudge];
+  e->nudged[w] = 0;
+  return w;
+}
+
 lsim_err lsim_engine_cancel(lsim_engine *e, int64_t request, lsim_tick now,
                             int *found, lsim_errbuf *eb) {
   return lsim_engine_withdraw(e, request, now, LSIM_WITHDRAW_CANCEL_WAITING,
@@ -1881,8 +2062,13 @@ static lsim_err lsim__select(lsim_engine *e, int wi, lsim_tick now,
                              lsim_plan *plan, int *selected,
                              lsim_errbuf *eb) {
   lsim__worker *w = &e->w[wi];
+  lsim_err rc;
   *selected = 0;
   lsim_plan_reset(plan);
+  /* incremental KV: running requests get their next page first, or the
+  ** newest of them is preempted */
+  if (e->cfg.kv_incremental && (rc = lsim__grow_running(e, wi, now, eb)))
+    return rc;
   /* one decode row per running request; a part-prefilled one (chunked
   ** prefill) takes its next chunk instead */
   int64_t tokens = w->running.n;
@@ -1892,7 +2078,6 @@ static lsim_err lsim__select(lsim_engine *e, int wi, lsim_tick now,
         tokens += lsim__chunk_of(e, r->prompt - r->prefilled) - 1;
   int slots = e->cfg.max_batch_requests - w->running.n;
   int nadmit = 0;
-  lsim_err rc;
   int *victims = e->vict;
 
   /* S-LoRA-style early abort (option): a waiting request that can no
@@ -1922,6 +2107,8 @@ static lsim_err lsim__select(lsim_engine *e, int wi, lsim_tick now,
       continue;
     if (w->hsw.drain[r->adapter])
       continue; /* drain_then_overwrite: new work waits for the swap */
+    if (r->preemptions && r->preempted_at == now)
+      continue; /* not back in the step that preempted it */
     lsim__cand_fill(e, w, r, 1, &e->cands[n]);
     e->cand_req[n++] = r;
   }
@@ -1935,7 +2122,7 @@ static lsim_err lsim__select(lsim_engine *e, int wi, lsim_tick now,
       return lsim_fail(eb, LSIM_E_POLICY, "scheduler '%s' returned a bad order",
                        e->cfg.sched->name);
     lsim__req *r = e->cand_req[k];
-    int first = lsim__first_chunk(e, r->prompt);
+    int first = lsim__admit_rows(e, r);
     if (tokens + first > e->cfg.max_batch_tokens)
       break; /* keeps the policy's order: no overtaking past the budget */
     if (r->kv >= 0) {
@@ -1991,7 +2178,8 @@ static lsim_err lsim__select(lsim_engine *e, int wi, lsim_tick now,
       return rc;
     r->state = LSIM__RUNNING;
     lsim__list_push(&w->running, r);
-    if ((rc = lsim__hs_bind(e, wi, r, now, eb)))
+    /* a preempted request keeps the lease it was admitted with */
+    if (!r->lease.bound && (rc = lsim__hs_bind(e, wi, r, now, eb)))
       return rc;
     assert(lsim__worker_sound(e, w));
     e->admitted[nadmit++] = r;
@@ -2004,7 +2192,7 @@ static lsim_err lsim__select(lsim_engine *e, int wi, lsim_tick now,
   w->nbatch = 0;
   for (int i = 0; i < nadmit; i++) {
     lsim__req *r = e->admitted[i];
-    r->planned = lsim__first_chunk(e, r->prompt);
+    r->planned = lsim__admit_rows(e, r);
     lsim_plan_entry pe = {r->id, r->tenant, r->adapter, e->rank[r->adapter],
                           LSIM_PHASE_PREFILL, r->planned, r->version};
     if ((rc = lsim_plan_push(plan, &pe, eb)))
@@ -2024,8 +2212,8 @@ static lsim_err lsim__select(lsim_engine *e, int wi, lsim_tick now,
       w->batch[w->nbatch++] = r;
     }
   for (lsim__req *r = w->running.head; r; r = r->next) {
-    if (r->produced == 0)
-      continue; /* prefilling: its row is above */
+    if (r->produced == 0 || r->recomp > 0)
+      continue; /* prefilling or recomputing: its row is above */
     r->planned = 1;
     lsim_plan_entry pe = {r->id, r->tenant, r->adapter, e->rank[r->adapter],
                           LSIM_PHASE_DECODE, 1, r->version};
@@ -2113,8 +2301,12 @@ lsim_err lsim_engine_iter_done(lsim_engine *e, int wi, lsim_tick now, int ok,
     lsim__req *r = w->batch[i];
     int64_t units = r->planned;
     if (r->produced == 0 && r->prefilled + r->planned < r->prompt) {
-      /* a prefill chunk that is not the last: input service, no token */
+      /* a prefill chunk that is not the last: input service, no token
+      ** (after a preemption, only the part not debited before) */
       r->prefilled += r->planned;
+      units = r->prefilled > r->svc_in ? r->prefilled - r->svc_in : 0;
+      if (r->prefilled > r->svc_in)
+        r->svc_in = r->prefilled;
       if ((rc = lsim__emit(e, now, LSIM_EV_COMPLETED_SERVICE_DEBITED, wi,
                            r->id, r->tenant, r->adapter, iter, 0, 0, 0, units,
                            "prefill", eb)))
@@ -2127,19 +2319,28 @@ lsim_err lsim_engine_iter_done(lsim_engine *e, int wi, lsim_tick now, int ok,
         return rc;
       continue;
     }
-    if (r->produced == 0) {
+    int prefill = r->produced == 0;
+    if (prefill) {
       r->prefilled = r->prompt;
-      r->first_token = now;
+      r->first_token = now; /* a preempted request with a token recomputes */
+      /* the prompt's input not debited yet (all of it, or the last chunk) */
+      units = r->prompt - r->svc_in;
+      r->svc_in = r->prompt;
+    } else if (r->recomp > 0) {
+      /* a recompute row: the recomputed tokens were served before; the
+      ** service is the one new token */
+      r->prefilled = r->prompt;
+      r->recomp = 0;
+      units = 1;
     }
     r->produced++;
     rc = lsim__emit(e, now, LSIM_EV_COMPLETED_SERVICE_DEBITED, wi, r->id,
                     r->tenant, r->adapter, iter, 0, 0, 0, units,
-                    r->produced == 1 ? "prefill" : "decode", eb);
+                    prefill ? "prefill" : "decode", eb);
     if (rc)
       return rc;
     /* completed service, at its publication only: the prefill's input
     ** (its first token counts as input work), then one output per decode */
-    int prefill = r->produced == 1;
     lsim_sched_on_service(e->cfg.sched, e->sched_st, r->tenant, r->adapter,
                           prefill ? units : 0, prefill ? 0 : units);
     if ((rc = lsim_fair_debit(e->fair, now, r->tenant)))

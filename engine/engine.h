@@ -84,6 +84,10 @@ typedef struct lsim_engine_cfg {
   int64_t abort_ticks;  /* early abort: a waiting request that has waited
                            longer than this when a selection looks at it is
                            rejected ("early_abort"); 0: off */
+  int kv_incremental;    /* 0: a request's KV (prompt + output) is reserved
+                            whole at admission; 1: prompt + one token, then
+                            page by page, preempting by recompute when the
+                            pool is out of pages (docs/SCHEDULING.md) */
   int64_t prefill_chunk; /* chunked prefill: at most this many prompt tokens
                             per prefill row, the rest in later iterations
                             (the first token comes with the last chunk);
@@ -196,6 +200,10 @@ lsim_err lsim_engine_cancel(lsim_engine *e, int64_t request, lsim_tick now,
 **     outcome "rejected"); an admitted or running one is left alone.
 ** *found = 0 when nothing changed.
 */
+/* A worker that a migration by recompute queued a request on, which the
+** world must step (its own events would not wake it); -1 when none. */
+int lsim_engine_pop_nudge(lsim_engine *e);
+
 enum {
   LSIM_WITHDRAW_CANCEL = 1,
   LSIM_WITHDRAW_CANCEL_WAITING = 2,

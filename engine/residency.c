@@ -1244,6 +1244,76 @@ lsim_err lsim_res_kv_grow(lsim_res *r, int kv, int64_t used, lsim_errbuf *eb) {
   return 0;
 }
 
+lsim_err lsim_res_kv_extend(lsim_res *r, int kv, int64_t add,
+                            lsim_errbuf *eb) {
+  lsim_err rc = lsim__kv_get(r, kv, eb);
+  if (rc)
+    return rc;
+  if (add < 0)
+    return lsim_fail(eb, LSIM_E_USAGE, "kv_extend: negative page count");
+  if (add == 0)
+    return 0;
+  lsim__kv *k = &r->kv[kv];
+  if (r->nfree < add)
+    return lsim_fail(eb, LSIM_E_RES_NOSPACE,
+                     "KV of request %lld needs %lld more pages, %lld free",
+                     (long long)k->request, (long long)add,
+                     (long long)r->nfree);
+  if (k->n + add > k->cap) {
+    int64_t cap = k->cap ? k->cap : 8;
+    while (cap < k->n + add)
+      cap *= 2;
+    int64_t *sl = realloc(k->slot, (size_t)cap * sizeof *sl);
+    if (!sl)
+      return lsim_fail(eb, LSIM_E_NOMEM, "out of memory growing KV");
+    k->slot = sl;
+    k->cap = cap;
+  }
+  /* the lowest free slots, as a reservation takes them */
+  for (int64_t need = add, i = r->free_hint; need > 0; i++) {
+    if (r->s[i].state != LSIM_SLOT_FREE)
+      continue;
+    lsim__set(r, i, LSIM_SLOT_KV, kv, k->gen);
+    k->slot[k->n++] = i;
+    need--;
+    r->free_hint = i + 1;
+  }
+  qsort(k->slot, (size_t)k->n, sizeof *k->slot, lsim__cmp64);
+  assert(lsim__sound(r));
+  return 0;
+}
+
+lsim_err lsim_res_kv_absorb(lsim_res *r, int dst, int src, lsim_errbuf *eb) {
+  lsim_err rc = lsim__kv_get(r, dst, eb);
+  if (!rc)
+    rc = lsim__kv_get(r, src, eb);
+  if (rc)
+    return rc;
+  if (dst == src)
+    return lsim_fail(eb, LSIM_E_USAGE, "kv_absorb: an object into itself");
+  lsim__kv *d = &r->kv[dst], *s = &r->kv[src];
+  if (d->n + s->n > d->cap) {
+    int64_t cap = d->cap ? d->cap : 8;
+    while (cap < d->n + s->n)
+      cap *= 2;
+    int64_t *sl = realloc(d->slot, (size_t)cap * sizeof *sl);
+    if (!sl)
+      return lsim_fail(eb, LSIM_E_NOMEM, "out of memory growing KV");
+    d->slot = sl;
+    d->cap = cap;
+  }
+  for (int64_t j = 0; j < s->n; j++) {
+    r->s[s->slot[j]].owner = dst; /* KV stays KV: counters unchanged */
+    r->s[s->slot[j]].gen = d->gen;
+    d->slot[d->n++] = s->slot[j];
+  }
+  qsort(d->slot, (size_t)d->n, sizeof *d->slot, lsim__cmp64);
+  s->n = s->used = 0;
+  s->live = 0;
+  assert(lsim__sound(r));
+  return 0;
+}
+
 lsim_err lsim_res_kv_release(lsim_res *r, int kv, lsim_errbuf *eb) {
   lsim_err rc = lsim__kv_get(r, kv, eb);
   if (rc)

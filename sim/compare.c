@@ -184,7 +184,7 @@ static lsim_err lsim__cmp_csv(const char *path, const lsim_scenario *sc,
              "service_resident,service_cold_loaded,service_rank_le8,"
              "service_rank_16,service_rank_32,service_rank_64,"
              "service_rank_gt64,backlog_service_gap,vtc_bound,iterations,"
-             "events");
+             "events,preemptions,migrations,recompute_tokens");
   for (int t = 0; t < sc->ntenants; t++)
     fprintf(f, ",service_%s", sc->tenants[t].name);
   fputc('\n', f);
@@ -224,7 +224,9 @@ static lsim_err lsim__cmp_csv(const char *path, const lsim_scenario *sc,
       fprintf(f, ",%lld", (long long)s->service_rank[k]);
     lsim__cmp_csv_num(f, (double)s->backlog_gap, "%.0f");
     lsim__cmp_csv_num(f, (double)s->vtc_bound, "%.0f");
-    fprintf(f, ",%lld,%lld", (long long)s->iterations, (long long)s->events);
+    fprintf(f, ",%lld,%lld,%lld,%lld,%lld", (long long)s->iterations,
+            (long long)s->events, (long long)s->preemptions,
+            (long long)s->migrations, (long long)s->recompute_tokens);
     for (int t = 0; t < sc->ntenants; t++)
       fprintf(f, ",%lld", (long long)rows[i].service[t]);
     fputc('\n', f);

@@ -533,6 +533,7 @@ static lsim_err lsim__setup(lsim__world *W, lsim_errbuf *eb) {
                        : 0,
       .abort_ticks = sc->abort_ticks,
       .prefill_chunk = sc->prefill_chunk,
+      .kv_incremental = sc->kv_incremental,
       .max_hotswaps = sc->nhotswaps,
       .log_leases = sc->nhotswaps > 0,
   };
@@ -616,6 +617,8 @@ static lsim_err lsim__loop(lsim__world *W, lsim_errbuf *eb) {
     default:
       rc = LSIM_BUG(eb, "unknown queue event class");
     }
+    for (int nw; !rc && (nw = lsim_engine_pop_nudge(W->eng)) >= 0;)
+      rc = lsim__touch(W, nw, eb);
     if (rc)
       return rc;
     if ((W->queue_events & (LSIM_REPLAY_HOOK_EVERY - 1)) == 0) {

@@ -183,6 +183,19 @@ void lsim_metrics_event(lsim_metrics *m, const lsim_event *ev) {
       }
     }
     break;
+  case LSIM_EV_REQUEST_PREEMPTED: {
+    m->preemptions++;
+    m->migrations += ev->detail && strcmp(ev->detail, "migrate") == 0;
+    m->recompute_tokens += ev->value;
+    unsigned char *f = ev->request >= 0 && ev->request < m->cold_cap
+                           ? &m->cold[ev->request]
+                           : NULL;
+    if (f && !(*f & LSIM__RQ_WAITING)) {
+      *f |= LSIM__RQ_WAITING; /* waiting for admission again */
+      lsim__backlog(m, ev->tenant, +1);
+    }
+    break;
+  }
   case LSIM_EV_KV_RESERVED: {
     unsigned char *f = ev->request >= 0 && ev->request < m->cold_cap
                            ? &m->cold[ev->request]
@@ -448,6 +461,9 @@ lsim_err lsim_report_summarize(sqlite3 *db, const lsim_scenario *sc,
   s->service_resident = m->service_resident;
   s->service_cold = m->service_cold;
   memcpy(s->service_rank, m->service_rank, sizeof s->service_rank);
+  s->preemptions = m->preemptions;
+  s->migrations = m->migrations;
+  s->recompute_tokens = m->recompute_tokens;
   s->backlog_gap = m->backlog_gap;
   if (m->backlog_gap < 0) {
     s->vtc_bound = -1;
@@ -547,7 +563,10 @@ lsim_err lsim_report_store(struct lsim_db *db, const lsim_summary *s,
             {"service_rank_64", (double)s->service_rank[3]},
             {"service_rank_gt64", (double)s->service_rank[4]},
             {"tenant_service_backlog_gap", (double)s->backlog_gap},
-            {"vtc_bound", (double)s->vtc_bound}};
+            {"vtc_bound", (double)s->vtc_bound},
+            {"requests_preempted", (double)s->preemptions},
+            {"requests_migrated", (double)s->migrations},
+            {"recompute_tokens", (double)s->recompute_tokens}};
   for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++)
     if (lsim_db_summary(db, kv[i].k, kv[i].v))
       return lsim_fail(eb, LSIM_E_DB, "storing summary: %s",

@@ -72,6 +72,7 @@ typedef struct lsim_metrics {
   int64_t backlog_gap;         /* -1 when not kept */
   int64_t max_prompt;          /* longest prompt seen at enqueue */
   int64_t max_wait_ticks;      /* longest arrival -> first token (or end) */
+  int64_t preemptions, migrations, recompute_tokens; /* request_preempted */
 } lsim_metrics;
 
 /* Give the registry the run's shape (after lsim_metrics_init). */
@@ -133,6 +134,8 @@ typedef struct lsim_summary {
   ** VTC's bound 2 * max(w_in * longest prompt, w_out * max_batch_tokens);
   ** -1 when not kept (more than 32 tenants) */
   int64_t backlog_gap, vtc_bound;
+  /* preemption by recompute ($.workers.kv_reserve "incremental") */
+  int64_t preemptions, migrations, recompute_tokens;
 } lsim_summary;
 
 /* Percentiles and totals from the database and the metrics registry. */
