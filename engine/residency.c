@@ -1156,6 +1156,11 @@ lsim_err lsim_res_rollback(lsim_res *r, int64_t id, int64_t *restore,
   for (int64_t j = 0; j < t->nslots; j++)
     if (!r->mark[t->slot[j]])
       lsim__set(r, t->slot[j], LSIM_SLOT_FREE, -1, 0);
+  /* a failed load attempt burns the generation it was loading (article
+  ** 0x09L: load-D-1 fails, load-D-2 publishes generation 2), so no two
+  ** attempts ever share a generation number */
+  if (t->kind != LSIM_TXN_KV)
+    a->gen++;
   if (t->kind == LSIM_TXN_RESTORE) {
     lsim__adp_set(r, a, LSIM_RS_ABSENT); /* restoration itself failed: drop it */
     a->host = 0;
