@@ -702,8 +702,8 @@ lsim_err lsim_report_metrics_file(const char *path, const lsim_scenario *sc,
           "adapter_prefetch_requests_total{result=\"wasted\"} %lld\n"
           "# TYPE adapter_prefetch_wasted_bytes_total counter\n"
           "adapter_prefetch_wasted_bytes_total %lld\n"
-          "# TYPE adapter_requests_rejected_total counter\n"
-          "adapter_requests_rejected_total{reason=\"early_abort\"} %lld\n"
+          "# TYPE adapter_requests_early_aborted_total counter\n"
+          "adapter_requests_early_aborted_total %lld\n"
           "# TYPE adapter_load_starvation_intervals_total counter\n"
           "adapter_load_starvation_intervals_total %lld\n"
           "# TYPE adapter_service_starvation_intervals_total counter\n"
@@ -726,6 +726,40 @@ lsim_err lsim_report_metrics_file(const char *path, const lsim_scenario *sc,
     fprintf(f, "# TYPE lorasim_tenant_service_jain gauge\n"
                "lorasim_tenant_service_jain %.9g\n",
             s->jain);
+  /* the scheduling figures of docs/SCHEDULING.md ("More figures"); a
+  ** figure the run does not have (-1) is left out */
+  struct {
+    const char *name, *type;
+    double v;
+  } more[] = {
+      {"lorasim_e2e_p50_seconds", "gauge",
+       s->e2e_p50_ms < 0 ? -1 : s->e2e_p50_ms / 1e3},
+      {"lorasim_e2e_p99_seconds", "gauge",
+       s->e2e_p99_ms < 0 ? -1 : s->e2e_p99_ms / 1e3},
+      {"lorasim_max_wait_seconds", "gauge", s->max_wait_ms / 1e3},
+      {"adapter_load_amplification_ratio", "gauge", s->load_amplification},
+      {"lorasim_iteration_distinct_adapters_mean", "gauge",
+       s->adapters_per_iter},
+      {"lorasim_iteration_segments_mean", "gauge", s->segments_per_iter},
+      {"lorasim_rank_padding_ratio", "gauge", s->rank_padding_ratio},
+      {"adapter_completed_service_resident_units", "counter",
+       (double)s->service_resident},
+      {"adapter_completed_service_cold_loaded_units", "counter",
+       (double)s->service_cold},
+      {"lorasim_tenant_service_backlog_gap", "gauge", (double)s->backlog_gap},
+      {"lorasim_vtc_bound", "gauge", (double)s->vtc_bound},
+      {"lorasim_requests_preempted_total", "counter", (double)s->preemptions},
+      {"lorasim_requests_migrated_total", "counter", (double)s->migrations},
+  };
+  for (size_t i = 0; i < sizeof more / sizeof more[0]; i++)
+    if (more[i].v >= 0)
+      fprintf(f, "# TYPE %s %s\n%s %.9g\n", more[i].name, more[i].type,
+              more[i].name, more[i].v);
+  static const char *const rb[5] = {"le8", "16", "32", "64", "gt64"};
+  fprintf(f, "# TYPE adapter_completed_service_rank_units counter\n");
+  for (int k = 0; k < 5; k++)
+    fprintf(f, "adapter_completed_service_rank_units{rank=\"%s\"} %lld\n",
+            rb[k], (long long)s->service_rank[k]);
   int bad = ferror(f);
   if (fclose(f) || bad)
     return lsim_fail(eb, LSIM_E_IO, "%s: write failed", path);

@@ -415,6 +415,67 @@ Test(replay, trace_cancel_and_deadline_withdraw_requests) {
                q1(db, "SELECT finish_tick FROM requests WHERE request=3"));
 }
 
+/*
+** The Prometheus text file: one TYPE line per metric name, before its
+** samples; labels only from the bounded set (no raw ids); the figures are
+** the run's (runs_summary and the event counts).
+*/
+Test(replay, prometheus_file_is_well_formed_and_bounded) {
+  static lsim_scenario sc;
+  load(&sc, "tests/fixtures/replay/faults.json");
+  char db[512];
+  snprintf(db, sizeof db, "%s/prom.db", tmpdir);
+  lsim_summary s;
+  lsim_errbuf eb = LSIM_ERRBUF_INIT;
+  cr_assert_eq(run(&sc, db, &s, &eb), 0, "%s", eb.msg);
+  FILE *f = fopen(s.metrics_path, "r");
+  cr_assert_not_null(f, "%s", s.metrics_path);
+  char line[512], typed[128][96];
+  int ntyped = 0, samples = 0;
+  double hits = -1, rejected = -1;
+  while (fgets(line, sizeof line, f)) {
+    char name[96];
+    if (strncmp(line, "# TYPE ", 7) == 0) {
+      cr_assert_eq(sscanf(line + 7, "%95s", name), 1);
+      for (int i = 0; i < ntyped; i++)
+        cr_assert_str_neq(typed[i], name, "two TYPE lines for %s", name);
+      cr_assert_lt(ntyped, 128);
+      snprintf(typed[ntyped++], sizeof typed[0], "%s", name);
+      continue;
+    }
+    if (line[0] == '#')
+      continue;
+    size_t n = strcspn(line, "{ ");
+    cr_assert_lt(n, sizeof name);
+    memcpy(name, line, n);
+    name[n] = 0;
+    int known = 0;
+    for (int i = 0; i < ntyped; i++)
+      known |= strcmp(typed[i], name) == 0;
+    cr_assert(known, "sample before its TYPE: %s", line);
+    if (line[n] == '{') {
+      char key[32];
+      cr_assert_eq(sscanf(line + n + 1, "%31[a-z_]=", key), 1, "%s", line);
+      const char *ok[] = {"kind", "phase", "result", "rank", "quantile"};
+      int good = 0;
+      for (int i = 0; i < 5; i++)
+        good |= strcmp(key, ok[i]) == 0;
+      cr_assert(good, "unbounded label %s in %s", key, line);
+    }
+    double v = strtod(strrchr(line, ' ') + 1, NULL);
+    if (strcmp(name, "adapter_cache_hits_total") == 0)
+      hits = v;
+    if (strcmp(name, "adapter_requests_rejected_total") == 0)
+      rejected = v;
+    samples++;
+  }
+  fclose(f);
+  cr_assert_gt(samples, 40);
+  cr_assert_eq(hits, (double)q1(db, "SELECT count(*) FROM events WHERE "
+                                    "kind=1 AND value=1"));
+  cr_assert_eq(rejected, (double)s.rejected);
+}
+
 Test(replay, cpu_ref_backend_validates_every_iteration_and_changes_no_decision) {
   static lsim_scenario sc;
   load(&sc, "tests/fixtures/replay/csv.json");
