@@ -1718,7 +1718,8 @@ lsim_err lsim_engine_load_result(lsim_engine *e, int wi, int a, lsim_tick now,
                        e->bytes[a], 0, restore ? "restore" : NULL, eb)) ||
       (rc = lsim__emit(e, now, LSIM_EV_ADAPTER_VALIDATED, wi, LSIM_NONE,
                        tenant, a, av.generation + 1, attempt, e->pages[a],
-                       e->bytes[a], 0, restore ? "restore" : NULL, eb)))
+                       e->bytes[a], w->hsw.reg_ver ? w->hsw.reg_ver[a] : 0,
+                       restore ? "restore" : NULL, eb)))
     return rc;
   int64_t gen;
   if ((rc = lsim_res_publish(w->res, txn, now, &gen, eb)))

@@ -339,3 +339,39 @@ Test(hotswap_replay, shadow_copy_is_charged_to_the_page_pool) {
                       "kind=15 AND detail='hotswap_shadow' AND adapter=0"),
                1);
 }
+
+/*
+** A reload after eviction loads the version the alias names: adapter 0 is
+** replaced (shadow, version 1) at 5 ms, evicted at 10 ms for two other
+** adapters' KV, and reloaded at 20 ms.  The reload validates version 1's
+** bytes, the version the request's lease names, not the catalog's 0.
+*/
+Test(hotswap_replay, reload_after_eviction_loads_the_alias_version) {
+  static lsim_scenario sc;
+  lsim_errbuf eb = LSIM_ERRBUF_INIT;
+  char path[512];
+  snprintf(path, sizeof path, "%s/fixtures/replay/reload_version.json",
+           LSIM_TEST_DIR);
+  cr_assert_eq(lsim_scenario_load(&sc, path, &eb), 0, "%s", eb.msg);
+  lsim_replay_opts o = {.db_path = db, .command_line = "test"};
+  lsim_summary s;
+  cr_assert_eq(lsim_replay_run(&sc, &o, &s, &eb), 0, "%s", eb.msg);
+  cr_assert_eq(q1(db, "SELECT count(*) FROM events WHERE kind=%d AND "
+                      "adapter=0 AND detail='shadow'", K_PUB),
+               1);
+  int64_t evicted = q1(db, "SELECT tick FROM events WHERE kind=11 AND "
+                           "adapter=0");
+  cr_assert_gt(evicted, q1(db, "SELECT tick FROM events WHERE kind=%d AND "
+                               "adapter=0", K_PUB));
+  /* the first load validated the catalog's version, the reload version 1 */
+  cr_assert_eq(q1(db, "SELECT value FROM events WHERE kind=19 AND adapter=0 "
+                      "ORDER BY seq LIMIT 1"),
+               0);
+  cr_assert_eq(q1(db, "SELECT value FROM events WHERE kind=19 AND adapter=0 "
+                      "AND tick > %lld", (long long)evicted),
+               1);
+  /* and the request bound after the reload names that version */
+  cr_assert_eq(q1(db, "SELECT attempt FROM events WHERE kind=%d AND "
+                      "request=3", K_BOUND),
+               1);
+}
