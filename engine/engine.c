@@ -33,8 +33,6 @@
 
 enum { LSIM__WAITING = 0, LSIM__RUNNING = 1 };
 
-#define LSIM__MAX_VICTIMS 64
-#define LSIM__MAX_RESTORE 64
 
 typedef struct lsim__req {
   int64_t id;
@@ -53,6 +51,13 @@ typedef struct lsim__req {
   lsim_hs_lease lease; /* resolved once, when admitted to run (hotswap) */
   int version;         /* artifact version its lease names */
   int fair;            /* fair.h ledger: 0 not counted, 1 cold, 2 ready */
+  int cancel;          /* cancelled while in the launched plan: leaves at
+                          that iteration's completion */
+  int recomp;          /* preempted: output tokens its next prefill
+                          recomputes (with the prompt); 0 otherwise */
+  int svc_in;          /* prompt tokens already debited as input service */
+  int preemptions;
+  lsim_tick preempted_at;
   struct lsim__req *prev, *next; /* waiting or running list */
 } lsim__req;
 
@@ -74,6 +79,13 @@ typedef struct lsim__hsw {
   lsim_hs_handle *shadow_expect; /* [na] handle the CAS expects */
   int *drain;      /* [na] version waiting for drain_then_overwrite, or 0 */
   int active;      /* a retiring slot or a drain may be pending: reap looks */
+  /* The joint pool's charge for a copy beside the live one (M_old + M_new,
+  ** docs/RESIDENCY.md): a KV-type object of the adapter's pages, bound to
+  ** the adapter, from staging until the old slot is reclaimed. */
+  int *shadow_kv;  /* [na] charge of the staged copy, or -1 */
+  int *slot_kv;    /* [nslots] charge held until this retiring slot goes */
+  int *slot_kv_a;  /* [nslots] the adapter of that charge */
+  int *reg_ver;    /* [na] version whose digest the pool registered */
 } lsim__hsw;
 
 typedef struct lsim__worker {
@@ -125,10 +137,17 @@ struct lsim_engine {
   lsim_evict_cand *ecands;
   lsim__req **admitted;
   int *prop;
+  int *vict;      /* [na] victims a txn just chose (begin) */
+  int *vict_done; /* [na] victims of a txn that completes or fails */
+  int64_t *rest;  /* [na] restore txns handed out by a rollback */
   /* hotswap: latest version requested per adapter, alias space */
   int *hs_version;       /* [na] */
   int *hs_alias_adapter; /* [hs_aliases] */
   int hs_aliases, hs_next_alias;
+  /* workers a migration queued work on, to be stepped by the world */
+  int *nudge;      /* [workers] stack */
+  int nnudge;
+  unsigned char *nudged; /* [workers] */
   /* ranking context */
   int rank_worker;
   lsim_tick rank_now;
@@ -145,6 +164,17 @@ static void lsim__list_push(lsim__list *l, lsim__req *r) {
   else
     l->head = r;
   l->tail = r;
+  l->n++;
+}
+
+static void lsim__list_push_front(lsim__list *l, lsim__req *r) {
+  r->prev = NULL;
+  r->next = l->head;
+  if (l->head)
+    l->head->prev = r;
+  else
+    l->tail = r;
+  l->head = r;
   l->n++;
 }
 
@@ -287,6 +317,18 @@ static int lsim__worker_sound(const lsim_engine *e, const lsim__worker *w) {
       if (r->txn >= 0 && (k == 0 || r->kv >= 0))
         ok = 0;
     }
+  /* hotswap copies charged beside their live version */
+  const lsim__hsw *h = &w->hsw;
+  for (int a = 0; h->shadow_kv && a < na; a++)
+    if (h->shadow_kv[a] >= 0) {
+      kv += e->pages[a];
+      ref[a]++;
+    }
+  for (int i = 0; h->slot_kv && i < h->nslots; i++)
+    if (h->slot_kv[i] >= 0) {
+      kv += e->pages[h->slot_kv_a[i]];
+      ref[h->slot_kv_a[i]]++;
+    }
   for (int a = 0; ok && a < na; a++) {
     lsim_res_adapter_view av = lsim__av(w, a);
     if (av.refcount != ref[a] || av.queued != que[a])
@@ -347,10 +389,19 @@ static int lsim__hs_worker_init(lsim_engine *e, lsim__hsw *h) {
   h->shadow_ver = h->shadow_alias + na;
   h->shadow_mode = h->shadow_alias + 2 * na;
   h->drain = h->shadow_alias + 3 * na;
+  h->shadow_kv = malloc((size_t)na * sizeof *h->shadow_kv);
+  h->reg_ver = calloc((size_t)na, sizeof *h->reg_ver);
+  h->slot_kv = malloc((size_t)h->nslots * sizeof *h->slot_kv);
+  h->slot_kv_a = malloc((size_t)h->nslots * sizeof *h->slot_kv_a);
+  if (!h->shadow_kv || !h->reg_ver || !h->slot_kv || !h->slot_kv_a)
+    return 0;
   for (int a = 0; a < na; a++) {
     h->alias[a] = a;
     h->shadow[a] = -1;
+    h->shadow_kv[a] = -1;
   }
+  for (int i = 0; i < h->nslots; i++)
+    h->slot_kv[i] = h->slot_kv_a[i] = -1;
   return 1;
 }
 
@@ -362,6 +413,73 @@ static void lsim__hs_worker_release(lsim__hsw *h) {
   free(h->shadow);
   free(h->shadow_alias);
   free(h->shadow_expect);
+  free(h->shadow_kv);
+  free(h->reg_ver);
+  free(h->slot_kv);
+  free(h->slot_kv_a);
+}
+
+static lsim_err lsim__emit_victims(lsim_engine *e, int wi, lsim_tick now,
+                                   const int *v, int nv, int relaxed,
+                                   lsim_errbuf *eb);
+static lsim_err lsim__emit_retired(lsim_engine *e, int wi, lsim_tick now,
+                                   const int *v, int nv, lsim_errbuf *eb);
+static lsim_err lsim__begin(lsim_engine *e, int wi, lsim_tick now,
+                            const lsim_res_req *q, int relaxed, int64_t *txn,
+                            int *victims, int *nv, int *used_relaxed, int *ok,
+                            lsim_errbuf *eb);
+
+/* The request id a hotswap charge's KV object carries: outside the trace's
+** id space, one per adapter (one replacement at a time per adapter). */
+#define LSIM__HS_CHARGE_ID(a) (((int64_t)1 << 62) | (int64_t)(a))
+
+/*
+** Charge the joint pool for a copy of adapter a staged beside its live
+** version on worker wi: a KV-type object of e->pages[a] pages, reserved
+** through the ordinary admission path (victims chosen by the eviction
+** policy, never a itself), bound to a so that the live version cannot be
+** evicted while its successor is being copied.  *kv = -1 and *ok = 1 when a
+** has no live version in the pool (nothing is beside it); *ok = 0 when the
+** pool has no room.
+*/
+static lsim_err lsim__hs_charge(lsim_engine *e, int wi, int a, lsim_tick now,
+                                int *kv, int *ok, lsim_errbuf *eb) {
+  lsim__worker *w = &e->w[wi];
+  *kv = -1;
+  *ok = 1;
+  int st = lsim__av(w, a).state;
+  if (st != LSIM_RS_PUBLISHED && st != LSIM_RS_ACTIVE && st != LSIM_RS_IDLE)
+    return 0;
+  lsim_res_req q = {LSIM_TXN_KV, a, LSIM__HS_CHARGE_ID(a), e->pages[a], 0};
+  int64_t txn;
+  int nv, relaxed;
+  lsim_err rc = lsim__begin(e, wi, now, &q, 0, &txn, e->vict, &nv, &relaxed,
+                            ok, eb);
+  if (rc || !*ok)
+    return rc;
+  if ((rc = lsim__emit_victims(e, wi, now, e->vict, nv, 0, eb)) ||
+      (rc = lsim_res_commit(w->res, txn, now, kv, eb)) ||
+      (rc = lsim__emit_retired(e, wi, now, e->vict, nv, eb)))
+    return rc;
+  return lsim__emit(e, now, LSIM_EV_KV_RESERVED, wi, LSIM_NONE,
+                    lsim__tenant_of(e, a), a, lsim__av(w, a).generation, 0,
+                    e->pages[a], e->pages[a] * e->cfg.page_bytes, 0,
+                    "hotswap_shadow", eb);
+}
+
+static lsim_err lsim__hs_uncharge(lsim_engine *e, int wi, int a, int kv,
+                                  lsim_tick now, lsim_errbuf *eb) {
+  lsim__worker *w = &e->w[wi];
+  if (kv < 0)
+    return 0;
+  lsim_err rc;
+  if ((rc = lsim_res_kv_release(w->res, kv, eb)) ||
+      (rc = lsim_res_unbind(w->res, a, now, eb)))
+    return rc;
+  return lsim__emit(e, now, LSIM_EV_KV_RELEASED, wi, LSIM_NONE,
+                    lsim__tenant_of(e, a), a, lsim__av(w, a).generation, 0,
+                    e->pages[a], e->pages[a] * e->cfg.page_bytes, 0,
+                    "hotswap_shadow", eb);
 }
 
 /* The artifact digest of version v of adapter a (v 0: the catalog's). */
@@ -495,6 +613,12 @@ static lsim_err lsim__hs_reap(lsim_engine *e, int wi, lsim_tick now,
         (rc = lsim__hs_emit(e, now, LSIM_EV_SLOT_RECLAIMED, wi, a,
                             h->slot_ver[s], s, NULL, eb)))
       return rc;
+    if (h->slot_kv[s] >= 0) {
+      int kv = h->slot_kv[s], ka = h->slot_kv_a[s];
+      h->slot_kv[s] = h->slot_kv_a[s] = -1;
+      if ((rc = lsim__hs_uncharge(e, wi, ka, kv, now, eb)))
+        return rc;
+    }
   }
   for (int a = 0; a < e->cfg.nadapters; a++) {
     if (!h->drain[a])
@@ -593,6 +717,19 @@ lsim_err lsim_engine_hotswap(lsim_engine *e, lsim_tick now, int a, int mode,
     }
     if (*ncopies >= maxcopies)
       return lsim_fail(eb, LSIM_E_STATE, "hotswap: more copies than room");
+    int kv, room;
+    if ((rc = lsim__hs_charge(e, wi, a, now, &kv, &room, eb)))
+      break;
+    if (!room) {
+      /* the pool cannot hold both versions: the replacement waits for
+      ** nothing and is refused here (drain_then_overwrite needs no room) */
+      if ((rc = lsim_hs_abort(h->hs, slot, eb)))
+        break;
+      rc = lsim__hs_emit(e, now, LSIM_EV_HOTSWAP_ABORTED, wi, a, v, slot,
+                         "no_pages", eb);
+      continue;
+    }
+    h->shadow_kv[a] = kv;
     h->slot_ver[slot] = v;
     h->shadow[a] = slot;
     h->shadow_alias[a] = target;
@@ -639,7 +776,10 @@ lsim_err lsim_engine_hotswap_done(lsim_engine *e, int wi, int a,
     ** the catalog never changed */
     const char *why = rc == LSIM_E_RES_COPY ? "copy_failed" : "digest_failed";
     h->shadow[a] = -1;
-    if ((rc = lsim_hs_abort(h->hs, slot, eb)))
+    int kv = h->shadow_kv[a];
+    h->shadow_kv[a] = -1;
+    if ((rc = lsim_hs_abort(h->hs, slot, eb)) ||
+        (rc = lsim__hs_uncharge(e, wi, a, kv, now, eb)))
       return rc;
     return lsim__hs_emit(e, now, LSIM_EV_HOTSWAP_ABORTED, wi, a, v, slot, why,
                          eb);
@@ -664,6 +804,15 @@ lsim_err lsim_engine_hotswap_done(lsim_engine *e, int wi, int a,
   }
   h->ver[al] = v;
   h->shadow[a] = -1;
+  /* the charge stays until the old slot is reclaimed (M_old + M_new) */
+  int kv = h->shadow_kv[a];
+  h->shadow_kv[a] = -1;
+  if (old.slot >= 0 && kv >= 0) {
+    h->slot_kv[old.slot] = kv;
+    h->slot_kv_a[old.slot] = a;
+  } else if ((rc = lsim__hs_uncharge(e, wi, a, kv, now, eb))) {
+    return rc;
+  }
   if ((rc = lsim__hs_emit(e, now, LSIM_EV_HOTSWAP_PUBLISHED, wi, a, v, slot,
                           lsim__hsm_names[mode], eb)))
     return rc;
@@ -701,6 +850,11 @@ lsim_err lsim_engine_new(lsim_engine **out, const lsim_engine_cfg *cfg,
   e->ecands = malloc((size_t)na * sizeof *e->ecands);
   e->admitted = malloc(LSIM_ENGINE_WINDOW * sizeof *e->admitted);
   e->prop = malloc((size_t)na * sizeof *e->prop);
+  e->nudge = malloc((size_t)cfg->workers * sizeof *e->nudge);
+  e->nudged = calloc((size_t)cfg->workers, 1);
+  e->vict = malloc((size_t)na * sizeof *e->vict);
+  e->vict_done = malloc((size_t)na * sizeof *e->vict_done);
+  e->rest = malloc((size_t)na * sizeof *e->rest);
   e->fhead = malloc((size_t)na * sizeof *e->fhead);
   e->ftail = malloc((size_t)na * sizeof *e->ftail);
   e->cfg.sched_params.ntenants = cfg->ntenants;
@@ -715,7 +869,7 @@ lsim_err lsim_engine_new(lsim_engine **out, const lsim_engine_cfg *cfg,
   e->prefetch_st = lsim__policy_state(cfg->prefetch->state_size);
   int ok = e->rank && e->bytes && e->pages && e->artifact && e->w &&
            e->cands && e->cand_req && e->order && e->ecands && e->admitted &&
-           e->prop && e->fhead && e->ftail && e->sched_st && e->prefetch_st &&
+           e->prop && e->nudge && e->nudged && e->vict && e->vict_done && e->rest && e->fhead && e->ftail && e->sched_st && e->prefetch_st &&
            e->fair && e->pcands && e->pseen;
   if (ok) {
     for (int a = 0; a < na; a++) {
@@ -816,6 +970,11 @@ void lsim_engine_release(lsim_engine *e) {
   free(e->ecands);
   free(e->admitted);
   free(e->prop);
+  free(e->nudge);
+  free(e->nudged);
+  free(e->vict);
+  free(e->vict_done);
+  free(e->rest);
   free(e->fhead);
   free(e->ftail);
   free(e->fnode);
@@ -883,6 +1042,13 @@ static int lsim__chunk_of(const lsim_engine *e, int64_t left) {
 
 static int lsim__first_chunk(const lsim_engine *e, int64_t prompt) {
   return lsim__chunk_of(e, prompt);
+}
+
+/* Token rows of a request's first row when admitted: its first prefill
+** chunk, or, after a preemption, its prompt and the tokens it had
+** produced, recomputed in one row. */
+static int lsim__admit_rows(const lsim_engine *e, const lsim__req *r) {
+  return r->recomp > 0 ? r->prompt + r->recomp : lsim__first_chunk(e, r->prompt);
 }
 
 /* A running request whose prefill is part-done (chunked prefill only): it
@@ -1019,12 +1185,12 @@ static lsim_err lsim__begin(lsim_engine *e, int wi, lsim_tick now,
   e->rank_bad = 0;
   lsim_errbuf tmp = LSIM_ERRBUF_INIT;
   lsim_err rc = lsim_res_begin(w->res, q, lsim__rank, e, txn, victims,
-                               LSIM__MAX_VICTIMS, nv, &tmp);
+                               e->cfg.nadapters, nv, &tmp);
   if (rc == LSIM_E_RES_NOSPACE && relaxed) {
     if ((rc = lsim__revoke_queued(e, w, q->adapter, eb)))
       return rc;
     rc = lsim_res_begin(w->res, q, lsim__rank, e, txn, victims,
-                        LSIM__MAX_VICTIMS, nv, &tmp);
+                        e->cfg.nadapters, nv, &tmp);
     *used_relaxed = 1;
     lsim_err rc2 = lsim__requeue(w, -1, eb);
     if (rc2)
@@ -1041,7 +1207,7 @@ static lsim_err lsim__begin(lsim_engine *e, int wi, lsim_tick now,
       *eb = tmp;
     return rc;
   }
-  if (*nv > LSIM__MAX_VICTIMS)
+  if (*nv > e->cfg.nadapters)
     return LSIM_BUG(eb, "more victims than the engine can report");
   *ok = 1;
   return 0;
@@ -1193,12 +1359,17 @@ lsim_err lsim_engine_arrive(lsim_engine *e, lsim_tick now,
   /* initial KV covers the prompt; the growth reserve covers the declared
   ** output (the admission horizon is the whole request) */
   r->kv_initial = lsim__kv_pages(e, a->prompt_tokens);
-  r->kv_pages = lsim__kv_pages(e, (int64_t)a->prompt_tokens + a->output_tokens);
+  int64_t whole =
+      lsim__kv_pages(e, (int64_t)a->prompt_tokens + a->output_tokens);
+  /* incremental: the prompt and its first token now, the rest page by
+  ** page as the request decodes */
+  r->kv_pages = e->cfg.kv_incremental
+                    ? lsim__kv_pages(e, (int64_t)a->prompt_tokens + 1)
+                    : whole;
   r->worker = LSIM_NONE;
   if (lsim__first_chunk(e, a->prompt_tokens) > e->cfg.max_batch_tokens)
     return lsim__reject(e, r, now, "prompt_over_batch_budget", eb);
-  if (r->kv_pages + e->pages[a->adapter] + e->cfg.guard_pages >
-      e->cfg.pool_pages)
+  if (whole + e->pages[a->adapter] + e->cfg.guard_pages > e->cfg.pool_pages)
     return lsim__reject(e, r, now, "over_pool_capacity", eb);
   int wi = e->cfg.placement ? lsim__place_policy(e, r)
                             : lsim__place(e, a->adapter);
@@ -1228,11 +1399,20 @@ lsim_err lsim_engine_arrive(lsim_engine *e, lsim_tick now,
 
 /* ---- loads --------------------------------------------------------------- */
 
+/* The host copy of the version adapter a's alias names on worker w now
+** (a reload after a hotswap loads the new version, not the catalog's). */
 static lsim_err lsim__ensure_host(lsim_engine *e, lsim__worker *w, int a,
                                   lsim_errbuf *eb) {
   if (lsim__av(w, a).state != LSIM_RS_ABSENT)
     return 0;
-  return lsim_res_register(w->res, a, &e->artifact[a], &e->kabi, eb);
+  int v = w->hsw.ver ? w->hsw.ver[w->hsw.alias[a]] : 0;
+  lsim_digest d;
+  lsim_err rc = lsim__hs_digest(e, a, v, &d);
+  if (rc)
+    return rc;
+  if (w->hsw.reg_ver)
+    w->hsw.reg_ver[a] = v;
+  return lsim_res_register(w->res, a, &d, &e->kabi, eb);
 }
 
 static void lsim__load_out(lsim_engine *e, int wi, int a, int attempt,
@@ -1283,7 +1463,7 @@ static lsim_err lsim__start_loads(lsim_engine *e, int wi, lsim_tick now,
                                   int *nloads, lsim_errbuf *eb) {
   lsim__worker *w = &e->w[wi];
   lsim_err rc;
-  int victims[LSIM__MAX_VICTIMS];
+  int *victims = e->vict;
   /* 1. compensating reloads left by a rollback come first */
   int npend = lsim_res_pending_restores(w->res, e->prop, e->cfg.nadapters);
   for (int k = 0; k < npend && *nloads < maxloads; k++) {
@@ -1445,8 +1625,8 @@ static lsim_err lsim__rollback(lsim_engine *e, int wi, int a, lsim_tick now,
   int attempt = restore ? 1 : w->attempts[a];
   lsim_res_adapter_view av = lsim__av(w, a);
   int64_t gen_try = av.generation + 1;
-  int victims[LSIM__MAX_VICTIMS];
-  int nv = tv.nvictims < LSIM__MAX_VICTIMS ? tv.nvictims : LSIM__MAX_VICTIMS;
+  /* copied: the txn's view dies with the txn */
+  int *victims = e->vict_done, nv = tv.nvictims;
   memcpy(victims, tv.victim, (size_t)nv * sizeof *victims);
   rc = lsim__emit(e, now, LSIM_EV_ADAPTER_LOAD_FAILED, wi, LSIM_NONE,
                   lsim__tenant_of(e, a), a, gen_try, attempt, pages,
@@ -1456,9 +1636,9 @@ static lsim_err lsim__rollback(lsim_engine *e, int wi, int a, lsim_tick now,
   lsim__req *r = lsim__find_txn_req(w, txn);
   if (r)
     r->txn = -1;
-  int64_t rest[LSIM__MAX_RESTORE];
   int nr;
-  if ((rc = lsim_res_rollback(w->res, txn, rest, LSIM__MAX_RESTORE, &nr, eb)))
+  if ((rc = lsim_res_rollback(w->res, txn, e->rest, e->cfg.nadapters, &nr,
+                              eb)))
     return rc;
   assert(lsim__worker_sound(e, w));
   /* value: victims handed to restore txns */
@@ -1516,7 +1696,11 @@ lsim_err lsim_engine_load_result(lsim_engine *e, int wi, int a, lsim_tick now,
   /* the copy-complete event, then validation of the staged bytes */
   if ((rc = lsim_res_copy_done(w->res, txn, eb)))
     return rc;
-  lsim_digest staged = e->artifact[a];
+  /* the bytes of the version the pool registered for this load */
+  lsim_digest staged;
+  if ((rc = lsim__hs_digest(e, a, w->hsw.reg_ver ? w->hsw.reg_ver[a] : 0,
+                            &staged)))
+    return rc;
   if (outcome == LSIM_LOAD_DIGEST_BAD)
     staged.b[0] ^= 0x01; /* the world corrupted the staged bytes */
   lsim_errbuf vb = LSIM_ERRBUF_INIT;
@@ -1534,14 +1718,15 @@ lsim_err lsim_engine_load_result(lsim_engine *e, int wi, int a, lsim_tick now,
                        e->bytes[a], 0, restore ? "restore" : NULL, eb)) ||
       (rc = lsim__emit(e, now, LSIM_EV_ADAPTER_VALIDATED, wi, LSIM_NONE,
                        tenant, a, av.generation + 1, attempt, e->pages[a],
-                       e->bytes[a], 0, restore ? "restore" : NULL, eb)))
+                       e->bytes[a], w->hsw.reg_ver ? w->hsw.reg_ver[a] : 0,
+                       restore ? "restore" : NULL, eb)))
     return rc;
   int64_t gen;
   if ((rc = lsim_res_publish(w->res, txn, now, &gen, eb)))
     return rc;
   w->attempts[a] = 0;
-  int victims[LSIM__MAX_VICTIMS];
-  int nv = tv.nvictims < LSIM__MAX_VICTIMS ? tv.nvictims : LSIM__MAX_VICTIMS;
+  /* copied: the txn's view dies with the txn */
+  int *victims = e->vict_done, nv = tv.nvictims;
   memcpy(victims, tv.victim, (size_t)nv * sizeof *victims);
   if ((rc = lsim__emit(e, now, LSIM_EV_ADAPTER_GENERATION_PUBLISHED, wi,
                        LSIM_NONE, tenant, a, gen, 0, e->pages[a], e->bytes[a],
@@ -1600,51 +1785,276 @@ lsim_err lsim_engine_fault(lsim_engine *e, int w, lsim_tick now, int adapter,
                     adapter, LSIM_NONE, 0, 0, 0, value, what, eb);
 }
 
-lsim_err lsim_engine_cancel(lsim_engine *e, int64_t request, lsim_tick now,
-                            int *found, lsim_errbuf *eb) {
+/* Withdraw waiting request r of worker wi: its KV share of an open load
+** txn or its committed KV goes back, its queue entry closes.  *released
+** gets the pages given back, *what the state it was in. */
+static lsim_err lsim__withdraw_waiting(lsim_engine *e, int wi, lsim__req *r,
+                                       lsim_tick now, int64_t *released,
+                                       const char **what, lsim_errbuf *eb) {
+  lsim__worker *w = &e->w[wi];
+  lsim_err rc;
+  *released = 0;
+  *what = "waiting";
+  if (r->txn >= 0) {
+    /* during its adapter's load: the txn keeps loading the adapter (a
+    ** prefetch now) but gives its KV share back */
+    if ((rc = lsim_res_txn_drop_request(w->res, r->txn, released, eb)))
+      return rc;
+    r->txn = -1;
+    *what = "during_load";
+  } else if (r->kv >= 0) {
+    int64_t owned, used;
+    if ((rc = lsim_res_kv_pages(w->res, r->kv, &owned, &used, eb)) ||
+        (rc = lsim_res_kv_release(w->res, r->kv, eb)) ||
+        (rc = lsim_res_unbind(w->res, r->adapter, now, eb)))
+      return rc;
+    *released = owned;
+    r->kv = -1;
+    w->admitted_waiting--;
+    *what = "admitted";
+  }
+  rc = lsim__unwait(e, now, w, r, eb);
+  assert(rc || lsim__worker_sound(e, w));
+  return rc;
+}
+
+/* A running request leaves (cancelled): KV and adapter reference go
+** back, its lease is released, its record is written. */
+static lsim_err lsim__drop_running(lsim_engine *e, int wi, lsim__req *r,
+                                   lsim_tick now, lsim_errbuf *eb) {
+  lsim__worker *w = &e->w[wi];
+  int64_t owned, used;
+  lsim_err rc;
+  lsim__list_remove(&w->running, r);
+  if ((rc = lsim_res_kv_pages(w->res, r->kv, &owned, &used, eb)) ||
+      (rc = lsim_res_kv_release(w->res, r->kv, eb)) ||
+      (rc = lsim_res_unbind(w->res, r->adapter, now, eb)) ||
+      (rc = lsim__hs_unbind(e, wi, r, now, eb)))
+    return rc;
+  r->kv = -1;
+  assert(lsim__worker_sound(e, w));
+  int64_t gen = lsim__av(w, r->adapter).generation;
+  rc = lsim__emit(e, now, LSIM_EV_KV_RELEASED, wi, r->id, r->tenant,
+                  r->adapter, gen, 0, owned, owned * e->cfg.page_bytes, 0,
+                  "cancelled", eb);
+  if (!rc)
+    rc = lsim__emit(e, now, LSIM_EV_REQUEST_CANCELLED, wi, r->id, r->tenant,
+                    r->adapter, gen, 0, owned, owned * e->cfg.page_bytes,
+                    r->produced, "running", eb);
+  if (!rc)
+    rc = lsim__record(e, r, now, "cancelled", eb);
+  lsim__req_free(e, r);
+  e->live--;
+  return rc;
+}
+
+/*
+** Preemption by recompute (incremental KV only): running request r on
+** worker wi gives back all its KV and its adapter reference and waits
+** again, at the head of a queue, to recompute its prompt and the tokens it
+** produced in one prefill row.  It keeps its arrival, its first-token time
+** and, on its own worker, its lease (the alias is not re-resolved).  The
+** queue is its own
+** worker's, or, with several workers, the one with the most free pages
+** (migration by recompute; ties: its own, then the lowest index).
+*/
+static lsim_err lsim__preempt(lsim_engine *e, int wi, lsim__req *r,
+                              lsim_tick now, lsim_errbuf *eb) {
+  lsim__worker *w = &e->w[wi];
+  int64_t owned, used;
+  lsim_err rc;
+  lsim__list_remove(&w->running, r);
+  if ((rc = lsim_res_kv_pages(w->res, r->kv, &owned, &used, eb)) ||
+      (rc = lsim_res_kv_release(w->res, r->kv, eb)) ||
+      (rc = lsim_res_unbind(w->res, r->adapter, now, eb)))
+    return rc;
+  r->kv = -1;
+  r->recomp = r->produced;
+  r->prefilled = 0;
+  r->kv_initial = lsim__kv_pages(e, (int64_t)r->prompt + r->recomp);
+  r->kv_pages = lsim__kv_pages(e, (int64_t)r->prompt + r->recomp + 1);
+  r->preemptions++;
+  r->preempted_at = now;
+  int to = wi;
+  if (e->cfg.workers > 1) {
+    lsim_res_view v;
+    lsim_res_view_get(w->res, &v);
+    int64_t best = v.free;
+    for (int i = 0; i < e->cfg.workers; i++) {
+      lsim_res_view u;
+      lsim_res_view_get(e->w[i].res, &u);
+      if (u.free > best) {
+        best = u.free;
+        to = i;
+      }
+    }
+  }
+  lsim__worker *t = &e->w[to];
+  if (to != wi) {
+    /* a lease names a slot of this worker's catalog: a migrated request
+    ** resolves its alias again where it will run */
+    if ((rc = lsim__hs_unbind(e, wi, r, now, eb)))
+      return rc;
+    if (!e->nudged[to]) {
+      e->nudged[to] = 1;
+      e->nudge[e->nnudge++] = to;
+    }
+  }
+  r->worker = to;
+  r->state = LSIM__WAITING;
+  int hit = lsim__visible(lsim__av(t, r->adapter).state);
+  r->queued = 1;
+  if ((rc = lsim_res_queue(t->res, r->adapter, +1, eb)))
+    return rc;
+  lsim__list_push_front(&t->waiting, r);
+  r->fair = hit ? 2 : 1;
+  if ((rc = lsim_fair_enqueue(e->fair, now, to, r->tenant, r->adapter, hit)))
+    return lsim_fail(eb, rc, "interval sink failed");
+  assert(lsim__worker_sound(e, w) && lsim__worker_sound(e, t));
+  /* generation: the worker it now waits on; attempt: its preemptions;
+  ** value: tokens its recompute prefill will process */
+  return lsim__emit(e, now, LSIM_EV_REQUEST_PREEMPTED, wi, r->id, r->tenant,
+                    r->adapter, to, r->preemptions, owned,
+                    owned * e->cfg.page_bytes, r->prompt + r->recomp,
+                    to == wi ? "recompute" : "migrate", eb);
+}
+
+/* Pages for r's growth by evicting idle adapters (the policy ranks them,
+** never r's own): a KV transaction of `add` pages whose object joins r's.
+** *ok = 0 when even eviction cannot free them. */
+static lsim_err lsim__grow_evict(lsim_engine *e, int wi, lsim__req *r,
+                                 int64_t add, lsim_tick now, int *ok,
+                                 lsim_errbuf *eb) {
+  lsim__worker *w = &e->w[wi];
+  lsim_res_req q = {LSIM_TXN_KV, r->adapter, r->id, add, 0};
+  int64_t txn;
+  int nv, relaxed, kv2;
+  lsim_err rc = lsim__begin(e, wi, now, &q, 0, &txn, e->vict, &nv, &relaxed,
+                            ok, eb);
+  if (rc || !*ok)
+    return rc;
+  if ((rc = lsim__emit_victims(e, wi, now, e->vict, nv, 0, eb)) ||
+      (rc = lsim_res_commit(w->res, txn, now, &kv2, eb)) ||
+      (rc = lsim_res_unbind(w->res, r->adapter, now, eb)) ||
+      (rc = lsim_res_kv_absorb(w->res, r->kv, kv2, eb)))
+    return rc;
+  return lsim__emit_retired(e, wi, now, e->vict, nv, eb);
+}
+
+/*
+** Before a launch (incremental KV): every running request gets the pages
+** its next token needs, oldest first; when the pool is out of free pages,
+** the newest running request is preempted (possibly the one that asked).
+*/
+static lsim_err lsim__grow_running(lsim_engine *e, int wi, lsim_tick now,
+                                   lsim_errbuf *eb) {
+  lsim__worker *w = &e->w[wi];
+  lsim_err rc;
+  for (lsim__req *r = w->running.head, *nx; r; r = nx) {
+    nx = r->next;
+    if (r->produced == 0)
+      continue; /* mid-prefill (chunked): its prompt pages are held */
+    int64_t need = lsim__kv_pages(e, (int64_t)r->prompt + r->produced + 1);
+    while (need > r->kv_pages) {
+      lsim_res_view v;
+      lsim_res_view_get(w->res, &v);
+      int64_t add = need - r->kv_pages;
+      if (v.free - e->cfg.guard_pages >= add) {
+        if ((rc = lsim_res_kv_extend(w->res, r->kv, add, eb)))
+          return rc;
+        r->kv_pages = need;
+        break;
+      }
+      int ok;
+      if ((rc = lsim__grow_evict(e, wi, r, add, now, &ok, eb)))
+        return rc;
+      if (ok) {
+        r->kv_pages = need;
+        break;
+      }
+      lsim__req *victim = w->running.tail;
+      if (victim == nx)
+        nx = NULL; /* the loop must not visit a request that left */
+      int self = victim == r;
+      if ((rc = lsim__preempt(e, wi, victim, now, eb)))
+        return rc;
+      if (self)
+        break;
+    }
+  }
+  return 0;
+}
+
+static int lsim__in_flight(const lsim__worker *w, const lsim__req *r) {
+  if (!w->busy)
+    return 0;
+  for (int i = 0; i < w->nbatch; i++)
+    if (w->batch[i] == r)
+      return 1;
+  return 0;
+}
+
+lsim_err lsim_engine_withdraw(lsim_engine *e, int64_t request, lsim_tick now,
+                              int why, int *found, lsim_errbuf *eb) {
   *found = 0;
+  if (why != LSIM_WITHDRAW_CANCEL && why != LSIM_WITHDRAW_CANCEL_WAITING &&
+      why != LSIM_WITHDRAW_DEADLINE)
+    return lsim_fail(eb, LSIM_E_USAGE, "withdraw: unknown reason %d", why);
   for (int wi = 0; wi < e->cfg.workers; wi++) {
     lsim__worker *w = &e->w[wi];
     lsim__req *r;
     for (r = w->waiting.head; r && r->id != request; r = r->next)
       ;
+    if (r) {
+      if (why == LSIM_WITHDRAW_DEADLINE && (r->kv >= 0 || r->txn >= 0))
+        return 0; /* admitted before its deadline: it runs */
+      *found = 1;
+      int64_t released;
+      const char *what;
+      lsim_err rc = lsim__withdraw_waiting(e, wi, r, now, &released, &what, eb);
+      if (rc)
+        return rc;
+      if (why == LSIM_WITHDRAW_DEADLINE) {
+        /* refused like an early abort, with its own reason */
+        return lsim__reject(e, r, now, "deadline_expired", eb);
+      }
+      rc = lsim__emit(e, now, LSIM_EV_REQUEST_CANCELLED, wi, r->id, r->tenant,
+                      r->adapter, lsim__av(w, r->adapter).generation, 0,
+                      released, released * e->cfg.page_bytes, 0, what, eb);
+      if (!rc)
+        rc = lsim__record(e, r, now, "cancelled", eb);
+      lsim__req_free(e, r);
+      e->live--;
+      return rc;
+    }
+    if (why != LSIM_WITHDRAW_CANCEL)
+      continue;
+    for (r = w->running.head; r && r->id != request; r = r->next)
+      ;
     if (!r)
       continue;
     *found = 1;
-    lsim_err rc;
-    int64_t released = 0;
-    const char *what = "waiting";
-    if (r->txn >= 0) {
-      /* cancelled during its adapter's load: the txn keeps loading the
-      ** adapter (a prefetch now) but gives its KV share back */
-      if ((rc = lsim_res_txn_drop_request(w->res, r->txn, &released, eb)))
-        return rc;
-      r->txn = -1;
-      what = "during_load";
-    } else if (r->kv >= 0) {
-      int64_t owned, used;
-      if ((rc = lsim_res_kv_pages(w->res, r->kv, &owned, &used, eb)) ||
-          (rc = lsim_res_kv_release(w->res, r->kv, eb)) ||
-          (rc = lsim_res_unbind(w->res, r->adapter, now, eb)))
-        return rc;
-      released = owned;
-      r->kv = -1;
-      w->admitted_waiting--;
-      what = "admitted";
+    if (lsim__in_flight(w, r)) {
+      r->cancel = 1; /* its launched rows complete first */
+      return 0;
     }
-    if ((rc = lsim__unwait(e, now, w, r, eb)))
-      return rc;
-    assert(lsim__worker_sound(e, w));
-    rc = lsim__emit(e, now, LSIM_EV_REQUEST_CANCELLED, wi, r->id, r->tenant,
-                    r->adapter, lsim__av(w, r->adapter).generation, 0,
-                    released, released * e->cfg.page_bytes, 0, what, eb);
-    if (!rc)
-      rc = lsim__record(e, r, now, "cancelled", eb);
-    lsim__req_free(e, r);
-    e->live--;
-    return rc;
+    return lsim__drop_running(e, wi, r, now, eb);
   }
   return 0;
+}
+
+int lsim_engine_pop_nudge(lsim_engine *e) {
+  if (e->nnudge == 0)
+    return -1;
+  int w = e->nudge[--e->nnudge];
+  e->nudged[w] = 0;
+  return w;
+}
+
+lsim_err lsim_engine_cancel(lsim_engine *e, int64_t request, lsim_tick now,
+                            int *found, lsim_errbuf *eb) {
+  return lsim_engine_withdraw(e, request, now, LSIM_WITHDRAW_CANCEL_WAITING,
+                              found, eb);
 }
 
 /* ---- selection ------------------------------------------------------------ */
@@ -1653,8 +2063,13 @@ static lsim_err lsim__select(lsim_engine *e, int wi, lsim_tick now,
                              lsim_plan *plan, int *selected,
                              lsim_errbuf *eb) {
   lsim__worker *w = &e->w[wi];
+  lsim_err rc;
   *selected = 0;
   lsim_plan_reset(plan);
+  /* incremental KV: running requests get their next page first, or the
+  ** newest of them is preempted */
+  if (e->cfg.kv_incremental && (rc = lsim__grow_running(e, wi, now, eb)))
+    return rc;
   /* one decode row per running request; a part-prefilled one (chunked
   ** prefill) takes its next chunk instead */
   int64_t tokens = w->running.n;
@@ -1664,8 +2079,7 @@ static lsim_err lsim__select(lsim_engine *e, int wi, lsim_tick now,
         tokens += lsim__chunk_of(e, r->prompt - r->prefilled) - 1;
   int slots = e->cfg.max_batch_requests - w->running.n;
   int nadmit = 0;
-  lsim_err rc;
-  int victims[LSIM__MAX_VICTIMS];
+  int *victims = e->vict;
 
   /* S-LoRA-style early abort (option): a waiting request that can no
   ** longer meet its latency budget is rejected before it costs a row. */
@@ -1694,6 +2108,8 @@ static lsim_err lsim__select(lsim_engine *e, int wi, lsim_tick now,
       continue;
     if (w->hsw.drain[r->adapter])
       continue; /* drain_then_overwrite: new work waits for the swap */
+    if (r->preemptions && r->preempted_at == now)
+      continue; /* not back in the step that preempted it */
     lsim__cand_fill(e, w, r, 1, &e->cands[n]);
     e->cand_req[n++] = r;
   }
@@ -1707,7 +2123,7 @@ static lsim_err lsim__select(lsim_engine *e, int wi, lsim_tick now,
       return lsim_fail(eb, LSIM_E_POLICY, "scheduler '%s' returned a bad order",
                        e->cfg.sched->name);
     lsim__req *r = e->cand_req[k];
-    int first = lsim__first_chunk(e, r->prompt);
+    int first = lsim__admit_rows(e, r);
     if (tokens + first > e->cfg.max_batch_tokens)
       break; /* keeps the policy's order: no overtaking past the budget */
     if (r->kv >= 0) {
@@ -1763,7 +2179,8 @@ static lsim_err lsim__select(lsim_engine *e, int wi, lsim_tick now,
       return rc;
     r->state = LSIM__RUNNING;
     lsim__list_push(&w->running, r);
-    if ((rc = lsim__hs_bind(e, wi, r, now, eb)))
+    /* a preempted request keeps the lease it was admitted with */
+    if (!r->lease.bound && (rc = lsim__hs_bind(e, wi, r, now, eb)))
       return rc;
     assert(lsim__worker_sound(e, w));
     e->admitted[nadmit++] = r;
@@ -1776,7 +2193,7 @@ static lsim_err lsim__select(lsim_engine *e, int wi, lsim_tick now,
   w->nbatch = 0;
   for (int i = 0; i < nadmit; i++) {
     lsim__req *r = e->admitted[i];
-    r->planned = lsim__first_chunk(e, r->prompt);
+    r->planned = lsim__admit_rows(e, r);
     lsim_plan_entry pe = {r->id, r->tenant, r->adapter, e->rank[r->adapter],
                           LSIM_PHASE_PREFILL, r->planned, r->version};
     if ((rc = lsim_plan_push(plan, &pe, eb)))
@@ -1796,8 +2213,8 @@ static lsim_err lsim__select(lsim_engine *e, int wi, lsim_tick now,
       w->batch[w->nbatch++] = r;
     }
   for (lsim__req *r = w->running.head; r; r = r->next) {
-    if (r->produced == 0)
-      continue; /* prefilling: its row is above */
+    if (r->produced == 0 || r->recomp > 0)
+      continue; /* prefilling or recomputing: its row is above */
     r->planned = 1;
     lsim_plan_entry pe = {r->id, r->tenant, r->adapter, e->rank[r->adapter],
                           LSIM_PHASE_DECODE, 1, r->version};
@@ -1873,15 +2290,24 @@ lsim_err lsim_engine_iter_done(lsim_engine *e, int wi, lsim_tick now, int ok,
   w->nlaunched = 0;
   lsim__hs_fence(w);
   if (rc || !ok) {
+    int n = w->nbatch;
     w->nbatch = 0;
+    /* nothing completed; a request cancelled meanwhile leaves now */
+    for (int i = 0; !rc && i < n; i++)
+      if (w->batch[i]->cancel)
+        rc = lsim__drop_running(e, wi, w->batch[i], now, eb);
     return rc;
   }
   for (int i = 0; i < w->nbatch; i++) {
     lsim__req *r = w->batch[i];
     int64_t units = r->planned;
     if (r->produced == 0 && r->prefilled + r->planned < r->prompt) {
-      /* a prefill chunk that is not the last: input service, no token */
+      /* a prefill chunk that is not the last: input service, no token
+      ** (after a preemption, only the part not debited before) */
       r->prefilled += r->planned;
+      units = r->prefilled > r->svc_in ? r->prefilled - r->svc_in : 0;
+      if (r->prefilled > r->svc_in)
+        r->svc_in = r->prefilled;
       if ((rc = lsim__emit(e, now, LSIM_EV_COMPLETED_SERVICE_DEBITED, wi,
                            r->id, r->tenant, r->adapter, iter, 0, 0, 0, units,
                            "prefill", eb)))
@@ -1890,21 +2316,32 @@ lsim_err lsim_engine_iter_done(lsim_engine *e, int wi, lsim_tick now, int ok,
                             units, 0);
       if ((rc = lsim_fair_debit(e->fair, now, r->tenant)))
         return lsim_fail(eb, rc, "interval sink failed");
+      if (r->cancel && (rc = lsim__drop_running(e, wi, r, now, eb)))
+        return rc;
       continue;
     }
-    if (r->produced == 0) {
+    int prefill = r->produced == 0;
+    if (prefill) {
       r->prefilled = r->prompt;
-      r->first_token = now;
+      r->first_token = now; /* a preempted request with a token recomputes */
+      /* the prompt's input not debited yet (all of it, or the last chunk) */
+      units = r->prompt - r->svc_in;
+      r->svc_in = r->prompt;
+    } else if (r->recomp > 0) {
+      /* a recompute row: the recomputed tokens were served before; the
+      ** service is the one new token */
+      r->prefilled = r->prompt;
+      r->recomp = 0;
+      units = 1;
     }
     r->produced++;
     rc = lsim__emit(e, now, LSIM_EV_COMPLETED_SERVICE_DEBITED, wi, r->id,
                     r->tenant, r->adapter, iter, 0, 0, 0, units,
-                    r->produced == 1 ? "prefill" : "decode", eb);
+                    prefill ? "prefill" : "decode", eb);
     if (rc)
       return rc;
     /* completed service, at its publication only: the prefill's input
     ** (its first token counts as input work), then one output per decode */
-    int prefill = r->produced == 1;
     lsim_sched_on_service(e->cfg.sched, e->sched_st, r->tenant, r->adapter,
                           prefill ? units : 0, prefill ? 0 : units);
     if ((rc = lsim_fair_debit(e->fair, now, r->tenant)))
@@ -1914,9 +2351,13 @@ lsim_err lsim_engine_iter_done(lsim_engine *e, int wi, lsim_tick now, int ok,
              w->res, r->kv,
              lsim__kv_pages(e, (int64_t)r->prompt + r->produced), eb)))
       return rc;
-    if (r->produced < r->output)
+    if (r->produced < r->output) {
+      if (r->cancel && (rc = lsim__drop_running(e, wi, r, now, eb)))
+        return rc;
       continue;
-    /* finished: close KV ownership and the adapter reference */
+    }
+    /* finished: close KV ownership and the adapter reference (a request
+    ** cancelled during its last iteration finished first) */
     lsim__list_remove(&w->running, r);
     if ((rc = lsim_res_kv_release(w->res, r->kv, eb)) ||
         (rc = lsim_res_unbind(w->res, r->adapter, now, eb)) ||

@@ -84,6 +84,10 @@ typedef struct lsim_engine_cfg {
   int64_t abort_ticks;  /* early abort: a waiting request that has waited
                            longer than this when a selection looks at it is
                            rejected ("early_abort"); 0: off */
+  int kv_incremental;    /* 0: a request's KV (prompt + output) is reserved
+                            whole at admission; 1: prompt + one token, then
+                            page by page, preempting by recompute when the
+                            pool is out of pages (docs/SCHEDULING.md) */
   int64_t prefill_chunk; /* chunked prefill: at most this many prompt tokens
                             per prefill row, the rest in later iterations
                             (the first token comes with the last chunk);
@@ -180,6 +184,33 @@ lsim_err lsim_engine_load_result(lsim_engine *e, int w, int adapter,
 ** changes. */
 lsim_err lsim_engine_cancel(lsim_engine *e, int64_t request, lsim_tick now,
                             int *found, lsim_errbuf *eb);
+
+/*
+** Withdraw a request for a reason of the trace (docs/SCHEDULING.md,
+** "Cancellation and deadlines"):
+**   LSIM_WITHDRAW_CANCEL: the client went away.  Waiting: as
+**     lsim_engine_cancel.  Running: its KV and adapter reference go back
+**     and its record is written "cancelled" (event request_cancelled,
+**     detail "running", value = tokens produced); if it is in the plan in
+**     flight, that iteration completes first (its service is real work and
+**     is debited) and it leaves at the iteration's completion.
+**   LSIM_WITHDRAW_CANCEL_WAITING: only a waiting request (lsim_engine_cancel).
+**   LSIM_WITHDRAW_DEADLINE: a request still waiting for admission at its
+**     deadline is refused (admission_rejected, reason "deadline_expired",
+**     outcome "rejected"); an admitted or running one is left alone.
+** *found = 0 when nothing changed.
+*/
+/* A worker that a migration by recompute queued a request on, which the
+** world must step (its own events would not wake it); -1 when none. */
+int lsim_engine_pop_nudge(lsim_engine *e);
+
+enum {
+  LSIM_WITHDRAW_CANCEL = 1,
+  LSIM_WITHDRAW_CANCEL_WAITING = 2,
+  LSIM_WITHDRAW_DEADLINE = 3
+};
+lsim_err lsim_engine_withdraw(lsim_engine *e, int64_t request, lsim_tick now,
+                              int why, int *found, lsim_errbuf *eb);
 
 /* Log a fault the world injected (event fault_injected; what: a short
 ** static string such as "copy_failure"; value: kind-specific). */

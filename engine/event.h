@@ -55,7 +55,9 @@
   X(LSIM_EV_SLOT_RETIRING, 27, "slot_retiring")                           \
   X(LSIM_EV_SLOT_RECLAIMED, 28, "slot_reclaimed")                         \
   X(LSIM_EV_LEASE_BOUND, 29, "lease_bound")                               \
-  X(LSIM_EV_LEASE_RELEASED, 30, "lease_released")
+  X(LSIM_EV_LEASE_RELEASED, 30, "lease_released")                         \
+  /* preemption by recompute (docs/SCHEDULING.md) */                      \
+  X(LSIM_EV_REQUEST_PREEMPTED, 31, "request_preempted")
 
 enum lsim_event_kind {
 #define LSIM__EVK(sym, val, name) sym = val,

@@ -1156,6 +1156,11 @@ lsim_err lsim_res_rollback(lsim_res *r, int64_t id, int64_t *restore,
   for (int64_t j = 0; j < t->nslots; j++)
     if (!r->mark[t->slot[j]])
       lsim__set(r, t->slot[j], LSIM_SLOT_FREE, -1, 0);
+  /* a failed load attempt burns the generation it was loading (article
+  ** 0x09L: load-D-1 fails, load-D-2 publishes generation 2), so no two
+  ** attempts ever share a generation number */
+  if (t->kind != LSIM_TXN_KV)
+    a->gen++;
   if (t->kind == LSIM_TXN_RESTORE) {
     lsim__adp_set(r, a, LSIM_RS_ABSENT); /* restoration itself failed: drop it */
     a->host = 0;
@@ -1241,6 +1246,76 @@ lsim_err lsim_res_kv_grow(lsim_res *r, int kv, int64_t used, lsim_errbuf *eb) {
                      (long long)k->request, (long long)used, (long long)k->n);
   if (used > k->used)
     k->used = used;
+  return 0;
+}
+
+lsim_err lsim_res_kv_extend(lsim_res *r, int kv, int64_t add,
+                            lsim_errbuf *eb) {
+  lsim_err rc = lsim__kv_get(r, kv, eb);
+  if (rc)
+    return rc;
+  if (add < 0)
+    return lsim_fail(eb, LSIM_E_USAGE, "kv_extend: negative page count");
+  if (add == 0)
+    return 0;
+  lsim__kv *k = &r->kv[kv];
+  if (r->nfree < add)
+    return lsim_fail(eb, LSIM_E_RES_NOSPACE,
+                     "KV of request %lld needs %lld more pages, %lld free",
+                     (long long)k->request, (long long)add,
+                     (long long)r->nfree);
+  if (k->n + add > k->cap) {
+    int64_t cap = k->cap ? k->cap : 8;
+    while (cap < k->n + add)
+      cap *= 2;
+    int64_t *sl = realloc(k->slot, (size_t)cap * sizeof *sl);
+    if (!sl)
+      return lsim_fail(eb, LSIM_E_NOMEM, "out of memory growing KV");
+    k->slot = sl;
+    k->cap = cap;
+  }
+  /* the lowest free slots, as a reservation takes them */
+  for (int64_t need = add, i = r->free_hint; need > 0; i++) {
+    if (r->s[i].state != LSIM_SLOT_FREE)
+      continue;
+    lsim__set(r, i, LSIM_SLOT_KV, kv, k->gen);
+    k->slot[k->n++] = i;
+    need--;
+    r->free_hint = i + 1;
+  }
+  qsort(k->slot, (size_t)k->n, sizeof *k->slot, lsim__cmp64);
+  assert(lsim__sound(r));
+  return 0;
+}
+
+lsim_err lsim_res_kv_absorb(lsim_res *r, int dst, int src, lsim_errbuf *eb) {
+  lsim_err rc = lsim__kv_get(r, dst, eb);
+  if (!rc)
+    rc = lsim__kv_get(r, src, eb);
+  if (rc)
+    return rc;
+  if (dst == src)
+    return lsim_fail(eb, LSIM_E_USAGE, "kv_absorb: an object into itself");
+  lsim__kv *d = &r->kv[dst], *s = &r->kv[src];
+  if (d->n + s->n > d->cap) {
+    int64_t cap = d->cap ? d->cap : 8;
+    while (cap < d->n + s->n)
+      cap *= 2;
+    int64_t *sl = realloc(d->slot, (size_t)cap * sizeof *sl);
+    if (!sl)
+      return lsim_fail(eb, LSIM_E_NOMEM, "out of memory growing KV");
+    d->slot = sl;
+    d->cap = cap;
+  }
+  for (int64_t j = 0; j < s->n; j++) {
+    r->s[s->slot[j]].owner = dst; /* KV stays KV: counters unchanged */
+    r->s[s->slot[j]].gen = d->gen;
+    d->slot[d->n++] = s->slot[j];
+  }
+  qsort(d->slot, (size_t)d->n, sizeof *d->slot, lsim__cmp64);
+  s->n = s->used = 0;
+  s->live = 0;
+  assert(lsim__sound(r));
   return 0;
 }
 

@@ -286,6 +286,16 @@ lsim_err lsim_res_kv_pages(const lsim_res *r, int kv, int64_t *owned,
                            int64_t *used, lsim_errbuf *eb);
 /* Decode growth: used pages become `used` (<= owned, else E_RES_GROWTH:
 ** the growth reserve was omitted or too small). */
+/* Incremental KV (docs/SCHEDULING.md, "Preemption by recompute"): give KV
+** object kv `add` more slots, the lowest free ones, under its generation.
+** LSIM_E_RES_NOSPACE (nothing changes) when fewer than `add` are free: the
+** caller preempts or waits; growth never evicts an adapter. */
+lsim_err lsim_res_kv_extend(lsim_res *r, int kv, int64_t add,
+                            lsim_errbuf *eb);
+/* Move every slot of KV object src into dst (same request: pages a KV
+** transaction reserved, evicting adapters, join the request's object);
+** src dies.  Counters do not move. */
+lsim_err lsim_res_kv_absorb(lsim_res *r, int dst, int src, lsim_errbuf *eb);
 lsim_err lsim_res_kv_grow(lsim_res *r, int kv, int64_t used, lsim_errbuf *eb);
 /* Free a KV object's slots (KV -> FREE). */
 lsim_err lsim_res_kv_release(lsim_res *r, int kv, lsim_errbuf *eb);

@@ -26,6 +26,9 @@
 #include "../engine/policy/policy.h"
 #include "replay.h"
 #include "scenario.h"
+#include "timeline.h"
+
+#include <sqlite3.h>
 
 #define LSIM__CMP_MAX 16 /* schedulers per comparison */
 
@@ -42,8 +45,13 @@ static void lsim__cmp_usage(FILE *f) {
       "\n"
       "Run the scenario once per scheduler (same trace, seed, eviction and\n"
       "prefetch), each into its own SQLite database, then print one table\n"
-      "and write it as CSV beside the databases, with a gnuplot PNG of the\n"
-      "per-tenant completed service per scheduler.\n"
+      "and write it as CSV beside the databases, with gnuplot PNGs: TTFT\n"
+      "CDF, per-tenant completed service (final and over time), service\n"
+      "gap over time, resident adapters and loads over time, starvation\n"
+      "intervals.  The databases hold the runs, their summaries, requests\n"
+      "and starvation intervals; --full-log also writes every event and\n"
+      "iteration row (as `lorasim replay` does), which is several times\n"
+      "slower on long traces.\n"
       "\n"
       "options:\n"
       "  --schedulers LIST  comma-separated scheduler names (required,\n"
@@ -53,11 +61,13 @@ static void lsim__cmp_usage(FILE *f) {
       "  --seed N           override the scenario seed\n"
       "  --out DIR          output directory (created if missing);\n"
       "                     default results/compare-NAME\n"
-      "  --no-plots         do not write the PNG\n"
+      "  --no-plots         do not write the PNGs\n"
+      "  --full-log         also log every event and iteration row\n"
       "  -h, --help         this text\n"
       "\n"
-      "files: DIR/SCHEDULER.db and .prom per run, DIR/compare.csv,\n"
-      "DIR/compare-service.dat and DIR/compare-service.png\n"
+      "files: DIR/SCHEDULER.db and .prom per run, DIR/compare.csv, and\n"
+      "DIR/compare-{service,ttft,service-time,gap,residency,starvation}\n"
+      ".png with their .dat files\n"
       "\n",
       f);
   fputs("registered names:\n", f);
@@ -166,7 +176,15 @@ static lsim_err lsim__cmp_csv(const char *path, const lsim_scenario *sc,
              "throughput_tokens_per_s,ttft_p50_ms,ttft_p99_ms,tbt_p50_ms,"
              "tbt_p99_ms,slo_ttft_attainment,slo_tbt_attainment,jain,"
              "max_service_gap,starved_load_intervals,"
-             "starved_service_intervals");
+             "starved_service_intervals,e2e_p50_ms,e2e_p99_ms,max_wait_ms,"
+             "loads,load_failures,evictions,hit_rate,load_amplification,"
+             "prefetch_precision,prefetch_wasted_bytes,early_aborts,"
+             "adapters_per_iteration,segments_per_iteration,"
+             "rank_padding_ratio,service_prefill,service_decode,"
+             "service_resident,service_cold_loaded,service_rank_le8,"
+             "service_rank_16,service_rank_32,service_rank_64,"
+             "service_rank_gt64,backlog_service_gap,vtc_bound,iterations,"
+             "events,preemptions,migrations,recompute_tokens");
   for (int t = 0; t < sc->ntenants; t++)
     fprintf(f, ",service_%s", sc->tenants[t].name);
   fputc('\n', f);
@@ -186,6 +204,29 @@ static lsim_err lsim__cmp_csv(const char *path, const lsim_scenario *sc,
     lsim__cmp_csv_num(f, s->jain, "%.6f");
     fprintf(f, ",%lld,%lld,%lld", (long long)s->max_gap,
             (long long)s->load_starved, (long long)s->service_starved);
+    lsim__cmp_csv_num(f, s->e2e_p50_ms, "%.6f");
+    lsim__cmp_csv_num(f, s->e2e_p99_ms, "%.6f");
+    lsim__cmp_csv_num(f, s->max_wait_ms, "%.6f");
+    fprintf(f, ",%lld,%lld,%lld", (long long)s->loads,
+            (long long)s->load_failures, (long long)s->evictions);
+    lsim__cmp_csv_num(f, s->hit_rate, "%.6f");
+    lsim__cmp_csv_num(f, s->load_amplification, "%.6f");
+    lsim__cmp_csv_num(f, s->prefetch_precision, "%.6f");
+    fprintf(f, ",%lld,%lld", (long long)s->prefetch_wasted_bytes,
+            (long long)s->early_aborts);
+    lsim__cmp_csv_num(f, s->adapters_per_iter, "%.6f");
+    lsim__cmp_csv_num(f, s->segments_per_iter, "%.6f");
+    lsim__cmp_csv_num(f, s->rank_padding_ratio, "%.6f");
+    fprintf(f, ",%lld,%lld,%lld,%lld", (long long)s->service_prefill,
+            (long long)s->service_decode, (long long)s->service_resident,
+            (long long)s->service_cold);
+    for (int k = 0; k < 5; k++)
+      fprintf(f, ",%lld", (long long)s->service_rank[k]);
+    lsim__cmp_csv_num(f, (double)s->backlog_gap, "%.0f");
+    lsim__cmp_csv_num(f, (double)s->vtc_bound, "%.0f");
+    fprintf(f, ",%lld,%lld,%lld,%lld,%lld", (long long)s->iterations,
+            (long long)s->events, (long long)s->preemptions,
+            (long long)s->migrations, (long long)s->recompute_tokens);
     for (int t = 0; t < sc->ntenants; t++)
       fprintf(f, ",%lld", (long long)rows[i].service[t]);
     fputc('\n', f);
@@ -312,8 +353,175 @@ static lsim_err lsim__cmp_plot(const char *dir, const lsim_scenario *sc,
   return 0;
 }
 
+/* ---- per-run series for the plots ---------------------------------------- */
+
+/* The TTFT CDF of a run's completed requests, at most ~400 points, as one
+** gnuplot data block: ttft_ms fraction. */
+static lsim_err lsim__cmp_ttft(FILE *f, const char *dbpath, double ms_per_tick,
+                               lsim_errbuf *eb) {
+  sqlite3 *h = NULL;
+  sqlite3_stmt *st = NULL;
+  lsim_err rc = 0;
+  if (sqlite3_open_v2(dbpath, &h, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK ||
+      sqlite3_prepare_v2(h,
+                         "SELECT count(*) FROM requests WHERE outcome = 'ok' "
+                         "AND first_token_tick IS NOT NULL",
+                         -1, &st, NULL) != SQLITE_OK ||
+      sqlite3_step(st) != SQLITE_ROW) {
+    rc = lsim_fail(eb, LSIM_E_DB, "%s: %s", dbpath, sqlite3_errmsg(h));
+    goto done;
+  }
+  int64_t n = sqlite3_column_int64(st, 0), step = n / 400 + 1, i = 0;
+  sqlite3_finalize(st);
+  st = NULL;
+  if (sqlite3_prepare_v2(h,
+                         "SELECT first_token_tick - arrival_tick AS v FROM "
+                         "requests WHERE outcome = 'ok' AND first_token_tick "
+                         "IS NOT NULL ORDER BY v",
+                         -1, &st, NULL) != SQLITE_OK) {
+    rc = lsim_fail(eb, LSIM_E_DB, "%s: %s", dbpath, sqlite3_errmsg(h));
+    goto done;
+  }
+  while (sqlite3_step(st) == SQLITE_ROW) {
+    i++;
+    if (i % step == 0 || i == n || i == 1)
+      fprintf(f, "%.6f %.6f\n",
+              (double)sqlite3_column_int64(st, 0) * ms_per_tick,
+              (double)i / (double)n);
+  }
+  if (n == 0)
+    fputs("0 0\n", f); /* an empty block would end the file's indices */
+  fputs("\n\n", f);
+done:
+  sqlite3_finalize(st);
+  sqlite3_close(h);
+  return rc;
+}
+
+/* Starved intervals of run `idx` as gnuplot vectors: x y dx dy; load
+** intervals sit above the run's line, service intervals below it. */
+static lsim_err lsim__cmp_starved(FILE *f, const char *dbpath, int idx,
+                                  double s_per_tick, lsim_errbuf *eb) {
+  sqlite3 *h = NULL;
+  sqlite3_stmt *st = NULL;
+  lsim_err rc = 0;
+  if (sqlite3_open_v2(dbpath, &h, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK ||
+      sqlite3_prepare_v2(h,
+                         "SELECT kind, start_tick, end_tick FROM starvation "
+                         "WHERE starved = 1 ORDER BY start_tick, kind, entity",
+                         -1, &st, NULL) != SQLITE_OK) {
+    rc = lsim_fail(eb, LSIM_E_DB, "%s: %s", dbpath, sqlite3_errmsg(h));
+    goto done;
+  }
+  int rows = 0;
+  while (sqlite3_step(st) == SQLITE_ROW) {
+    const char *k = (const char *)sqlite3_column_text(st, 0);
+    double y = idx + (k && strcmp(k, "load") == 0 ? 0.15 : -0.15);
+    double a = (double)sqlite3_column_int64(st, 1) * s_per_tick,
+           b = (double)sqlite3_column_int64(st, 2) * s_per_tick;
+    fprintf(f, "%.6f %.3f %.6f 0\n", a, y, b - a);
+    rows++;
+  }
+  if (!rows)
+    fprintf(f, "0 %d 0 0\n", idx);
+  fputs("\n\n", f);
+done:
+  sqlite3_finalize(st);
+  sqlite3_close(h);
+  return rc;
+}
+
+/* The timeline plots from the .dat files the runs wrote. */
+static void lsim__cmp_plots2(const char *dir, const lsim_scenario *sc,
+                             const lsim__cmp_row *rows, int n, char *note,
+                             size_t note_n) {
+  char gp[1100], cmd[1300];
+  snprintf(gp, sizeof gp, "%s/compare-timeline.gp", dir);
+  FILE *f = fopen(gp, "w");
+  if (!f) {
+    snprintf(note, note_n, "cannot write %s", gp);
+    return;
+  }
+  int nt = sc->ntenants < 8 ? sc->ntenants : 8;
+  fprintf(f, "set terminal pngcairo size 1000,600 noenhanced\n"
+             "set key outside right\nset grid\n");
+  fprintf(f, "set output '%s/compare-ttft.png'\n"
+             "set title 'TTFT CDF per scheduler: %s'\n"
+             "set xlabel 'TTFT (ms, log scale)'\nset ylabel 'fraction of "
+             "completed requests'\nset logscale x\nset yrange [0:1]\nplot ",
+          dir, sc->name);
+  for (int i = 0; i < n; i++)
+    fprintf(f, "%s'%s/compare-ttft.dat' index %d using 1:2 with steps "
+               "lw 2 title '%s'",
+            i ? ", " : "", dir, i, rows[i].sched);
+  fprintf(f, "\nunset logscale x\nset yrange [*:*]\n"
+             "set output '%s/compare-service-time.png'\n"
+             "set title 'Completed service per tenant over time (first %d "
+             "tenants)'\nset xlabel 'simulated time (s)'\n"
+             "set ylabel 'cumulative completed service'\nplot ",
+          dir, nt);
+  for (int i = 0, first = 1; i < n; i++)
+    for (int t = 0; t < nt; t++, first = 0)
+      fprintf(f, "%s'%s/compare-timeline.dat' index %d using 1:%d with lines "
+                 "lw 2 lc %d dt %d title '%s / %s'",
+              first ? "" : ", ", dir, i, t + 2, i + 1, t + 1, rows[i].sched,
+              sc->tenants[t].name);
+  fprintf(f, "\nset output '%s/compare-gap.png'\n"
+             "set title 'Service gap over time (max - min cumulative service "
+             "over tenants that have arrived)'\nset ylabel 'service gap'\n"
+             "plot ",
+          dir);
+  for (int i = 0; i < n; i++)
+    fprintf(f, "%s'%s/compare-timeline.dat' index %d using 1:%d with lines "
+               "lw 2 title '%s'",
+            i ? ", " : "", dir, i, sc->ntenants + 2, rows[i].sched);
+  fprintf(f, "\nset output '%s/compare-residency.png'\n"
+             "set multiplot layout 2,1 title 'Adapter residency and loads'\n"
+             "set title ''\nset ylabel 'resident adapters (all workers)'\n"
+             "plot ",
+          dir);
+  for (int i = 0; i < n; i++)
+    fprintf(f, "%s'%s/compare-timeline.dat' index %d using 1:%d with steps "
+               "lw 2 title '%s'",
+            i ? ", " : "", dir, i, sc->ntenants + 3, rows[i].sched);
+  fprintf(f, "\nset ylabel 'adapter loads per second'\nplot ");
+  for (int i = 0; i < n; i++)
+    fprintf(f, "%s'%s/compare-timeline.dat' index %d using 1:%d with steps "
+               "lw 2 title '%s'",
+            i ? ", " : "", dir, i, sc->ntenants + 4, rows[i].sched);
+  fprintf(f, "\nunset multiplot\nset output '%s/compare-starvation.png'\n"
+             "set title 'Starved intervals (above a line: adapter load-"
+             "starved; below: tenant service-starved)'\n"
+             "set ylabel ''\nset yrange [-0.6:%d.6]\nset ytics (",
+          dir, n - 1);
+  for (int i = 0; i < n; i++)
+    fprintf(f, "%s'%s' %d", i ? ", " : "", rows[i].sched, i);
+  fprintf(f, ")\nplot ");
+  for (int i = 0; i < n; i++)
+    fprintf(f, "%s'%s/compare-starvation.dat' index %d using 1:2:3:4 with "
+               "vectors nohead lw 4 lc %d notitle",
+            i ? ", " : "", dir, i, i + 1);
+  fputc('\n', f);
+  int bad = ferror(f);
+  if (fclose(f) || bad) {
+    snprintf(note, note_n, "cannot write %s", gp);
+    return;
+  }
+  snprintf(cmd, sizeof cmd, "gnuplot '%s' 2>/dev/null", gp);
+  if (system(cmd) != 0)
+    snprintf(note, note_n, "gnuplot failed on %s (data kept)", gp);
+}
+
 int lsim_compare_main(int argc, char **argv) {
-  enum { O_SCHEDS = 256, O_EVICT, O_PREFETCH, O_SEED, O_OUT, O_NOPLOTS };
+  enum {
+    O_SCHEDS = 256,
+    O_EVICT,
+    O_PREFETCH,
+    O_SEED,
+    O_OUT,
+    O_NOPLOTS,
+    O_FULLLOG
+  };
   static const struct option opts[] = {
       {"schedulers", required_argument, NULL, O_SCHEDS},
       {"evict", required_argument, NULL, O_EVICT},
@@ -321,11 +529,12 @@ int lsim_compare_main(int argc, char **argv) {
       {"seed", required_argument, NULL, O_SEED},
       {"out", required_argument, NULL, O_OUT},
       {"no-plots", no_argument, NULL, O_NOPLOTS},
+      {"full-log", no_argument, NULL, O_FULLLOG},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
   const char *scheds = NULL, *evict = NULL, *prefetch = NULL, *seed_s = NULL,
              *out = NULL;
-  int plots = 1, c;
+  int plots = 1, full_log = 0, c;
   optind = 1;
   while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
     switch (c) {
@@ -335,6 +544,7 @@ int lsim_compare_main(int argc, char **argv) {
     case O_SEED: seed_s = optarg; break;
     case O_OUT: out = optarg; break;
     case O_NOPLOTS: plots = 0; break;
+    case O_FULLLOG: full_log = 1; break;
     case 'h': lsim__cmp_usage(stdout); return 0;
     default: lsim__cmp_usage(stderr); return 2;
     }
@@ -423,7 +633,15 @@ int lsim_compare_main(int argc, char **argv) {
                             sizeof(int64_t));
   if (!service)
     return lsim__cmp_die(LSIM_E_NOMEM, "out of memory");
+  char tlp[1100], ttp[1100], svp[1100];
+  snprintf(tlp, sizeof tlp, "%s/compare-timeline.dat", dir);
+  snprintf(ttp, sizeof ttp, "%s/compare-ttft.dat", dir);
+  snprintf(svp, sizeof svp, "%s/compare-starvation.dat", dir);
+  FILE *ftl = fopen(tlp, "w"), *ftt = fopen(ttp, "w"), *fsv = fopen(svp, "w");
   int st = 0;
+  if (!ftl || !ftt || !fsv)
+    st = lsim__cmp_die(LSIM_E_IO, "cannot write the plot data files");
+  double tick_s = (double)sc.ns_per_tick * 1e-9;
   for (int i = 0; i < n && !st; i++) {
     char dbpath[1100], cmdline[1024];
     snprintf(sc.scheduler, sizeof sc.scheduler, "%s", names[i]);
@@ -434,15 +652,38 @@ int lsim_compare_main(int argc, char **argv) {
                                a ? " " : "lorasim ", argv[a]);
     rows[i].sched = names[i];
     rows[i].service = service + (size_t)i * (size_t)sc.ntenants;
-    lsim_replay_opts o = {dbpath, cmdline, 0, 0, NULL, &lsim__cmp_stop,
-                          NULL, NULL, 0, rows[i].service};
+    lsim_timeline tl;
+    if (lsim_timeline_init(&tl, sc.ntenants, sc.workers, sc.adapters,
+                           sc.ns_per_tick)) {
+      st = lsim__cmp_die(LSIM_E_NOMEM, "out of memory");
+      break;
+    }
+    lsim_sink tap = {lsim_timeline_event, NULL, &tl, NULL};
+    lsim_replay_opts o = {.db_path = dbpath,
+                          .command_line = cmdline,
+                          .stop = &lsim__cmp_stop,
+                          .tenant_service = rows[i].service,
+                          .summary_only = !full_log,
+                          .tap = &tap};
     rc = lsim_replay_run(&sc, &o, &rows[i].s, &eb);
     if (rc) {
       st = lsim__cmp_die(rc, eb.msg);
       fprintf(stderr, "lorasim compare: run of '%s' marked '%s' in %s\n",
               names[i], rows[i].s.status, dbpath);
+    } else if (lsim_timeline_write(&tl, ftl, rows[i].s.end_tick,
+                                   sc.ns_per_tick) ||
+               (rc = lsim__cmp_ttft(ftt, dbpath, tick_s * 1e3, &eb)) ||
+               (rc = lsim__cmp_starved(fsv, dbpath, i, tick_s, &eb))) {
+      st = lsim__cmp_die(rc ? rc : LSIM_E_IO, rc ? eb.msg : "write failed");
     }
+    lsim_timeline_release(&tl);
   }
+  int cbad = 0;
+  cbad |= ftl && fclose(ftl);
+  cbad |= ftt && fclose(ftt);
+  cbad |= fsv && fclose(fsv);
+  if (cbad && !st)
+    st = lsim__cmp_die(LSIM_E_IO, "cannot write the plot data files");
   if (!st) {
     char csv[1100], png[1100], note[1300];
     snprintf(csv, sizeof csv, "%s/compare.csv", dir);
@@ -451,6 +692,8 @@ int lsim_compare_main(int argc, char **argv) {
     if (!rc && plots)
       rc = lsim__cmp_plot(dir, &sc, rows, n, png, sizeof png, note,
                           sizeof note, &eb);
+    if (!rc && plots && png[0])
+      lsim__cmp_plots2(dir, &sc, rows, n, note, sizeof note);
     if (rc) {
       st = lsim__cmp_die(rc, eb.msg);
     } else {
@@ -460,7 +703,9 @@ int lsim_compare_main(int argc, char **argv) {
         printf("%s%s", i ? "," : "", names[i]);
       printf("}.db\n  csv         %s\n", csv);
       if (png[0])
-        printf("  plot        %s\n", png);
+        printf("  plots       %s/compare-{service,ttft,service-time,gap,"
+               "residency,starvation}.png\n",
+               dir);
       if (note[0])
         printf("  plot        %s\n", note);
     }

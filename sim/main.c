@@ -232,8 +232,13 @@ static int lsim__cmd_replay(int argc, char **argv) {
   sigaction(SIGINT, &sa, NULL);
   sigaction(SIGTERM, &sa, NULL);
 
-  lsim_replay_opts o = {dbpath, cmdline, !quiet, plots,
-                        quiet ? NULL : stdout, &lsim__stop, NULL, NULL, verify, NULL};
+  lsim_replay_opts o = {.db_path = dbpath,
+                        .command_line = cmdline,
+                        .progress = !quiet,
+                        .plots = plots,
+                        .report = quiet ? NULL : stdout,
+                        .stop = &lsim__stop,
+                        .verify = verify};
   lsim_summary sum;
   rc = lsim_replay_run(&sc, &o, &sum, &eb);
   if (rc) {

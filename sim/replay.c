@@ -58,10 +58,11 @@ enum { LSIM__Q_LOAD_DONE = 0, LSIM__Q_ITER_DONE = 1, LSIM__Q_ARRIVAL = 2,
 #define LSIM__Q_CANCEL 4 /* queued with class 2 (a fact of the world) */
 #define LSIM__Q_HOTSWAP 5 /* queued with class 2 */
 #define LSIM__Q_HS_DONE 6 /* queued with class 0 */
+#define LSIM__Q_WITHDRAW 7 /* queued with class 2: a trace cancel/deadline */
 #define LSIM__LOOKAHEAD 4096 /* records the oracle may see ahead */
 
 typedef struct lsim__ahead {
-  int64_t id, arrival_ns;
+  int64_t id, arrival_ns, deadline_ns, cancel_ns;
   int tenant, adapter, prompt, output;
 } lsim__ahead;
 
@@ -86,6 +87,8 @@ typedef struct lsim__world {
   lsim_trace_rec next;     /* the pending arrival */
   int have_next;
   int64_t arrived, iterations, queue_events;
+  int64_t events;          /* every event the sink saw (logged or not) */
+  int *rank;               /* [adapters] the catalog's ranks */
   lsim_err sink_rc;        /* first sink failure */
   int next_copy_fail, next_digest_fail; /* indices into the fault ticks */
   lsim__ahead *ring;       /* lookahead window (oracle policies only) */
@@ -96,11 +99,15 @@ typedef struct lsim__world {
 
 static lsim_err lsim__sink_event(void *ud, const lsim_event *ev) {
   lsim__world *W = ud;
-  lsim_err rc = lsim_db_event(W->db, ev);
-  if (rc)
-    return rc;
+  const lsim_sink *tap = W->o->tap;
+  W->events++;
+  if (!W->o->summary_only) {
+    lsim_err rc = lsim_db_event(W->db, ev);
+    if (rc)
+      return rc;
+  }
   lsim_metrics_event(&W->m, ev);
-  return 0;
+  return tap && tap->event ? tap->event(tap->ud, ev) : 0;
 }
 
 /* A starvation interval closed: judged, logged and counted. */
@@ -113,7 +120,8 @@ static lsim_err lsim__sink_interval(void *ud, const lsim_interval *iv) {
   if (rc)
     return rc;
   lsim_metrics_interval(&W->m, iv, starved);
-  return 0;
+  const lsim_sink *tap = W->o->tap;
+  return tap && tap->interval ? tap->interval(tap->ud, iv) : 0;
 }
 
 static lsim_err lsim__sink_request(void *ud, const lsim_request_record *rec) {
@@ -122,7 +130,8 @@ static lsim_err lsim__sink_request(void *ud, const lsim_request_record *rec) {
   if (rc)
     return rc;
   lsim_metrics_request(&W->m, rec);
-  return 0;
+  const lsim_sink *tap = W->o->tap;
+  return tap && tap->request_done ? tap->request_done(tap->ud, rec) : 0;
 }
 
 /* ---- time helpers ------------------------------------------------------- */
@@ -164,8 +173,9 @@ static lsim_err lsim__fill_ahead(lsim__world *W, lsim_errbuf *eb) {
       break;
     }
     lsim__ahead *a = &W->ring[(W->ring_head + W->ring_n) % W->ring_cap];
-    *a = (lsim__ahead){rec.id,     rec.arrival_ns,    rec.tenant,
-                       rec.adapter, rec.prompt_tokens, rec.output_tokens};
+    *a = (lsim__ahead){rec.id,          rec.arrival_ns,    rec.deadline_ns,
+                       rec.cancel_ns,   rec.tenant,        rec.adapter,
+                       rec.prompt_tokens, rec.output_tokens};
     W->ring_n++;
     lsim_err rc = lsim_engine_future_push(W->eng, rec.adapter,
                                           rec.arrival_ns / W->sc->ns_per_tick,
@@ -192,6 +202,8 @@ static lsim_err lsim__read_next(lsim__world *W, lsim_errbuf *eb) {
       W->next.adapter = a->adapter;
       W->next.prompt_tokens = a->prompt;
       W->next.output_tokens = a->output;
+      W->next.deadline_ns = a->deadline_ns;
+      W->next.cancel_ns = a->cancel_ns;
       W->ring_head = (W->ring_head + 1) % W->ring_cap;
       W->ring_n--;
     }
@@ -293,9 +305,12 @@ static lsim_err lsim__on_iter_done(lsim__world *W, int w, int ok,
                          p->distinct_adapters, p->segments, p->true_rank_rows,
                          p->padded_rank_rows, W->backend_ns[w],
                          ok ? "ok" : "failed"};
-  lsim_err rc = lsim_db_iteration(W->db, &it);
+  lsim_err rc = W->o->summary_only ? 0 : lsim_db_iteration(W->db, &it);
   if (rc)
     return lsim_fail(eb, rc, "%s", lsim_db_errmsg(W->db));
+  if (ok)
+    lsim_metrics_iteration(&W->m, p->distinct_adapters, p->segments,
+                           p->true_rank_rows, p->padded_rank_rows);
   if ((rc = lsim_engine_iter_done(W->eng, w, W->now, ok, eb)))
     return rc;
   return lsim__touch(W, w, eb);
@@ -376,6 +391,43 @@ static lsim_err lsim__on_hs_done(lsim__world *W, int w, int adapter,
   return rc;
 }
 
+/* A trace cancel or deadline reached its tick. */
+static lsim_err lsim__on_withdraw(lsim__world *W, lsim_tick before,
+                                  int64_t request, int why, lsim_errbuf *eb) {
+  int found;
+  lsim_err rc = lsim_engine_withdraw(W->eng, request, W->now, why, &found, eb);
+  if (!rc && !found)
+    W->now = before; /* a no-op (the request is gone): time does not move,
+                     ** so a late deadline does not stretch the run */
+  if (rc || !found)
+    return rc;
+  /* freed pages or batch room: every worker may decide again */
+  for (int w = 0; !rc && w < W->sc->workers; w++)
+    rc = lsim__touch(W, w, eb);
+  return rc;
+}
+
+/* Queue the arrival's own cancel and deadline (trace clock, ns). */
+static lsim_err lsim__push_withdraws(lsim__world *W, lsim_errbuf *eb) {
+  struct {
+    int64_t ns;
+    int why;
+  } w[2] = {{W->next.deadline_ns, LSIM_WITHDRAW_DEADLINE},
+            {W->next.cancel_ns, LSIM_WITHDRAW_CANCEL}};
+  for (int i = 0; i < 2; i++) {
+    if (w[i].ns < 0)
+      continue;
+    lsim_tick t = w[i].ns / W->sc->ns_per_tick;
+    if (t < W->now)
+      t = W->now;
+    lsim_qev ev = {t, LSIM__Q_ARRIVAL, 0, LSIM__Q_WITHDRAW, -1, W->next.id,
+                   w[i].why};
+    if (lsim_queue_push(&W->q, &ev))
+      return lsim_fail(eb, LSIM_E_NOMEM, "out of memory in the event queue");
+  }
+  return 0;
+}
+
 static lsim_err lsim__on_arrival(lsim__world *W, lsim_errbuf *eb) {
   lsim_arrival a = {W->next.id, W->next.tenant, W->next.adapter,
                     W->next.prompt_tokens, W->next.output_tokens};
@@ -384,6 +436,8 @@ static lsim_err lsim__on_arrival(lsim__world *W, lsim_errbuf *eb) {
   int w;
   lsim_err rc = lsim_engine_arrive(W->eng, W->now, &a, &w, eb);
   if (rc)
+    return rc;
+  if ((rc = lsim__push_withdraws(W, eb)))
     return rc;
   W->arrived++;
   if (w >= 0 && (rc = lsim__touch(W, w, eb)))
@@ -410,8 +464,7 @@ static void lsim__progress(lsim__world *W, double t0, double *last) {
           "(%.0f ev/s)   ",
           (double)W->now * (double)W->sc->ns_per_tick * 1e-9,
           (long long)W->arrived, (long long)W->m.requests_ok,
-          (long long)lsim_db_event_count(W->db),
-          (double)lsim_db_event_count(W->db) / (t - t0));
+          (long long)W->events, (double)W->events / (t - t0));
   fflush(stderr);
 }
 
@@ -480,11 +533,12 @@ static lsim_err lsim__setup(lsim__world *W, lsim_errbuf *eb) {
                        : 0,
       .abort_ticks = sc->abort_ticks,
       .prefill_chunk = sc->prefill_chunk,
+      .kv_incremental = sc->kv_incremental,
       .max_hotswaps = sc->nhotswaps,
       .log_leases = sc->nhotswaps > 0,
   };
   lsim_err rc = lsim_engine_new(&W->eng, &cfg, eb);
-  free(rank);
+  W->rank = rank; /* the metrics' rank buckets read it; freed at teardown */
   free(bytes);
   free(pages);
   if (rc)
@@ -517,7 +571,8 @@ static lsim_err lsim__setup(lsim__world *W, lsim_errbuf *eb) {
   if (rc)
     return rc;
   W->tr_open = 1;
-  return lsim_metrics_init(&W->m, sc->ntenants)
+  return lsim_metrics_init(&W->m, sc->ntenants) ||
+                 lsim_metrics_shape(&W->m, sc->workers, na, W->rank)
              ? lsim_fail(eb, LSIM_E_NOMEM, "out of memory")
              : 0;
 }
@@ -531,6 +586,7 @@ static lsim_err lsim__loop(lsim__world *W, lsim_errbuf *eb) {
     return rc;
   lsim_qev ev;
   while (lsim_queue_pop(&W->q, &ev)) {
+    lsim_tick before = W->now;
     W->now = ev.tick;
     W->queue_events++;
     switch (ev.kind) {
@@ -542,6 +598,9 @@ static lsim_err lsim__loop(lsim__world *W, lsim_errbuf *eb) {
       break;
     case LSIM__Q_HOTSWAP:
       rc = lsim__on_hotswap(W, (int)ev.a, eb);
+      break;
+    case LSIM__Q_WITHDRAW:
+      rc = lsim__on_withdraw(W, before, ev.a, (int)ev.b, eb);
       break;
     case LSIM__Q_HS_DONE:
       rc = lsim__on_hs_done(W, ev.worker, (int)ev.a, (int)ev.b, eb);
@@ -558,6 +617,8 @@ static lsim_err lsim__loop(lsim__world *W, lsim_errbuf *eb) {
     default:
       rc = LSIM_BUG(eb, "unknown queue event class");
     }
+    for (int nw; !rc && (nw = lsim_engine_pop_nudge(W->eng)) >= 0;)
+      rc = lsim__touch(W, nw, eb);
     if (rc)
       return rc;
     if ((W->queue_events & (LSIM_REPLAY_HOOK_EVERY - 1)) == 0) {
@@ -589,6 +650,7 @@ static void lsim__teardown(lsim__world *W) {
   free(W->step_at);
   free(W->backend_ns);
   free(W->ring);
+  free(W->rank);
   lsim_queue_release(&W->q);
   lsim_metrics_release(&W->m);
 }
@@ -635,7 +697,7 @@ lsim_err lsim_replay_run(const lsim_scenario *sc, const lsim_replay_opts *o,
   if (!rc && W.eng && !lsim_engine_check(W.eng))
     rc = LSIM_BUG(eb, "page conservation violated at the end of the run");
 
-  res->events = lsim_db_event_count(W.db);
+  res->events = W.events;
   res->queue_events = W.queue_events;
   res->iterations = W.iterations;
   res->end_tick = W.now;
@@ -654,7 +716,7 @@ lsim_err lsim_replay_run(const lsim_scenario *sc, const lsim_replay_opts *o,
     ** has its figures. */
     rc = lsim_report_summarize(lsim_db_handle(W.db), sc, &W.m, res, eb);
     if (!rc) {
-      res->events = lsim_db_event_count(W.db);
+      res->events = W.events;
       res->queue_events = W.queue_events;
       res->iterations = W.iterations;
       res->end_tick = W.now;

@@ -37,6 +37,14 @@ typedef struct lsim_replay_opts {
   /* Optional, sc->ntenants entries: filled with each tenant's completed
   ** service (w_in * input + w_out * output tokens) at the end of the run. */
   int64_t *tenant_service;
+  /* 1: do not write the events and iterations rows (the run, its summary,
+  ** requests, intervals and validations are still written).  Counters and
+  ** metrics are unchanged: they come from the same events.  `lorasim
+  ** compare` uses it; a replay logs everything. */
+  int summary_only;
+  /* Optional: a second sink that sees every event, request record and
+  ** interval after the database and the metrics registry did. */
+  const struct lsim_sink *tap;
 } lsim_replay_opts;
 
 #define LSIM_REPLAY_HOOK_EVERY 1024

@@ -20,6 +20,19 @@ lsim_err lsim_metrics_init(lsim_metrics *m, int ntenants) {
   m->tenant_unfinished = calloc((size_t)ntenants, sizeof(int64_t));
   m->tenant_seen = calloc((size_t)ntenants, 1);
   m->gap_min = -1;
+  m->backlog_gap = -1;
+  if (ntenants <= 32) {
+    size_t n2 = (size_t)ntenants * (size_t)ntenants;
+    m->in_system = calloc((size_t)ntenants, sizeof(int64_t));
+    m->pair_hi = calloc(n2, sizeof(int64_t));
+    m->pair_lo = calloc(n2, sizeof(int64_t));
+    m->pair_on = calloc(n2, 1);
+    if (!m->in_system || !m->pair_hi || !m->pair_lo || !m->pair_on) {
+      lsim_metrics_release(m);
+      return LSIM_E_NOMEM;
+    }
+    m->backlog_gap = 0;
+  }
   if (!m->tenant_service || !m->tenant_completed || !m->tenant_rejected ||
       !m->tenant_unfinished || !m->tenant_seen) {
     lsim_metrics_release(m);
@@ -47,6 +60,95 @@ static void lsim__gap(lsim_metrics *m, int t) {
     m->max_gap = g;
 }
 
+lsim_err lsim_metrics_shape(lsim_metrics *m, int workers, int nadapters,
+                            const int *rank) {
+  m->workers = workers;
+  m->nadapters = nadapters;
+  m->rank = rank;
+  m->loaded = calloc((size_t)workers * (size_t)nadapters, 1);
+  return m->loaded ? 0 : LSIM_E_NOMEM;
+}
+
+void lsim_metrics_iteration(lsim_metrics *m, int64_t distinct_adapters,
+                            int64_t segments, int64_t true_rank_rows,
+                            int64_t padded_rank_rows) {
+  m->iters++;
+  m->iter_adapters += distinct_adapters;
+  m->iter_segments += segments;
+  m->true_rank_rows += true_rank_rows;
+  m->padded_rank_rows += padded_rank_rows;
+}
+
+/* Per-request flags, by request id (ids are dense from 0). */
+#define LSIM__RQ_COLD 1u    /* missed at queue_enqueued */
+#define LSIM__RQ_WAITING 2u /* counted in its tenant's in_system */
+
+static unsigned char *lsim__rq(lsim_metrics *m, int64_t id) {
+  if (id < 0)
+    return NULL;
+  if (id >= m->cold_cap) {
+    int64_t cap = m->cold_cap ? m->cold_cap : 4096;
+    while (cap <= id)
+      cap *= 2;
+    unsigned char *p = realloc(m->cold, (size_t)cap);
+    if (!p)
+      return NULL; /* the projection loses this request, nothing else */
+    memset(p + m->cold_cap, 0, (size_t)(cap - m->cold_cap));
+    m->cold = p;
+    m->cold_cap = cap;
+  }
+  return &m->cold[id];
+}
+
+static int lsim__rank_bucket(int r) {
+  return r <= 8 ? 0 : r <= 16 ? 1 : r <= 32 ? 2 : r <= 64 ? 3 : 4;
+}
+
+/* Tenant t's waiting count moves by d; pairs open when both wait. */
+static void lsim__backlog(lsim_metrics *m, int t, int d) {
+  if (!m->in_system || t < 0 || t >= m->ntenants)
+    return;
+  int n = m->ntenants;
+  int64_t before = m->in_system[t];
+  m->in_system[t] += d;
+  if ((before > 0) == (m->in_system[t] > 0))
+    return;
+  for (int u = 0; u < n; u++) {
+    if (u == t)
+      continue;
+    int i = t < u ? t : u, j = t < u ? u : t;
+    size_t k = (size_t)i * (size_t)n + (size_t)j;
+    if (m->in_system[t] > 0 && m->in_system[u] > 0) {
+      m->pair_on[k] = 1;
+      m->pair_hi[k] = m->pair_lo[k] =
+          m->tenant_service[i] - m->tenant_service[j];
+    } else {
+      m->pair_on[k] = 0;
+    }
+  }
+}
+
+static void lsim__backlog_debit(lsim_metrics *m, int t) {
+  if (!m->in_system || t < 0 || t >= m->ntenants)
+    return;
+  int n = m->ntenants;
+  for (int u = 0; u < n; u++) {
+    if (u == t)
+      continue;
+    int i = t < u ? t : u, j = t < u ? u : t;
+    size_t k = (size_t)i * (size_t)n + (size_t)j;
+    if (!m->pair_on[k])
+      continue;
+    int64_t dd = m->tenant_service[i] - m->tenant_service[j];
+    if (dd > m->pair_hi[k])
+      m->pair_hi[k] = dd;
+    if (dd < m->pair_lo[k])
+      m->pair_lo[k] = dd;
+    if (m->pair_hi[k] - m->pair_lo[k] > m->backlog_gap)
+      m->backlog_gap = m->pair_hi[k] - m->pair_lo[k];
+  }
+}
+
 void lsim_metrics_interval(lsim_metrics *m, const lsim_interval *iv,
                            int starved) {
   if (strcmp(iv->kind, "load") == 0) {
@@ -72,9 +174,51 @@ void lsim_metrics_event(lsim_metrics *m, const lsim_event *ev) {
       m->hits++;
     else
       m->misses++;
+    {
+      unsigned char *f = lsim__rq(m, ev->request);
+      if (f && !(*f & LSIM__RQ_WAITING)) {
+        *f = (unsigned char)((ev->value ? 0 : LSIM__RQ_COLD) |
+                             LSIM__RQ_WAITING);
+        lsim__backlog(m, ev->tenant, +1);
+      }
+    }
     break;
+  case LSIM_EV_REQUEST_PREEMPTED: {
+    m->preemptions++;
+    m->migrations += ev->detail && strcmp(ev->detail, "migrate") == 0;
+    m->recompute_tokens += ev->value;
+    unsigned char *f = ev->request >= 0 && ev->request < m->cold_cap
+                           ? &m->cold[ev->request]
+                           : NULL;
+    if (f && !(*f & LSIM__RQ_WAITING)) {
+      *f |= LSIM__RQ_WAITING; /* waiting for admission again */
+      lsim__backlog(m, ev->tenant, +1);
+    }
+    break;
+  }
+  case LSIM_EV_KV_RESERVED: {
+    unsigned char *f = ev->request >= 0 && ev->request < m->cold_cap
+                           ? &m->cold[ev->request]
+                           : NULL;
+    if (f && (*f & LSIM__RQ_WAITING)) {
+      *f &= (unsigned char)~LSIM__RQ_WAITING;
+      lsim__backlog(m, ev->tenant, -1);
+    }
+    break;
+  }
   case LSIM_EV_ADAPTER_LOAD_STARTED:
     m->h2d_bytes += ev->bytes;
+    if (m->loaded && ev->worker >= 0 && ev->worker < m->workers &&
+        ev->adapter >= 0 && ev->adapter < m->nadapters) {
+      unsigned char *l =
+          &m->loaded[(size_t)ev->worker * (size_t)m->nadapters +
+                     (size_t)ev->adapter];
+      if (!*l) {
+        *l = 1;
+        m->distinct_loaded++;
+        m->distinct_loaded_bytes += ev->bytes;
+      }
+    }
     break;
   case LSIM_EV_ITERATION_SELECTED:
     m->rows_planned += ev->value;
@@ -89,7 +233,15 @@ void lsim_metrics_event(lsim_metrics *m, const lsim_event *ev) {
       m->prefill_units += ev->value;
     else
       m->decode_units += ev->value;
+    if (ev->request >= 0 && ev->request < m->cold_cap &&
+        (m->cold[ev->request] & LSIM__RQ_COLD))
+      m->service_cold += ev->value;
+    else
+      m->service_resident += ev->value;
+    if (m->rank && ev->adapter >= 0 && ev->adapter < m->nadapters)
+      m->service_rank[lsim__rank_bucket(m->rank[ev->adapter])] += ev->value;
     lsim__gap(m, ev->tenant);
+    lsim__backlog_debit(m, ev->tenant);
     break;
   case LSIM_EV_PREFETCH_RELEASED:
     if (ev->value)
@@ -110,6 +262,20 @@ void lsim_metrics_event(lsim_metrics *m, const lsim_event *ev) {
 
 void lsim_metrics_request(lsim_metrics *m, const lsim_request_record *rec) {
   int t = rec->tenant >= 0 && rec->tenant < m->ntenants ? rec->tenant : -1;
+  if (rec->request >= 0 && rec->request < m->cold_cap &&
+      (m->cold[rec->request] & LSIM__RQ_WAITING)) {
+    m->cold[rec->request] &= (unsigned char)~LSIM__RQ_WAITING;
+    lsim__backlog(m, rec->tenant, -1);
+  }
+  if (rec->prompt_tokens > m->max_prompt)
+    m->max_prompt = rec->prompt_tokens;
+  {
+    lsim_tick until = rec->first_token_tick != LSIM_NONE
+                          ? rec->first_token_tick
+                          : rec->finish_tick;
+    if (until - rec->arrival_tick > m->max_wait_ticks)
+      m->max_wait_ticks = until - rec->arrival_tick;
+  }
   if (strcmp(rec->outcome, "ok") == 0) {
     m->requests_ok++;
     if (t >= 0)
@@ -134,6 +300,14 @@ void lsim_metrics_release(lsim_metrics *m) {
   free(m->tenant_rejected);
   free(m->tenant_unfinished);
   free(m->tenant_seen);
+  free(m->loaded);
+  free(m->cold);
+  free(m->in_system);
+  free(m->pair_hi);
+  free(m->pair_lo);
+  free(m->pair_on);
+  m->loaded = m->cold = m->pair_on = NULL;
+  m->in_system = m->pair_hi = m->pair_lo = NULL;
   m->tenant_service = m->tenant_completed = NULL;
   m->tenant_rejected = m->tenant_unfinished = NULL;
 }
@@ -263,6 +437,41 @@ lsim_err lsim_report_summarize(sqlite3 *db, const lsim_scenario *sc,
       return rc;
     *q[i].out = v < 0 ? -1 : v * ms;
   }
+  for (int i = 0; i < 2; i++) {
+    if ((rc = lsim__pct(db, "(finish_tick - arrival_tick)",
+                        "1", -1, i ? 99 : 50, &v, eb)))
+      return rc;
+    *(i ? &s->e2e_p99_ms : &s->e2e_p50_ms) = v < 0 ? -1 : v * ms;
+  }
+  s->max_wait_ms = (double)m->max_wait_ticks * ms;
+  s->load_amplification =
+      m->distinct_loaded_bytes > 0
+          ? (double)m->h2d_bytes / (double)m->distinct_loaded_bytes
+          : -1;
+  s->adapters_per_iter =
+      m->iters ? (double)m->iter_adapters / (double)m->iters : -1;
+  s->segments_per_iter =
+      m->iters ? (double)m->iter_segments / (double)m->iters : -1;
+  s->rank_padding_ratio =
+      m->true_rank_rows > 0
+          ? (double)m->padded_rank_rows / (double)m->true_rank_rows
+          : -1;
+  s->service_prefill = m->prefill_units;
+  s->service_decode = m->decode_units;
+  s->service_resident = m->service_resident;
+  s->service_cold = m->service_cold;
+  memcpy(s->service_rank, m->service_rank, sizeof s->service_rank);
+  s->preemptions = m->preemptions;
+  s->migrations = m->migrations;
+  s->recompute_tokens = m->recompute_tokens;
+  s->backlog_gap = m->backlog_gap;
+  if (m->backlog_gap < 0) {
+    s->vtc_bound = -1;
+  } else {
+    int64_t a = (int64_t)sc->fair_w_in * m->max_prompt,
+            b = (int64_t)sc->fair_w_out * sc->max_batch_tokens;
+    s->vtc_bound = 2 * (a > b ? a : b);
+  }
   if ((rc = lsim__attain(db, LSIM__TTFT_COND, LSIM__TTFT_MEETS,
                          sc->ns_per_tick, sc->slo_ttft_ms,
                          &s->slo_ttft_attain, eb)) ||
@@ -336,7 +545,28 @@ lsim_err lsim_report_store(struct lsim_db *db, const lsim_summary *s,
             {"tenant_service_starved_intervals", (double)s->service_starved},
             {"throughput_output_tokens_per_s", s->throughput_tok_s},
             {"slo_ttft_attainment", s->slo_ttft_attain},
-            {"slo_tbt_attainment", s->slo_tbt_attain}};
+            {"slo_tbt_attainment", s->slo_tbt_attain},
+            {"e2e_p50_ms", s->e2e_p50_ms},
+            {"e2e_p99_ms", s->e2e_p99_ms},
+            {"max_wait_ms", s->max_wait_ms},
+            {"adapter_load_amplification", s->load_amplification},
+            {"iteration_distinct_adapters_mean", s->adapters_per_iter},
+            {"iteration_segments_mean", s->segments_per_iter},
+            {"rank_padding_ratio", s->rank_padding_ratio},
+            {"service_prefill", (double)s->service_prefill},
+            {"service_decode", (double)s->service_decode},
+            {"service_resident", (double)s->service_resident},
+            {"service_cold_loaded", (double)s->service_cold},
+            {"service_rank_le8", (double)s->service_rank[0]},
+            {"service_rank_16", (double)s->service_rank[1]},
+            {"service_rank_32", (double)s->service_rank[2]},
+            {"service_rank_64", (double)s->service_rank[3]},
+            {"service_rank_gt64", (double)s->service_rank[4]},
+            {"tenant_service_backlog_gap", (double)s->backlog_gap},
+            {"vtc_bound", (double)s->vtc_bound},
+            {"requests_preempted", (double)s->preemptions},
+            {"requests_migrated", (double)s->migrations},
+            {"recompute_tokens", (double)s->recompute_tokens}};
   for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++)
     if (lsim_db_summary(db, kv[i].k, kv[i].v))
       return lsim_fail(eb, LSIM_E_DB, "storing summary: %s",
@@ -472,8 +702,8 @@ lsim_err lsim_report_metrics_file(const char *path, const lsim_scenario *sc,
           "adapter_prefetch_requests_total{result=\"wasted\"} %lld\n"
           "# TYPE adapter_prefetch_wasted_bytes_total counter\n"
           "adapter_prefetch_wasted_bytes_total %lld\n"
-          "# TYPE adapter_requests_rejected_total counter\n"
-          "adapter_requests_rejected_total{reason=\"early_abort\"} %lld\n"
+          "# TYPE adapter_requests_early_aborted_total counter\n"
+          "adapter_requests_early_aborted_total %lld\n"
           "# TYPE adapter_load_starvation_intervals_total counter\n"
           "adapter_load_starvation_intervals_total %lld\n"
           "# TYPE adapter_service_starvation_intervals_total counter\n"
@@ -496,6 +726,40 @@ lsim_err lsim_report_metrics_file(const char *path, const lsim_scenario *sc,
     fprintf(f, "# TYPE lorasim_tenant_service_jain gauge\n"
                "lorasim_tenant_service_jain %.9g\n",
             s->jain);
+  /* the scheduling figures of docs/SCHEDULING.md ("More figures"); a
+  ** figure the run does not have (-1) is left out */
+  struct {
+    const char *name, *type;
+    double v;
+  } more[] = {
+      {"lorasim_e2e_p50_seconds", "gauge",
+       s->e2e_p50_ms < 0 ? -1 : s->e2e_p50_ms / 1e3},
+      {"lorasim_e2e_p99_seconds", "gauge",
+       s->e2e_p99_ms < 0 ? -1 : s->e2e_p99_ms / 1e3},
+      {"lorasim_max_wait_seconds", "gauge", s->max_wait_ms / 1e3},
+      {"adapter_load_amplification_ratio", "gauge", s->load_amplification},
+      {"lorasim_iteration_distinct_adapters_mean", "gauge",
+       s->adapters_per_iter},
+      {"lorasim_iteration_segments_mean", "gauge", s->segments_per_iter},
+      {"lorasim_rank_padding_ratio", "gauge", s->rank_padding_ratio},
+      {"adapter_completed_service_resident_units", "counter",
+       (double)s->service_resident},
+      {"adapter_completed_service_cold_loaded_units", "counter",
+       (double)s->service_cold},
+      {"lorasim_tenant_service_backlog_gap", "gauge", (double)s->backlog_gap},
+      {"lorasim_vtc_bound", "gauge", (double)s->vtc_bound},
+      {"lorasim_requests_preempted_total", "counter", (double)s->preemptions},
+      {"lorasim_requests_migrated_total", "counter", (double)s->migrations},
+  };
+  for (size_t i = 0; i < sizeof more / sizeof more[0]; i++)
+    if (more[i].v >= 0)
+      fprintf(f, "# TYPE %s %s\n%s %.9g\n", more[i].name, more[i].type,
+              more[i].name, more[i].v);
+  static const char *const rb[5] = {"le8", "16", "32", "64", "gt64"};
+  fprintf(f, "# TYPE adapter_completed_service_rank_units counter\n");
+  for (int k = 0; k < 5; k++)
+    fprintf(f, "adapter_completed_service_rank_units{rank=\"%s\"} %lld\n",
+            rb[k], (long long)s->service_rank[k]);
   int bad = ferror(f);
   if (fclose(f) || bad)
     return lsim_fail(eb, LSIM_E_IO, "%s: write failed", path);

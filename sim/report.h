@@ -46,7 +46,42 @@ typedef struct lsim_metrics {
   int64_t prefetch_used, prefetch_wasted, prefetch_wasted_bytes;
   int64_t early_aborts;       /* admission_rejected "early_abort" */
   int64_t load_intervals, load_starved, service_intervals, service_starved;
+  /* shape (lsim_metrics_shape): workers, adapters and their ranks */
+  int workers, nadapters;
+  const int *rank;             /* [nadapters], borrowed */
+  unsigned char *loaded;       /* [workers * nadapters] loaded at least once */
+  int64_t distinct_loaded;     /* (worker, adapter) pairs ever loaded */
+  int64_t distinct_loaded_bytes;
+  /* per iteration (lsim_metrics_iteration) */
+  int64_t iters, iter_adapters, iter_segments, true_rank_rows,
+      padded_rank_rows;
+  /* completed service projections (article 0x09M): resident vs
+  ** cold-loaded request (missed at queue_enqueued), rank bucket
+  ** (ceil-pow2 of the adapter's rank: <=8, 16, 32, 64, >64), phase */
+  unsigned char *cold;         /* bit per request id: missed at enqueue */
+  int64_t cold_cap;            /* bytes of `cold` */
+  int64_t service_resident, service_cold;
+  int64_t service_rank[5];
+  /* backlogged service gap (VTC's guarantee is about clients that are
+  ** continuously backlogged): per tenant, requests in the system; per pair
+  ** of tenants, the running max and min of S_f - S_g since both became
+  ** backlogged; the largest spread seen.  Kept for <= 32 tenants. */
+  int64_t *in_system;          /* [ntenants] */
+  int64_t *pair_hi, *pair_lo;  /* [ntenants^2] */
+  unsigned char *pair_on;      /* [ntenants^2] */
+  int64_t backlog_gap;         /* -1 when not kept */
+  int64_t max_prompt;          /* longest prompt seen at enqueue */
+  int64_t max_wait_ticks;      /* longest arrival -> first token (or end) */
+  int64_t preemptions, migrations, recompute_tokens; /* request_preempted */
 } lsim_metrics;
+
+/* Give the registry the run's shape (after lsim_metrics_init). */
+lsim_err lsim_metrics_shape(lsim_metrics *m, int workers, int nadapters,
+                            const int *rank);
+/* One completed iteration's plan figures. */
+void lsim_metrics_iteration(lsim_metrics *m, int64_t distinct_adapters,
+                            int64_t segments, int64_t true_rank_rows,
+                            int64_t padded_rank_rows);
 
 /* A starvation interval closed (replay's interval sink). */
 void lsim_metrics_interval(lsim_metrics *m, const lsim_interval *iv,
@@ -84,6 +119,23 @@ typedef struct lsim_summary {
   ** and the message of the first one. */
   int64_t trace_rows_skipped;
   char trace_first_skipped[512];
+  /* end-to-end latency (finish - arrival) of completed requests; -1: none */
+  double e2e_p50_ms, e2e_p99_ms;
+  double max_wait_ms; /* longest wait for a first token (or for the end) */
+  /* adapter bytes copied / bytes of the distinct (worker, adapter) pairs
+  ** ever loaded: 1.0 means every adapter crossed the link once; -1: none */
+  double load_amplification;
+  double adapters_per_iter, segments_per_iter; /* means; -1: none */
+  double rank_padding_ratio; /* padded / true rank rows; -1: none */
+  /* completed service projections (lsim_metrics) */
+  int64_t service_prefill, service_decode, service_resident, service_cold;
+  int64_t service_rank[5]; /* rank <=8, 16, 32, 64, >64 */
+  /* largest spread of S_f - S_g while both tenants were backlogged, and
+  ** VTC's bound 2 * max(w_in * longest prompt, w_out * max_batch_tokens);
+  ** -1 when not kept (more than 32 tenants) */
+  int64_t backlog_gap, vtc_bound;
+  /* preemption by recompute ($.workers.kv_reserve "incremental") */
+  int64_t preemptions, migrations, recompute_tokens;
 } lsim_summary;
 
 /* Percentiles and totals from the database and the metrics registry. */

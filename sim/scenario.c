@@ -462,11 +462,21 @@ static lsim_err lsim__workers(const lsim__ctx *c, const cJSON *root,
       {"guard_pages", LSIM__I64, 0, 0, 1073741824.0, 0, &sc->guard_pages},
       {"prefill_chunk", LSIM__I64, 0, 0, 16777216.0, 0, &sc->prefill_chunk},
   };
-  static const char *const extra[] = {"adapter_layout", NULL};
+  static const char *const extra[] = {"adapter_layout", "kv_reserve", NULL};
   const cJSON *o, *v;
   char p[LSIM__PATHBUF], lp[LSIM__PATHBUF];
   lsim_err err =
       lsim__object(c, root, "$", "workers", f, LSIM__N(f), extra, &o, p);
+  sc->kv_incremental = 0;
+  if (!err)
+    err = lsim__member(c, o, p, "kv_reserve", "string", 0, &v, lp);
+  if (!err && v) {
+    if (strcmp(v->valuestring, "incremental") == 0)
+      sc->kv_incremental = 1;
+    else if (strcmp(v->valuestring, "whole") != 0)
+      err = lsim__bad(c, LSIM_E_SCN_RANGE, lp,
+                      "must be \"whole\" or \"incremental\"");
+  }
   if (!err)
     err = lsim__member(c, o, p, "adapter_layout", "string", 0, &v, lp);
   sc->adapter_layout = LSIM_LAYOUT_TENSOR;

@@ -79,6 +79,8 @@ typedef struct lsim_scenario {
   int max_batch_requests;
   int64_t guard_pages;     /* admission safety margin per worker */
   int64_t prefill_chunk;   /* prompt tokens per prefill row; 0: whole prompt */
+  int kv_incremental;      /* $.workers.kv_reserve "incremental" (1) or
+                              "whole" (0, default) */
   int adapter_layout;      /* LSIM_LAYOUT_TENSOR or LSIM_LAYOUT_SLORA */
 
   /* $.model */

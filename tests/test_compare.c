@@ -111,7 +111,8 @@ Test(compare, tiny_three_schedulers_csv_rows_are_sane) {
   char args[1024];
   snprintf(args, sizeof args,
            "compare '%s/fixtures/replay/tiny.json' --schedulers "
-           "fcfs,resident_greedy,deficit_aging --out cmp --no-plots",
+           "fcfs,resident_greedy,deficit_aging --out cmp --no-plots "
+           "--full-log",
            LSIM_TEST_DIR);
   cr_assert_eq(lorasim(args), 0, "%s", out);
   cr_assert_not_null(strstr(out, "resident_greedy"), "%s", out);
@@ -205,6 +206,125 @@ Test(compare, resident_greedy_starves_where_fcfs_and_deficit_aging_serve) {
     cr_assert(exists("st/compare-service.png"));
   else
     cr_assert_not_null(strstr(out, "gnuplot not found"), "%s", out);
+}
+
+/* The last data row of block `idx` of a gnuplot data file, column col
+** (1-based). */
+static double dat_last(const char *path, int idx, int col) {
+  char full[512];
+  snprintf(full, sizeof full, "%s/%s", tmpdir, path);
+  FILE *f = fopen(full, "r");
+  cr_assert_not_null(f, "%s", path);
+  char line[4096], last[4096] = "";
+  int block = 0, blanks = 0;
+  while (fgets(line, sizeof line, f)) {
+    if (line[0] == '\n') {
+      if (++blanks == 2)
+        block++;
+      continue;
+    }
+    blanks = 0;
+    if (block == idx)
+      snprintf(last, sizeof last, "%s", line);
+  }
+  fclose(f);
+  cr_assert(last[0], "no block %d in %s", idx, path);
+  char *p = last;
+  for (int c = 1; c < col; c++) {
+    strtod(p, &p);
+  }
+  return strtod(p, NULL);
+}
+
+static int dat_rows(const char *path, int idx) {
+  char full[512];
+  snprintf(full, sizeof full, "%s/%s", tmpdir, path);
+  FILE *f = fopen(full, "r");
+  cr_assert_not_null(f, "%s", path);
+  char line[4096];
+  int block = 0, blanks = 0, n = 0;
+  while (fgets(line, sizeof line, f)) {
+    if (line[0] == '\n') {
+      if (++blanks == 2)
+        block++;
+      continue;
+    }
+    blanks = 0;
+    n += block == idx;
+  }
+  fclose(f);
+  return n;
+}
+
+/*
+** By default compare keeps no event rows, yet every figure is the one a
+** fully logged run gives; the time series end where the summary does.
+*/
+Test(compare, summary_logging_changes_no_figure_and_series_match_ledgers) {
+  char args[1024];
+  snprintf(args, sizeof args,
+           "compare '%s/fixtures/replay/starve.json' --schedulers "
+           "resident_greedy,vtc --prefetch age_triggered --out lean",
+           LSIM_TEST_DIR);
+  cr_assert_eq(lorasim(args), 0, "%s", out);
+  snprintf(args, sizeof args,
+           "compare '%s/fixtures/replay/starve.json' --schedulers "
+           "resident_greedy,vtc --prefetch age_triggered --out full "
+           "--full-log --no-plots",
+           LSIM_TEST_DIR);
+  cr_assert_eq(lorasim(args), 0, "%s", out);
+  static csv a, b;
+  csv_read("lean/compare.csv", &a);
+  csv_read("full/compare.csv", &b);
+  cr_assert_eq(a.nr, 2);
+  cr_assert_eq(b.nr, 2);
+  for (int r = 0; r < 2; r++)
+    for (int c = 0; c < a.nf; c++)
+      cr_assert_str_eq(a.cell[r][c], b.cell[r][c], "row %d column %s", r,
+                       a.head[c]);
+  cr_assert_eq(q_dbl("lean/vtc.db", "SELECT count(*) FROM events"), 0);
+  cr_assert_eq(q_dbl("lean/vtc.db", "SELECT count(*) FROM iterations"), 0);
+  cr_assert_gt(q_dbl("full/vtc.db", "SELECT count(*) FROM events"), 0);
+  cr_assert_eq(q_dbl("lean/vtc.db", "SELECT count(*) FROM requests"), 400);
+  for (int r = 0; r < 2; r++) {
+    /* final cumulative service per tenant = the CSV's ledger */
+    cr_assert_eq(dat_last("lean/compare-timeline.dat", r, 2),
+                 num(&a, r, "service_hot"));
+    cr_assert_eq(dat_last("lean/compare-timeline.dat", r, 3),
+                 num(&a, r, "service_cold"));
+    /* the TTFT CDF ends at 1 */
+    cr_assert_float_eq(dat_last("lean/compare-ttft.dat", r, 2), 1.0, 1e-9);
+    /* projections partition the service */
+    cr_assert_eq(num(&a, r, "service_prefill") + num(&a, r, "service_decode"),
+                 num(&a, r, "service_hot") + num(&a, r, "service_cold"));
+    cr_assert_eq(num(&a, r, "service_resident") +
+                     num(&a, r, "service_cold_loaded"),
+                 num(&a, r, "service_hot") + num(&a, r, "service_cold"));
+    cr_assert_geq(num(&a, r, "load_amplification"), 1.0);
+    cr_assert_geq(num(&a, r, "rank_padding_ratio"), 1.0);
+    cr_assert_leq(num(&a, r, "backlog_service_gap"),
+                  num(&a, r, "max_service_gap"));
+  }
+  /* one plotted segment per starved interval */
+  int rg = row_of(&a, "resident_greedy");
+  double starved = num(&a, rg, "starved_load_intervals") +
+                   num(&a, rg, "starved_service_intervals");
+  cr_assert_gt(starved, 0);
+  cr_assert_eq(dat_rows("lean/compare-starvation.dat", rg), starved);
+  /* the resident count of the full log's publish/retire rows */
+  cr_assert_eq(dat_last("lean/compare-timeline.dat", rg, 5),
+               q_dbl("full/resident_greedy.db",
+                     "SELECT sum(kind = 5) - sum(kind = 12) - sum(kind = 13 "
+                     "AND detail = 'restore_failed') FROM events"));
+  if (system("command -v gnuplot >/dev/null 2>&1") == 0) {
+    const char *png[] = {"service", "ttft", "service-time", "gap",
+                         "residency", "starvation"};
+    for (int i = 0; i < 6; i++) {
+      char p[128];
+      snprintf(p, sizeof p, "lean/compare-%s.png", png[i]);
+      cr_assert(exists(p), "%s", p);
+    }
+  }
 }
 
 Test(compare, slo_attainment_is_exact_from_the_requests_table) {

@@ -817,7 +817,7 @@ Test(replay, cuda_backend_is_bit_exact_with_cpu_ref_on_every_iteration) {
   snprintf(a, sizeof a, "%s/model.db", dir);
   snprintf(b, sizeof b, "%s/cuda.db", dir);
   lsim_summary s1, s2;
-  lsim_replay_opts o = {a, "test", 0, 0, NULL, NULL, NULL, NULL, 0, NULL};
+  lsim_replay_opts o = {.db_path = a, .command_line = "test"};
   cr_assert_eq(lsim_replay_run(&sc, &o, &s1, &eb), 0, "%s", eb.msg);
   snprintf(sc.backend, sizeof sc.backend, "cuda");
   o.db_path = b;

@@ -44,7 +44,7 @@ static void run_fixture(const char *path, uint64_t seed_delta) {
   lsim_errbuf eb = LSIM_ERRBUF_INIT;
   cr_assert_eq(lsim_scenario_load(&sc, FIXTURE, &eb), 0, "%s", eb.msg);
   sc.seed += seed_delta;
-  lsim_replay_opts o = {path, "test", 0, 0, NULL, NULL, NULL, NULL, 0, NULL};
+  lsim_replay_opts o = {.db_path = path, .command_line = "test"};
   lsim_summary s;
   cr_assert_eq(lsim_replay_run(&sc, &o, &s, &eb), 0, "%s", eb.msg);
   cr_assert_str_eq(s.status, "ok");
@@ -290,4 +290,88 @@ Test(hotswap_replay, same_seed_same_rows) {
   cr_assert_str_neq(ha, hc);
   cr_assert_gt(q1(c, "SELECT count(*) FROM events WHERE kind=%d", K_BOUND),
                0);
+}
+
+/*
+** A shadow copy sits in the joint pool beside the live version: from its
+** staging to the reclaim of the old slot, the pool holds M_old + M_new.
+** Each staged shadow on a worker where the adapter is resident reserves
+** exactly the adapter's pages (kv_reserved, detail hotswap_shadow) and
+** gives them back when the copy aborts or when the retiring slot is
+** reclaimed, never earlier.
+*/
+Test(hotswap_replay, shadow_copy_is_charged_to_the_page_pool) {
+  run_fixture(db, 0);
+  int64_t charges = q1(db, "SELECT count(*) FROM events WHERE kind=15 AND "
+                           "detail='hotswap_shadow'");
+  cr_assert_gt(charges, 0);
+  /* every charge is released, each exactly once and for the same pages */
+  cr_assert_eq(q1(db, "SELECT count(*) FROM events WHERE kind=16 AND "
+                      "detail='hotswap_shadow'"),
+               charges);
+  cr_assert_eq(q1(db, "SELECT coalesce(sum(pages), 0) FROM events WHERE "
+                      "kind=15 AND detail='hotswap_shadow'"),
+               q1(db, "SELECT coalesce(sum(pages), 0) FROM events WHERE "
+                      "kind=16 AND detail='hotswap_shadow'"));
+  /* the successful shadow of adapter 0: charged at staging, released at
+  ** the reclaim of its old slot on the same worker and tick */
+  int64_t w = q1(db, "SELECT worker FROM events WHERE kind=%d AND adapter=0 "
+                     "AND detail='shadow'", K_PUB);
+  int64_t rel = q1(db, "SELECT max(tick) FROM events WHERE kind=16 AND "
+                       "detail='hotswap_shadow' AND adapter=0 AND worker=%lld",
+                   (long long)w);
+  int64_t reclaim = q1(db, "SELECT max(tick) FROM events WHERE kind=28 AND "
+                           "adapter=0 AND worker=%lld", (long long)w);
+  int64_t pub = q1(db, "SELECT tick FROM events WHERE kind=%d AND adapter=0 "
+                       "AND detail='shadow'", K_PUB);
+  cr_assert_eq(rel, reclaim);
+  cr_assert_geq(rel, pub);
+  /* the failed copy of adapter 0 (first hotswap) was released at its abort */
+  int64_t abort_t = q1(db, "SELECT min(tick) FROM events WHERE kind=26 AND "
+                           "adapter=0 AND detail='copy_failed'");
+  cr_assert_eq(q1(db, "SELECT count(*) FROM events WHERE kind=16 AND "
+                      "detail='hotswap_shadow' AND adapter=0 AND tick=%lld",
+                  (long long)abort_t),
+               q1(db, "SELECT count(*) FROM events WHERE kind=26 AND "
+                      "adapter=0 AND detail='copy_failed'"));
+  /* while charged, the pages are an adapter's: their size is its demand */
+  cr_assert_eq(q1(db, "SELECT count(DISTINCT pages) FROM events WHERE "
+                      "kind=15 AND detail='hotswap_shadow' AND adapter=0"),
+               1);
+}
+
+/*
+** A reload after eviction loads the version the alias names: adapter 0 is
+** replaced (shadow, version 1) at 5 ms, evicted at 10 ms for two other
+** adapters' KV, and reloaded at 20 ms.  The reload validates version 1's
+** bytes, the version the request's lease names, not the catalog's 0.
+*/
+Test(hotswap_replay, reload_after_eviction_loads_the_alias_version) {
+  static lsim_scenario sc;
+  lsim_errbuf eb = LSIM_ERRBUF_INIT;
+  char path[512];
+  snprintf(path, sizeof path, "%s/fixtures/replay/reload_version.json",
+           LSIM_TEST_DIR);
+  cr_assert_eq(lsim_scenario_load(&sc, path, &eb), 0, "%s", eb.msg);
+  lsim_replay_opts o = {.db_path = db, .command_line = "test"};
+  lsim_summary s;
+  cr_assert_eq(lsim_replay_run(&sc, &o, &s, &eb), 0, "%s", eb.msg);
+  cr_assert_eq(q1(db, "SELECT count(*) FROM events WHERE kind=%d AND "
+                      "adapter=0 AND detail='shadow'", K_PUB),
+               1);
+  int64_t evicted = q1(db, "SELECT tick FROM events WHERE kind=11 AND "
+                           "adapter=0");
+  cr_assert_gt(evicted, q1(db, "SELECT tick FROM events WHERE kind=%d AND "
+                               "adapter=0", K_PUB));
+  /* the first load validated the catalog's version, the reload version 1 */
+  cr_assert_eq(q1(db, "SELECT value FROM events WHERE kind=19 AND adapter=0 "
+                      "ORDER BY seq LIMIT 1"),
+               0);
+  cr_assert_eq(q1(db, "SELECT value FROM events WHERE kind=19 AND adapter=0 "
+                      "AND tick > %lld", (long long)evicted),
+               1);
+  /* and the request bound after the reload names that version */
+  cr_assert_eq(q1(db, "SELECT attempt FROM events WHERE kind=%d AND "
+                      "request=3", K_BOUND),
+               1);
 }

@@ -34,7 +34,7 @@ static void load(lsim_scenario *sc, const char *rel) {
 
 static lsim_err run(const lsim_scenario *sc, const char *db, lsim_summary *s,
                     lsim_errbuf *eb) {
-  lsim_replay_opts o = {db, "test", 0, 0, NULL, NULL, NULL, NULL, 0, NULL};
+  lsim_replay_opts o = {.db_path = db, .command_line = "test"};
   return lsim_replay_run(sc, &o, s, eb);
 }
 
@@ -180,10 +180,16 @@ Test(replay, ledgers_reconcile_on_a_tiny_pool_with_faults) {
   cr_assert_eq(q1(db, "SELECT count(*) FROM iterations i JOIN events e ON "
                       "e.kind=6 AND e.generation=i.iter WHERE e.value != "
                       "i.prefill_rows + i.decode_rows"), 0);
-  /* publication generations count up per (worker, adapter) from 1 */
+  /* generations count load attempts per (worker, adapter) from 1: each
+  ** publication or failed load takes the next, none is reused */
   cr_assert_eq(q1(db, "SELECT count(*) FROM (SELECT worker, adapter, "
-                      "max(generation) g, count(*) n FROM events WHERE kind=5 "
-                      "GROUP BY worker, adapter) WHERE g != n"), 0);
+                      "max(generation) g, count(*) n FROM events WHERE kind "
+                      "IN (5, 13) GROUP BY worker, adapter) WHERE g != n"),
+               0);
+  cr_assert_eq(q1(db, "SELECT count(*) FROM (SELECT worker, adapter, "
+                      "generation FROM events WHERE kind IN (5, 13) GROUP BY "
+                      "worker, adapter, generation HAVING count(*) > 1)"),
+               0);
   /* a rejected request never produced a token */
   cr_assert_eq(q1(db, "SELECT count(*) FROM requests WHERE outcome='rejected' "
                       "AND first_token_tick IS NOT NULL"), 0);
@@ -226,7 +232,10 @@ Test(replay, sigint_marks_the_run_interrupted_never_ok) {
   sa.sa_handler = on_int;
   sigaction(SIGINT, &sa, &old);
   stop_flag = 0;
-  lsim_replay_opts o = {db, "test", 0, 0, NULL, &stop_flag, raise_int, NULL, 0, NULL};
+  lsim_replay_opts o = {.db_path = db,
+                        .command_line = "test",
+                        .stop = &stop_flag,
+                        .hook = raise_int};
   lsim_summary s;
   lsim_errbuf eb = LSIM_ERRBUF_INIT;
   lsim_err rc = lsim_replay_run(&sc, &o, &s, &eb);
@@ -309,6 +318,162 @@ Test(replay, every_scenario_under_every_policy) {
         }
   }
   cr_assert_geq(runs, n);
+}
+
+/*
+** One admission may have to evict more adapters than any small fixed
+** bound: 100 idle one-request adapters fill the pool, then one long
+** prompt needs the KV room of about 70 of them at once.  Every victim gets
+** its adapter_evicted row and the run ends ok.
+*/
+Test(replay, one_admission_evicts_more_than_64_adapters) {
+  static lsim_scenario sc;
+  load(&sc, "tests/fixtures/replay/many_victims.json");
+  char db[512];
+  snprintf(db, sizeof db, "%s/victims.db", tmpdir);
+  lsim_summary s;
+  lsim_errbuf eb = LSIM_ERRBUF_INIT;
+  cr_assert_eq(run(&sc, db, &s, &eb), 0, "%s", eb.msg);
+  cr_assert_str_eq(s.status, "ok");
+  cr_assert_eq(s.completed, 101);
+  int64_t most = q1(db, "SELECT max(n) FROM (SELECT count(*) AS n FROM events "
+                        "WHERE kind = 11 GROUP BY tick)");
+  cr_assert_gt(most, 64, "largest eviction burst: %lld", (long long)most);
+  cr_assert_eq(q1(db, "SELECT count(*) FROM events WHERE kind = 11"),
+               q1(db, "SELECT count(*) FROM events WHERE kind = 12"));
+}
+
+/*
+** The trace's cancel and deadline columns (withdraw.csv, one-request
+** batches of 0.1 ms iterations): r0 runs and is cancelled at 5 ms while its
+** iteration is in flight, so it leaves when that iteration completes with
+** 50 tokens, debited exactly for them; r1 is cancelled at 3 ms while it
+** waits (its KV already reserved); r2 is still waiting at its 2 ms deadline
+** and is refused; r3 meets its deadline and completes.  A deadline that
+** fires after its request finished does not stretch the run.
+*/
+Test(replay, trace_cancel_and_deadline_withdraw_requests) {
+  static lsim_scenario sc;
+  load(&sc, "tests/fixtures/replay/withdraw.json");
+  char db[512];
+  snprintf(db, sizeof db, "%s/withdraw.db", tmpdir);
+  lsim_summary s;
+  lsim_errbuf eb = LSIM_ERRBUF_INIT;
+  cr_assert_eq(run(&sc, db, &s, &eb), 0, "%s", eb.msg);
+  cr_assert_str_eq(s.status, "ok");
+  cr_assert_eq(s.completed, 1);
+  char out[64];
+  const char *want[4] = {"cancelled", "cancelled", "rejected", "ok"};
+  for (int r = 0; r < 4; r++) {
+    char sql[128];
+    snprintf(sql, sizeof sql, "SELECT outcome FROM requests WHERE request=%d",
+             r);
+    qs(db, sql, out, sizeof out);
+    cr_assert_str_eq(out, want[r], "request %d", r);
+  }
+  /* r0: cancelled while running, after its in-flight iteration completed */
+  qs(db, "SELECT detail FROM events WHERE kind=21 AND request=0", out,
+     sizeof out);
+  cr_assert_str_eq(out, "running");
+  int64_t produced = q1(db, "SELECT output_tokens FROM requests WHERE "
+                            "request=0");
+  cr_assert(produced > 1 && produced < 100, "produced %lld",
+            (long long)produced);
+  cr_assert_eq(q1(db, "SELECT value FROM events WHERE kind=21 AND request=0"),
+               produced);
+  cr_assert_eq(q1(db, "SELECT tick FROM events WHERE kind=21 AND request=0"),
+               q1(db, "SELECT max(tick) FROM events WHERE kind=7 AND tick <= "
+                      "(SELECT tick FROM events WHERE kind=21 AND "
+                      "request=0)"));
+  cr_assert_geq(q1(db, "SELECT tick FROM events WHERE kind=21 AND request=0"),
+                5000);
+  /* service: the prompt once, then one unit per decoded token */
+  cr_assert_eq(q1(db, "SELECT sum(value) FROM events WHERE kind=8 AND "
+                      "request=0"),
+               16 + produced - 1);
+  /* its KV went back: one release of what the reservation committed */
+  cr_assert_eq(q1(db, "SELECT sum(pages) FROM events WHERE kind=16 AND "
+                      "request=0"),
+               q1(db, "SELECT sum(pages) FROM events WHERE kind=15 AND "
+                      "request=0"));
+  /* r1 waited with KV reserved; r2 refused at its deadline */
+  qs(db, "SELECT detail FROM events WHERE kind=21 AND request=1", out,
+     sizeof out);
+  cr_assert_str_eq(out, "admitted");
+  cr_assert_eq(q1(db, "SELECT tick FROM events WHERE kind=21 AND request=1"),
+               3000);
+  qs(db, "SELECT detail FROM events WHERE kind=10 AND request=2", out,
+     sizeof out);
+  cr_assert_str_eq(out, "deadline_expired");
+  cr_assert_eq(q1(db, "SELECT tick FROM events WHERE kind=10 AND request=2"),
+               2000);
+  cr_assert_eq(q1(db, "SELECT count(*) FROM events WHERE kind=8 AND "
+                      "request IN (1, 2)"),
+               0);
+  /* r3's late deadline (1 s) does not move the end of the run */
+  cr_assert_eq(s.end_tick,
+               q1(db, "SELECT finish_tick FROM requests WHERE request=3"));
+}
+
+/*
+** The Prometheus text file: one TYPE line per metric name, before its
+** samples; labels only from the bounded set (no raw ids); the figures are
+** the run's (runs_summary and the event counts).
+*/
+Test(replay, prometheus_file_is_well_formed_and_bounded) {
+  static lsim_scenario sc;
+  load(&sc, "tests/fixtures/replay/faults.json");
+  char db[512];
+  snprintf(db, sizeof db, "%s/prom.db", tmpdir);
+  lsim_summary s;
+  lsim_errbuf eb = LSIM_ERRBUF_INIT;
+  cr_assert_eq(run(&sc, db, &s, &eb), 0, "%s", eb.msg);
+  FILE *f = fopen(s.metrics_path, "r");
+  cr_assert_not_null(f, "%s", s.metrics_path);
+  char line[512], typed[128][96];
+  int ntyped = 0, samples = 0;
+  double hits = -1, rejected = -1;
+  while (fgets(line, sizeof line, f)) {
+    char name[96];
+    if (strncmp(line, "# TYPE ", 7) == 0) {
+      cr_assert_eq(sscanf(line + 7, "%95s", name), 1);
+      for (int i = 0; i < ntyped; i++)
+        cr_assert_str_neq(typed[i], name, "two TYPE lines for %s", name);
+      cr_assert_lt(ntyped, 128);
+      snprintf(typed[ntyped++], sizeof typed[0], "%s", name);
+      continue;
+    }
+    if (line[0] == '#')
+      continue;
+    size_t n = strcspn(line, "{ ");
+    cr_assert_lt(n, sizeof name);
+    memcpy(name, line, n);
+    name[n] = 0;
+    int known = 0;
+    for (int i = 0; i < ntyped; i++)
+      known |= strcmp(typed[i], name) == 0;
+    cr_assert(known, "sample before its TYPE: %s", line);
+    if (line[n] == '{') {
+      char key[32];
+      cr_assert_eq(sscanf(line + n + 1, "%31[a-z_]=", key), 1, "%s", line);
+      const char *ok[] = {"kind", "phase", "result", "rank", "quantile"};
+      int good = 0;
+      for (int i = 0; i < 5; i++)
+        good |= strcmp(key, ok[i]) == 0;
+      cr_assert(good, "unbounded label %s in %s", key, line);
+    }
+    double v = strtod(strrchr(line, ' ') + 1, NULL);
+    if (strcmp(name, "adapter_cache_hits_total") == 0)
+      hits = v;
+    if (strcmp(name, "adapter_requests_rejected_total") == 0)
+      rejected = v;
+    samples++;
+  }
+  fclose(f);
+  cr_assert_gt(samples, 40);
+  cr_assert_eq(hits, (double)q1(db, "SELECT count(*) FROM events WHERE "
+                                    "kind=1 AND value=1"));
+  cr_assert_eq(rejected, (double)s.rejected);
 }
 
 Test(replay, cpu_ref_backend_validates_every_iteration_and_changes_no_decision) {

@@ -919,7 +919,7 @@ static lsim_err run_scenario(const char *path, const char *db, lsim_summary *s,
   lsim_err rc = lsim_scenario_load(&sc, path, eb);
   if (rc)
     return rc;
-  lsim_replay_opts o = {db, "test", 0, 0, NULL, NULL, NULL, NULL, 0, NULL};
+  lsim_replay_opts o = {.db_path = db, .command_line = "test"};
   return lsim_replay_run(&sc, &o, s, eb);
 }
 
