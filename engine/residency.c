@@ -1346,26 +1346,13 @@ lsim_err lsim_res_kv_alloc(lsim_res *r, int64_t owner, int64_t pages, int *kv,
   int h;
   if (lsim__kv_new(r, owner, &h))
     return lsim_fail(eb, LSIM_E_NOMEM, "out of memory allocating KV");
-  lsim__kv *k = &r->kv[h];
-  if (pages > k->cap) {
-    int64_t *s = realloc(k->slot, (size_t)pages * sizeof *s);
-    if (!s) {
-      k->live = 0;
-      return lsim_fail(eb, LSIM_E_NOMEM, "out of memory allocating KV");
-    }
-    k->slot = s;
-    k->cap = pages;
+  lsim_err rc = lsim_res_kv_extend(r, h, pages, eb);
+  if (rc) {
+    r->kv[h].live = 0; /* nothing was taken: extend changes nothing on error */
+    return rc;
   }
-  for (int64_t i = r->free_hint; k->n < pages; i++) {
-    if (r->s[i].state != LSIM_SLOT_FREE)
-      continue;
-    k->slot[k->n++] = i;
-    lsim__set(r, i, LSIM_SLOT_KV, h, k->gen);
-    r->free_hint = i + 1;
-  }
-  k->used = pages;
+  r->kv[h].used = pages;
   *kv = h;
-  assert(lsim__sound(r));
   return 0;
 }
 
