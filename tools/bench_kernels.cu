@@ -601,9 +601,19 @@ static int bench(int sweep, int reps, const char *outdir) {
         t = tune0;
         t.pdl = 0;
         vars.push_back({LSIM_CUDA_PATH_SGMV_MMA, t, "sgmv_mma pdl=0"});
+        t = tune0;
+        t.fused_prefetch = !tune0.fused_prefetch;
+        vars.push_back({LSIM_CUDA_PATH_FUSED, t,
+                        "fused prefetch=" + std::to_string(t.fused_prefetch)});
+        t = tune0;
+        t.fused_preload = 0;
+        vars.push_back({LSIM_CUDA_PATH_FUSED, t, "fused preload=0"});
+        t = tune0;
+        t.fused_stage = 1;
+        vars.push_back({LSIM_CUDA_PATH_FUSED, t, "fused stage=0"});
         /* where the time goes: each launch alone */
-        for (int path : {LSIM_CUDA_PATH_AUTO, LSIM_CUDA_PATH_SGMV_MMA,
-                         LSIM_CUDA_PATH_SGMV, LSIM_CUDA_PATH_DECODE})
+        for (int path : {LSIM_CUDA_PATH_SGMV_MMA, LSIM_CUDA_PATH_SGMV,
+                         LSIM_CUDA_PATH_DECODE})
           for (int only = 1; only <= 2; only++) {
             t = tune0;
             t.only = only;
@@ -635,6 +645,19 @@ static int bench(int sweep, int reps, const char *outdir) {
           vars.push_back({LSIM_CUDA_PATH_DECODE, t,
                           "decode splits=" + std::to_string(v)});
         }
+        if (!W.prefill)
+          for (int mt : {1, 2, 8})
+            for (int cs : {2, 4, 8, 16})
+              for (int st = 0; st <= 1; st++) {
+                lsim_cuda_lora_tune t = tune0;
+                t.fused_mt = mt;
+                t.fused_cs = cs;
+                t.fused_stage = st;
+                vars.push_back({LSIM_CUDA_PATH_FUSED, t,
+                                "fused mt=" + std::to_string(mt) + " cs=" +
+                                    std::to_string(cs) +
+                                    (st ? " stage=0" : "")});
+              }
       }
 
       for (Var &v : vars) {
@@ -1021,6 +1044,9 @@ static void run_case(Checker &ck, Case &c, int dtype, int exact,
   CK(cudaMalloc(&dx, hx.size() * 2));
   CK(cudaMalloc(&dy, hy.size() * 2));
   CK(cudaMemcpy(dx, hx.data(), hx.size() * 2, cudaMemcpyHostToDevice));
+  /* a pageable cudaMemcpy may return before its DMA lands, and the
+  ** context's stream does not wait for the legacy stream: wait here */
+  CK(cudaDeviceSynchronize());
   std::vector<uint16_t> out(hy.size());
 
   lsim_cuda_lora_tune t0;
@@ -1056,6 +1082,7 @@ static void run_case(Checker &ck, Case &c, int dtype, int exact,
       }
       LK(lsim_cuda_lora_poison(L, eb));
       CK(cudaMemcpy(dy, hy.data(), hy.size() * 2, cudaMemcpyHostToDevice));
+      CK(cudaDeviceSynchronize()); /* see above */
       rc = lsim_cuda_lora_run(L, dx, ldx, dy + ldy, ldy, &eb);
       if (!rc)
         rc = lsim_cuda_lora_sync(L, &eb);
@@ -1184,7 +1211,17 @@ int main(int argc, char **argv) {
       reps = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--out") && i + 1 < argc)
       out = argv[++i];
-    else {
+    else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+      printf("usage: bench_kernels [--sweep] [--reps N] [--out DIR] | "
+             "--check [--cases N]\n"
+             "  (no option)  the kernel table of issue 6 (docs/CUDA.md)\n"
+             "  --sweep      add the tuning rows (in DIR/bench_kernels.txt)\n"
+             "  --reps N     timed replays per row (median; default 100)\n"
+             "  --out DIR    also write the full table there ($OUT)\n"
+             "  --check      the correctness suite (exit 1 on a failure)\n"
+             "  --cases N    seeds of the suite (default 60)\n");
+      return 0;
+    } else {
       fprintf(stderr,
               "usage: bench_kernels [--sweep] [--reps N] [--out DIR] | "
               "--check [--cases N]\n");
