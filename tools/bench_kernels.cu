@@ -608,9 +608,6 @@ static int bench(int sweep, int reps, const char *outdir) {
         t = tune0;
         t.fused_preload = 0;
         vars.push_back({LSIM_CUDA_PATH_FUSED, t, "fused preload=0"});
-        t = tune0;
-        t.fused_stage = 1;
-        vars.push_back({LSIM_CUDA_PATH_FUSED, t, "fused stage=0"});
         /* where the time goes: each launch alone */
         for (int path : {LSIM_CUDA_PATH_SGMV_MMA, LSIM_CUDA_PATH_SGMV,
                          LSIM_CUDA_PATH_DECODE})
@@ -647,17 +644,14 @@ static int bench(int sweep, int reps, const char *outdir) {
         }
         if (!W.prefill)
           for (int mt : {1, 2, 8})
-            for (int cs : {2, 4, 8, 16})
-              for (int st = 0; st <= 1; st++) {
-                lsim_cuda_lora_tune t = tune0;
-                t.fused_mt = mt;
-                t.fused_cs = cs;
-                t.fused_stage = st;
-                vars.push_back({LSIM_CUDA_PATH_FUSED, t,
-                                "fused mt=" + std::to_string(mt) + " cs=" +
-                                    std::to_string(cs) +
-                                    (st ? " stage=0" : "")});
-              }
+            for (int cs : {2, 4, 8, 16}) {
+              lsim_cuda_lora_tune t = tune0;
+              t.fused_mt = mt;
+              t.fused_cs = cs;
+              vars.push_back({LSIM_CUDA_PATH_FUSED, t,
+                              "fused mt=" + std::to_string(mt) + " cs=" +
+                                  std::to_string(cs)});
+            }
       }
 
       for (Var &v : vars) {

@@ -139,13 +139,10 @@ typedef struct lsim_cuda_lora_tune {
                      ** shape */
   int fused_mt;      /* fused: rows per tile (1, 2, 4, 8); 0 (default): the
                      ** smallest that holds the longest segment, at most 8 */
-  int fused_prefetch;/* fused: 1: each block asks L2 for its B range
-                     ** before the shrink; 0 (default): no prefetch */
+  int fused_prefetch;/* fused: 1 (default): each block asks L2 for its B
+                     ** range before the shrink; 0: no prefetch */
   int fused_preload; /* fused: 1 (default): each thread loads its Y and
                      ** first 8 B rows before the shrink; 0: after it */
-  int fused_stage;   /* fused: 0 (default): stage the block's B range, then
-                     ** also its A range, through shared memory (cp.async,
-                     ** all issued first) when they fit; 1: never */
 } lsim_cuda_lora_tune;
 
 typedef struct lsim_cuda_lora lsim_cuda_lora; /* opaque */

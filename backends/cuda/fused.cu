@@ -85,30 +85,6 @@ __global__ void __launch_bounds__(LSIM__THREADS, MT <= 2 ? 4 : 2)
   const int kp = tid / per;
   const bool one = items <= per; /* a single pass over the items */
   const bool pre = one && (a.fused_flags & 2);
-  const bool stb = (a.fused_flags & 4) != 0, sta = (a.fused_flags & 8) != 0;
-  const int c0 = crank * a.split_len, c1 = min(a.d_in, c0 + a.split_len);
-  const int nvi = a.split_len >> 3, nvo = a.col_len >> 3;
-  /* staging area: A [r][split_len] then Bt [r][col_len], 16-bit */
-  unsigned char *stage = reinterpret_cast<unsigned char *>(
-      lsim__sm_fused + 2 * MT * ld + 96 * RPT * 8);
-  const uint32_t sA = lsim__smem(stage);
-  const uint32_t sB = sA + (sta ? (uint32_t)(r * nvi * 16) : 0u);
-  if (sta) { /* the block's whole A range, in flight at once */
-    for (int i = tid; i < r * nvi; i += LSIM__THREADS) {
-      const int k = i / nvi, col = c0 + 8 * (i - k * nvi);
-      if (col < c1)
-        lsim__cp16(sA + 16 * i, ad.A + (size_t)k * a.lda + col, 16);
-    }
-  }
-  lsim__cp_commit();
-  if (stb) { /* and its whole Bt range */
-    for (int i = tid; i < r * nvo; i += LSIM__THREADS) {
-      const int k = i / nvo, col = o0 + 8 * (i - k * nvo);
-      if (col < o1)
-        lsim__cp16(sB + 16 * i, ad.Bt + (size_t)k * a.ldb + col, 16);
-    }
-  }
-  lsim__cp_commit();
 
   /* independent of the shrink: this thread's Y vectors and first 8 Bt
   ** rows (pre), or the block's whole Bt range into L2 (flag 1) */
@@ -121,7 +97,7 @@ __global__ void __launch_bounds__(LSIM__THREADS, MT <= 2 ? 4 : 2)
     const int k0 = kp * rq, k1 = min(r, k0 + rq);
 #pragma unroll
     for (int u = 0; u < 8; u++)
-      bpre[u] = live && !stb && k0 + u < k1
+      bpre[u] = live && k0 + u < k1
                     ? lsim__ldg16(ad.Bt + (size_t)(k0 + u) * a.ldb + o)
                     : make_uint4(0, 0, 0, 0);
 #pragma unroll
@@ -134,7 +110,7 @@ __global__ void __launch_bounds__(LSIM__THREADS, MT <= 2 ? 4 : 2)
                           : lsim__ld_partial(yp, n);
     }
   }
-  if ((a.fused_flags & 1) && !stb && o0 < o1) {
+  if ((a.fused_flags & 1) && o0 < o1) {
     const int lines = (o1 - o0 + 63) >> 6;
     for (int i = tid; i < r * lines; i += LSIM__THREADS) {
       const int k = i / lines, l = i - k * lines;
@@ -143,11 +119,8 @@ __global__ void __launch_bounds__(LSIM__THREADS, MT <= 2 ? 4 : 2)
   }
 
   /* 1. partial shrink over this block's d_in range */
-  if (sta) {
-    lsim__cp_wait<1>(); /* A has landed (Bt may still be in flight) */
-    __syncthreads();
-  }
   {
+    const int c0 = crank * a.split_len, c1 = min(a.d_in, c0 + a.split_len);
     const uint16_t *xr[MT];
 #pragma unroll
     for (int j = 0; j < MT; j++)
@@ -170,11 +143,8 @@ __global__ void __launch_bounds__(LSIM__THREADS, MT <= 2 ? 4 : 2)
           const bool in = cc < c1, full = cc + 8 <= c1;
 #pragma unroll
           for (int k = 0; k < KR; k++)
-            av[u][k] = !in || k >= nk ? make_uint4(0, 0, 0, 0)
-                       : sta ? *reinterpret_cast<const uint4 *>(
-                                   stage + 16 * ((k0 + k) * nvi +
-                                                 ((cc - c0) >> 3)))
-                             : lsim__ldcs16(ar[k] + cc);
+            av[u][k] = in && k < nk ? lsim__ldcs16(ar[k] + cc)
+                                    : make_uint4(0, 0, 0, 0);
 #pragma unroll
           for (int j = 0; j < MT; j++)
             xv[u][j] = !in || j >= t.m ? make_uint4(0, 0, 0, 0)
@@ -220,7 +190,6 @@ __global__ void __launch_bounds__(LSIM__THREADS, MT <= 2 ? 4 : 2)
     tsc[j * ld + k] = s * ad.scale;
   }
   lsim__cluster_arrive_release(); /* done with the others' shared memory */
-  lsim__cp_wait<0>();
   __syncthreads();
 
   /* 3. Y[rows][o0..o1) += t Bt */
@@ -257,12 +226,7 @@ __global__ void __launch_bounds__(LSIM__THREADS, MT <= 2 ? 4 : 2)
           uint4 bv[8];
 #pragma unroll
           for (int u = 0; u < 8; u++)
-            bv[u] = stb ? (kb + u < k1
-                               ? *reinterpret_cast<const uint4 *>(
-                                     stage + (sB - sA) +
-                                     16 * ((kb + u) * nvo + v))
-                               : make_uint4(0, 0, 0, 0))
-                    : pre && kb == k0 ? bpre[u]
+            bv[u] = pre && kb == k0 ? bpre[u]
                     : kb + u < k1   ? lsim__ldg16(bp + (size_t)(kb + u) * a.ldb)
                                     : make_uint4(0, 0, 0, 0);
 #pragma unroll
@@ -337,7 +301,7 @@ template <typename K> static cudaError_t lsim__fused_attr(K kernel) {
     return e;
   return cudaFuncSetAttribute(kernel,
                               cudaFuncAttributeMaxDynamicSharedMemorySize,
-                              LSIM__FUSED_SMEM_MAX);
+                              (int)lsim__fused_smem(8, LSIM_CUDA_MAX_RANK));
 }
 
 template <typename T> static cudaError_t lsim__fused_init_t() {

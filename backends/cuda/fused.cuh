@@ -24,10 +24,6 @@
 #include "common.cuh"
 
 #define LSIM__FUSED_MAXCS 16 /* largest cluster (non-portable above 8) */
-/* dynamic shared memory limit set on the kernel, and what a plan may use
-** for staging A and Bt through shared memory (two blocks per SM) */
-#define LSIM__FUSED_SMEM_MAX (200 * 1024)
-#define LSIM__FUSED_STAGE_MAX (110 * 1024)
 
 /* Dynamic shared memory of the fused kernel: the partial and the summed t,
 ** [MT][ws_ld] floats each, and the expand's rank-split sums (at most 96

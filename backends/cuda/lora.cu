@@ -165,7 +165,7 @@ extern "C" lsim_err lsim_cuda_lora_open(lsim_cuda_lora **out,
   ** copies now wait for the DMA; docs/CUDA.md.) */
   L->tune.pdl = 1;
   L->tune.split_t = 1;
-  L->tune.fused_prefetch = 0; /* measured: 0.5-4 us slower with it */
+  L->tune.fused_prefetch = 1;
   L->tune.fused_preload = 1;
   L->h_table = (lsim__adapter_dev *)calloc((size_t)cfg->max_adapters,
                                            sizeof *L->h_table);
@@ -352,10 +352,10 @@ out:
 ** metadata is chosen because its row list holds no base rows at all.
 **
 ** The one-launch cluster path (fused) is chosen for short segments (at
-** most 8 rows) at ranks up to 16: mixed256 r16 18.5 us against 19.4 for the
-** tensor-core tiles.  It lost elsewhere in the same runs (decode64 r16
-** 14.4-15.0 against 13.9 for the decode kernels; mixed256 r64 47.7 against
-** 37.0 for the tensor-core tiles, whose mma work it does on CUDA cores).
+** most 8 rows) at ranks up to 16: mixed256 r16 18.7 us against 19.4 for the
+** tensor-core tiles (same run).  It lost elsewhere (decode64 r16 14.4-15.0
+** against 13.9 for the decode kernels; mixed256 r64 47.7 against 37.0 for
+** the tensor-core tiles, whose mma work it does on CUDA cores).
 */
 static int lsim__choose(const lsim_rowplan *p, int rmax) {
   int maxseg = 0;
@@ -589,20 +589,6 @@ extern "C" lsim_err lsim_cuda_lora_plan(lsim_cuda_lora *L,
       L->fused_smem = lsim__fused_smem(mt, ws_ld);
       a->fused_flags = (L->tune.fused_prefetch ? 1 : 0) |
                        (L->tune.fused_preload ? 2 : 0);
-      if (L->tune.fused_stage == 0) {
-        /* stage Bt, then also A, through shared memory when they fit:
-        ** every byte the block needs is requested before the shrink */
-        size_t sb = (size_t)ws_ld * (size_t)a->col_len * 2;
-        size_t sa = (size_t)ws_ld * (size_t)split_len * 2;
-        if (L->fused_smem + sb <= LSIM__FUSED_STAGE_MAX) {
-          a->fused_flags |= 4;
-          L->fused_smem += sb;
-          if (L->fused_smem + sa <= LSIM__FUSED_STAGE_MAX) {
-            a->fused_flags |= 8;
-            L->fused_smem += sa;
-          }
-        }
-      }
       L->g_shrink = dim3((unsigned)ntiles * (unsigned)splits, 1, 1);
       L->g_expand = dim3(0, 0, 0);
       L->simt_smem = 0;
@@ -658,7 +644,7 @@ extern "C" void lsim_cuda_lora_describe(const lsim_cuda_lora *L, char *buf,
     snprintf(buf, n,
              "fused: %d tiles of <= %d rows x cluster %d (d_in %d, d_out %d "
              "cols per block), %u blocks, one launch, flags %d (1 prefetch, "
-             "2 preload, 4 Bt staged, 8 A staged), %zu B shared",
+             "2 preload), %zu B shared",
              L->args.ntiles, L->fused_mt, L->fused_cs, L->args.split_len,
              L->args.col_len, L->g_shrink.x, L->args.fused_flags,
              L->fused_smem);
