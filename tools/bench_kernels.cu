@@ -784,6 +784,32 @@ static int bench(int sweep, int reps, const char *outdir) {
   }
   printf("\n");
   print_table(rows, stdout, bw, peak, 0);
+  /* the summary of issue 6: the chosen path per workload against the
+  ** targets, and base + branch against the base GEMM */
+  printf("\nsummary: chosen path (auto) per workload; x_best = time / the "
+         "strongest existing kernel (RESULTS-h200.md)\n");
+  printf("%-12s %-5s %-22s %9s %7s %7s %7s %8s %6s %8s  %s\n", "workload",
+         "rank", "path", "median_us", "GB/s", "x_floor", "x_base", "best_us",
+         "x_best", "target", "base+branch / base");
+  for (const Row &r : rows) {
+    if (r.path.rfind("auto ->", 0) != 0)
+      continue;
+    double bb = NAN;
+    for (const Row &q : rows)
+      if (q.wl == r.wl && q.rank == r.rank && q.path == "base + auto")
+        bb = q.xbase;
+    const bool pre = r.wl == "prefill4096";
+    char tgt[32], bst[32], xb[32], bbs[48];
+    snprintf(tgt, sizeof tgt, r.target == r.target ? "%.0f %s" : "-",
+             r.target, r.us <= r.target ? "MET" : "MISSED");
+    snprintf(bst, sizeof bst, r.best == r.best ? "%.1f" : "-", r.best);
+    snprintf(xb, sizeof xb, r.best == r.best ? "%.2f" : "-", r.us / r.best);
+    snprintf(bbs, sizeof bbs, bb == bb ? "%.2fx (<= %.2fx %s)" : "-", bb,
+             pre ? 1.15 : 1.5, bb <= (pre ? 1.15 : 1.5) ? "MET" : "MISSED");
+    printf("%-12s %-5s %-22s %9.2f %7.0f %7.2f %7.2f %8s %6s %8s  %s\n",
+           r.wl.c_str(), r.rank.c_str(), r.path.c_str() + 8, r.us, r.gbs,
+           r.xfloor, r.xbase, bst, xb, tgt, bbs);
+  }
   if (outdir) {
     std::string f = std::string(outdir) + "/bench_kernels.txt";
     FILE *o = fopen(f.c_str(), "w");
