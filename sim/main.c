@@ -3,6 +3,7 @@
 **
 **   lorasim replay SCENARIO.json [options]   replay a scenario
 **   lorasim compare SCENARIO.json --schedulers A,B,...   one table
+**   lorasim bench kernels [options]          the CUDA kernel benchmark
 **   lorasim help [COMMAND]                   usage
 **   lorasim version                          version and build
 **
@@ -16,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "../backends/backend.h"
 #include "../engine/policy/policy.h"
@@ -85,6 +87,7 @@ static void lsim__usage(FILE *f) {
         "  compare SCENARIO.json  run it under several schedulers, one table\n"
         "  exec --in BATCH.json   run one batch exactly (plan, delta, Y)\n"
         "  trace convert|stats    import, convert and summarise traces\n"
+        "  bench kernels          the CUDA kernel benchmark table (GPU)\n"
         "  prefix                 prefix-cache study: four key modes on a trace\n"
         "  help [COMMAND]         show help for a command\n"
         "  version                print the version and build\n"
@@ -250,6 +253,64 @@ static int lsim__cmd_replay(int argc, char **argv) {
   return 0;
 }
 
+static void lsim__usage_bench(FILE *f) {
+  fputs("usage: lorasim bench kernels [--sweep] [--reps N] [--out DIR]\n"
+        "       lorasim bench kernels --check [--cases N]\n"
+        "\n"
+        "Runs the standalone kernel benchmark (bench_kernels, built beside\n"
+        "lorasim when nvcc was found; $LSIM_BENCH_KERNELS names another\n"
+        "path): one table of workload, rank, path, median device us, GB/s,\n"
+        "ratio to the memory/compute floor and to the base GEMM, on GPU 0.\n"
+        "See docs/CUDA.md and docs/BENCHMARKS.md.\n",
+        f);
+}
+
+/* `lorasim bench kernels ...`: exec the standalone benchmark, which
+** depends on the CUDA runtime and libc only (it runs as built on a GPU
+** machine without SQLite or cJSON), found beside this executable. */
+static int lsim__cmd_bench(int argc, char **argv) {
+  char path[4096];
+  if (argc < 2 || strcmp(argv[1], "--help") == 0 ||
+      strcmp(argv[1], "-h") == 0) {
+    lsim__usage_bench(argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  if (strcmp(argv[1], "kernels") != 0) {
+    fprintf(stderr, "lorasim bench: error: E_USAGE: unknown benchmark '%s' "
+            "(known: kernels)\n", argv[1]);
+    return 2;
+  }
+  const char *env = getenv("LSIM_BENCH_KERNELS");
+  if (env && *env) {
+    snprintf(path, sizeof path, "%s", env);
+  } else {
+    ssize_t n = readlink("/proc/self/exe", path, sizeof path - 32);
+    if (n <= 0) {
+      fprintf(stderr, "lorasim bench: error: E_IO: cannot find this "
+              "executable (/proc/self/exe)\n");
+      return 1;
+    }
+    path[n] = 0;
+    char *slash = strrchr(path, '/');
+    snprintf(slash ? slash + 1 : path, 32, "bench_kernels");
+  }
+  char **av = calloc((size_t)argc + 1, sizeof *av);
+  if (!av) {
+    fprintf(stderr, "lorasim bench: error: E_NOMEM: out of memory\n");
+    return 1;
+  }
+  av[0] = path;
+  for (int i = 2; i < argc; i++)
+    av[i - 1] = argv[i];
+  fflush(NULL);
+  execv(path, av);
+  fprintf(stderr, "lorasim bench: error: E_IO: cannot run %s: %s (built only "
+          "when nvcc is found; set LSIM_BENCH_KERNELS)\n", path,
+          strerror(errno));
+  free(av);
+  return 1;
+}
+
 static int lsim__cmd_version(void) {
   printf("lorasim %s\n", LSIM_VERSION);
 #ifdef LSIM_HAVE_CUDA
@@ -276,6 +337,8 @@ int main(int argc, char **argv) {
     return lsim_trace_main(argc - 1, argv + 1);
   if (strcmp(cmd, "exec") == 0)
     return lsim_exec_main(argc - 1, argv + 1);
+  if (strcmp(cmd, "bench") == 0)
+    return lsim__cmd_bench(argc - 1, argv + 1);
   if (strcmp(cmd, "prefix") == 0)
     return lsim_prefix_main(argc - 1, argv + 1);
   if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0)
@@ -284,6 +347,8 @@ int main(int argc, char **argv) {
       strcmp(cmd, "-h") == 0) {
     if (argc > 2 && strcmp(argv[2], "replay") == 0)
       lsim__usage_replay(stdout);
+    else if (argc > 2 && strcmp(argv[2], "bench") == 0)
+      lsim__usage_bench(stdout);
     else if (argc > 2 && strcmp(argv[2], "trace") == 0) {
       char *av[] = {"trace", "--help", NULL};
       return lsim_trace_main(2, av);

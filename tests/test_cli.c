@@ -61,6 +61,36 @@ Test(cli, version_help_and_unknown_commands) {
   cr_assert_eq(lorasim("replay --bogus x.json"), 2);
 }
 
+/* `lorasim bench kernels` runs the standalone bench_kernels beside the
+** binary (or $LSIM_BENCH_KERNELS); its own options pass through. */
+Test(cli, bench_dispatches_to_the_kernel_benchmark) {
+  cr_assert_eq(lorasim("bench"), 2);
+  cr_assert_not_null(strstr(out, "usage: lorasim bench kernels"));
+  cr_assert_eq(lorasim("help bench"), 0);
+  cr_assert_not_null(strstr(out, "--check"));
+  cr_assert_eq(lorasim("help"), 0);
+  cr_assert_not_null(strstr(out, "bench kernels"));
+  cr_assert_eq(lorasim("bench frobnicate"), 2);
+  cr_assert_not_null(strstr(out, "E_USAGE"));
+  /* a benchmark that is not there: a clear error, exit 1 */
+  setenv("LSIM_BENCH_KERNELS", "/nonexistent/bench_kernels", 1);
+  int st = lorasim("bench kernels --check");
+  unsetenv("LSIM_BENCH_KERNELS");
+  cr_assert_eq(st, 1);
+  cr_assert_not_null(strstr(out, "cannot run /nonexistent/bench_kernels"));
+  /* built (nvcc found): the options reach it, --help needs no GPU */
+  char bk[600];
+  struct stat sb;
+  snprintf(bk, sizeof bk, "%s", LSIM_BIN);
+  char *slash = strrchr(bk, '/');
+  snprintf(slash ? slash + 1 : bk, 32, "bench_kernels");
+  if (stat(bk, &sb) == 0) {
+    cr_assert_eq(lorasim("bench kernels --help"), 0);
+    cr_assert_not_null(strstr(out, "usage: bench_kernels"));
+    cr_assert_eq(lorasim("bench kernels --frobnicate"), 2);
+  }
+}
+
 Test(cli, quickstart_replay_writes_db_plots_and_summary) {
   char args[1024];
   snprintf(args, sizeof args, "replay '%s/scenarios/quickstart.json'",

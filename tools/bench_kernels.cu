@@ -601,9 +601,16 @@ static int bench(int sweep, int reps, const char *outdir) {
         t = tune0;
         t.pdl = 0;
         vars.push_back({LSIM_CUDA_PATH_SGMV_MMA, t, "sgmv_mma pdl=0"});
+        t = tune0;
+        t.fused_prefetch = !tune0.fused_prefetch;
+        vars.push_back({LSIM_CUDA_PATH_FUSED, t,
+                        "fused prefetch=" + std::to_string(t.fused_prefetch)});
+        t = tune0;
+        t.fused_preload = 0;
+        vars.push_back({LSIM_CUDA_PATH_FUSED, t, "fused preload=0"});
         /* where the time goes: each launch alone */
-        for (int path : {LSIM_CUDA_PATH_AUTO, LSIM_CUDA_PATH_SGMV_MMA,
-                         LSIM_CUDA_PATH_SGMV, LSIM_CUDA_PATH_DECODE})
+        for (int path : {LSIM_CUDA_PATH_SGMV_MMA, LSIM_CUDA_PATH_SGMV,
+                         LSIM_CUDA_PATH_DECODE})
           for (int only = 1; only <= 2; only++) {
             t = tune0;
             t.only = only;
@@ -635,6 +642,16 @@ static int bench(int sweep, int reps, const char *outdir) {
           vars.push_back({LSIM_CUDA_PATH_DECODE, t,
                           "decode splits=" + std::to_string(v)});
         }
+        if (!W.prefill)
+          for (int mt : {1, 2, 8})
+            for (int cs : {2, 4, 8, 16}) {
+              lsim_cuda_lora_tune t = tune0;
+              t.fused_mt = mt;
+              t.fused_cs = cs;
+              vars.push_back({LSIM_CUDA_PATH_FUSED, t,
+                              "fused mt=" + std::to_string(mt) + " cs=" +
+                                  std::to_string(cs)});
+            }
       }
 
       for (Var &v : vars) {
@@ -767,6 +784,32 @@ static int bench(int sweep, int reps, const char *outdir) {
   }
   printf("\n");
   print_table(rows, stdout, bw, peak, 0);
+  /* the summary of issue 6: the chosen path per workload against the
+  ** targets, and base + branch against the base GEMM */
+  printf("\nsummary: chosen path (auto) per workload; x_best = time / the "
+         "strongest existing kernel (RESULTS-h200.md)\n");
+  printf("%-12s %-5s %-22s %9s %7s %7s %7s %8s %6s %8s  %s\n", "workload",
+         "rank", "path", "median_us", "GB/s", "x_floor", "x_base", "best_us",
+         "x_best", "target", "base+branch / base");
+  for (const Row &r : rows) {
+    if (r.path.rfind("auto ->", 0) != 0)
+      continue;
+    double bb = NAN;
+    for (const Row &q : rows)
+      if (q.wl == r.wl && q.rank == r.rank && q.path == "base + auto")
+        bb = q.xbase;
+    const bool pre = r.wl == "prefill4096";
+    char tgt[32], bst[32], xb[32], bbs[48];
+    snprintf(tgt, sizeof tgt, r.target == r.target ? "%.0f %s" : "-",
+             r.target, r.us <= r.target ? "MET" : "MISSED");
+    snprintf(bst, sizeof bst, r.best == r.best ? "%.1f" : "-", r.best);
+    snprintf(xb, sizeof xb, r.best == r.best ? "%.2f" : "-", r.us / r.best);
+    snprintf(bbs, sizeof bbs, bb == bb ? "%.2fx (<= %.2fx %s)" : "-", bb,
+             pre ? 1.15 : 1.5, bb <= (pre ? 1.15 : 1.5) ? "MET" : "MISSED");
+    printf("%-12s %-5s %-22s %9.2f %7.0f %7.2f %7.2f %8s %6s %8s  %s\n",
+           r.wl.c_str(), r.rank.c_str(), r.path.c_str() + 8, r.us, r.gbs,
+           r.xfloor, r.xbase, bst, xb, tgt, bbs);
+  }
   if (outdir) {
     std::string f = std::string(outdir) + "/bench_kernels.txt";
     FILE *o = fopen(f.c_str(), "w");
@@ -1021,6 +1064,9 @@ static void run_case(Checker &ck, Case &c, int dtype, int exact,
   CK(cudaMalloc(&dx, hx.size() * 2));
   CK(cudaMalloc(&dy, hy.size() * 2));
   CK(cudaMemcpy(dx, hx.data(), hx.size() * 2, cudaMemcpyHostToDevice));
+  /* a pageable cudaMemcpy may return before its DMA lands, and the
+  ** context's stream does not wait for the legacy stream: wait here */
+  CK(cudaDeviceSynchronize());
   std::vector<uint16_t> out(hy.size());
 
   lsim_cuda_lora_tune t0;
@@ -1056,6 +1102,7 @@ static void run_case(Checker &ck, Case &c, int dtype, int exact,
       }
       LK(lsim_cuda_lora_poison(L, eb));
       CK(cudaMemcpy(dy, hy.data(), hy.size() * 2, cudaMemcpyHostToDevice));
+      CK(cudaDeviceSynchronize()); /* see above */
       rc = lsim_cuda_lora_run(L, dx, ldx, dy + ldy, ldy, &eb);
       if (!rc)
         rc = lsim_cuda_lora_sync(L, &eb);
@@ -1184,7 +1231,17 @@ int main(int argc, char **argv) {
       reps = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--out") && i + 1 < argc)
       out = argv[++i];
-    else {
+    else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+      printf("usage: bench_kernels [--sweep] [--reps N] [--out DIR] | "
+             "--check [--cases N]\n"
+             "  (no option)  the kernel table of issue 6 (docs/CUDA.md)\n"
+             "  --sweep      add the tuning rows (in DIR/bench_kernels.txt)\n"
+             "  --reps N     timed replays per row (median; default 100)\n"
+             "  --out DIR    also write the full table there ($OUT)\n"
+             "  --check      the correctness suite (exit 1 on a failure)\n"
+             "  --cases N    seeds of the suite (default 60)\n");
+      return 0;
+    } else {
       fprintf(stderr,
               "usage: bench_kernels [--sweep] [--reps N] [--out DIR] | "
               "--check [--cases N]\n");

@@ -259,7 +259,8 @@ struct lsim__lora_args {
   int ws_ld;     /* >= the plan's largest rank */
   int splits;    /* shrink: d_in split into this many ranges (grid z) */
   int split_len; /* columns per range, a multiple of 64 */
-  int col_len;   /* expand: columns per block (grid y) */
+  int col_len;   /* expand: columns per block (grid y); fused: d_out range */
+  int fused_flags; /* fused: 1 prefetch Bt to L2, 2 preload Y and Bt */
 };
 
 struct lsim__tile {
@@ -284,6 +285,41 @@ __device__ __forceinline__ bool lsim__get_tile(const lsim__lora_args &a,
   }
   return t.adapter >= 0 && t.adapter < a.table_n && t.m > 0;
 }
+
+/* ---- warp reduction -------------------------------------------------------- */
+
+/*
+** Sum N (a power of two, <= 32) values across a warp.  Level LVL exchanges
+** half of the values with lane ^ LVL: the lane with bit LVL set keeps the
+** upper half.  When one value is left the remaining levels reduce it.  The
+** result in lane l is the sum of value index l >> (5 - log2 N).
+*/
+template <int N, int LVL> struct lsim__tsum {
+  static __device__ __forceinline__ void run(float *v, int lane) {
+    if constexpr (LVL >= 1) {
+      if constexpr (N > 1) {
+        const bool up = (lane & LVL) != 0;
+#pragma unroll
+        for (int i = 0; i < N / 2; i++) {
+          float send = up ? v[i] : v[i + N / 2];
+          float keep = up ? v[i + N / 2] : v[i];
+          v[i] = keep + __shfl_xor_sync(0xffffffffu, send, LVL);
+        }
+        lsim__tsum<N / 2, LVL / 2>::run(v, lane);
+      } else {
+        v[0] += __shfl_xor_sync(0xffffffffu, v[0], LVL);
+        lsim__tsum<1, LVL / 2>::run(v, lane);
+      }
+    }
+  }
+};
+
+template <int N> struct lsim__log2 {
+  static constexpr int v = N <= 1 ? 0 : 1 + lsim__log2<N / 2>::v;
+};
+template <> struct lsim__log2<1> {
+  static constexpr int v = 0;
+};
 
 /* Tile heights and pipeline shapes of the kernels. */
 #define LSIM__THREADS 128   /* every kernel: 4 warps */

@@ -86,6 +86,11 @@ float lsim_cuda_to_float(int dtype, uint16_t h);
 **   sgmv_mma     as sgmv with tiles of up to 64 rows on the tensor cores
 **                (mma.sync, fp32 accumulation); ranks <= 128
 **   indexed_mma  as indexed on the tensor cores; ranks <= 128
+**   fused        contiguous segments in tiles of up to 8 rows, shrink and
+**                expand in ONE launch: a thread-block cluster per tile
+**                splits d_in and d_out, the shrink's partial sums meet in
+**                distributed shared memory (no workspace, no second
+**                launch); CUDA cores; for decode and short segments
 **
 ** LSIM_CUDA_PATH_AUTO lets the chooser pick per plan shape.
 */
@@ -96,9 +101,11 @@ enum lsim_cuda_path {
   LSIM_CUDA_PATH_INDEXED,
   LSIM_CUDA_PATH_SGMV_MMA,
   LSIM_CUDA_PATH_INDEXED_MMA,
+  LSIM_CUDA_PATH_FUSED,
   LSIM_CUDA_PATH__COUNT
 };
-/* "auto", "decode", "sgmv", "indexed", "sgmv_mma", "indexed_mma"; "?". */
+/* "auto", "decode", "sgmv", "indexed", "sgmv_mma", "indexed_mma",
+** "fused"; "?". */
 const char *lsim_cuda_path_name(int path);
 /* The path named `name`; -1 if unknown. */
 int lsim_cuda_path_find(const char *name);
@@ -118,14 +125,24 @@ typedef struct lsim_cuda_lora_cfg {
 typedef struct lsim_cuda_lora_tune {
   int pdl;           /* 1: the expand is a programmatic dependent launch of
                      ** the shrink (overlaps its factor and Y loads with the
-                     ** shrink); 0: plain stream order; -1 (default): on */
+                     ** shrink); 0: plain stream order; -1 or 1
+                     ** (default): on */
   int split_t;       /* _mma expand: 1 (default): t enters the tensor cores
                      ** as hi + lo 16-bit parts (16 significant bits);
                      ** 0: rounded once to the input type (as vLLM) */
   int shrink_splits; /* d_in ranges of the shrink; 0 (default): by shape */
   int expand_cols;   /* _mma expand column blocks; 0 (default): by shape */
   int only;          /* benchmarks only: 1 launch the shrink alone, 2 the
-                     ** expand alone (on a stale workspace); 0 (default): both */
+                     ** expand alone (on a stale workspace); 0 (default): both;
+                     ** ignored by the one-launch fused path */
+  int fused_cs;      /* fused: blocks per cluster (1..16); 0 (default): by
+                     ** shape */
+  int fused_mt;      /* fused: rows per tile (1, 2, 4, 8); 0 (default): the
+                     ** smallest that holds the longest segment, at most 8 */
+  int fused_prefetch;/* fused: 1 (default): each block asks L2 for its B
+                     ** range before the shrink; 0: no prefetch */
+  int fused_preload; /* fused: 1 (default): each thread loads its Y and
+                     ** first 8 B rows before the shrink; 0: after it */
 } lsim_cuda_lora_tune;
 
 typedef struct lsim_cuda_lora lsim_cuda_lora; /* opaque */

@@ -22,6 +22,7 @@
 
 #include "common.cuh"
 #include "expand.cuh"
+#include "fused.cuh"
 #include "shrink.cuh"
 
 struct lsim_cuda_lora {
@@ -46,11 +47,13 @@ struct lsim_cuda_lora {
   lsim__lora_args args;
   dim3 g_shrink, g_expand;
   size_t simt_smem;
+  int fused_mt, fused_cs; /* fused path: rows per tile, blocks per cluster */
+  size_t fused_smem;
   int pdl; /* the plan's launch mode (tune.pdl resolved) */
 };
 
 static const char *const lsim__path_names[LSIM_CUDA_PATH__COUNT] = {
-    "auto", "decode", "sgmv", "indexed", "sgmv_mma", "indexed_mma"};
+    "auto", "decode", "sgmv", "indexed", "sgmv_mma", "indexed_mma", "fused"};
 
 extern "C" const char *lsim_cuda_path_name(int path) {
   return path >= 0 && path < LSIM_CUDA_PATH__COUNT ? lsim__path_names[path]
@@ -107,6 +110,9 @@ extern "C" void lsim_cuda_free(void *p) {
 extern "C" lsim_err lsim_cuda_h2d(void *dst, const void *src, size_t bytes,
                                   lsim_errbuf *eb) {
   LSIM_CUDA_RET(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), eb);
+  /* From pageable memory cudaMemcpy may return before the DMA has landed;
+  ** kernels on a non-blocking stream would then read the old bytes. */
+  LSIM_CUDA_RET(cudaDeviceSynchronize(), eb);
   return 0;
 }
 
@@ -150,13 +156,17 @@ extern "C" lsim_err lsim_cuda_lora_open(lsim_cuda_lora **out,
   L->path = -1;
   L->lda = lsim__round8(cfg->d_in);
   L->ldb = lsim__round8(cfg->d_out);
-  /* Programmatic dependent launch stays off by default: with it on, the
-  ** random integer-mode test saw the tensor-core expand read a stale
-  ** shrink workspace now and then (2 failures in ~10 runs on the H200,
-  ** none in 5 runs with it off).  Until that is understood, correctness
-  ** wins over the 1-2 us it saves; benchmarks may still turn it on. */
-  L->tune.pdl = 0;
+  /* Programmatic dependent launch is on.  (It was off for a while: the
+  ** tests saw stale values now and then with it on.  The cause was the
+  ** tests' own input copies: cudaMemcpy from pageable memory may return
+  ** before the DMA lands, and the context's stream does not wait for the
+  ** legacy stream; with PDL the expand reads Y earlier, while the shrink
+  ** runs, and so saw the previous run's Y.  lsim_cuda_h2d and the table
+  ** copies now wait for the DMA; docs/CUDA.md.) */
+  L->tune.pdl = 1;
   L->tune.split_t = 1;
+  L->tune.fused_prefetch = 1;
+  L->tune.fused_preload = 1;
   L->h_table = (lsim__adapter_dev *)calloc((size_t)cfg->max_adapters,
                                            sizeof *L->h_table);
   L->mem = (void **)calloc((size_t)cfg->max_adapters, sizeof *L->mem);
@@ -177,6 +187,7 @@ extern "C" lsim_err lsim_cuda_lora_open(lsim_cuda_lora **out,
   L->sms = prop.multiProcessorCount;
   LSIM_CUDA_TRY(lsim__shrink_init(), eb);
   LSIM_CUDA_TRY(lsim__expand_init(), eb);
+  LSIM_CUDA_TRY(lsim__fused_init(), eb);
   if (cfg->stream) {
     L->stream = (cudaStream_t)cfg->stream;
   } else {
@@ -246,6 +257,8 @@ static lsim_err lsim__table_put(lsim_cuda_lora *L, int id, lsim_errbuf *eb) {
   LSIM_CUDA_RET(cudaMemcpy(L->d_table + id, L->h_table + id,
                            sizeof *L->d_table, cudaMemcpyHostToDevice),
                 eb);
+  /* a pageable copy may still be in flight on return (see lsim_cuda_h2d) */
+  LSIM_CUDA_RET(cudaDeviceSynchronize(), eb);
   return 0;
 }
 
@@ -337,6 +350,12 @@ out:
 ** The indexed realizations run the same kernels over sorted_rows and cost
 ** the same (within 1%) when there is no base row; the contiguous-segment
 ** metadata is chosen because its row list holds no base rows at all.
+**
+** The one-launch cluster path (fused) is chosen for short segments (at
+** most 8 rows) at ranks up to 16: mixed256 r16 18.7 us against 19.4 for the
+** tensor-core tiles (same run).  It lost elsewhere (decode64 r16 14.4-15.0
+** against 13.9 for the decode kernels; mixed256 r64 47.7 against 37.0 for
+** the tensor-core tiles, whose mma work it does on CUDA cores).
 */
 static int lsim__choose(const lsim_rowplan *p, int rmax) {
   int maxseg = 0;
@@ -349,6 +368,8 @@ static int lsim__choose(const lsim_rowplan *p, int rmax) {
   }
   if (maxseg == 1)
     return LSIM_CUDA_PATH_DECODE;
+  if (maxseg <= 8 && rmax <= 16)
+    return LSIM_CUDA_PATH_FUSED;
   return rmax <= 128 ? LSIM_CUDA_PATH_SGMV_MMA : LSIM_CUDA_PATH_SGMV;
 }
 
@@ -404,10 +425,23 @@ extern "C" lsim_err lsim_cuda_lora_plan(lsim_cuda_lora *L,
          : (path == LSIM_CUDA_PATH_SGMV_MMA ||
             path == LSIM_CUDA_PATH_INDEXED_MMA)
              ? LSIM__KIND_MMA
-             : LSIM__KIND_SIMT;
+         : path == LSIM_CUDA_PATH_FUSED ? LSIM__KIND_FUSED
+                                        : LSIM__KIND_SIMT;
   mt = kind == LSIM__KIND_MMA ? LSIM__MMA_MT : kind == LSIM__KIND_SIMT
                                                    ? LSIM__SIMT_MT
                                                    : 1;
+  if (kind == LSIM__KIND_FUSED) {
+    /* rows per tile: the tune's, else the smallest power of two that
+    ** holds the longest segment, at most 8 */
+    int ft = L->tune.fused_mt, maxseg = 1;
+    for (int t = 0; t < p->nseg; t++)
+      if (p->seg_offsets[t + 1] - p->seg_offsets[t] > maxseg)
+        maxseg = p->seg_offsets[t + 1] - p->seg_offsets[t];
+    if (ft != 1 && ft != 2 && ft != 4 && ft != 8)
+      for (ft = 1; ft < 2 && ft < maxseg; ft *= 2)
+        ;
+    mt = ft;
+  }
   if (path == LSIM_CUDA_PATH_INDEXED || path == LSIM_CUDA_PATH_INDEXED_MMA) {
     list = p->sorted_rows;
     nlist = p->T;
@@ -480,6 +514,19 @@ extern "C" lsim_err lsim_cuda_lora_plan(lsim_cuda_lora *L,
 
   /* launch geometry */
   L->rc = lsim__rank_class(rmax > 128 ? 128 : rmax);
+  if (kind == LSIM__KIND_FUSED) {
+    /* blocks per cluster: the tune's, else double while the grid stays
+    ** within about four blocks per SM and each block keeps at least 256
+    ** columns of d_in (one 16-byte vector per lane) */
+    int cs = L->tune.fused_cs;
+    if (cs < 1 || cs > LSIM__FUSED_MAXCS)
+      for (cs = 1; cs < LSIM__FUSED_MAXCS && ntiles * cs * 2 <= 2 * L->sms &&
+                   cs * 2 * 256 <= L->cfg.d_in;
+           cs *= 2)
+        ;
+    splits = cs;
+    split_len = lsim__round8(lsim__cdiv(L->cfg.d_in, cs));
+  } else {
   nb = kind == LSIM__KIND_MMA ? ntiles
                               : ntiles * lsim__cdiv(rmax, LSIM__SIMT_KR);
   full = nactive_tiles_rows(p, ntiles) >= 32;
@@ -500,6 +547,7 @@ extern "C" lsim_err lsim_cuda_lora_plan(lsim_cuda_lora *L,
   }
   split_len = lsim__cdiv(lsim__cdiv(L->cfg.d_in, splits), 64) * 64;
   splits = lsim__cdiv(L->cfg.d_in, split_len);
+  }
   if (splits > 65535)
     return lsim_fail(eb, LSIM_E_USAGE, "lora plan: %d d_in splits", splits);
 
@@ -533,7 +581,18 @@ extern "C" lsim_err lsim_cuda_lora_plan(lsim_cuda_lora *L,
     a->ws_ld = ws_ld;
     a->splits = splits;
     a->split_len = split_len;
-    if (kind == LSIM__KIND_MMA) {
+    if (kind == LSIM__KIND_FUSED) {
+      /* the cluster's blocks: one d_in range and one d_out range each */
+      a->col_len = lsim__round8(lsim__cdiv(L->cfg.d_out, splits));
+      L->fused_mt = mt;
+      L->fused_cs = splits;
+      L->fused_smem = lsim__fused_smem(mt, ws_ld);
+      a->fused_flags = (L->tune.fused_prefetch ? 1 : 0) |
+                       (L->tune.fused_preload ? 2 : 0);
+      L->g_shrink = dim3((unsigned)ntiles * (unsigned)splits, 1, 1);
+      L->g_expand = dim3(0, 0, 0);
+      L->simt_smem = 0;
+    } else if (kind == LSIM__KIND_MMA) {
       int cc;
       if (L->tune.expand_cols > 0) {
         cc = L->tune.expand_cols;
@@ -581,6 +640,16 @@ extern "C" void lsim_cuda_lora_describe(const lsim_cuda_lora *L, char *buf,
     snprintf(buf, n, "no plan");
     return;
   }
+  if (L->kind == LSIM__KIND_FUSED) {
+    snprintf(buf, n,
+             "fused: %d tiles of <= %d rows x cluster %d (d_in %d, d_out %d "
+             "cols per block), %u blocks, one launch, flags %d (1 prefetch, "
+             "2 preload), %zu B shared",
+             L->args.ntiles, L->fused_mt, L->fused_cs, L->args.split_len,
+             L->args.col_len, L->g_shrink.x, L->args.fused_flags,
+             L->fused_smem);
+    return;
+  }
   snprintf(buf, n,
            "%s: shrink %ux%ux%u (splits %d x %d cols), expand %ux%u "
            "(%d cols), rank class %d, pdl %d, split_t %d",
@@ -607,6 +676,15 @@ extern "C" lsim_err lsim_cuda_lora_run(lsim_cuda_lora *L, const void *X,
   L->args.Y = (uint16_t *)Y;
   L->args.ldx = ldx;
   L->args.ldy = ldy;
+  if (L->kind == LSIM__KIND_FUSED) {
+    e = lsim__fused_launch(L->cfg.dtype, L->fused_mt, L->fused_cs, L->args,
+                           (unsigned)L->args.ntiles, L->fused_smem,
+                           L->stream);
+    if (e != cudaSuccess)
+      return lsim_fail(eb, LSIM_E_BACKEND, "cuda: fused launch: %s",
+                       cudaGetErrorString(e));
+    return 0;
+  }
   if (L->tune.only != 2) {
     e = lsim__shrink_launch(L->cfg.dtype, L->kind, L->rc, L->args,
                             L->g_shrink, L->stream);

@@ -25,41 +25,6 @@
 */
 #include "shrink.cuh"
 
-/* ---- warp reduction -------------------------------------------------------- */
-
-/*
-** Sum N (a power of two, <= 32) values across a warp.  Level LVL exchanges
-** half of the values with lane ^ LVL: the lane with bit LVL set keeps the
-** upper half.  When one value is left the remaining levels reduce it.  The
-** result in lane l is the sum of value index l >> (5 - log2 N).
-*/
-template <int N, int LVL> struct lsim__tsum {
-  static __device__ __forceinline__ void run(float *v, int lane) {
-    if constexpr (LVL >= 1) {
-      if constexpr (N > 1) {
-        const bool up = (lane & LVL) != 0;
-#pragma unroll
-        for (int i = 0; i < N / 2; i++) {
-          float send = up ? v[i] : v[i + N / 2];
-          float keep = up ? v[i + N / 2] : v[i];
-          v[i] = keep + __shfl_xor_sync(0xffffffffu, send, LVL);
-        }
-        lsim__tsum<N / 2, LVL / 2>::run(v, lane);
-      } else {
-        v[0] += __shfl_xor_sync(0xffffffffu, v[0], LVL);
-        lsim__tsum<1, LVL / 2>::run(v, lane);
-      }
-    }
-  }
-};
-
-template <int N> struct lsim__log2 {
-  static constexpr int v = N <= 1 ? 0 : 1 + lsim__log2<N / 2>::v;
-};
-template <> struct lsim__log2<1> {
-  static constexpr int v = 0;
-};
-
 /* ---- CUDA-core shrink -------------------------------------------------------- */
 
 template <typename T, int MT, int KR, bool PER_ROW>

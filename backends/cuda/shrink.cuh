@@ -25,7 +25,8 @@
 enum lsim__kernel_kind {
   LSIM__KIND_DECODE = 0, /* per-row tiles of one row, CUDA cores */
   LSIM__KIND_SIMT,       /* tiles of <= 8 rows, CUDA cores */
-  LSIM__KIND_MMA         /* tiles of <= 64 rows, tensor cores */
+  LSIM__KIND_MMA,        /* tiles of <= 64 rows, tensor cores */
+  LSIM__KIND_FUSED       /* one launch, cluster per tile (fused.cuh) */
 };
 
 /* Rank class of the tensor-core kernels for a largest rank r (<= 128). */
