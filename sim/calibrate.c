@@ -122,6 +122,7 @@ void lsim_calibrate_usage(FILE *f) {
         "                       measured device time (median, p90)\n"
         "  --db PATH            database of the held-out replay (default\n"
         "                       results/calibrate-holdout.db)\n"
+        "  --verbose            print every shape's measurement and prediction\n"
         "  -h, --help           this text\n"
         "\n"
         "Needs a CUDA build and a device: without one it fails (exit 1).\n"
@@ -162,7 +163,8 @@ static void lsim__features(const lsim_plan *p, double x[5]) {
   x[1] = (double)p->prefill_rows;
   x[2] = (double)p->decode_rows;
   x[3] = (double)p->segments;
-  x[4] = (double)p->true_rank_rows / 1000.0; /* rank_row_ps -> ns */
+  /* per 1000 rank rows: its coefficient in ns is rank_row_ps in ps */
+  x[4] = (double)p->true_rank_rows / 1000.0;
 }
 
 /*
@@ -367,7 +369,7 @@ static lsim_err lsim__write_profile(const char *path, const char *json,
 }
 
 static int lsim__calibrate(const char *out, int reps, const char *holdout,
-                           const char *db) {
+                           const char *db, int verbose) {
   char desc[256];
   lsim_errbuf eb = LSIM_ERRBUF_INIT;
   if (lsim_cuda_describe(desc, sizeof desc) <= 0) {
@@ -436,7 +438,7 @@ static int lsim__calibrate(const char *out, int reps, const char *holdout,
   double c[5];
   lsim__fit((const double(*)[5])X, y, n, c);
   lsim_cost_model cm = {llround(c[0]), llround(c[1]), llround(c[2]),
-                        llround(c[3]), llround(c[4] * 1000.0)};
+                        llround(c[3]), llround(c[4])};
   rel = calloc((size_t)n, sizeof *rel);
   if (!rel) {
     rc = lsim_fail(&eb, LSIM_E_NOMEM, "out of memory");
@@ -450,6 +452,12 @@ static int lsim__calibrate(const char *out, int reps, const char *holdout,
     q.true_rank_rows = (int64_t)llround(X[i][4] * 1000.0);
     rel[i] = fabs((double)lsim_cost_plan_ns(&cm, &q) - y[i]) / y[i];
   }
+  if (verbose)
+    for (int i = 0; i < n; i++)
+      printf("calibrate: shape %3d: prefill_rows %5.0f decode_rows %4.0f "
+             "segments %3.0f true_rank_rows %6.0f measured %7.0f ns, "
+             "rel err %5.1f%%\n", i, X[i][1], X[i][2], X[i][3],
+             X[i][4] * 1000.0, y[i], 100 * rel[i]);
   double fmed = lsim__quantile(rel, n, 0.5), fp90 = lsim__quantile(rel, n, 0.9);
   double ymin = y[0], ymax = y[0];
   for (int i = 0; i < n; i++) {
@@ -541,16 +549,17 @@ out:
 #endif /* LSIM_HAVE_CUDA */
 
 int lsim_calibrate_cmd(int argc, char **argv) {
-  enum { O_OUT = 256, O_REPS, O_HOLDOUT, O_DB };
+  enum { O_OUT = 256, O_REPS, O_HOLDOUT, O_DB, O_VERBOSE };
   static const struct option opts[] = {
       {"out", required_argument, NULL, O_OUT},
       {"reps", required_argument, NULL, O_REPS},
       {"holdout", required_argument, NULL, O_HOLDOUT},
       {"db", required_argument, NULL, O_DB},
+      {"verbose", no_argument, NULL, O_VERBOSE},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
   const char *out = NULL, *holdout = NULL, *db = NULL;
-  int reps = 11, c;
+  int reps = 11, verbose = 0, c;
   char *end;
   optind = 1;
   while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -558,6 +567,7 @@ int lsim_calibrate_cmd(int argc, char **argv) {
     case O_OUT: out = optarg; break;
     case O_HOLDOUT: holdout = optarg; break;
     case O_DB: db = optarg; break;
+    case O_VERBOSE: verbose = 1; break;
     case O_REPS:
       errno = 0;
       reps = (int)strtol(optarg, &end, 10);
@@ -575,11 +585,13 @@ int lsim_calibrate_cmd(int argc, char **argv) {
   if ((!out || !db) && mkdir("results", 0777) != 0 && errno != EEXIST)
     return lsim__cal_die(LSIM_E_IO, "cannot create directory results/");
   return lsim__calibrate(out ? out : "results/profile-cuda.json", reps,
-                         holdout, db ? db : "results/calibrate-holdout.db");
+                         holdout, db ? db : "results/calibrate-holdout.db",
+                         verbose);
 #else
   (void)out;
   (void)holdout;
   (void)db;
+  (void)verbose;
   return lsim__cal_die(LSIM_E_DEV_NO_DEVICE,
                        "calibrate needs a CUDA device: this lorasim was built "
                        "without CUDA (nvcc was not found at configure time)");

@@ -284,8 +284,8 @@ Test(pool, launch_cannot_name_an_adapter_before_copy_event_and_digest,
   int64_t gen = -1;
   int pub = -1, pend = -1;
 
-  /* generation 1, with the copy held back on the device for 300 ms */
-  lsim_cuda_pool__set_delay(P, 0, 300 * 1000 * 1000LL);
+  /* generation 1, with its copy held back behind a closed gate */
+  lsim_cuda_pool__gate(P, 1);
   OK(lsim_cuda_pool_load(P, 0, r, f1.scale, f1.A, f1.B, NULL, eb));
   lsim_errbuf e0 = LSIM_ERRBUF_INIT;
   cr_assert_eq(lsim_cuda_pool_copy_done(P, 0, &e0), 0, "copy event already done");
@@ -296,9 +296,9 @@ Test(pool, launch_cannot_name_an_adapter_before_copy_event_and_digest,
   cr_assert(gen == 0 && pub == 0 && pend == 1);
   FAILS(LSIM_E_DEV_BUSY, lsim_cuda_pool_load(P, 0, r, f1.scale, f1.A, f1.B,
                                              NULL, eb));
+  lsim_cuda_pool__gate(P, 0);
   OK(lsim_cuda_pool_publish(P, 0, 1, &gen, eb));
   cr_assert_eq(gen, 1);
-  lsim_cuda_pool__set_delay(P, 0, 0);
   batch_reset_y(&b, &p, dt);
   OK(lsim_cuda_pool_run(P, &p, NULL, 0, b.dx, b.ldx, ydev(&b), b.ldy, eb));
   int64_t ns = 0;
@@ -311,6 +311,7 @@ Test(pool, launch_cannot_name_an_adapter_before_copy_event_and_digest,
   OK(lsim_cuda_pool__corrupt_staged(P, 0, 37, eb));
   batch_reset_y(&b, &p, dt);
   OK(lsim_cuda_pool_run(P, &p, NULL, 0, b.dx, b.ldx, ydev(&b), b.ldy, eb));
+  OK(lsim_cuda_pool_sync(P, eb));
   cr_assert_eq(batch_check(&b, &p, &f1, 1), 0, "pending gen 2 was visible");
   FAILS(LSIM_E_DEV_DIGEST, lsim_cuda_pool_publish(P, 0, 1, &gen, eb));
   OK(lsim_cuda_pool_adapter(P, 0, &gen, &pub, &pend, eb));
@@ -318,6 +319,7 @@ Test(pool, launch_cannot_name_an_adapter_before_copy_event_and_digest,
             (long long)gen, pub, pend);
   batch_reset_y(&b, &p, dt);
   OK(lsim_cuda_pool_run(P, &p, NULL, 0, b.dx, b.ldx, ydev(&b), b.ldy, eb));
+  OK(lsim_cuda_pool_sync(P, eb));
   cr_assert_eq(batch_check(&b, &p, &f1, 1), 0, "gen 1 not launchable after a "
                                                "failed publication");
   lsim_cuda_pool_stats st;
@@ -337,6 +339,7 @@ Test(pool, launch_cannot_name_an_adapter_before_copy_event_and_digest,
   cr_assert_eq(gen, 2);
   batch_reset_y(&b, &p, dt);
   OK(lsim_cuda_pool_run(P, &p, NULL, 0, b.dx, b.ldx, ydev(&b), b.ldy, eb));
+  OK(lsim_cuda_pool_sync(P, eb));
   cr_assert_eq(batch_check(&b, &p, &f2, 1), 0, "generation 2 not exact");
   cr_assert_gt(batch_check(&b, &p, &f1, 1), 0, "the two generations agree");
 

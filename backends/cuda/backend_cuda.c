@@ -147,6 +147,14 @@ static lsim_err lsim__cu_ensure(lsim__cuda_state *s, const lsim_qadapter *ad,
   lsim_err rc = 0;
   int id = lsim__cu_find(s, art, ver);
   const int d_in = s->cfg.d_in, d_out = s->cfg.d_out, r = ad->rank;
+  if (id >= 0 && s->res[id].rank != r) {
+    /* the same artifact at another rank (calibration sweeps do this): a
+    ** different tensor, so the resident one goes */
+    if ((rc = lsim_cuda_pool_retire(s->pool, id, eb)))
+      return rc;
+    s->res[id].art = -1;
+    id = -1;
+  }
   if (id >= 0) {
     s->res[id].last_iter = iter;
     *pid = id;
