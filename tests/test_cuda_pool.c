@@ -284,19 +284,31 @@ Test(pool, launch_cannot_name_an_adapter_before_copy_event_and_digest,
   int64_t gen = -1;
   int pub = -1, pend = -1;
 
-  /* generation 1, with its copy held back behind a closed gate */
-  lsim_cuda_pool__gate(P, 1);
+  /* generation 1, with the copy held back on the device for 300 ms (a
+  ** spinning kernel on the copy stream ahead of it) */
+  lsim_cuda_pool__set_delay(P, 0, 300 * 1000 * 1000LL);
   OK(lsim_cuda_pool_load(P, 0, r, f1.scale, f1.A, f1.B, NULL, eb));
   lsim_errbuf e0 = LSIM_ERRBUF_INIT;
-  cr_assert_eq(lsim_cuda_pool_copy_done(P, 0, &e0), 0, "copy event already done");
-  FAILS(LSIM_E_DEV_PUBLISH_EARLY, lsim_cuda_pool_publish(P, 0, 0, &gen, eb));
+  int done = lsim_cuda_pool_copy_done(P, 0, &e0);
+  cr_assert(done == 0 || done == 1, "%s", e0.msg);
+  /* compute-sanitizer serialises kernel launches, so under it the delay
+  ** has passed before load returns and there is no early window */
+  if (done && getenv("CUDA_INJECTION64_PATH"))
+    cr_log_warn("copy already complete under a CUDA tool: the early-publish "
+                "window is not tested in this run");
+  else
+    cr_assert_eq(done, 0, "copy event already done");
+  if (!done) {
+    FAILS(LSIM_E_DEV_PUBLISH_EARLY, lsim_cuda_pool_publish(P, 0, 0, &gen, eb));
+    OK(lsim_cuda_pool_adapter(P, 0, &gen, &pub, &pend, eb));
+    cr_assert(gen == 0 && pub == 0 && pend == 1);
+  }
+  /* whatever the copy's state: nothing launches before publication */
   FAILS(LSIM_E_DEV_NOT_PUBLISHED,
         lsim_cuda_pool_run(P, &p, NULL, 0, b.dx, b.ldx, ydev(&b), b.ldy, eb));
-  OK(lsim_cuda_pool_adapter(P, 0, &gen, &pub, &pend, eb));
-  cr_assert(gen == 0 && pub == 0 && pend == 1);
   FAILS(LSIM_E_DEV_BUSY, lsim_cuda_pool_load(P, 0, r, f1.scale, f1.A, f1.B,
                                              NULL, eb));
-  lsim_cuda_pool__gate(P, 0);
+  lsim_cuda_pool__set_delay(P, 0, 0);
   OK(lsim_cuda_pool_publish(P, 0, 1, &gen, eb));
   cr_assert_eq(gen, 1);
   batch_reset_y(&b, &p, dt);

@@ -5,7 +5,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "pool.cuh"
 
@@ -237,22 +236,8 @@ struct lsim_cuda_pool {
   int meta_live, timed;
   int64_t delay_launch, delay_copy;
   int unfenced;
-  int gate_closed;          /* test hook: hold later copies */
-  int gate_open;            /* read by the host function on the stream */
   lsim_cuda_pool_stats st;
 };
-
-/* Test hook: runs on the copy stream and holds it until the gate opens. */
-static void CUDART_CB lsim__pg_gate_fn(void *ud) {
-  int *open = (int *)ud;
-  struct timespec t0, t;
-  clock_gettime(CLOCK_MONOTONIC, &t0);
-  while (!__atomic_load_n(open, __ATOMIC_ACQUIRE)) {
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    if (t.tv_sec - t0.tv_sec > 10)
-      break;
-  }
-}
 
 extern "C" int lsim_cuda_pool_page_elems(const lsim_cuda_pool *P) {
   return (int)P->H;
@@ -572,9 +557,7 @@ extern "C" lsim_err lsim_cuda_pool_load(lsim_cuda_pool *P, int id, int rank,
     lsim__pg_delay<<<1, 1, 0, P->s_copy>>>(P->delay_copy);
     LSIM_CUDA_TRY(cudaGetLastError(), eb);
   }
-  if (P->gate_closed)
-    LSIM_CUDA_TRY(cudaLaunchHostFunc(P->s_copy, lsim__pg_gate_fn,
-                                     (void *)&P->gate_open), eb);
+
   for (int64_t j = 0; j < n;) {
     int64_t k = j + 1;
     while (k < n && ob->page[k] == ob->page[k - 1] + 1)
@@ -911,9 +894,4 @@ extern "C" void lsim_cuda_pool__set_delay(lsim_cuda_pool *P, int64_t launch_ns,
 
 extern "C" void lsim_cuda_pool__set_unfenced(lsim_cuda_pool *P, int unfenced) {
   P->unfenced = unfenced;
-}
-
-extern "C" void lsim_cuda_pool__gate(lsim_cuda_pool *P, int closed) {
-  P->gate_closed = closed;
-  __atomic_store_n(&P->gate_open, !closed, __ATOMIC_RELEASE);
 }

@@ -192,11 +192,6 @@ lsim_err lsim_cuda_pool__corrupt_staged(lsim_cuda_pool *P, int id,
 ** later load's copy (copy_ns) first spin this long on the device. */
 void lsim_cuda_pool__set_delay(lsim_cuda_pool *P, int64_t launch_ns,
                                int64_t copy_ns);
-/* closed = 1: every later load's copy waits (on the copy stream, behind a
-** host function) until the gate is opened again with closed = 0 (or 10 s
-** pass), so that a test sees a copy event that has certainly not
-** completed, even under compute-sanitizer (which serialises kernels). */
-void lsim_cuda_pool__gate(lsim_cuda_pool *P, int closed);
 /* 1: hand retired pages to later loads WITHOUT waiting for their last-use
 ** event (shows the reuse test can fail). */
 void lsim_cuda_pool__set_unfenced(lsim_cuda_pool *P, int unfenced);
