@@ -121,8 +121,10 @@ __global__ void lsim__pg_checksum(const uint16_t *pool, const int32_t *ptab,
 ** Shrink: warp w takes rank rows k = w, w + 4, ...; each lane sums
 ** x[j] * A[k][j] over its columns j = lane + 32 m for every row of the tile,
 ** then the warp reduces by butterfly (a fixed order); t = s * sum goes to
-** shared memory.  Expand: thread c sums t[i][k] * Bt[k][c] over k in order
-** and adds it to Y[row][c] in fp32, rounded once to the type.  Every factor
+** shared memory.  Expand: a group of column threads sums t[i][k] * Bt[k][c]
+** over its share of k (narrow modules split the rank over up to four
+** groups, added in group order) and adds it to Y[row][c] in fp32, rounded
+** once to the type.  Every factor
 ** row address comes from the generation's page table.
 */
 template <typename T>
@@ -171,24 +173,49 @@ __global__ void __launch_bounds__(LSIM__PG_THREADS)
   }
   __syncthreads();
 
-  for (int c = tid; c < a.d_out; c += blockDim.x) {
+  /* expand: cw column threads per group and S = 128 / cw groups splitting
+  ** the rank (group g takes k = g, g + S, ...); the groups' partial sums
+  ** meet in shared memory and are added in group order, so the order of
+  ** every sum is fixed */
+  __shared__ float part[LSIM__PG_THREADS][LSIM__PG_TR];
+  const int cw = a.d_out >= LSIM__PG_THREADS / 2
+                     ? (a.d_out >= LSIM__PG_THREADS ? LSIM__PG_THREADS : 64)
+                     : 32;
+  const int S = LSIM__PG_THREADS / cw, g = tid / cw, cl = tid % cw;
+  for (int c0 = 0; c0 < a.d_out; c0 += cw) {
+    const int c = c0 + cl;
     float acc[LSIM__PG_TR];
 #pragma unroll
     for (int i = 0; i < LSIM__PG_TR; i++)
       acc[i] = 0.f;
-    for (int k = 0; k < rank; k++) {
-      const float w = lsim__dt<T>::to_f(a.pool[(int64_t)pgs[rank + k] * a.H + c]);
+    if (c < a.d_out)
+      for (int k = g; k < rank; k += S) {
+        const float w =
+            lsim__dt<T>::to_f(a.pool[(int64_t)pgs[rank + k] * a.H + c]);
+#pragma unroll
+        for (int i = 0; i < LSIM__PG_TR; i++)
+          if (i < nr)
+            acc[i] += t[i * rank + k] * w;
+      }
+    if (S > 1) {
+      __syncthreads(); /* the previous column block's partials are read */
 #pragma unroll
       for (int i = 0; i < LSIM__PG_TR; i++)
-        if (i < nr)
-          acc[i] += t[i * rank + k] * w;
-    }
+        part[tid][i] = acc[i];
+      __syncthreads();
+      if (g == 0)
+        for (int h = 1; h < S; h++)
 #pragma unroll
-    for (int i = 0; i < LSIM__PG_TR; i++)
-      if (i < nr) {
-        uint16_t *y = a.Y + (int64_t)rows[i] * a.ldy + c;
-        *y = lsim__dt<T>::from_f(lsim__dt<T>::to_f(*y) + acc[i]);
-      }
+          for (int i = 0; i < LSIM__PG_TR; i++)
+            acc[i] += part[h * cw + cl][i];
+    }
+    if (g == 0 && c < a.d_out)
+#pragma unroll
+      for (int i = 0; i < LSIM__PG_TR; i++)
+        if (i < nr) {
+          uint16_t *y = a.Y + (int64_t)rows[i] * a.ldy + c;
+          *y = lsim__dt<T>::from_f(lsim__dt<T>::to_f(*y) + acc[i]);
+        }
   }
 }
 
