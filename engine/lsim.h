@@ -70,6 +70,7 @@ typedef int lsim_err;        /* 0 ok, negative LSIM_E_* */
   X(LSIM_E_STATE,            -82, "E_STATE")                                \
   X(LSIM_E_NOSPACE,          -83, "E_NOSPACE")
 
+#include "err_dev.h"
 #include "err_exec.h"
 #include "err_id.h"
 #include "err_plan.h"
@@ -83,7 +84,8 @@ typedef int lsim_err;        /* 0 ok, negative LSIM_E_* */
   LSIM_ERRCODES_TENSOR(X)    \
   LSIM_ERRCODES_ID(X)        \
   LSIM_ERRCODES_EXEC(X)      \
-  LSIM_ERRCODES_RES(X)
+  LSIM_ERRCODES_RES(X)       \
+  LSIM_ERRCODES_DEV(X)
 
 enum {
 #define LSIM__ENUM(sym, val, name) sym = val,
