@@ -72,6 +72,7 @@ typedef int lsim_err;        /* 0 ok, negative LSIM_E_* */
   X(LSIM_E_STATE,            -82, "E_STATE")                                \
   X(LSIM_E_NOSPACE,          -83, "E_NOSPACE")
 
+#include "err_dev.h"
 #include "err_exec.h"
 #include "err_id.h"
 #include "err_kv.h"
@@ -87,6 +88,7 @@ typedef int lsim_err;        /* 0 ok, negative LSIM_E_* */
   LSIM_ERRCODES_ID(X)        \
   LSIM_ERRCODES_EXEC(X)      \
   LSIM_ERRCODES_RES(X)       \
+  LSIM_ERRCODES_DEV(X)       \
   LSIM_ERRCODES_KV(X)
 
 enum {

@@ -96,6 +96,10 @@ typedef struct lsim_scenario {
   int64_t decode_token_ns;
   int64_t segment_ns;  /* per contiguous adapter segment */
   int64_t rank_row_ps; /* per (row x rank) unit of adapter work, in ps */
+  /* $.cost.profile (resolved against the scenario's directory) or the
+  ** replay's --profile: a calibrated cost profile (sim/calibrate.h) whose
+  ** coefficients replaced the five above; "" when none */
+  char cost_profile[LSIM_PATH_MAX];
 
   /* $.adapters: the synthetic catalog */
   int adapters;
