@@ -36,6 +36,8 @@ typedef int lsim_err;        /* 0 ok, negative LSIM_E_* */
 **   -160..-199 exact tensors (err_tensor.h)
 **   -200..-299 identities and generations (err_id.h)
 **   -300..-349 `lorasim exec` input (err_exec.h)
+**   -350..-419 residency, publication, hotswap, merge (err_res.h)
+**   -500..-559 collection compression (err_cmp.h)
 */
 #define LSIM_ERRCODES(X)                                                    \
   X(LSIM_E_NOMEM,            -1,  "E_NOMEM")                                \
@@ -70,6 +72,7 @@ typedef int lsim_err;        /* 0 ok, negative LSIM_E_* */
   X(LSIM_E_STATE,            -82, "E_STATE")                                \
   X(LSIM_E_NOSPACE,          -83, "E_NOSPACE")
 
+#include "err_cmp.h"
 #include "err_exec.h"
 #include "err_id.h"
 #include "err_plan.h"
@@ -83,7 +86,8 @@ typedef int lsim_err;        /* 0 ok, negative LSIM_E_* */
   LSIM_ERRCODES_TENSOR(X)    \
   LSIM_ERRCODES_ID(X)        \
   LSIM_ERRCODES_EXEC(X)      \
-  LSIM_ERRCODES_RES(X)
+  LSIM_ERRCODES_RES(X)       \
+  LSIM_ERRCODES_CMP(X)
 
 enum {
 #define LSIM__ENUM(sym, val, name) sym = val,
