@@ -159,6 +159,8 @@ lsim_err lsim_jd_bundle_digest(const lsim_jd_bundle_in *in, lsim_digest *out,
   for (int i = 0; i < r->n; i++) {
     lsim__str(&e, in->names[i]);
     lsim__dig(&e, &in->sources[i]);
+    lsim__u64(&e, (uint64_t)in->ranks[i]);
+    lsim__f64(&e, in->scales[i]);
     lsim__u64(&e, (uint64_t)r->cluster[i]);
     lsim__f64(&e, r->norm[i]);
     lsim__f64(&e, r->err2[i]);

@@ -136,6 +136,8 @@ typedef struct lsim_jd_bundle_in {
   uint64_t seed;
   const char *const *names;   /* [n] source names, in order */
   const lsim_digest *sources; /* [n] source digests */
+  const int *ranks;           /* [n] source ranks */
+  const double *scales;       /* [n] source semantic scales */
   const lsim_digest *source_set;
   const lsim_jd_result *fit;
   const lsim_digest *bases; /* [k] */

@@ -3,6 +3,7 @@
 **
 **   lorasim replay SCENARIO.json [options]   replay a scenario
 **   lorasim compare SCENARIO.json --schedulers A,B,...   one table
+**   lorasim compress --in COLLECTION.json --out BUNDLE.json  (compress_cmd.c)
 **   lorasim help [COMMAND]                   usage
 **   lorasim version                          version and build
 **
@@ -20,6 +21,7 @@
 #include "../backends/backend.h"
 #include "../engine/policy/policy.h"
 #include "compare.h"
+#include "compress_cmd.h"
 #include "exec.h"
 #include "trace_cmd.h"
 #include "replay.h"
@@ -84,6 +86,7 @@ static void lsim__usage(FILE *f) {
         "  compare SCENARIO.json  run it under several schedulers, one table\n"
         "  exec --in BATCH.json   run one batch exactly (plan, delta, Y)\n"
         "  trace convert|stats    import, convert and summarise traces\n"
+        "  compress --in C.json   shared-basis bundle of an adapter collection\n"
         "  help [COMMAND]         show help for a command\n"
         "  version                print the version and build\n"
         "\n"
@@ -269,6 +272,8 @@ int main(int argc, char **argv) {
     return lsim_trace_main(argc - 1, argv + 1);
   if (strcmp(cmd, "exec") == 0)
     return lsim_exec_main(argc - 1, argv + 1);
+  if (strcmp(cmd, "compress") == 0)
+    return lsim_compress_main(argc - 1, argv + 1);
   if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0)
     return lsim__cmd_version();
   if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 ||
@@ -281,6 +286,9 @@ int main(int argc, char **argv) {
     } else if (argc > 2 && strcmp(argv[2], "compare") == 0) {
       char *av[] = {"compare", "--help", NULL};
       return lsim_compare_main(2, av);
+    } else if (argc > 2 && strcmp(argv[2], "compress") == 0) {
+      char *av[] = {"compress", "--help", NULL};
+      return lsim_compress_main(2, av);
     } else if (argc > 2 && strcmp(argv[2], "exec") == 0) {
       char *av[] = {"exec", "--help", NULL};
       return lsim_exec_main(2, av);
