@@ -748,6 +748,61 @@ out:
 
 /* ---- the report ------------------------------------------------------------ */
 
+/* Measured kernel times (tools/gpu_compress.sh writes them): one line per
+** configuration, "METHOD R K JD_MS LORA_MS TOKENS"; '#' starts a comment. */
+typedef struct lsim__ktime {
+  int method, R, k, tokens;
+  double jd_ms, lora_ms;
+} lsim__ktime;
+
+static lsim_err lsim__read_times(const char *file, lsim__ktime **out, int *n,
+                                 lsim_errbuf *eb) {
+  *out = NULL;
+  *n = 0;
+  FILE *f = fopen(file, "r");
+  if (!f)
+    return lsim_fail(eb, LSIM_E_IO, "%s: cannot open: %s", file,
+                     strerror(errno));
+  char line[512], meth[32];
+  int cap = 0, ln = 0;
+  lsim_err rc = 0;
+  while (fgets(line, sizeof line, f)) {
+    ln++;
+    char *h = strchr(line, '#');
+    if (h)
+      *h = 0;
+    if (strspn(line, " \t\r\n") == strlen(line))
+      continue;
+    lsim__ktime t;
+    char tail;
+    if (sscanf(line, "%31s %d %d %lf %lf %d %c", meth, &t.R, &t.k, &t.jd_ms,
+               &t.lora_ms, &t.tokens, &tail) != 6 ||
+        !(t.method = lsim_jd_method_find(meth)) || t.R < 1 || t.k < 1 ||
+        !(t.jd_ms > 0) || !(t.lora_ms > 0) || t.tokens < 1) {
+      rc = lsim_fail(eb, LSIM_E_CMP_TYPE,
+                     "%s:%d: want METHOD R K JD_MS LORA_MS TOKENS", file, ln);
+      break;
+    }
+    if (*n == cap) {
+      cap = cap ? 2 * cap : 16;
+      lsim__ktime *nt = realloc(*out, sizeof *nt * (size_t)cap);
+      if (!nt) {
+        rc = lsim_fail(eb, LSIM_E_NOMEM, "kernel times");
+        break;
+      }
+      *out = nt;
+    }
+    (*out)[(*n)++] = t;
+  }
+  fclose(f);
+  if (rc) {
+    free(*out);
+    *out = NULL;
+    *n = 0;
+  }
+  return rc;
+}
+
 static int lsim__parse_list(const char *s, int *out, int max) {
   int n = 0;
   while (*s && n < max) {
@@ -773,6 +828,7 @@ static int lsim__parse_list(const char *s, int *out, int max) {
 */
 static lsim_err lsim__report(const lsim__coll *c, const lsim_jd_config *base,
                              const int *ranks, int nr, const int *ks, int nk,
+                             const lsim__ktime *kt, int nkt,
                              lsim_errbuf *eb) {
   int r0 = 0;
   for (int i = 0; i < c->n; i++)
@@ -819,18 +875,26 @@ static lsim_err lsim__report(const lsim__coll *c, const lsim_jd_config *base,
         int64_t bytes = 2 * params + (ks[b] > 1 ? 4 * (int64_t)c->n : 0);
         int64_t core_b = 2 * (int64_t)r.core_len;
         int64_t basis_b = 2 * (int64_t)ranks[a] * S;
+        char kbuf[96];
+        snprintf(kbuf, sizeof kbuf, "not measured");
+        for (int t = 0; t < nkt; t++)
+          if (kt[t].method == m && kt[t].R == ranks[a] && kt[t].k == ks[b])
+            snprintf(kbuf, sizeof kbuf,
+                     "jd %.4f ms, lora %.4f ms (%d tokens, measured)",
+                     kt[t].jd_ms, kt[t].lora_ms, kt[t].tokens);
         printf("%-8s %4d %3d %14lld %8.4f %12lld %12lld %12.4e %9s  %s\n",
                lsim_jd_method_name(m), ranks[a], ks[b], (long long)bytes,
                (double)bytes / (double)(2 * lora_params), (long long)core_b,
                (long long)basis_b, r.total_err2 / r.total_norm2,
-               r.converged ? "yes" : "no", "not measured");
+               r.converged ? "yes" : "no", kbuf);
         lsim_jd_result_release(&r);
       }
   printf("\nresident_B: bases and cores in fp16 (+4 B cluster id per adapter "
          "when k > 1);\nadapter_B: one cold adapter's core with its basis "
          "resident; basis_B: one cluster's U and V.\nkernel_time: only from "
-         "a GPU measurement (tools/gpu_compress.sh); fewer bytes are not "
-         "lower latency.\n");
+         "a GPU measurement (--kernel-times, written by "
+         "tools/gpu_compress.sh);\nfewer bytes are never reported as lower "
+         "latency.\n");
   return 0;
 }
 
@@ -867,6 +931,8 @@ static void lsim__usage(FILE *f) {
       "                      --clusters-list for both methods (no bundle)\n"
       "  --ranks LIST        e.g. 2,4,8 (default: --rank)\n"
       "  --clusters-list L   e.g. 1,2,4 (default: --clusters)\n"
+      "  --kernel-times FILE measured GPU times (METHOD R K JD_MS LORA_MS\n"
+      "                      TOKENS per line); otherwise 'not measured'\n"
       "\n"
       "exit status: 0 ok, 1 fitting failed, 2 bad usage or input\n",
       f);
@@ -896,7 +962,8 @@ static int lsim__posint(const char *s, int lo, int hi, int *out) {
 int lsim_compress_main(int argc, char **argv) {
   enum { O_IN = 256, O_OUT, O_METHOD, O_RANK, O_CLUSTERS, O_ITER, O_ROUNDS,
          O_SEED, O_SYN, O_DIN, O_DOUT, O_SRANK, O_PLANTED, O_GROUPS,
-         O_STRUCT, O_NOISE, O_SSEED, O_REPORT, O_RANKS, O_KS, O_VERIFY };
+         O_STRUCT, O_NOISE, O_SSEED, O_REPORT, O_RANKS, O_KS, O_VERIFY,
+         O_KTIMES };
   static const struct option opts[] = {
       {"in", required_argument, NULL, O_IN},
       {"out", required_argument, NULL, O_OUT},
@@ -919,10 +986,11 @@ int lsim_compress_main(int argc, char **argv) {
       {"ranks", required_argument, NULL, O_RANKS},
       {"clusters-list", required_argument, NULL, O_KS},
       {"verify", required_argument, NULL, O_VERIFY},
+      {"kernel-times", required_argument, NULL, O_KTIMES},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
   const char *in = NULL, *out = NULL, *verify = NULL, *ranks_s = NULL,
-             *ks_s = NULL;
+             *ks_s = NULL, *ktimes = NULL;
   lsim_jd_config cfg = LSIM_JD_CONFIG_INIT;
   cfg.rank = 4;
   lsim_jd_synth syn = {0, 64, 64, 8, 8, 1, LSIM_SYNTH_FULL, 0, 1};
@@ -973,6 +1041,7 @@ int lsim_compress_main(int argc, char **argv) {
     case O_REPORT: report = 1; break;
     case O_RANKS: ranks_s = optarg; break;
     case O_KS: ks_s = optarg; break;
+    case O_KTIMES: ktimes = optarg; break;
     case 'h': lsim__usage(stdout); return 0;
     default: lsim__usage(stderr); return 2;
     }
@@ -1060,7 +1129,14 @@ int lsim_compress_main(int argc, char **argv) {
       status = 2;
       goto done;
     }
-    rc = lsim__report(&col, &cfg, ranks, nr, ks, nk, &eb);
+    lsim__ktime *kt = NULL;
+    int nkt = 0;
+    if (ktimes && (rc = lsim__read_times(ktimes, &kt, &nkt, &eb))) {
+      status = lsim__fail_out(ktimes, NULL, &eb, 2);
+      goto done;
+    }
+    rc = lsim__report(&col, &cfg, ranks, nr, ks, nk, kt, nkt, &eb);
+    free(kt);
     if (rc)
       status = lsim__fail_out(file, NULL, &eb, 1);
     goto done;
