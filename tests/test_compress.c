@@ -214,6 +214,42 @@ Test(ledger, fixture_counts_and_break_even) {
   cr_assert_lt(L.diag, L.lora);
 }
 
+Test(ledger, exact_rational_thresholds) {
+  mpq_t t;
+  mpq_init(t);
+  long n = 0;
+  /* fixture: 12/8 = 3/2 (JD-Full) and 12/10 = 6/5 (JD-Diag); n = 2 */
+  OK(lsim_ref_jd_breakeven(1, 2, 3, 3, 2, 1, t, &n, eb));
+  cr_assert_eq(mpq_cmp_si(t, 3, 2), 0, "%s", lsim_q_str(t));
+  cr_assert_eq(n, 2);
+  OK(lsim_ref_jd_breakeven(0, 2, 3, 3, 2, 1, t, &n, eb));
+  cr_assert_eq(mpq_cmp_si(t, 6, 5), 0);
+  cr_assert_eq(n, 2);
+  /* JD-Diag with r0 S = R = 6: a zero denominator */
+  FAILS(LSIM_E_CMP_NO_BREAKEVEN,
+        lsim_ref_jd_breakeven(0, 1, 3, 3, 6, 1, t, &n, eb));
+  /* an integral threshold needs the next n: 6 * 6 / (2 * 6 - 6) = 6 */
+  OK(lsim_ref_jd_breakeven(0, 2, 3, 3, 6, 1, t, &n, eb));
+  cr_assert_eq(mpq_cmp_si(t, 6, 1), 0);
+  cr_assert_eq(n, 7, "n must exceed the threshold strictly");
+  /* the rational and the integer ledger agree everywhere small */
+  for (int r0 = 1; r0 <= 4; r0++)
+    for (int R = 1; R <= 8; R++)
+      for (int full = 0; full <= 1; full++) {
+        int64_t in, num, den;
+        lsim_errbuf e1 = LSIM_ERRBUF_INIT, e2 = LSIM_ERRBUF_INIT;
+        lsim_err a = lsim_ref_jd_breakeven(full, r0, 3, 4, R, 2, t, &n, &e1);
+        lsim_err b = lsim_jd_breakeven(full ? LSIM_JD_FULL : LSIM_JD_DIAG,
+                                       r0, 3, 4, R, 2, &in, &num, &den, &e2);
+        cr_assert_eq(a, b);
+        if (!a)
+          cr_assert_eq(n, in);
+      }
+  FAILS(LSIM_E_CMP_NO_BREAKEVEN,
+        lsim_ref_jd_breakeven(1, 1, 3, 3, 3, 1, t, &n, eb));
+  mpq_clear(t);
+}
+
 Test(ledger, thousand_adapters_4096_wide) {
   lsim_jd_ledger L;
   OK(lsim_jd_ledger_count(1000, 16, 4096, 4096, 32, 1, &L, eb));

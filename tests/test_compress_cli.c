@@ -245,6 +245,30 @@ Test(compress_cli, synthetic_and_report) {
   for (const char *q = out; (q = strstr(q, "not measured")); q++)
     rows++;
   cr_assert_eq(rows, 8, "%s", out);
+  /* a measured time appears only for the configuration it was measured
+     for; every other row stays "not measured" */
+  write_file("times.txt", "# method R k jd_ms lora_ms tokens\n"
+                          "jd-diag 3 1 0.0420 0.0310 256\n");
+  rc = lorasim("compress --synthetic 12 --d-in 10 --d-out 9 --src-rank 2 "
+               "--planted 3 --groups 3 --report --ranks 2,3 "
+               "--clusters-list 1,3 --kernel-times times.txt");
+  cr_assert_eq(rc, 0, "%s", out);
+  rows = 0;
+  for (const char *q = out; (q = strstr(q, "not measured")); q++)
+    rows++;
+  cr_assert_eq(rows, 7, "%s", out);
+  const char *m = strstr(out, "jd 0.0420 ms, lora 0.0310 ms");
+  cr_assert_not_null(m, "%s", out);
+  const char *ls = m;
+  while (ls > out && ls[-1] != '\n')
+    ls--;
+  cr_assert_eq(strncmp(ls, "jd-diag     3   1", 17), 0, "row: %.40s", ls);
+  write_file("bad_times.txt", "jd-diag 3 1 fast\n");
+  rc = lorasim("compress --synthetic 12 --report --kernel-times "
+               "bad_times.txt");
+  cr_assert_eq(rc, 2, "%s", out);
+  cr_assert(strstr(out, "E_CMP_TYPE") && strstr(out, "bad_times.txt:1"), "%s",
+            out);
   rc = lorasim("compress --synthetic 4 --structure diag --src-rank 2 "
                "--planted 3 --report");
   cr_assert_eq(rc, 2, "%s", out);

@@ -257,3 +257,39 @@ lsim_err lsim_ref_jd_apply(const lsim_qmat *X, const lsim_qmat *U,
   lsim_qmat_clear(&O);
   return rc;
 }
+
+lsim_err lsim_ref_jd_breakeven(int full, long r0, long d_in, long d_out,
+                               long R, long k, mpq_t threshold, long *min_n,
+                               lsim_errbuf *eb) {
+  *min_n = 0;
+  if (r0 < 1 || d_in < 1 || d_out < 1 || R < 1 || k < 1)
+    return lsim_fail(eb, LSIM_E_SHAPE, "break-even needs r0, d_in, d_out, R, "
+                     "k >= 1");
+  mpz_t S, num, den, c;
+  mpz_inits(S, num, den, c, NULL);
+  mpz_set_si(S, d_in);
+  mpz_add_ui(S, S, (unsigned long)d_out);
+  mpz_mul_si(num, S, R);
+  mpz_mul_si(num, num, k);        /* k R S */
+  mpz_mul_si(den, S, r0);         /* r0 S */
+  mpz_set_si(c, R);
+  if (full)
+    mpz_mul_si(c, c, R);          /* R^2 */
+  mpz_sub(den, den, c);           /* r0 S - c */
+  lsim_err rc = 0;
+  if (mpz_sgn(den) <= 0) {
+    char *d = mpz_get_str(NULL, 10, den);
+    rc = lsim_fail(eb, LSIM_E_CMP_NO_BREAKEVEN,
+                   "r0*S - %s = %s is not positive: no collection size saves "
+                   "parameters", full ? "R^2" : "R", d ? d : "?");
+    free(d);
+  } else {
+    mpq_set_num(threshold, num);
+    mpq_set_den(threshold, den);
+    mpq_canonicalize(threshold);
+    mpz_fdiv_q(num, num, den);
+    *min_n = mpz_get_si(num) + 1;
+  }
+  mpz_clears(S, num, den, c, NULL);
+  return rc;
+}

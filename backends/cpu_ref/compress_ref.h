@@ -21,6 +21,10 @@
 **                            no rank-R JD-Diag collection is exact)
 **   lsim_ref_jd_apply        Y = ((X V) Sigma^T) U^T, the three-stage
 **                            runtime operator, full or diagonal core
+**   lsim_ref_jd_breakeven    the break-even threshold k R S / (r0 S - c)
+**                            as an exact rational (c = R^2 for JD-Full, R
+**                            for JD-Diag) and the least saving n;
+**                            E_CMP_NO_BREAKEVEN when r0 S - c <= 0
 **
 ** Errors: E_SHAPE, E_CMP_NOT_ORTHONORMAL, E_NOMEM.
 */
@@ -55,6 +59,12 @@ lsim_err lsim_ref_span_rank(const lsim_qmat *deltas, int n, int *rank,
 lsim_err lsim_ref_jd_apply(const lsim_qmat *X, const lsim_qmat *U,
                            const lsim_qmat *V, const lsim_qmat *core,
                            int diag, lsim_qmat *Y, lsim_errbuf *eb);
+
+/* full: 1 for JD-Full (c = R^2), 0 for JD-Diag (c = R).  threshold must be
+** initialised; *min_n = floor(threshold) + 1. */
+lsim_err lsim_ref_jd_breakeven(int full, long r0, long d_in, long d_out,
+                               long R, long k, mpq_t threshold, long *min_n,
+                               lsim_errbuf *eb);
 
 #ifdef __cplusplus
 }
