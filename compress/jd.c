@@ -65,6 +65,9 @@ typedef struct lsim__jd {
   /* scratch, sized for the largest source rank */
   int rmax;
   double *t1, *t2; /* [rmax * max(d_in, d_out, R)] */
+  double *t3;      /* [2 rmax R] */
+  double *gram;    /* [k][R][R] JD-Diag atom Gram matrix per cluster */
+  uint8_t *gram_ok; /* [k] valid since the cluster's last fit */
 } lsim__jd;
 
 static void *lsim__zalloc(size_t n, size_t size) {
@@ -132,60 +135,112 @@ static void lsim__dty(lsim__jd *J, int i, const double *y, double *out) {
   }
 }
 
-/* P [d_out][R] = D_i V  (V [d_in][R]) */
-static void lsim__dV(lsim__jd *J, int i, const double *V, double *P) {
-  const lsim_jd_source *s = &J->src[i];
-  int r = s->rank, R = J->R;
-  double *av = J->t2; /* [r][R] */
-  for (int p = 0; p < r; p++)
-    for (int j = 0; j < R; j++) {
-      double a = 0;
-      const double *row = s->A + (size_t)p * J->d_in;
-      for (int k = 0; k < J->d_in; k++)
-        a += row[k] * V[(size_t)k * R + j];
-      av[p * R + j] = a * J->c[i];
-    }
-  for (int o = 0; o < J->d_out; o++)
-    for (int j = 0; j < R; j++) {
-      double a = 0;
-      for (int p = 0; p < r; p++)
-        a += s->B[(size_t)o * r + p] * av[p * R + j];
-      P[(size_t)o * R + j] = a;
-    }
-}
-
-/* Q [R][d_in] = U^T D_i  (U [d_out][R]) */
-static void lsim__UtD(lsim__jd *J, int i, const double *U, double *Q) {
-  const lsim_jd_source *s = &J->src[i];
-  int r = s->rank, R = J->R;
-  double *ub = J->t2; /* [R][r] */
-  for (int j = 0; j < R; j++)
-    for (int p = 0; p < r; p++) {
-      double a = 0;
-      for (int o = 0; o < J->d_out; o++)
-        a += U[(size_t)o * R + j] * s->B[(size_t)o * r + p];
-      ub[j * r + p] = a * J->c[i];
-    }
-  for (int j = 0; j < R; j++)
-    for (int k = 0; k < J->d_in; k++) {
-      double a = 0;
-      for (int p = 0; p < r; p++)
-        a += ub[j * r + p] * s->A[(size_t)p * J->d_in + k];
-      Q[(size_t)j * J->d_in + k] = a;
-    }
-}
-
-/* C [R][R] = U^T D_i V */
+/* C [R][R] = U^T D_i V = c_i (U^T B_i)(A_i V), through r x R factors */
 static void lsim__core_full(lsim__jd *J, int i, const double *U,
-                            const double *V, double *C, double *P) {
-  int R = J->R;
-  lsim__dV(J, i, V, P); /* [d_out][R] */
-  for (int p = 0; p < R; p++)
-    for (int q = 0; q < R; q++) {
-      double a = 0;
-      for (int o = 0; o < J->d_out; o++)
-        a += U[(size_t)o * R + p] * P[(size_t)o * R + q];
-      C[p * R + q] = a;
+                            const double *V, double *C) {
+  const lsim_jd_source *s = &J->src[i];
+  int r = s->rank, R = J->R;
+  double *ub = J->t3, *av = J->t3 + (size_t)r * R; /* [r][R] each */
+  for (int p = 0; p < r; p++)
+    for (int j = 0; j < R; j++)
+      ub[p * R + j] = av[p * R + j] = 0;
+  for (int o = 0; o < J->d_out; o++)
+    for (int p = 0; p < r; p++) {
+      double b = s->B[(size_t)o * r + p];
+      for (int j = 0; j < R; j++)
+        ub[p * R + j] += b * U[(size_t)o * R + j];
+    }
+  for (int k = 0; k < J->d_in; k++)
+    for (int p = 0; p < r; p++) {
+      double a = s->A[(size_t)p * J->d_in + k];
+      for (int j = 0; j < R; j++)
+        av[p * R + j] += a * V[(size_t)k * R + j];
+    }
+  for (int a = 0; a < R; a++)
+    for (int b = 0; b < R; b++) {
+      double acc = 0;
+      for (int p = 0; p < r; p++)
+        acc += ub[p * R + a] * av[p * R + b];
+      C[a * R + b] = J->c[i] * acc;
+    }
+}
+
+/*
+** The eigen problems of M(V) and N(U) are sums of sandwiches F G F^T with
+** F [dim][r] a factor (B_i or A_i^T) and G [r][r] a small Gram matrix:
+** assembled from the factors, at cost dim^2 r per adapter instead of
+** dim^2 R, and without one persistent d_out x d_in delta.  The
+** accumulator batches many adapters' columns (FG and F side by side, row-
+** major [dim][cap]) so that S += FG F^T runs as long contiguous dot
+** products; the order of every sum is fixed, so results repeat bit for bit.
+*/
+#define LSIM__GACC_COLS 512
+
+typedef struct lsim__gacc {
+  int dim, used;
+  double *FG, *F; /* [dim][LSIM__GACC_COLS] */
+  double *S;      /* [dim][dim], accumulated */
+} lsim__gacc;
+
+/* a . b over n entries with four running sums (fixed order) */
+static double lsim__dot4(const double *a, const double *b, int n) {
+  double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  int t = 0;
+  for (; t + 4 <= n; t += 4) {
+    s0 += a[t] * b[t];
+    s1 += a[t + 1] * b[t + 1];
+    s2 += a[t + 2] * b[t + 2];
+    s3 += a[t + 3] * b[t + 3];
+  }
+  for (; t < n; t++)
+    s0 += a[t] * b[t];
+  return (s0 + s1) + (s2 + s3);
+}
+
+static void lsim__gacc_flush(lsim__gacc *g) {
+  int dim = g->dim, n = g->used;
+  if (!n)
+    return;
+  for (int a = 0; a < dim; a++) {
+    const double *fa = g->FG + (size_t)a * LSIM__GACC_COLS;
+    for (int b = a; b < dim; b++) {
+      double v = lsim__dot4(fa, g->F + (size_t)b * LSIM__GACC_COLS, n);
+      g->S[(size_t)a * dim + b] += v;
+    }
+  }
+  for (int a = 0; a < dim; a++) /* the sum is symmetric: mirror it */
+    for (int b = 0; b < a; b++)
+      g->S[(size_t)a * dim + b] = g->S[(size_t)b * dim + a];
+  g->used = 0;
+}
+
+/* add F G F^T; F element (a, p) at F[a*fs + p*ps]; r <= LSIM__GACC_COLS */
+static void lsim__gacc_add(lsim__gacc *g, const double *F, size_t fs,
+                           size_t ps, int r, const double *G) {
+  if (g->used + r > LSIM__GACC_COLS)
+    lsim__gacc_flush(g);
+  for (int a = 0; a < g->dim; a++) {
+    double *fg = g->FG + (size_t)a * LSIM__GACC_COLS + g->used;
+    double *f = g->F + (size_t)a * LSIM__GACC_COLS + g->used;
+    for (int q = 0; q < r; q++) {
+      double acc = 0;
+      for (int p = 0; p < r; p++)
+        acc += F[(size_t)a * fs + (size_t)p * ps] * G[p * r + q];
+      fg[q] = acc;
+      f[q] = F[(size_t)a * fs + (size_t)q * ps];
+    }
+  }
+  g->used += r;
+}
+
+/* G [r][r] = c^2 W W^T for W [r][R] */
+static void lsim__outer(const double *W, int r, int R, double c2, double *G) {
+  for (int p = 0; p < r; p++)
+    for (int q = 0; q < r; q++) {
+      double acc = 0;
+      for (int j = 0; j < R; j++)
+        acc += W[p * R + j] * W[q * R + j];
+      G[p * r + q] = c2 * acc;
     }
 }
 
@@ -254,66 +309,81 @@ static lsim_err lsim__fit_full(lsim__jd *J, const int *mem, int m,
   int R = J->R, din = J->d_in, dout = J->d_out;
   int big = din > dout ? din : dout;
   double *S = lsim__zalloc((size_t)big * big, sizeof *S);
-  double *P = lsim__zalloc((size_t)big * R, sizeof *P);
   double *C = lsim__zalloc((size_t)R * R, sizeof *C);
-  double *x = lsim__zalloc((size_t)big, sizeof *x);
-  double *y = lsim__zalloc((size_t)big, sizeof *y);
+  double *x = lsim__zalloc((size_t)J->rmax * R, sizeof *x);
+  double *G = lsim__zalloc((size_t)J->rmax * J->rmax, sizeof *G);
+  lsim__gacc ga = {din, 0, NULL, NULL, S};
+  ga.FG = lsim__zalloc((size_t)big * LSIM__GACC_COLS, sizeof *ga.FG);
+  ga.F = lsim__zalloc((size_t)big * LSIM__GACC_COLS, sizeof *ga.F);
   lsim_err rc = 0;
   *iters = 0;
-  if (!S || !P || !C || !x || !y) {
+  if (!S || !C || !x || !G || !ga.FG || !ga.F) {
     rc = lsim_fail(eb, LSIM_E_NOMEM, "jd-full scratch");
     goto out;
   }
-  /* N0 = sum_i D_i^T D_i, column by column: D_i^T (D_i e_k) */
+  /* N0 = sum_i D_i^T D_i = sum_i c_i^2 A_i^T (B_i^T B_i) A_i */
   memset(S, 0, sizeof *S * (size_t)din * din);
   for (int t = 0; t < m; t++) {
-    int i = mem[t];
-    for (int k = 0; k < din; k++) {
-      memset(x, 0, sizeof *x * (size_t)din);
-      x[k] = 1;
-      lsim__dx(J, i, x, y);
-      lsim__dty(J, i, y, x);
-      for (int l = 0; l < din; l++)
-        S[(size_t)l * din + k] += x[l];
-    }
+    const lsim_jd_source *s = &J->src[mem[t]];
+    int r = s->rank;
+    double c2 = J->c[mem[t]] * J->c[mem[t]];
+    for (int p = 0; p < r; p++)
+      for (int q = 0; q < r; q++) {
+        double acc = 0;
+        for (int o = 0; o < dout; o++)
+          acc += s->B[(size_t)o * r + p] * s->B[(size_t)o * r + q];
+        G[p * r + q] = c2 * acc;
+      }
+    lsim__gacc_add(&ga, s->A, 1, (size_t)din, r, G);
   }
+  lsim__gacc_flush(&ga);
   if ((rc = lsim__top_eig(S, din, R, V, eb)))
     goto out;
   double prev = -1;
   for (int it = 0; it < max_iter; it++) {
-    /* U := top-R of M(V) = sum_i (D_i V)(D_i V)^T */
+    /* U := top-R of M(V) = sum_i c_i^2 B_i (A_i V)(A_i V)^T B_i^T */
     memset(S, 0, sizeof *S * (size_t)dout * dout);
+    ga.dim = dout;
     for (int t = 0; t < m; t++) {
-      lsim__dV(J, mem[t], V, P);
-      for (int a = 0; a < dout; a++)
-        for (int b = 0; b < dout; b++) {
-          double acc = 0;
+      const lsim_jd_source *s = &J->src[mem[t]];
+      int r = s->rank;
+      memset(x, 0, sizeof *x * (size_t)r * R); /* W = A_i V [r][R] */
+      for (int p = 0; p < r; p++)
+        for (int k = 0; k < din; k++) {
+          double a = s->A[(size_t)p * din + k];
           for (int j = 0; j < R; j++)
-            acc += P[(size_t)a * R + j] * P[(size_t)b * R + j];
-          S[(size_t)a * dout + b] += acc;
+            x[p * R + j] += a * V[(size_t)k * R + j];
         }
+      lsim__outer(x, r, R, J->c[mem[t]] * J->c[mem[t]], G);
+      lsim__gacc_add(&ga, s->B, (size_t)r, 1, r, G);
     }
+    lsim__gacc_flush(&ga);
     if ((rc = lsim__top_eig(S, dout, R, U, eb)))
       goto out;
-    /* V := top-R of N(U) = sum_i (U^T D_i)^T (U^T D_i) */
+    /* V := top-R of N(U) = sum_i c_i^2 A_i^T (B_i^T U)(B_i^T U)^T A_i */
     memset(S, 0, sizeof *S * (size_t)din * din);
+    ga.dim = din;
     for (int t = 0; t < m; t++) {
-      lsim__UtD(J, mem[t], U, P); /* [R][d_in] */
-      for (int a = 0; a < din; a++)
-        for (int b = 0; b < din; b++) {
-          double acc = 0;
+      const lsim_jd_source *s = &J->src[mem[t]];
+      int r = s->rank;
+      memset(x, 0, sizeof *x * (size_t)r * R); /* W = B_i^T U [r][R] */
+      for (int o = 0; o < dout; o++)
+        for (int p = 0; p < r; p++) {
+          double b = s->B[(size_t)o * r + p];
           for (int j = 0; j < R; j++)
-            acc += P[(size_t)j * din + a] * P[(size_t)j * din + b];
-          S[(size_t)a * din + b] += acc;
+            x[p * R + j] += b * U[(size_t)o * R + j];
         }
+      lsim__outer(x, r, R, J->c[mem[t]] * J->c[mem[t]], G);
+      lsim__gacc_add(&ga, s->A, 1, (size_t)din, r, G);
     }
+    lsim__gacc_flush(&ga);
     if ((rc = lsim__top_eig(S, din, R, V, eb)))
       goto out;
     *iters = it + 1;
     /* captured energy sum_i ||U^T D_i V||^2 (each ||D_i|| = 1) */
     double cap = 0;
     for (int t = 0; t < m; t++) {
-      lsim__core_full(J, mem[t], U, V, C, P);
+      lsim__core_full(J, mem[t], U, V, C);
       for (int q = 0; q < R * R; q++)
         cap += C[q] * C[q];
     }
@@ -323,10 +393,11 @@ static lsim_err lsim__fit_full(lsim__jd *J, const int *mem, int m,
   }
 out:
   free(S);
-  free(P);
   free(C);
   free(x);
-  free(y);
+  free(G);
+  free(ga.FG);
+  free(ga.F);
   return rc;
 }
 
@@ -340,25 +411,36 @@ static double lsim__dot(const double *a, int sa, const double *b, int sb,
   return acc;
 }
 
+/* G [R][R] = (U^T U) o (V^T V): the Gram matrix of the atoms u_j v_j^T */
+static void lsim__diag_gram(const lsim__jd *J, const double *U,
+                            const double *V, double *G) {
+  int R = J->R;
+  for (int j = 0; j < R; j++)
+    for (int l = j; l < R; l++)
+      G[j * R + l] = G[l * R + j] =
+          lsim__dot(U + j, R, U + l, R, J->d_out) *
+          lsim__dot(V + j, R, V + l, R, J->d_in);
+}
+
 /*
 ** Least-squares diagonal core of member i for fixed atoms: the normal
-** equations G s = b with G = (U^T U) o (V^T V) and b_j = u_j^T D_i v_j,
-** solved with LAPACKE_dgelsd (minimum norm when G is singular).  Writes s
-** [R] and returns the normalised squared error in *err.
+** equations G s = b with G the atom Gram matrix (lsim__diag_gram) and
+** b_j = u_j^T D_i v_j, solved with LAPACKE_dgelsd (minimum norm when G is
+** singular).  Writes s [R] and returns the normalised squared error in
+** *err.
 */
 static lsim_err lsim__diag_core(lsim__jd *J, int i, const double *U,
-                                const double *V, double *s, double *err,
-                                lsim_errbuf *eb) {
+                                const double *V, const double *G, double *s,
+                                double *err, lsim_errbuf *eb) {
   int R = J->R, dout = J->d_out, din = J->d_in;
   size_t big = (size_t)(din > dout ? din : dout);
-  double *G = lsim__zalloc((size_t)R * R, sizeof *G);
   double *G2 = lsim__zalloc((size_t)R * R, sizeof *G2);
   double *b = lsim__zalloc((size_t)R, sizeof *b);
   double *sv = lsim__zalloc((size_t)R, sizeof *sv);
   double *x = lsim__zalloc(big, sizeof *x);
   double *y = lsim__zalloc(big, sizeof *y);
   lsim_err rc = 0;
-  if (!G || !G2 || !b || !sv || !x || !y) {
+  if (!G2 || !b || !sv || !x || !y) {
     rc = lsim_fail(eb, LSIM_E_NOMEM, "jd-diag core scratch");
     goto out;
   }
@@ -367,9 +449,6 @@ static lsim_err lsim__diag_core(lsim__jd *J, int i, const double *U,
       x[k] = V[(size_t)k * R + j];
     lsim__dx(J, i, x, y);
     b[j] = lsim__dot(U + j, R, y, 1, dout);
-    for (int l = 0; l < R; l++)
-      G[j * R + l] = lsim__dot(U + j, R, U + l, R, dout) *
-                     lsim__dot(V + j, R, V + l, R, din);
   }
   memcpy(G2, G, sizeof *G * (size_t)R * R);
   memcpy(s, b, sizeof *b * (size_t)R);
@@ -390,7 +469,6 @@ static lsim_err lsim__diag_core(lsim__jd *J, int i, const double *U,
   }
   *err = e < 0 ? 0 : e;
 out:
-  free(G);
   free(G2);
   free(b);
   free(sv);
@@ -411,16 +489,16 @@ static lsim_err lsim__fit_diag(lsim__jd *J, const int *mem, int m,
   int R = J->R, din = J->d_in, dout = J->d_out;
   size_t big = (size_t)(din > dout ? din : dout);
   double *C = lsim__zalloc((size_t)R * R, sizeof *C);
-  double *P = lsim__zalloc(big * R, sizeof *P);
   double *x = lsim__zalloc(big, sizeof *x);
   double *y = lsim__zalloc(big, sizeof *y);
   double *acc = lsim__zalloc(big, sizeof *acc);
   double *uu = lsim__zalloc((size_t)R, sizeof *uu); /* u_k . u_j */
   double *vv = lsim__zalloc((size_t)R, sizeof *vv); /* v_k . v_j */
+  double *om = lsim__zalloc((size_t)R, sizeof *om);
   lsim_err rc = 0;
   int dummy;
   *iters = 0;
-  if (!C || !P || !x || !y || !acc || !uu || !vv) {
+  if (!C || !x || !y || !acc || !uu || !vv || !om) {
     rc = lsim_fail(eb, LSIM_E_NOMEM, "jd-diag scratch");
     goto out;
   }
@@ -428,7 +506,7 @@ static lsim_err lsim__fit_diag(lsim__jd *J, const int *mem, int m,
                            V, &dummy, eb)))
     goto out;
   for (int t = 0; t < m; t++) {
-    lsim__core_full(J, mem[t], U, V, C, P);
+    lsim__core_full(J, mem[t], U, V, C);
     for (int j = 0; j < R; j++)
       S[(size_t)t * R + j] = C[j * R + j];
   }
@@ -440,55 +518,59 @@ static lsim_err lsim__fit_diag(lsim__jd *J, const int *mem, int m,
         ss += S[(size_t)t * R + j] * S[(size_t)t * R + j];
       if (ss == 0)
         continue; /* a dead atom: no adapter uses it */
-      /* u_j := sum_t s_tj R_t v_j / (ss ||v_j||^2),
-         R_t v_j = D v_j - sum_{k!=j} s_tk u_k (v_k . v_j) */
+      /* u_j := sum_t s_tj R_t v_j / (ss ||v_j||^2), with
+         R_t v_j = D_t v_j - sum_{k!=j} s_tk (v_k . v_j) u_k; the second
+         sum is gathered over adapters first: U omega, omega_k =
+         (v_k . v_j) sum_t s_tj s_tk */
       for (int k = 0; k < R; k++)
         vv[k] = lsim__dot(V + k, R, V + j, R, din);
       memset(acc, 0, sizeof *acc * (size_t)dout);
+      memset(om, 0, sizeof *om * (size_t)R);
+      for (int k = 0; k < din; k++)
+        x[k] = V[(size_t)k * R + j];
       for (int t = 0; t < m; t++) {
         double stj = S[(size_t)t * R + j];
         if (stj == 0)
           continue;
-        for (int k = 0; k < din; k++)
-          x[k] = V[(size_t)k * R + j];
         lsim__dx(J, mem[t], x, y);
-        for (int k = 0; k < R; k++) {
-          if (k == j)
-            continue;
-          double w = S[(size_t)t * R + k] * vv[k];
-          for (int o = 0; o < dout; o++)
-            y[o] -= w * U[(size_t)o * R + k];
-        }
         for (int o = 0; o < dout; o++)
           acc[o] += stj * y[o];
+        for (int k = 0; k < R; k++)
+          om[k] += stj * S[(size_t)t * R + k];
       }
+      om[j] = 0;
+      for (int k = 0; k < R; k++)
+        om[k] *= vv[k];
       for (int o = 0; o < dout; o++)
-        U[(size_t)o * R + j] = acc[o] / (ss * vv[j]);
-      /* v_j := sum_t s_tj R_t^T u_j / (ss ||u_j||^2) */
+        U[(size_t)o * R + j] =
+            (acc[o] - lsim__dot(U + (size_t)o * R, 1, om, 1, R)) /
+            (ss * vv[j]);
+      /* v_j := sum_t s_tj R_t^T u_j / (ss ||u_j||^2), the same way */
       for (int k = 0; k < R; k++)
         uu[k] = lsim__dot(U + k, R, U + j, R, dout);
       if (uu[j] == 0)
         continue;
       memset(acc, 0, sizeof *acc * (size_t)din);
+      memset(om, 0, sizeof *om * (size_t)R);
+      for (int o = 0; o < dout; o++)
+        y[o] = U[(size_t)o * R + j];
       for (int t = 0; t < m; t++) {
         double stj = S[(size_t)t * R + j];
         if (stj == 0)
           continue;
-        for (int o = 0; o < dout; o++)
-          y[o] = U[(size_t)o * R + j];
         lsim__dty(J, mem[t], y, x);
-        for (int k = 0; k < R; k++) {
-          if (k == j)
-            continue;
-          double w = S[(size_t)t * R + k] * uu[k];
-          for (int l = 0; l < din; l++)
-            x[l] -= w * V[(size_t)l * R + k];
-        }
         for (int l = 0; l < din; l++)
           acc[l] += stj * x[l];
+        for (int k = 0; k < R; k++)
+          om[k] += stj * S[(size_t)t * R + k];
       }
+      om[j] = 0;
+      for (int k = 0; k < R; k++)
+        om[k] *= uu[k];
       for (int l = 0; l < din; l++)
-        V[(size_t)l * R + j] = acc[l] / (ss * uu[j]);
+        V[(size_t)l * R + j] =
+            (acc[l] - lsim__dot(V + (size_t)l * R, 1, om, 1, R)) /
+            (ss * uu[j]);
       /* s_tj := u_j^T R_t v_j / (||u_j||^2 ||v_j||^2) */
       for (int k = 0; k < R; k++)
         vv[k] = lsim__dot(V + k, R, V + j, R, din);
@@ -515,8 +597,9 @@ static lsim_err lsim__fit_diag(lsim__jd *J, const int *mem, int m,
     }
     *iters = it + 1;
     double obj = 0, e;
+    lsim__diag_gram(J, U, V, C); /* C is R x R scratch here */
     for (int t = 0; t < m; t++) {
-      if ((rc = lsim__diag_core(J, mem[t], U, V, x, &e, eb)))
+      if ((rc = lsim__diag_core(J, mem[t], U, V, C, x, &e, eb)))
         goto out;
       obj += e;
     }
@@ -526,12 +609,12 @@ static lsim_err lsim__fit_diag(lsim__jd *J, const int *mem, int m,
   }
 out:
   free(C);
-  free(P);
   free(x);
   free(y);
   free(acc);
   free(uu);
   free(vv);
+  free(om);
   return rc;
 }
 
@@ -543,6 +626,7 @@ static lsim_err lsim__fit_cluster(lsim__jd *J, const lsim_jd_config *cfg,
                                   int c, int *iters, lsim_errbuf *eb) {
   double *U = res->U + (size_t)c * J->d_out * J->R;
   double *V = res->V + (size_t)c * J->d_in * J->R;
+  J->gram_ok[c] = 0;
   if (m == 0) {
     /* an empty cluster keeps zero bases; the caller refills it */
     memset(U, 0, sizeof *U * (size_t)J->d_out * J->R);
@@ -564,33 +648,34 @@ static lsim_err lsim__fit_cluster(lsim__jd *J, const lsim_jd_config *cfg,
 
 /* Normalised squared error of source i under cluster c; core into C. */
 static lsim_err lsim__err_under(lsim__jd *J, lsim_jd_result *res, int i,
-                                int c, double *C, double *P, double *err,
+                                int c, double *C, double *err,
                                 lsim_errbuf *eb) {
   const double *U = res->U + (size_t)c * J->d_out * J->R;
   const double *V = res->V + (size_t)c * J->d_in * J->R;
   if (J->method == LSIM_JD_FULL) {
-    lsim__core_full(J, i, U, V, C, P);
+    lsim__core_full(J, i, U, V, C);
     double cap = 0;
     for (int q = 0; q < J->R * J->R; q++)
       cap += C[q] * C[q];
     *err = 1 - cap < 0 ? 0 : 1 - cap;
     return 0;
   }
-  return lsim__diag_core(J, i, U, V, C, err, eb);
+  double *G = J->gram + (size_t)c * J->R * J->R;
+  if (!J->gram_ok[c]) {
+    lsim__diag_gram(J, U, V, G);
+    J->gram_ok[c] = 1;
+  }
+  return lsim__diag_core(J, i, U, V, G, C, err, eb);
 }
 
 /* Cores and errors of every source under its assigned cluster. */
 static lsim_err lsim__finish(lsim__jd *J, lsim_jd_result *res,
                              lsim_errbuf *eb) {
-  size_t big = (size_t)(J->d_in > J->d_out ? J->d_in : J->d_out);
-  double *P = lsim__zalloc(big * J->R, sizeof *P);
-  if (!P)
-    return lsim_fail(eb, LSIM_E_NOMEM, "core scratch");
   lsim_err rc = 0;
   res->total_err2 = res->total_norm2 = 0;
   for (int i = 0; i < J->n; i++) {
     double *C = res->cores + (size_t)i * res->core_len, e;
-    if ((rc = lsim__err_under(J, res, i, res->cluster[i], C, P, &e, eb)))
+    if ((rc = lsim__err_under(J, res, i, res->cluster[i], C, &e, eb)))
       break;
     for (int q = 0; q < res->core_len; q++)
       C[q] *= res->norm[i]; /* restore the source scale */
@@ -598,7 +683,6 @@ static lsim_err lsim__finish(lsim__jd *J, lsim_jd_result *res,
     res->total_err2 += res->err2[i];
     res->total_norm2 += res->norm[i] * res->norm[i];
   }
-  free(P);
   return rc;
 }
 
@@ -767,9 +851,10 @@ static lsim_err lsim__check(const lsim_jd_source *src, int n, int d_in,
                      cfg->max_iterations, cfg->max_rounds);
   for (int i = 0; i < n; i++) {
     const lsim_jd_source *s = &src[i];
-    if (s->rank < 1 || !s->A || !s->B)
-      return lsim_fail(eb, LSIM_E_CMP_SHAPE, "source %d: rank %d, factors "
-                       "missing or empty", i, s->rank);
+    if (s->rank < 1 || s->rank > LSIM_JD_MAX_SOURCE_RANK || !s->A || !s->B)
+      return lsim_fail(eb, LSIM_E_CMP_SHAPE, "source %d: rank %d (want "
+                       "1..%d) or factors missing", i, s->rank,
+                       LSIM_JD_MAX_SOURCE_RANK);
     if (!isfinite(s->scale) || s->scale == 0)
       return lsim_fail(eb, LSIM_E_CMP_NONFINITE,
                        "source %d: scale must be finite and non-zero", i);
@@ -811,6 +896,10 @@ lsim_err lsim_jd_fit(const lsim_jd_source *src, int n, int d_in, int d_out,
   J.c = lsim__zalloc((size_t)n, sizeof *J.c);
   J.t1 = lsim__zalloc((size_t)rmax * wide, sizeof *J.t1);
   J.t2 = lsim__zalloc((size_t)rmax * wide, sizeof *J.t2);
+  J.t3 = lsim__zalloc((size_t)2 * rmax * cfg->rank, sizeof *J.t3);
+  J.gram = lsim__zalloc((size_t)cfg->clusters * cfg->rank * cfg->rank,
+                        sizeof *J.gram);
+  J.gram_ok = lsim__zalloc((size_t)cfg->clusters, sizeof *J.gram_ok);
   int k = cfg->clusters, R = cfg->rank;
   lsim_jd_result *res = out;
   res->method = cfg->method;
@@ -832,10 +921,9 @@ lsim_err lsim_jd_fit(const lsim_jd_source *src, int n, int d_in, int d_out,
   size_t big = (size_t)wide;
   double *C = lsim__zalloc((size_t)R * R > big ? (size_t)R * R : big,
                            sizeof *C);
-  double *P = lsim__zalloc(big * R, sizeof *P);
-  if (!J.c || !J.t1 || !J.t2 || !res->U || !res->V || !res->cores ||
-      !res->cluster || !res->norm || !res->err2 || !members || !next ||
-      !errs || !C || !P) {
+  if (!J.c || !J.t1 || !J.t2 || !J.t3 || !J.gram || !J.gram_ok || !res->U ||
+      !res->V || !res->cores || !res->cluster || !res->norm || !res->err2 ||
+      !members || !next || !errs || !C) {
     rc = lsim_fail(eb, LSIM_E_NOMEM, "jd fit of %d sources", n);
     goto out;
   }
@@ -883,7 +971,7 @@ lsim_err lsim_jd_fit(const lsim_jd_source *src, int n, int d_in, int d_out,
         int cur = res->cluster[i], best = cur;
         double be = 0;
         for (int c = 0; c < k; c++)
-          if ((rc = lsim__err_under(&J, res, i, c, C, P,
+          if ((rc = lsim__err_under(&J, res, i, c, C,
                                     &errs[(size_t)i * k + c], eb)))
             goto out;
         be = errs[(size_t)i * k + cur];
@@ -915,12 +1003,14 @@ out:
   free(J.c);
   free(J.t1);
   free(J.t2);
+  free(J.t3);
+  free(J.gram);
+  free(J.gram_ok);
   free(members);
   free(next);
   free(F);
   free(errs);
   free(C);
-  free(P);
   if (rc)
     lsim_jd_result_release(out);
   return rc;

@@ -55,6 +55,9 @@ enum lsim_jd_method { LSIM_JD_FULL = 1, LSIM_JD_DIAG = 2 };
 const char *lsim_jd_method_name(int method);
 int lsim_jd_method_find(const char *name);
 
+/* The largest source-adapter rank the fitter takes. */
+#define LSIM_JD_MAX_SOURCE_RANK 512
+
 /* One source adapter; the arrays are borrowed for the call only. */
 typedef struct lsim_jd_source {
   int rank;        /* r_i >= 1 */

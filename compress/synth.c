@@ -35,7 +35,7 @@ lsim_err lsim_jd_synth_make(const lsim_jd_synth *g, lsim_jd_collection *out,
       (g->structure != LSIM_SYNTH_FULL && g->structure != LSIM_SYNTH_DIAG) ||
       (g->structure == LSIM_SYNTH_DIAG && g->r0 != g->planted) ||
       g->n > 100000 || g->d_in > 65536 || g->d_out > 65536 ||
-      g->r0 > 4096 || g->planted > 4096)
+      g->r0 > LSIM_JD_MAX_SOURCE_RANK || g->planted > 4096)
     return lsim_fail(eb, LSIM_E_CMP_SYNTHETIC,
                      "synthetic collection: need n >= 1, d_in, d_out, r0, "
                      "planted >= 1, 1 <= groups <= n, noise >= 0 and, for "

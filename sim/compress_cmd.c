@@ -345,7 +345,8 @@ static lsim_err lsim__parse(lsim__coll *c, const cJSON *root, lsim_errbuf *eb) {
     int rank;
     if ((rc = lsim__keys(c, ad, p, adk, eb)) ||
         (rc = lsim__str(c, ad, "name", p, name, eb)) ||
-        (rc = lsim__int(c, ad, "rank", p, 1, 4096, &rank, eb)))
+        (rc = lsim__int(c, ad, "rank", p, 1, LSIM_JD_MAX_SOURCE_RANK, &rank,
+                        eb)))
       return rc;
     for (int t = 0; t < i; t++)
       if (strcmp(c->names[t], name) == 0) {
@@ -622,7 +623,8 @@ static lsim_err lsim__verify(const cJSON *o, lsim__coll *c, lsim_errbuf *eb) {
     snprintf(p, sizeof p, "$.sources[%d]", i);
     if ((rc = lsim__str(c, s, "name", p, name, eb)) ||
         (rc = lsim__int(c, s, "cluster", p, 0, r.k - 1, &r.cluster[i], eb)) ||
-        (rc = lsim__int(c, s, "rank", p, 1, 4096, &b.ranks[i], eb)))
+        (rc = lsim__int(c, s, "rank", p, 1, LSIM_JD_MAX_SOURCE_RANK,
+                        &b.ranks[i], eb)))
       goto out;
     c->names[i] = strdup(name);
     const cJSON *sh = lsim__get(s, "sha256"), *nm = lsim__get(s, "norm"),
@@ -1019,7 +1021,9 @@ int lsim_compress_main(int argc, char **argv) {
     case O_SYN: bad |= lsim__posint(optarg, 1, LSIM__CMP_MAX_N, &syn.n); break;
     case O_DIN: bad |= lsim__posint(optarg, 1, 65536, &syn.d_in); break;
     case O_DOUT: bad |= lsim__posint(optarg, 1, 65536, &syn.d_out); break;
-    case O_SRANK: bad |= lsim__posint(optarg, 1, 4096, &syn.r0); break;
+    case O_SRANK:
+      bad |= lsim__posint(optarg, 1, LSIM_JD_MAX_SOURCE_RANK, &syn.r0);
+      break;
     case O_PLANTED: bad |= lsim__posint(optarg, 1, 4096, &syn.planted); break;
     case O_GROUPS: bad |= lsim__posint(optarg, 1, LSIM__CMP_MAX_N, &syn.groups); break;
     case O_STRUCT:
