@@ -38,6 +38,7 @@ typedef int lsim_err;        /* 0 ok, negative LSIM_E_* */
 **   -300..-349 `lorasim exec` input (err_exec.h)
 **   -350..-419 residency, pool, hotswap (err_res.h)
 **   -420..-499 KV compatibility and the prefix cache (err_kv.h)
+**   -500..-559 collection compression (err_cmp.h)
 */
 #define LSIM_ERRCODES(X)                                                    \
   X(LSIM_E_NOMEM,            -1,  "E_NOMEM")                                \
@@ -73,6 +74,7 @@ typedef int lsim_err;        /* 0 ok, negative LSIM_E_* */
   X(LSIM_E_NOSPACE,          -83, "E_NOSPACE")
 
 #include "err_dev.h"
+#include "err_cmp.h"
 #include "err_exec.h"
 #include "err_id.h"
 #include "err_kv.h"
@@ -89,7 +91,8 @@ typedef int lsim_err;        /* 0 ok, negative LSIM_E_* */
   LSIM_ERRCODES_EXEC(X)      \
   LSIM_ERRCODES_RES(X)       \
   LSIM_ERRCODES_DEV(X)       \
-  LSIM_ERRCODES_KV(X)
+  LSIM_ERRCODES_KV(X)        \
+  LSIM_ERRCODES_CMP(X)
 
 enum {
 #define LSIM__ENUM(sym, val, name) sym = val,

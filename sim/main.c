@@ -4,6 +4,7 @@
 **   lorasim replay SCENARIO.json [options]   replay a scenario
 **   lorasim compare SCENARIO.json --schedulers A,B,...   one table
 **   lorasim bench kernels [options]          the CUDA kernel benchmark
+**   lorasim compress --in COLLECTION.json --out BUNDLE.json  (compress_cmd.c)
 **   lorasim help [COMMAND]                   usage
 **   lorasim version                          version and build
 **
@@ -23,6 +24,7 @@
 #include "../engine/policy/policy.h"
 #include "calibrate.h"
 #include "compare.h"
+#include "compress_cmd.h"
 #include "exec.h"
 #include "prefix_report.h"
 #include "trace_cmd.h"
@@ -93,6 +95,7 @@ static void lsim__usage(FILE *f) {
         "  trace convert|stats    import, convert and summarise traces\n"
         "  bench kernels          the CUDA kernel benchmark table (GPU)\n"
         "  prefix                 prefix-cache study: four key modes on a trace\n"
+        "  compress --in C.json   shared-basis bundle of an adapter collection\n"
         "  help [COMMAND]         show help for a command\n"
         "  version                print the version and build\n"
         "\n"
@@ -362,6 +365,8 @@ int main(int argc, char **argv) {
     return lsim__cmd_bench(argc - 1, argv + 1);
   if (strcmp(cmd, "prefix") == 0)
     return lsim_prefix_main(argc - 1, argv + 1);
+  if (strcmp(cmd, "compress") == 0)
+    return lsim_compress_main(argc - 1, argv + 1);
   if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0)
     return lsim__cmd_version();
   if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 ||
@@ -381,6 +386,9 @@ int main(int argc, char **argv) {
     } else if (argc > 2 && strcmp(argv[2], "prefix") == 0) {
       char *av[] = {"prefix", "--help", NULL};
       return lsim_prefix_main(2, av);
+    } else if (argc > 2 && strcmp(argv[2], "compress") == 0) {
+      char *av[] = {"compress", "--help", NULL};
+      return lsim_compress_main(2, av);
     } else if (argc > 2 && strcmp(argv[2], "exec") == 0) {
       char *av[] = {"exec", "--help", NULL};
       return lsim_exec_main(2, av);

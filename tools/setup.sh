@@ -14,7 +14,7 @@ set -eu
 cd "$(dirname "$0")/.."
 
 PACKAGES="cmake gcc make pkg-config libsqlite3-dev sqlite3 libcjson-dev \
-libssl-dev libcriterion-dev libgmp-dev gnuplot-nox"
+libssl-dev libcriterion-dev libgmp-dev liblapacke-dev gnuplot-nox"
 
 install_missing() {
   missing=""
