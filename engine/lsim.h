@@ -36,6 +36,7 @@ typedef int lsim_err;        /* 0 ok, negative LSIM_E_* */
 **   -160..-199 exact tensors (err_tensor.h)
 **   -200..-299 identities and generations (err_id.h)
 **   -300..-349 `lorasim exec` input (err_exec.h)
+**   -560..-619 tensor-parallel placement (err_tp.h)
 */
 #define LSIM_ERRCODES(X)                                                    \
   X(LSIM_E_NOMEM,            -1,  "E_NOMEM")                                \
@@ -75,6 +76,7 @@ typedef int lsim_err;        /* 0 ok, negative LSIM_E_* */
 #include "err_plan.h"
 #include "err_res.h"
 #include "err_tensor.h"
+#include "err_tp.h"
 
 /* Every code of every domain, for enumeration (lsim_err_name, docs). */
 #define LSIM_ERRCODES_ALL(X) \
@@ -83,7 +85,8 @@ typedef int lsim_err;        /* 0 ok, negative LSIM_E_* */
   LSIM_ERRCODES_TENSOR(X)    \
   LSIM_ERRCODES_ID(X)        \
   LSIM_ERRCODES_EXEC(X)      \
-  LSIM_ERRCODES_RES(X)
+  LSIM_ERRCODES_RES(X)       \
+  LSIM_ERRCODES_TP(X)
 
 enum {
 #define LSIM__ENUM(sym, val, name) sym = val,
