@@ -288,7 +288,7 @@ lsim_err lsim_tp_validate(const lsim_tp_manifest *m, const lsim_tp_group *g,
     if (k->axis != LSIM_AXIS_RANK || k->reduction != LSIM_TP_RED_NONE)
       return lsim_fail(eb, LSIM_E_TP_NO_GATHER, "tp manifest: the bottleneck "
                        "gather must concatenate on the rank axis");
-  } else if (col) {
+  } else if (col && m->a.shard_axis == LSIM_TP_REPLICATED) {
     if (k->kind != LSIM_TP_COLL_NONE)
       return lsim_fail(eb, LSIM_E_TP_FIELD, "tp manifest: a replicated A "
                        "needs no bottleneck collective");

@@ -360,6 +360,28 @@ Test(tp_manifest, article_schedule_validates_on_every_rank) {
     }
 }
 
+Test(tp_manifest, built_manifests_validate_at_every_degree) {
+  /* degree 1 (a gather of one part is the identity) up to 8, every rank */
+  static const int64_t degrees[] = {1, 2, 4, 8};
+  for (int di = 0; di < 4; di++)
+    for (int style = LSIM_TP_COLUMN; style <= LSIM_TP_ROW; style++)
+      for (int64_t q = 0; q < degrees[di]; q++) {
+        lsim_errbuf eb = LSIM_ERRBUF_INIT;
+        lsim_tp_group g = {degrees[di], q, style, 4096, 1024, 16, 3};
+        lsim_tp_manifest m;
+        cr_assert_eq(lsim_tp_manifest_build(&g, LSIM_TP_DIV_EXACT,
+                                            LSIM_DT_BF16, LSIM_DT_BF16,
+                                            LSIM_DT_F32, 1, &m, &eb),
+                     0, "%s", eb.msg);
+        cr_assert_eq(lsim_tp_validate(&m, &g, &eb), 0, "N=%lld rank %lld "
+                     "style %d: %s", (long long)g.world, (long long)q, style,
+                     eb.msg);
+        /* r (d_in + d_out) / N scalars per rank in either style */
+        cr_assert_eq(m.a.rows * m.a.cols + m.b.rows * m.b.cols,
+                     16 * (4096 + 1024) / degrees[di]);
+      }
+}
+
 Test(tp_fault, omitted_all_gather) {
   lsim_tp_group g = fixture_group(LSIM_TP_COLUMN, 1);
   lsim_tp_manifest m = good(LSIM_TP_COLUMN, 1);
@@ -598,4 +620,75 @@ Test(tp_ledger, ratio_5r_over_2h_at_h4096_r16) {
   cr_assert_eq(lsim_tp_collectives(3, 4, 4096, 16, 3, 1, LSIM_DT_F16, &c,
                                    &eb),
                LSIM_E_TP_DIV);
+}
+
+/* Why the faults are faults: on the fixture, the wrong collectives give a
+** plausible-looking tensor of the right shape and the wrong values. */
+Test(tp_fixture, wrong_collectives_change_the_update) {
+  lsim_errbuf eb = LSIM_ERRBUF_INIT;
+  lsim_qmat H = LSIM_QMAT_INIT, A = LSIM_QMAT_INIT, B = LSIM_QMAT_INIT;
+  set_int(&H, 3, 4, FX_H);
+  load_t(&A, 4, 2, FX_A2);
+  load_t(&B, 2, 4, FX_B2);
+  lsim_tp_row_trace t;
+  memset(&t, 0, sizeof t);
+  cr_assert_eq(lsim_tp_ref_row(&H, &A, &B, NULL, 2, &t, &eb), 0, "%s", eb.msg);
+  /* MAX and MEAN in place of SUM */
+  lsim_qmat mx = LSIM_QMAT_INIT, mean = LSIM_QMAT_INIT;
+  cr_assert_eq(lsim_qmat_copy(&mx, &t.p_local[0], &eb), 0);
+  cr_assert_eq(lsim_tp_all_reduce_sum(t.p_local, 2, &mean, &eb), 0);
+  mpq_t half;
+  mpq_init(half);
+  mpq_set_si(half, 1, 2);
+  for (int i = 0; i < 6; i++) {
+    if (mpq_cmp(t.p_local[1].v[i], mx.v[i]) > 0)
+      mpq_set(mx.v[i], t.p_local[1].v[i]);
+    mpq_mul(mean.v[i], mean.v[i], half);
+  }
+  mpq_clear(half);
+  cr_assert(!lsim_qmat_equal(&mx, &t.z));
+  cr_assert(!lsim_qmat_equal(&mean, &t.z));
+  /* Partials concatenated: [T][2r], and its first r columns are P_0, not
+  ** the bottleneck. */
+  lsim_qmat cat = LSIM_QMAT_INIT, head = LSIM_QMAT_INIT;
+  cr_assert_eq(lsim_tp_all_gather(t.p_local, 2, &cat, &eb), 0);
+  cr_assert_eq(lsim_qmat_slice(&head, &cat, 0, 3, 0, 2, &eb), 0);
+  cr_assert(!lsim_qmat_equal(&head, &t.z));
+  lsim_qmat_clear(&mx);
+  lsim_qmat_clear(&mean);
+  lsim_qmat_clear(&cat);
+  lsim_qmat_clear(&head);
+  lsim_tp_row_trace_clear(&t);
+
+  /* Column parallel without the gather: rank j can only pair its own rank
+  ** slice Z_j with the matching rank column of B_j, dropping cross terms. */
+  lsim_qmat X = LSIM_QMAT_INIT, A1 = LSIM_QMAT_INIT, B1 = LSIM_QMAT_INIT;
+  set_int(&X, 3, 4, FX_X);
+  load_t(&A1, 4, 2, FX_A1);
+  load_t(&B1, 2, 4, FX_B1);
+  lsim_tp_col_trace c;
+  memset(&c, 0, sizeof c);
+  cr_assert_eq(lsim_tp_ref_col(&X, &A1, &B1, 2, &c, &eb), 0);
+  /* rank 0 without the gather: D_0 = Z_0 (B_0[:, 0:1])^T */
+  lsim_qmat b0 = LSIM_QMAT_INIT, b0d = LSIM_QMAT_INIT, d0 = LSIM_QMAT_INIT;
+  cr_assert_eq(lsim_qmat_slice(&b0, &B1, 0, 2, 0, 2, &eb), 0);
+  cr_assert_eq(lsim_qmat_slice(&b0d, &b0, 0, 2, 0, 1, &eb), 0);
+  lsim_qmat a0 = LSIM_QMAT_INIT;
+  cr_assert_eq(lsim_qmat_slice(&a0, &A1, 0, 1, 0, 4, &eb), 0);
+  cr_assert_eq(lsim_tp_ref_full(&X, &a0, &b0d, NULL, &d0, &eb), 0, "%s",
+               eb.msg);
+  cr_assert_eq(d0.rows, c.d_local[0].rows);
+  cr_assert_eq(d0.cols, c.d_local[0].cols);
+  cr_assert(!lsim_qmat_equal(&d0, &c.d_local[0]));
+  lsim_qmat_clear(&a0);
+  lsim_qmat_clear(&b0);
+  lsim_qmat_clear(&b0d);
+  lsim_qmat_clear(&d0);
+  lsim_tp_col_trace_clear(&c);
+  lsim_qmat_clear(&X);
+  lsim_qmat_clear(&A1);
+  lsim_qmat_clear(&B1);
+  lsim_qmat_clear(&H);
+  lsim_qmat_clear(&A);
+  lsim_qmat_clear(&B);
 }
