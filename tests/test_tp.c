@@ -9,12 +9,16 @@
 **   - the distributed generation snapshot (one rank publishing early)
 **   - the residency and collective ledgers with the article's numbers
 **   - the int64 host reference used by the NCCL test equals cpu_ref
+**   - the GPU step sequence (backends/cuda/tp_step.h) run on host threads
+**     with emulated collectives equals the host reference
 */
 #include <criterion/criterion.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "backends/cpu_ref/tp.h"
+#include "backends/cuda/tp_step.h"
 #include "engine/identity.h"
 #include "engine/tp.h"
 #include "sim/rng.h"
@@ -691,4 +695,156 @@ Test(tp_fixture, wrong_collectives_change_the_update) {
   lsim_qmat_clear(&H);
   lsim_qmat_clear(&A);
   lsim_qmat_clear(&B);
+}
+
+/* ------------------------------- the GPU step sequence, emulated on host */
+
+/* One thread per rank; the collectives meet at a barrier, exactly NCCL's
+** semantics: all-gather concatenates the ranks' blocks in rank order,
+** all-reduce sums elementwise. */
+typedef struct emu_group {
+  int N;
+  pthread_barrier_t bar;
+  const long long *send[8];
+  long long *copy[8];
+} emu_group;
+
+typedef struct emu_rank {
+  emu_group *g;
+  int j, rc;
+  lsim_tp_rank_i64 s;
+} emu_rank;
+
+static int emu_mm(void *ud, int rows, int cols, int K, const long long *X,
+                  long xt, long xk, const long long *F, long fn, long fk,
+                  long long *out, long ot, long on, int acc) {
+  (void)ud;
+  for (long t = 0; t < rows; t++)
+    for (long n = 0; n < cols; n++) {
+      long long s = 0;
+      for (long k = 0; k < K; k++)
+        s += X[t * xt + k * xk] * F[n * fn + k * fk];
+      out[t * ot + n * on] = acc ? out[t * ot + n * on] + s : s;
+    }
+  return 0;
+}
+
+static int emu_gather(void *ud, const long long *send, long long *recv,
+                      size_t n) {
+  emu_rank *r = ud;
+  r->g->send[r->j] = send;
+  pthread_barrier_wait(&r->g->bar);
+  for (int q = 0; q < r->g->N; q++)
+    memcpy(recv + (size_t)q * n, r->g->send[q], n * sizeof *recv);
+  pthread_barrier_wait(&r->g->bar);
+  return 0;
+}
+
+static int emu_reduce(void *ud, long long *buf, size_t n) {
+  emu_rank *r = ud;
+  long long *mine = malloc(n * sizeof *mine);
+  if (!mine)
+    return -1;
+  memcpy(mine, buf, n * sizeof *mine);
+  r->g->copy[r->j] = mine;
+  pthread_barrier_wait(&r->g->bar);
+  for (size_t i = 0; i < n; i++) {
+    long long a = 0;
+    for (int q = 0; q < r->g->N; q++) /* rank order */
+      a += r->g->copy[q][i];
+    buf[i] = a;
+  }
+  pthread_barrier_wait(&r->g->bar);
+  free(mine);
+  return 0;
+}
+
+static void *emu_thread(void *p) {
+  emu_rank *r = p;
+  lsim_tp_step_ops ops = {r, emu_mm, emu_gather, emu_reduce};
+  r->rc = lsim_tp_step_run(&ops, &r->s);
+  return NULL;
+}
+
+/* Host slice rows [r0, r1) x columns [c0, c1) of a row-major [.][cols]. */
+static long long *emu_slice(const int64_t *m, int cols, int r0, int r1,
+                            int c0, int c1) {
+  long long *o = calloc((size_t)(r1 - r0) * (size_t)(c1 - c0) + 1, 8);
+  for (int i = r0; i < r1; i++)
+    for (int k = c0; k < c1; k++)
+      o[(size_t)(i - r0) * (size_t)(c1 - c0) + (size_t)(k - c0)] =
+          m[(size_t)i * (size_t)cols + (size_t)k];
+  return o;
+}
+
+Test(tp_step, gpu_sequence_on_emulated_collectives_equals_host_ref) {
+  lsim_rng rg;
+  lsim_rng_init(&rg, 23, 0x7374);
+  static const int degrees[] = {1, 2, 4, 8};
+  for (int di = 0; di < 4; di++) {
+    int N = degrees[di], T = 5, din = 8 * N, dout = 4 * N, R = 2 * N;
+    int rs = R / N, os = dout / N, is = din / N;
+    int64_t *x = calloc((size_t)T * din, 8), *h = calloc((size_t)T * din, 8),
+            *a1 = calloc((size_t)R * din, 8), *a2 = calloc((size_t)R * din, 8),
+            *b1 = calloc((size_t)dout * R, 8), *b2 = calloc((size_t)dout * R, 8),
+            *w2 = calloc((size_t)dout * din, 8),
+            *z = calloc((size_t)T * R, 8), *d1 = calloc((size_t)T * dout, 8),
+            *y = calloc((size_t)T * dout, 8);
+    int64_t *all[] = {x, h, a1, a2, b1, b2, w2};
+    size_t len[] = {(size_t)T * din, (size_t)T * din, (size_t)R * din,
+                    (size_t)R * din, (size_t)dout * R, (size_t)dout * R,
+                    (size_t)dout * din};
+    for (int m = 0; m < 7; m++)
+      for (size_t i = 0; i < len[m]; i++)
+        all[m][i] = (int64_t)lsim_rng_below(&rg, 17) - 8;
+    lsim_tph_col(T, din, dout, R, N, x, a1, b1, z, d1);
+    lsim_tph_row(T, din, dout, R, N, h, a2, b2, w2, z, y);
+    emu_group g;
+    memset(&g, 0, sizeof g);
+    g.N = N;
+    pthread_barrier_init(&g.bar, NULL, (unsigned)N);
+    emu_rank rk[8];
+    pthread_t th[8];
+    for (int j = 0; j < N; j++) {
+      lsim_tp_rank_i64 *s = &rk[j].s;
+      memset(&rk[j], 0, sizeof rk[j]);
+      rk[j].g = &g;
+      rk[j].j = j;
+      *s = (lsim_tp_rank_i64){.N = N, .j = j, .T = T, .din = din,
+                              .dout = dout, .r = R};
+      s->x = emu_slice(x, din, 0, T, 0, din);
+      s->a1 = emu_slice(a1, din, j * rs, (j + 1) * rs, 0, din);
+      s->b1 = emu_slice(b1, R, j * os, (j + 1) * os, 0, R);
+      s->h = emu_slice(h, din, 0, T, j * is, (j + 1) * is);
+      s->a2 = emu_slice(a2, din, 0, R, j * is, (j + 1) * is);
+      s->b2 = emu_slice(b2, R, j * os, (j + 1) * os, 0, R);
+      s->w2 = emu_slice(w2, din, 0, dout, j * is, (j + 1) * is);
+      s->zt_loc = calloc((size_t)rs * T, 8);
+      s->zt = calloc((size_t)R * T, 8);
+      s->d1 = calloc((size_t)T * os, 8);
+      s->p = calloc((size_t)T * R, 8);
+      s->y = calloc((size_t)T * dout, 8);
+      cr_assert_eq(pthread_create(&th[j], NULL, emu_thread, &rk[j]), 0);
+    }
+    for (int j = 0; j < N; j++)
+      pthread_join(th[j], NULL);
+    pthread_barrier_destroy(&g.bar);
+    for (int j = 0; j < N; j++) {
+      lsim_tp_rank_i64 *s = &rk[j].s;
+      cr_assert_eq(rk[j].rc, 0);
+      for (int t = 0; t < T; t++)
+        for (int o = 0; o < os; o++)
+          cr_assert_eq(s->d1[t * os + o], d1[t * dout + j * os + o],
+                       "N=%d rank %d D1[%d][%d]", N, j, t, j * os + o);
+      for (int q = 0; q < T * dout; q++)
+        cr_assert_eq(s->y[q], y[q], "N=%d rank %d Y[%d]", N, j, q);
+      long long *bufs[] = {s->x, s->a1, s->b1, s->h, s->a2, s->b2,
+                           s->w2, s->zt_loc, s->zt, s->d1, s->p, s->y};
+      for (int b = 0; b < 12; b++)
+        free(bufs[b]);
+    }
+    for (int m = 0; m < 7; m++)
+      free(all[m]);
+    free(z), free(d1), free(y);
+  }
 }

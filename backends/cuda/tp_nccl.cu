@@ -76,42 +76,35 @@ cudaError_t lsim_tp_mm_i64(int rows, int cols, int K, const long long *X,
   return cudaGetLastError();
 }
 
+typedef struct lsim__nccl_ud {
+  const lsim_nccl_api *api;
+  ncclComm_t comm;
+  cudaStream_t stream;
+} lsim__nccl_ud;
+
+static int lsim__op_mm(void *ud, int rows, int cols, int K, const long long *X,
+                       long xt, long xk, const long long *F, long fn, long fk,
+                       long long *out, long ot, long on, int acc) {
+  cudaError_t e = lsim_tp_mm_i64(rows, cols, K, X, xt, xk, F, fn, fk, out, ot,
+                                 on, acc, ((lsim__nccl_ud *)ud)->stream);
+  return e == cudaSuccess ? 0 : 1000 + (int)e;
+}
+
+static int lsim__op_gather(void *ud, const long long *send, long long *recv,
+                           size_t n) {
+  lsim__nccl_ud *u = (lsim__nccl_ud *)ud;
+  return (int)u->api->AllGather(send, recv, n, ncclInt64, u->comm, u->stream);
+}
+
+static int lsim__op_reduce(void *ud, long long *buf, size_t n) {
+  lsim__nccl_ud *u = (lsim__nccl_ud *)ud;
+  return (int)u->api->AllReduce(buf, buf, n, ncclInt64, ncclSum, u->comm,
+                                u->stream);
+}
+
 int lsim_tp_step_i64(const lsim_nccl_api *api, ncclComm_t comm,
                      cudaStream_t stream, const lsim_tp_rank_i64 *s) {
-  int N = s->N, j = s->j, T = s->T, r = s->r;
-  int rs = r / N, os = s->dout / N, is = s->din / N;
-  cudaError_t ce;
-  ncclResult_t nr;
-#define LSIM__CU(x)                                                         \
-  if ((ce = (x)) != cudaSuccess)                                            \
-  return 1000 + (int)ce
-#define LSIM__NC(x)                                                         \
-  if ((nr = (x)) != ncclSuccess)                                            \
-  return (int)nr
-  /* ---- column parallel: Z_j^T [rs][T] = A_j X^T */
-  LSIM__CU(lsim_tp_mm_i64(T, rs, s->din, s->x, s->din, 1, s->a1, s->din, 1,
-                          s->zt_loc, 1, T, 0, stream));
-  /* all-gather in rank order: rank j's block is rows [j rs, (j+1) rs) */
-  LSIM__NC(api->AllGather(s->zt_loc, s->zt, (size_t)rs * T, ncclInt64, comm,
-                          stream));
-  /* D_j [T][os] = Z B_j^T, reading Z through Z^T */
-  LSIM__CU(lsim_tp_mm_i64(T, os, r, s->zt, 1, T, s->b1, r, 1, s->d1, os, 1, 0,
-                          stream));
-  /* ---- row parallel: P_j [T][r] = H_j A_j^T, a partial sum */
-  LSIM__CU(lsim_tp_mm_i64(T, r, is, s->h, is, 1, s->a2, is, 1, s->p, r, 1, 0,
-                          stream));
-  LSIM__NC(api->AllReduce(s->p, s->p, (size_t)T * r, ncclInt64, ncclSum, comm,
-                          stream));
-  /* base partial Yc_j [T][dout] = H_j W_j^T */
-  LSIM__CU(lsim_tp_mm_i64(T, s->dout, is, s->h, is, 1, s->w2, is, 1, s->y,
-                          s->dout, 1, 0, stream));
-  /* E_j(D_j): Z B_j^T added into this rank's disjoint output columns */
-  LSIM__CU(lsim_tp_mm_i64(T, os, r, s->p, r, 1, s->b2, r, 1, s->y + j * os,
-                          s->dout, 1, 1, stream));
-  /* the base final all-reduce, carrying the adapter slices */
-  LSIM__NC(api->AllReduce(s->y, s->y, (size_t)T * s->dout, ncclInt64, ncclSum,
-                          comm, stream));
-#undef LSIM__CU
-#undef LSIM__NC
-  return 0;
+  lsim__nccl_ud ud = {api, comm, stream};
+  lsim_tp_step_ops ops = {&ud, lsim__op_mm, lsim__op_gather, lsim__op_reduce};
+  return lsim_tp_step_run(&ops, s);
 }

@@ -14,7 +14,8 @@
 **                    ncclAllReduce(sum) of Yc_j -> Y = H W^T + H A^T B^T:
 **                    the base's final all-reduce carries the adapter slices
 **
-** Integer mode (int64 tensors, ncclInt64) is exact, so tools/tp_nccl.cu
+** The sequence itself is tp_step.h, shared with the host emulation in
+** tests/test_tp.c.  Integer mode (int64 tensors, ncclInt64) is exact, so tools/tp_nccl.cu
 ** compares it with the host reference (tools/tp_host_ref.h, proven equal to
 ** cpu_ref in tests/test_tp.c) with ==.
 **
@@ -29,6 +30,8 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 #include <stdint.h>
+
+#include "tp_step.h"
 
 /* The NCCL entry points used here, resolved at run time. */
 typedef struct lsim_nccl_api {
@@ -60,20 +63,9 @@ cudaError_t lsim_tp_mm_i64(int rows, int cols, int K, const long long *X,
                            long fk, long long *out, long ot, long on, int acc,
                            cudaStream_t stream);
 
-/* One rank's device tensors for the exact two-schedule step (int64). */
-typedef struct lsim_tp_rank_i64 {
-  int N, j;            /* degree, this rank */
-  int T, din, dout, r; /* global shapes */
-  /* column schedule: X full, A_j [r/N][din], B_j [dout/N][r] */
-  long long *x, *a1, *b1, *zt_loc, *zt, *d1;
-  /* row schedule: H_j [T][din/N], A_j [r][din/N], B_j [dout/N][r],
-  ** W_j [dout][din/N] */
-  long long *h, *a2, *b2, *w2, *p, *y;
-} lsim_tp_rank_i64;
-
-/* Enqueue both schedules for one rank on stream (d1 and y hold the
-** results when the stream is done).  Returns an ncclResult_t (as int) or a
-** cudaError_t + 1000 on failure, 0 on success. */
+/* Enqueue both schedules of tp_step.h for one rank on `stream` (s holds
+** device pointers; d1 and y hold the results when the stream is done).
+** Returns 0, an ncclResult_t, or 1000 + a cudaError_t. */
 int lsim_tp_step_i64(const lsim_nccl_api *api, ncclComm_t comm,
                      cudaStream_t stream, const lsim_tp_rank_i64 *s);
 
