@@ -479,6 +479,34 @@ lsim_err lsim_tp_residency(const lsim_tp_proj *p, int n, int64_t world,
   return 0;
 }
 
+lsim_err lsim_tp_residency_verify(const lsim_tp_proj *p, int n,
+                                  int64_t world, int rule, int dtype,
+                                  const lsim_tp_res_ledger *claimed,
+                                  lsim_errbuf *eb) {
+  lsim_tp_res_ledger want;
+  lsim_err rc = lsim_tp_residency(p, n, world, rule, dtype, &want, eb);
+  if (rc)
+    return rc;
+  const struct {
+    const char *name;
+    int64_t got, want;
+  } f[] = {
+      {"rank_scalars", claimed->rank_scalars, want.rank_scalars},
+      {"rank_bytes", claimed->rank_bytes, want.rank_bytes},
+      {"cluster_bytes", claimed->cluster_bytes, want.cluster_bytes},
+      {"replicated_rank_bytes", claimed->replicated_rank_bytes,
+       want.replicated_rank_bytes},
+      {"replicated_cluster_bytes", claimed->replicated_cluster_bytes,
+       want.replicated_cluster_bytes},
+  };
+  for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
+    if (f[i].got != f[i].want)
+      return lsim_fail(eb, LSIM_E_TP_LEDGER, "tp ledger: %s claims %lld, "
+                       "the placement gives %lld", f[i].name,
+                       (long long)f[i].got, (long long)f[i].want);
+  return 0;
+}
+
 lsim_err lsim_tp_collectives(int64_t world, int64_t tokens, int64_t h,
                              int64_t r, int n_gather, int n_reduce,
                              int dtype, lsim_tp_coll_ledger *out,

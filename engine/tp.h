@@ -204,6 +204,13 @@ lsim_err lsim_tp_residency(const lsim_tp_proj *p, int n, int64_t world,
                            int rule, int dtype, lsim_tp_res_ledger *out,
                            lsim_errbuf *eb);
 
+/* Recompute and compare every field of a claimed residency ledger:
+** E_TP_LEDGER naming the first field that differs. */
+lsim_err lsim_tp_residency_verify(const lsim_tp_proj *p, int n,
+                                  int64_t world, int rule, int dtype,
+                                  const lsim_tp_res_ledger *claimed,
+                                  lsim_errbuf *eb);
+
 /* Logical elements received per rank (ring algorithms), no headers,
 ** topology, startup or overlap. */
 typedef struct lsim_tp_coll_ledger {

@@ -580,6 +580,16 @@ Test(tp_ledger, fixture_residency_32_per_rank_64_cluster) {
   cr_assert_eq(l.cluster_bytes, 64);
   cr_assert_eq(l.replicated_rank_bytes, 64);
   cr_assert_eq(l.replicated_cluster_bytes, 128);
+  cr_assert_eq(lsim_tp_residency_verify(p, 2, 2, LSIM_TP_DIV_EXACT,
+                                        LSIM_DT_F16, &l, &eb),
+               0, "%s", eb.msg);
+  /* A ledger that counts the replicated bytes as the sharded ones. */
+  lsim_tp_res_ledger bad = l;
+  bad.rank_bytes = 64;
+  cr_assert_eq(lsim_tp_residency_verify(p, 2, 2, LSIM_TP_DIV_EXACT,
+                                        LSIM_DT_F16, &bad, &eb),
+               LSIM_E_TP_LEDGER);
+  cr_assert(strstr(eb.msg, "rank_bytes"), "%s", eb.msg);
   /* Degree 1: sharded and replicated coincide. */
   cr_assert_eq(lsim_tp_residency(p, 2, 1, LSIM_TP_DIV_EXACT, LSIM_DT_F16, &l,
                                  &eb),
