@@ -258,3 +258,24 @@ Test(tp_sim, listed_fault_on_one_rank_never_publishes) {
   sqlite3_close(h);
   unlink("/tmp/lsim-tp-t.db");
 }
+
+Test(tp_sim, tp2_scenario_under_every_scheduler) {
+  static const char *const scheds[] = {"fcfs", "resident_greedy",
+                                       "slora_cluster", "deficit_aging",
+                                       "vtc"};
+  char path[512];
+  snprintf(path, sizeof path, "%s/scenarios/tp2.json", LSIM_SOURCE_DIR);
+  for (size_t i = 0; i < sizeof scheds / sizeof scheds[0]; i++) {
+    lsim_errbuf eb = LSIM_ERRBUF_INIT;
+    lsim_scenario sc;
+    cr_assert_eq(lsim_scenario_load(&sc, path, &eb), 0, "%s", eb.msg);
+    cr_assert_eq(sc.tp_degree, 2);
+    snprintf(sc.scheduler, sizeof sc.scheduler, "%s", scheds[i]);
+    lsim_summary s;
+    run(&sc, "/tmp/lsim-tp-s.db", &s);
+    cr_assert_eq(s.arrived, 400, "%s", scheds[i]);
+    cr_assert_eq(s.completed + s.rejected + s.unfinished, 400, "%s",
+                 scheds[i]);
+    unlink("/tmp/lsim-tp-s.db");
+  }
+}
