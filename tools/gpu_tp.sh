@@ -31,6 +31,11 @@ except Exception:
     pass
 PY
 )
+if [ -z "$nccl_dir" ]; then
+  # fallback: any libnccl.so.2 under the Python installs or /usr
+  hit=$(find /usr /opt /root/.local -name libnccl.so.2 2>/dev/null | head -n 1)
+  [ -n "$hit" ] && nccl_dir=$(dirname "$hit")
+fi
 if [ -n "$nccl_dir" ]; then
   LD_LIBRARY_PATH="$nccl_dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   export LD_LIBRARY_PATH
