@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-int64_t lsim_cost_collective_ns(const lsim_cost_model *c, const lsim_plan *p,
+int64_t lsim_cost_collective_ns(const lsim_tp_cost *c, const lsim_plan *p,
                                 int64_t *calls) {
   if (calls)
     *calls = 0;
@@ -19,18 +19,18 @@ int64_t lsim_cost_collective_ns(const lsim_cost_model *c, const lsim_plan *p,
     return 0;
   /* elements received per rank, ring algorithms (engine/tp.h ledgers):
   ** all-gather (N-1)/N x width, all-reduce 2 (N-1)/N x width */
-  int64_t ncalls = 2 * (int64_t)c->tp_layers;
+  int64_t ncalls = 2 * (int64_t)c->layers;
   double elems = (double)ncalls * 2.0 * (double)(n - 1) / (double)n *
-                 (double)tokens * (double)c->tp_hidden;
+                 (double)tokens * (double)c->hidden;
   if (p->true_rank_rows > 0) {
-    ncalls += (int64_t)c->tp_layers * (c->tp_col_targets + c->tp_row_targets);
-    elems += (double)c->tp_layers * (double)(n - 1) / (double)n *
+    ncalls += (int64_t)c->layers * (c->col_targets + c->row_targets);
+    elems += (double)c->layers * (double)(n - 1) / (double)n *
              (double)p->true_rank_rows *
-             (double)(c->tp_col_targets + 2 * c->tp_row_targets);
+             (double)(c->col_targets + 2 * c->row_targets);
   }
   int64_t ns = ncalls * c->coll_latency_ns;
   if (c->link_gbps > 0)
-    ns += (int64_t)ceil(elems * (double)c->tp_dtype_bytes / c->link_gbps);
+    ns += (int64_t)ceil(elems * (double)c->dtype_bytes / c->link_gbps);
   if (calls)
     *calls = ncalls;
   return ns;
@@ -40,8 +40,7 @@ int64_t lsim_cost_plan_ns(const lsim_cost_model *c, const lsim_plan *p) {
   int64_t ns = c->iter_fixed_ns + p->prefill_rows * c->prefill_token_ns +
                p->decode_rows * c->decode_token_ns +
                (int64_t)p->segments * c->segment_ns +
-               (p->true_rank_rows * c->rank_row_ps) / 1000 +
-               lsim_cost_collective_ns(c, p, NULL);
+               (p->true_rank_rows * c->rank_row_ps) / 1000;
   return ns < 1 ? 1 : ns;
 }
 

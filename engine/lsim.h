@@ -36,6 +36,8 @@ typedef int lsim_err;        /* 0 ok, negative LSIM_E_* */
 **   -160..-199 exact tensors (err_tensor.h)
 **   -200..-299 identities and generations (err_id.h)
 **   -300..-349 `lorasim exec` input (err_exec.h)
+**   -350..-419 residency, pool, hotswap (err_res.h)
+**   -420..-499 KV compatibility and the prefix cache (err_kv.h)
 **   -560..-619 tensor-parallel placement (err_tp.h)
 */
 #define LSIM_ERRCODES(X)                                                    \
@@ -71,8 +73,10 @@ typedef int lsim_err;        /* 0 ok, negative LSIM_E_* */
   X(LSIM_E_STATE,            -82, "E_STATE")                                \
   X(LSIM_E_NOSPACE,          -83, "E_NOSPACE")
 
+#include "err_dev.h"
 #include "err_exec.h"
 #include "err_id.h"
+#include "err_kv.h"
 #include "err_plan.h"
 #include "err_res.h"
 #include "err_tensor.h"
@@ -86,6 +90,8 @@ typedef int lsim_err;        /* 0 ok, negative LSIM_E_* */
   LSIM_ERRCODES_ID(X)        \
   LSIM_ERRCODES_EXEC(X)      \
   LSIM_ERRCODES_RES(X)       \
+  LSIM_ERRCODES_DEV(X)       \
+  LSIM_ERRCODES_KV(X)        \
   LSIM_ERRCODES_TP(X)
 
 enum {

@@ -1332,6 +1332,30 @@ lsim_err lsim_res_kv_release(lsim_res *r, int kv, lsim_errbuf *eb) {
   return 0;
 }
 
+/* A KV object taken straight from free slots (prefix-cache blocks): no
+** transaction, no adapter, no eviction of adapters; lowest free first. */
+lsim_err lsim_res_kv_alloc(lsim_res *r, int64_t owner, int64_t pages, int *kv,
+                           lsim_errbuf *eb) {
+  *kv = -1;
+  if (pages < 1)
+    return lsim_fail(eb, LSIM_E_USAGE, "KV allocation of %lld pages",
+                     (long long)pages);
+  if (pages > r->nfree)
+    return lsim_fail(eb, LSIM_E_RES_NOSPACE, "KV allocation of %lld pages: "
+                     "%lld free", (long long)pages, (long long)r->nfree);
+  int h;
+  if (lsim__kv_new(r, owner, &h))
+    return lsim_fail(eb, LSIM_E_NOMEM, "out of memory allocating KV");
+  lsim_err rc = lsim_res_kv_extend(r, h, pages, eb);
+  if (rc) {
+    r->kv[h].live = 0; /* nothing was taken: extend changes nothing on error */
+    return rc;
+  }
+  r->kv[h].used = pages;
+  *kv = h;
+  return 0;
+}
+
 /* ---- test-only mutation ------------------------------------------------------------- */
 
 void lsim_res__mutate_slot(lsim_res *r, int64_t i, int state, int64_t owner,

@@ -300,6 +300,14 @@ lsim_err lsim_res_kv_grow(lsim_res *r, int kv, int64_t used, lsim_errbuf *eb);
 /* Free a KV object's slots (KV -> FREE). */
 lsim_err lsim_res_kv_release(lsim_res *r, int kv, lsim_errbuf *eb);
 
+/* A KV object of `pages` slots taken from FREE slots only (lowest index
+** first), outside any transaction: the prefix cache's blocks (prefix.h).
+** `owner` is recorded as the object's request tag.  LSIM_E_RES_NOSPACE
+** when fewer slots are free (nothing changes; adapters are never evicted
+** for it).  Release with lsim_res_kv_release. */
+lsim_err lsim_res_kv_alloc(lsim_res *r, int64_t owner, int64_t pages, int *kv,
+                           lsim_errbuf *eb);
+
 /* ---- checks -------------------------------------------------------------------------- */
 
 /*

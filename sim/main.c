@@ -21,8 +21,10 @@
 
 #include "../backends/backend.h"
 #include "../engine/policy/policy.h"
+#include "calibrate.h"
 #include "compare.h"
 #include "exec.h"
+#include "prefix_report.h"
 #include "trace_cmd.h"
 #include "replay.h"
 #include "scenario.h"
@@ -65,6 +67,8 @@ static void lsim__usage_replay(FILE *f) {
       "                     failing (reported in the summary)\n"
       "  --verify cpu_ref   with --backend cuda: compare every iteration with\n"
       "                     the exact reference (validations table)\n"
+      "  --profile FILE     iteration cost from a calibrated cost profile\n"
+      "                     (lorasim calibrate) instead of $.cost\n"
       "  -h, --help         this text\n"
       "\n"
       "registered names:\n",
@@ -85,8 +89,10 @@ static void lsim__usage(FILE *f) {
         "  replay SCENARIO.json   replay a trace through the simulator\n"
         "  compare SCENARIO.json  run it under several schedulers, one table\n"
         "  exec --in BATCH.json   run one batch exactly (plan, delta, Y)\n"
+        "  calibrate              fit the cost model to GPU kernel times\n"
         "  trace convert|stats    import, convert and summarise traces\n"
         "  bench kernels          the CUDA kernel benchmark table (GPU)\n"
+        "  prefix                 prefix-cache study: four key modes on a trace\n"
         "  help [COMMAND]         show help for a command\n"
         "  version                print the version and build\n"
         "\n"
@@ -126,7 +132,7 @@ static int lsim__parse_seed(const char *s, uint64_t *out) {
 
 static int lsim__cmd_replay(int argc, char **argv) {
   enum { O_DB = 256, O_SEED, O_SCHED, O_EVICT, O_PREFETCH, O_BACKEND,
-         O_NOPLOTS, O_QUIET, O_VERIFY, O_SKIP };
+         O_NOPLOTS, O_QUIET, O_VERIFY, O_SKIP, O_PROFILE };
   static const struct option opts[] = {
       {"db", required_argument, NULL, O_DB},
       {"seed", required_argument, NULL, O_SEED},
@@ -138,10 +144,11 @@ static int lsim__cmd_replay(int argc, char **argv) {
       {"quiet", no_argument, NULL, O_QUIET},
       {"verify", required_argument, NULL, O_VERIFY},
       {"skip-bad-rows", no_argument, NULL, O_SKIP},
+      {"profile", required_argument, NULL, O_PROFILE},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
   const char *db = NULL, *sched = NULL, *evict = NULL, *prefetch = NULL,
-             *backend = NULL, *seed_s = NULL;
+             *backend = NULL, *seed_s = NULL, *profile = NULL;
   int plots = 1, quiet = 0, verify = 0, skip = 0, c;
   optind = 1;
   while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -155,6 +162,7 @@ static int lsim__cmd_replay(int argc, char **argv) {
     case O_NOPLOTS: plots = 0; break;
     case O_QUIET: quiet = 1; break;
     case O_SKIP: skip = 1; break;
+    case O_PROFILE: profile = optarg; break;
     case O_VERIFY:
       if (strcmp(optarg, "cpu_ref") != 0) {
         fprintf(stderr, "lorasim replay: error: E_USAGE: --verify takes "
@@ -182,6 +190,19 @@ static int lsim__cmd_replay(int argc, char **argv) {
   }
   if (skip)
     sc.trace_skip_bad_rows = 1;
+  if (profile) {
+    lsim_cost_model cm;
+    if ((rc = lsim_profile_load(profile, &cm, &eb))) {
+      lsim__die("lorasim replay", rc, eb.msg);
+      return 2; /* bad input */
+    }
+    sc.iter_fixed_ns = cm.iter_fixed_ns;
+    sc.prefill_token_ns = cm.prefill_token_ns;
+    sc.decode_token_ns = cm.decode_token_ns;
+    sc.segment_ns = cm.segment_ns;
+    sc.rank_row_ps = cm.rank_row_ps;
+    snprintf(sc.cost_profile, sizeof sc.cost_profile, "%s", profile);
+  }
   if (seed_s && lsim__parse_seed(seed_s, &sc.seed))
     return lsim__die("lorasim replay", LSIM_E_USAGE,
                      "--seed: expected a non-negative integer");
@@ -333,10 +354,14 @@ int main(int argc, char **argv) {
     return lsim_compare_main(argc - 1, argv + 1);
   if (strcmp(cmd, "trace") == 0)
     return lsim_trace_main(argc - 1, argv + 1);
+  if (strcmp(cmd, "calibrate") == 0)
+    return lsim_calibrate_cmd(argc - 1, argv + 1);
   if (strcmp(cmd, "exec") == 0)
     return lsim_exec_main(argc - 1, argv + 1);
   if (strcmp(cmd, "bench") == 0)
     return lsim__cmd_bench(argc - 1, argv + 1);
+  if (strcmp(cmd, "prefix") == 0)
+    return lsim_prefix_main(argc - 1, argv + 1);
   if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0)
     return lsim__cmd_version();
   if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 ||
@@ -351,6 +376,11 @@ int main(int argc, char **argv) {
     } else if (argc > 2 && strcmp(argv[2], "compare") == 0) {
       char *av[] = {"compare", "--help", NULL};
       return lsim_compare_main(2, av);
+    } else if (argc > 2 && strcmp(argv[2], "calibrate") == 0) {
+      lsim_calibrate_usage(stdout);
+    } else if (argc > 2 && strcmp(argv[2], "prefix") == 0) {
+      char *av[] = {"prefix", "--help", NULL};
+      return lsim_prefix_main(2, av);
     } else if (argc > 2 && strcmp(argv[2], "exec") == 0) {
       char *av[] = {"exec", "--help", NULL};
       return lsim_exec_main(2, av);

@@ -76,6 +76,7 @@ typedef struct lsim__world {
   lsim_backend be;
   int be_open;
   lsim_cost_model cost;
+  lsim_tp_cost tp_cost;    /* zero unless $.workers.tp_degree > 1 */
   lsim_queue q;
   lsim_trace tr;
   int tr_open;
@@ -236,26 +237,27 @@ static int lsim__row_parallel(const char *name) {
   return 0;
 }
 
-static void lsim__tp_cost(const lsim_scenario *sc, lsim_cost_model *c) {
+static void lsim__tp_cost(const lsim_scenario *sc, lsim_tp_cost *c) {
+  memset(c, 0, sizeof *c);
   c->tp_degree = sc->tp_degree;
   c->coll_latency_ns = sc->collective_latency_ns;
   c->link_gbps = sc->link_gbps;
-  c->tp_layers = sc->layers;
-  c->tp_dtype_bytes = sc->dtype_bytes;
+  c->layers = sc->layers;
+  c->dtype_bytes = sc->dtype_bytes;
   int64_t hidden = 0, din = 0;
   for (int i = 0; i < sc->ntargets; i++) {
     const lsim_target *t = &sc->targets[i];
     if (lsim__row_parallel(t->name)) {
-      c->tp_row_targets++;
+      c->row_targets++;
       if (t->d_out > hidden)
         hidden = t->d_out;
     } else {
-      c->tp_col_targets++;
+      c->col_targets++;
     }
     if (t->d_in > din)
       din = t->d_in;
   }
-  c->tp_hidden = hidden ? hidden : din; /* the model's hidden size */
+  c->hidden = hidden ? hidden : din; /* the model's hidden size */
 }
 
 /* ---- copy outcomes -------------------------------------------------------- */
@@ -392,7 +394,10 @@ static lsim_err lsim__on_step(lsim__world *W, int w, lsim_errbuf *eb) {
     if ((rc = lsim_db_validation(W->db, &v)))
       return lsim_fail(eb, rc, "%s", lsim_db_errmsg(W->db));
   }
-  lsim_tick dur = lsim__ns_to_ticks_ceil(W->sc, lsim_cost_plan_ns(&W->cost, p));
+  /* TP workers add their collective time (0 at degree 1; docs/TP.md) */
+  lsim_tick dur = lsim__ns_to_ticks_ceil(
+      W->sc, lsim_cost_plan_ns(&W->cost, p) +
+                 lsim_cost_collective_ns(&W->tp_cost, p, NULL));
   W->iterations++;
   return lsim__push(W, W->now + dur, LSIM__Q_ITER_DONE, w, br.ok, 0, eb);
 }
@@ -650,14 +655,10 @@ static lsim_err lsim__setup(lsim__world *W, lsim_errbuf *eb) {
     W->ring_cap = LSIM__LOOKAHEAD;
   }
 
-  memset(&W->cost, 0, sizeof W->cost);
-  W->cost.iter_fixed_ns = sc->iter_fixed_ns;
-  W->cost.prefill_token_ns = sc->prefill_token_ns;
-  W->cost.decode_token_ns = sc->decode_token_ns;
-  W->cost.segment_ns = sc->segment_ns;
-  W->cost.rank_row_ps = sc->rank_row_ps;
-  if (sc->tp_degree > 1)
-    lsim__tp_cost(sc, &W->cost);
+  W->cost = (lsim_cost_model){sc->iter_fixed_ns, sc->prefill_token_ns,
+                              sc->decode_token_ns, sc->segment_ns,
+                              sc->rank_row_ps};
+  lsim__tp_cost(sc, &W->tp_cost);
   lsim_backend_cfg bcfg = {W->cost, sc->seed, LSIM_REPLAY_TENSOR_DIM,
                            LSIM_REPLAY_TENSOR_DIM, W->o->verify};
   if ((rc = lsim_backend_open(&W->be, sc->backend, &bcfg, eb)))

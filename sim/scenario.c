@@ -17,6 +17,7 @@
 #include "../engine/residency.h"
 
 #include "../backends/backend.h"
+#include "calibrate.h"
 #include "../engine/policy/policy.h"
 
 #include <cjson/cJSON.h>
@@ -537,8 +538,13 @@ static lsim_err lsim__model(const lsim__ctx *c, const cJSON *root,
   return 0;
 }
 
+static lsim_err lsim__resolve(const lsim__ctx *c, const cJSON *v,
+                              const char *path, const char *basedir,
+                              int allow_dir, char *out);
+
 static lsim_err lsim__cost(const lsim__ctx *c, const cJSON *root,
-                           lsim_scenario *sc) {
+                           const char *basedir, lsim_scenario *sc) {
+  static const char *const extra[] = {"profile", NULL};
   const lsim__field f[] = {
       {"iter_fixed_ns", LSIM__I64, LSIM__REQ, 0, 1e12, 0, &sc->iter_fixed_ns},
       {"prefill_token_ns", LSIM__I64, LSIM__REQ, 0, 1e12, 0,
@@ -551,9 +557,25 @@ static lsim_err lsim__cost(const lsim__ctx *c, const cJSON *root,
        &sc->collective_latency_ns},
       {"link_gbps", LSIM__NUM, 0, 0, 1e6, 0, &sc->link_gbps},
   };
-  const cJSON *o;
-  char p[LSIM__PATHBUF];
-  return lsim__object(c, root, "$", "cost", f, LSIM__N(f), NULL, &o, p);
+  const cJSON *o, *pv;
+  char p[LSIM__PATHBUF], pp[LSIM__PATHBUF];
+  lsim_err err = lsim__object(c, root, "$", "cost", f, LSIM__N(f), extra, &o, p);
+  sc->cost_profile[0] = '\0';
+  if (err || (err = lsim__member(c, o, p, "profile", "string", 0, &pv, pp)) ||
+      !pv)
+    return err;
+  if ((err = lsim__resolve(c, pv, pp, basedir, 0, sc->cost_profile)))
+    return err;
+  lsim_cost_model cm;
+  lsim_errbuf e2 = LSIM_ERRBUF_INIT;
+  if (lsim_profile_load(sc->cost_profile, &cm, &e2))
+    return lsim__bad(c, LSIM_E_DEV_PROFILE, pp, "%s", e2.msg);
+  sc->iter_fixed_ns = cm.iter_fixed_ns;
+  sc->prefill_token_ns = cm.prefill_token_ns;
+  sc->decode_token_ns = cm.decode_token_ns;
+  sc->segment_ns = cm.segment_ns;
+  sc->rank_row_ps = cm.rank_row_ps;
+  return 0;
 }
 
 static lsim_err lsim__adapters(const lsim__ctx *c, const cJSON *root,
@@ -1352,7 +1374,7 @@ static lsim_err lsim__root(const lsim__ctx *c, const cJSON *root,
       (err = lsim__named(c, root, "$", &backend)) ||
       (err = lsim__policies(c, root, sc)) ||
       (err = lsim__workers(c, root, sc)) || (err = lsim__model(c, root, sc)) ||
-      (err = lsim__cost(c, root, sc)) || (err = lsim__adapters(c, root, sc)) ||
+      (err = lsim__cost(c, root, basedir, sc)) || (err = lsim__adapters(c, root, sc)) ||
       (err = lsim__tenants(c, root, sc)) ||
       (err = lsim__trace(c, root, basedir, sc)) ||
       (err = lsim__faults(c, root, sc)) ||

@@ -153,7 +153,7 @@ Test(tp_sim, bad_degrees_fail_with_paths) {
 }
 
 Test(tp_sim, collective_cost_formula) {
-  lsim_cost_model c;
+  lsim_tp_cost c;
   memset(&c, 0, sizeof c);
   lsim_plan p;
   memset(&p, 0, sizeof p);
@@ -163,28 +163,29 @@ Test(tp_sim, collective_cost_formula) {
   c.tp_degree = 2;
   c.coll_latency_ns = 1000;
   c.link_gbps = 100;
-  c.tp_layers = 1;
-  c.tp_hidden = 4096;
-  c.tp_col_targets = 1;
-  c.tp_row_targets = 1;
-  c.tp_dtype_bytes = 2;
+  c.layers = 1;
+  c.hidden = 4096;
+  c.col_targets = 1;
+  c.row_targets = 1;
+  c.dtype_bytes = 2;
   int64_t calls;
   /* base: 2 all-reduces of 2 (N-1)/N x 10 tokens x 4096 = 2 x 40960
   ** elements; LoRA: one gather 1/2 x 160 + one all-reduce 2 x 1/2 x 160 =
   ** 240; 82160 x 2 bytes / 100 B/ns = 1643.2 -> 1644 ns; 4 calls x 1000 */
   cr_assert_eq(lsim_cost_collective_ns(&c, &p, &calls), 5644);
   cr_assert_eq(calls, 4);
-  /* no adapter rows: only the base all-reduces */
+  /* no adapter rows: only the base all-reduces; 81920 x 2 / 100 = 1638.4 */
   p.true_rank_rows = 0;
-  /* 81920 x 2 / 100 = 1638.4 -> 1639 ns */
   cr_assert_eq(lsim_cost_collective_ns(&c, &p, &calls), 2000 + 1639);
   cr_assert_eq(calls, 2);
+  /* degree 4: (N-1)/N = 3/4 of the same volumes */
+  c.tp_degree = 4;
+  p.true_rank_rows = 160;
+  /* 2 x 2 x 3/4 x 10 x 4096 = 122880; 3/4 x 160 x 3 = 360; x 2 / 100 */
+  cr_assert_eq(lsim_cost_collective_ns(&c, &p, &calls), 4000 + 2465);
   c.tp_degree = 1;
-  c.iter_fixed_ns = 100; /* above the 1 ns floor */
   cr_assert_eq(lsim_cost_collective_ns(&c, &p, &calls), 0);
-  int64_t base = lsim_cost_plan_ns(&c, &p);
-  c.tp_degree = 2;
-  cr_assert_eq(lsim_cost_plan_ns(&c, &p), base + 3639);
+  cr_assert_eq(calls, 0);
 }
 
 Test(tp_sim, degree_two_replay_pays_collectives_and_draws_per_rank) {

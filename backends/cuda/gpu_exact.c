@@ -5,7 +5,8 @@
 
 #include <math.h>
 #include <stdlib.h>
-#include <time.h>
+
+#include "pool.h"
 
 /* Set *m (initialised) to the exact value of float f. */
 static void lsim__q_from_float(mpq_t m, float f) { mpq_set_d(m, (double)f); }
@@ -18,6 +19,8 @@ lsim_err lsim_cuda_exact_delta(const lsim_rowplan *p, const lsim_qmat *X,
   const int dt = dtype;
   const int ldx = (d_in + 7) / 8 * 8, ldy = (d_out + 7) / 8 * 8;
   lsim_cuda_lora *L = NULL;
+  lsim_cuda_timer *tm = NULL;
+  void *stream = NULL;
   uint16_t *hx = NULL, *hA = NULL, *hB = NULL;
   float *hy = NULL;
   void *dx = NULL, *dy = NULL;
@@ -45,6 +48,10 @@ lsim_err lsim_cuda_exact_delta(const lsim_rowplan *p, const lsim_qmat *X,
     rc = lsim_fail(eb, LSIM_E_NOMEM, "out of memory");
     goto out;
   }
+  if ((rc = lsim_cuda_stream_create(&stream, eb)) ||
+      (rc = lsim_cuda_timer_open(&tm, stream, eb)))
+    goto out;
+  cfg.stream = stream;
   if ((rc = lsim_cuda_lora_open(&L, &cfg, eb)))
     goto out;
   for (int a = 0; a < nad && !rc; a++) {
@@ -82,19 +89,18 @@ lsim_err lsim_cuda_exact_delta(const lsim_rowplan *p, const lsim_qmat *X,
   if ((rc = lsim_cuda_lora_plan(L, p, path, eb)))
     goto out;
   *used_path = lsim_cuda_lora_path(L);
-  struct timespec t0, t1;
   if ((rc = lsim_cuda_malloc(&dx, (size_t)T * (size_t)ldx * 2, eb)) ||
       (rc = lsim_cuda_malloc(&dy, (size_t)T * (size_t)ldy * 2, eb)) ||
       (rc = lsim_cuda_h2d(dx, hx, (size_t)T * (size_t)ldx * 2, eb)) ||
       (rc = lsim_cuda_memset(dy, 0, (size_t)T * (size_t)ldy * 2, eb)) ||
       (rc = lsim_cuda_lora_sync(L, eb)) ||
-      (clock_gettime(CLOCK_MONOTONIC, &t0), 0) ||
+      (rc = lsim_cuda_timer_start(tm, eb)) ||
       (rc = lsim_cuda_lora_run(L, dx, ldx, dy, ldy, eb)) ||
+      (rc = lsim_cuda_timer_stop(tm, eb)) ||
       (rc = lsim_cuda_lora_sync(L, eb)) ||
-      (clock_gettime(CLOCK_MONOTONIC, &t1), 0) ||
+      (rc = lsim_cuda_timer_ns(tm, ns, eb)) ||
       (rc = lsim_cuda_d2h(hx, dy, (size_t)T * (size_t)ldy * 2, eb)))
     goto out;
-  *ns = (int64_t)(t1.tv_sec - t0.tv_sec) * 1000000000 + (t1.tv_nsec - t0.tv_nsec);
   if ((rc = lsim_qmat_init(D, p->T, d_out, eb)))
     goto out;
   for (int t = 0; t < p->T; t++)
@@ -106,6 +112,8 @@ out:
   lsim_cuda_free(dx);
   lsim_cuda_free(dy);
   lsim_cuda_lora_close(L);
+  lsim_cuda_timer_close(tm);
+  lsim_cuda_stream_destroy(stream);
   free(hx);
   free(hy);
   free(hA);

@@ -17,7 +17,8 @@
 ** *D (T x d_out, packed row order; initialised here) as the exact values
 ** of the GPU's floats.  *exact_in: 1 when every input, factor and scale
 ** was representable exactly.  *used_path: the path that ran (never AUTO).
-** *ns: host-measured nanoseconds of the launches and their completion.
+** *ns: device time of the launches in ns, between two CUDA events
+** recorded on the context's stream around them.
 */
 lsim_err lsim_cuda_exact_delta(const lsim_rowplan *p, const lsim_qmat *X,
                                const lsim_qadapter *ad, int nad, int d_in,

@@ -1,0 +1,17 @@
+/*
+** err_dev.h: stable error codes of the device adapter pool (paged
+** residency on the GPU, backends/cuda/pool.cu) and of `lorasim calibrate`.
+** Range -620..-659.  Append only; never renumber.  docs/CUDA.md has the
+** table with the meaning of each code.
+*/
+#define LSIM_ERRCODES_DEV(X)                                                \
+  X(LSIM_E_DEV_NOT_PUBLISHED,  -620, "E_DEV_NOT_PUBLISHED")                 \
+  X(LSIM_E_DEV_PUBLISH_EARLY,  -621, "E_DEV_PUBLISH_EARLY")                 \
+  X(LSIM_E_DEV_DIGEST,         -622, "E_DEV_DIGEST")                        \
+  X(LSIM_E_DEV_CHECKSUM,       -623, "E_DEV_CHECKSUM")                      \
+  X(LSIM_E_DEV_NOSPACE,        -624, "E_DEV_NOSPACE")                       \
+  X(LSIM_E_DEV_STAGING,        -625, "E_DEV_STAGING")                       \
+  X(LSIM_E_DEV_BUSY,           -626, "E_DEV_BUSY")                          \
+  X(LSIM_E_DEV_NO_LOAD,        -627, "E_DEV_NO_LOAD")                       \
+  X(LSIM_E_DEV_NO_DEVICE,      -628, "E_DEV_NO_DEVICE")                     \
+  X(LSIM_E_DEV_PROFILE,        -629, "E_DEV_PROFILE")
