@@ -33,6 +33,30 @@ typedef struct lsim_cost_model {
   int64_t rank_row_ps;      /* per unit of true-rank rows, picoseconds */
 } lsim_cost_model;
 
+/*
+** Tensor parallelism (docs/TP.md): the collective time a TP group adds to
+** an iteration, on top of lsim_cost_plan_ns.  Each iteration pays for the
+** base path's two all-reduces per layer of tokens x hidden and, when it has
+** adapter rows, one rank-axis all-gather per column-parallel target and
+** one rank-width all-reduce per row-parallel target per layer, sized by the
+** true-rank rows (ring volumes of engine/tp.h):
+** calls x latency + bytes / link bandwidth.
+*/
+typedef struct lsim_tp_cost {
+  int tp_degree;            /* <= 1: no collectives */
+  int64_t coll_latency_ns;  /* per collective call */
+  double link_gbps;         /* GB/s (bytes per ns); 0: no byte term */
+  int layers;
+  int64_t hidden;           /* elements of one token's hidden state */
+  int col_targets, row_targets; /* adapted targets per layer */
+  int dtype_bytes;          /* collective payload dtype size */
+} lsim_tp_cost;
+
+/* Modelled TP collective time of an iteration in ns (0 when tp_degree <=
+** 1); *calls (may be NULL) gets the number of collective calls. */
+int64_t lsim_cost_collective_ns(const lsim_tp_cost *c, const lsim_plan *p,
+                                int64_t *calls);
+
 /* Modelled duration of an iteration in ns (>= 1). */
 int64_t lsim_cost_plan_ns(const lsim_cost_model *c, const lsim_plan *p);
 

@@ -885,7 +885,8 @@ lsim_err lsim_id_kernel_canon(const lsim_kernel_in *in, lsim_canon *out,
   }
   lsim__enc e;
   lsim__enc_start(&e, out, eb);
-  lsim__map(&e, 8);
+  int has_tp = !lsim_digest_is_zero(&in->tp_manifest);
+  lsim__map(&e, has_tp ? 9 : 8);
   lsim__kdigest(&e, "adapter_semantic_sha256", &sem);
   lsim__kint(&e, "conversion_revision", in->conversion_revision);
   lsim__ktext(&e, "dtype", lsim_dtype_name(in->dtype));
@@ -918,6 +919,8 @@ lsim_err lsim_id_kernel_canon(const lsim_kernel_in *in, lsim_canon *out,
   lsim__kint(&e, "world_size", in->shard.world);
   lsim__end(&e);
   lsim__ktext(&e, "schema", "lorasim.id.kernel_local.v1");
+  if (has_tp) /* keys stay sorted: "tp_..." follows "schema" */
+    lsim__kdigest(&e, "tp_manifest_sha256", &in->tp_manifest);
   lsim__end(&e);
   free(mods);
   free(lays);

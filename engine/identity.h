@@ -204,6 +204,10 @@ typedef struct lsim_kernel_in {
   const lsim_module_layout *layouts;
   int n_layouts;
   lsim_shard shard;
+  /* Optional: lsim_tp_manifest_digest() of this rank's TP placement
+  ** (engine/tp.h).  All zero = none, and the record's bytes are then
+  ** exactly what they were before the field existed. */
+  lsim_digest tp_manifest;
 } lsim_kernel_in;
 
 typedef struct lsim_request_in {

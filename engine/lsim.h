@@ -39,6 +39,7 @@ typedef int lsim_err;        /* 0 ok, negative LSIM_E_* */
 **   -350..-419 residency, pool, hotswap (err_res.h)
 **   -420..-499 KV compatibility and the prefix cache (err_kv.h)
 **   -500..-559 collection compression (err_cmp.h)
+**   -560..-619 tensor-parallel placement (err_tp.h)
 */
 #define LSIM_ERRCODES(X)                                                    \
   X(LSIM_E_NOMEM,            -1,  "E_NOMEM")                                \
@@ -81,6 +82,7 @@ typedef int lsim_err;        /* 0 ok, negative LSIM_E_* */
 #include "err_plan.h"
 #include "err_res.h"
 #include "err_tensor.h"
+#include "err_tp.h"
 
 /* Every code of every domain, for enumeration (lsim_err_name, docs). */
 #define LSIM_ERRCODES_ALL(X) \
@@ -92,7 +94,8 @@ typedef int lsim_err;        /* 0 ok, negative LSIM_E_* */
   LSIM_ERRCODES_RES(X)       \
   LSIM_ERRCODES_DEV(X)       \
   LSIM_ERRCODES_KV(X)        \
-  LSIM_ERRCODES_CMP(X)
+  LSIM_ERRCODES_CMP(X)       \
+  LSIM_ERRCODES_TP(X)
 
 enum {
 #define LSIM__ENUM(sym, val, name) sym = val,

@@ -46,6 +46,7 @@
 
 #include "../backends/backend.h"
 #include "../engine/engine.h"
+#include "../engine/tp.h"
 #include "../traces/trace.h"
 #include "db.h"
 #include "queue.h"
@@ -75,6 +76,7 @@ typedef struct lsim__world {
   lsim_backend be;
   int be_open;
   lsim_cost_model cost;
+  lsim_tp_cost tp_cost;    /* zero unless $.workers.tp_degree > 1 */
   lsim_queue q;
   lsim_trace tr;
   int tr_open;
@@ -91,6 +93,7 @@ typedef struct lsim__world {
   int *rank;               /* [adapters] the catalog's ranks */
   lsim_err sink_rc;        /* first sink failure */
   int next_copy_fail, next_digest_fail; /* indices into the fault ticks */
+  int64_t tp_gen;          /* TP: generations published through snapshots */
   lsim__ahead *ring;       /* lookahead window (oracle policies only) */
   int ring_head, ring_n, ring_cap, ring_eof;
 } lsim__world;
@@ -221,6 +224,112 @@ static lsim_err lsim__read_next(lsim__world *W, lsim_errbuf *eb) {
   return lsim__push(W, t, LSIM__Q_ARRIVAL, -1, 0, 0, eb);
 }
 
+/* ---- tensor parallelism (docs/TP.md) ------------------------------------- */
+
+/* Row-parallel targets by the usual Megatron names; the rest are column
+** parallel (q/k/v/gate/up...). */
+static int lsim__row_parallel(const char *name) {
+  static const char *const rows[] = {"o_proj", "down_proj", "out_proj",
+                                     "dense", "fc2", "wo", "w2"};
+  for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+    if (strcmp(name, rows[i]) == 0)
+      return 1;
+  return 0;
+}
+
+static void lsim__tp_cost(const lsim_scenario *sc, lsim_tp_cost *c) {
+  memset(c, 0, sizeof *c);
+  c->tp_degree = sc->tp_degree;
+  c->coll_latency_ns = sc->collective_latency_ns;
+  c->link_gbps = sc->link_gbps;
+  c->layers = sc->layers;
+  c->dtype_bytes = sc->dtype_bytes;
+  int64_t hidden = 0, din = 0;
+  for (int i = 0; i < sc->ntargets; i++) {
+    const lsim_target *t = &sc->targets[i];
+    if (lsim__row_parallel(t->name)) {
+      c->row_targets++;
+      if (t->d_out > hidden)
+        hidden = t->d_out;
+    } else {
+      c->col_targets++;
+    }
+    if (t->d_in > din)
+      din = t->d_in;
+  }
+  c->hidden = hidden ? hidden : din; /* the model's hidden size */
+}
+
+/* ---- copy outcomes -------------------------------------------------------- */
+
+/* The fault outcome of one copy starting at `start` ($.faults). */
+static int lsim__copy_outcome(lsim__world *W, lsim_tick start) {
+  const lsim_scenario *sc = W->sc;
+  if (W->next_copy_fail < sc->ncopy_fail_ticks &&
+      start >= sc->copy_fail_ticks[W->next_copy_fail]) {
+    W->next_copy_fail++;
+    return LSIM_LOAD_COPY_FAILED;
+  }
+  if (sc->load_failure_rate > 0 &&
+      lsim_rng_unit(&W->faults) < sc->load_failure_rate)
+    return LSIM_LOAD_COPY_FAILED;
+  if (W->next_digest_fail < sc->ndigest_fail_ticks &&
+      start >= sc->digest_fail_ticks[W->next_digest_fail]) {
+    W->next_digest_fail++;
+    return LSIM_LOAD_DIGEST_BAD;
+  }
+  if (sc->digest_failure_rate > 0 &&
+      lsim_rng_unit(&W->faults) < sc->digest_failure_rate)
+    return LSIM_LOAD_DIGEST_BAD;
+  return LSIM_LOAD_OK;
+}
+
+/*
+** TP worker (docs/TP.md): a load is N rank copies, each with its own fault
+** draw (rank order; a listed fault tick hits the first rank that copies at
+** or after it).  Publication goes through the distributed generation
+** snapshot of engine/tp.h: every rank holds the previous generation, each
+** rank whose copy succeeded publishes the new one, and the adapter is
+** published (LSIM_LOAD_OK) only when the snapshot is launchable.  A fault
+** on one rank leaves a mixed snapshot, so the load fails with that rank's
+** outcome and nothing is published.
+*/
+static lsim_err lsim__tp_outcome(lsim__world *W, lsim_tick start, int adapter,
+                                 int *outcome, lsim_errbuf *eb) {
+  int n = W->sc->tp_degree, first_bad = LSIM_LOAD_OK;
+  lsim_gensnap snap;
+  lsim_digest old_d = LSIM_DIGEST_INIT, new_d = LSIM_DIGEST_INIT;
+  int64_t g0 = W->tp_gen, g1 = ++W->tp_gen;
+  for (int k = 0; k < 8; k++) {
+    old_d.b[k] = (uint8_t)((uint64_t)g0 >> (8 * k));
+    new_d.b[k] = (uint8_t)((uint64_t)g1 >> (8 * k));
+    old_d.b[8 + k] = new_d.b[8 + k] = (uint8_t)((uint64_t)adapter >> (8 * k));
+  }
+  old_d.b[31] = new_d.b[31] = 1;
+  lsim_err rc = lsim_gensnap_init(&snap, n, eb);
+  for (int q = 0; !rc && q < n; q++) {
+    rc = lsim_gensnap_publish(&snap, q, g0, &old_d, eb);
+    int o = lsim__copy_outcome(W, start);
+    if (!rc && o == LSIM_LOAD_OK)
+      rc = lsim_gensnap_publish(&snap, q, g1, &new_d, eb);
+    else if (first_bad == LSIM_LOAD_OK)
+      first_bad = o;
+  }
+  if (rc)
+    return rc;
+  int64_t gen;
+  lsim_err lr = lsim_gensnap_launchable(&snap, &gen, NULL, NULL);
+  if (lr == 0 && gen == g1)
+    *outcome = LSIM_LOAD_OK;
+  else if (lr == LSIM_E_TP_MIXED_GEN && first_bad != LSIM_LOAD_OK)
+    *outcome = first_bad;
+  else if (lr == 0 && gen == g0 && first_bad != LSIM_LOAD_OK)
+    *outcome = first_bad; /* every rank failed: the old generation stays */
+  else
+    return LSIM_BUG(eb, "tp snapshot disagrees with the rank outcomes");
+  return 0;
+}
+
 /* ---- handlers ------------------------------------------------------------- */
 
 static lsim_err lsim__on_step(lsim__world *W, int w, lsim_errbuf *eb) {
@@ -250,20 +359,13 @@ static lsim_err lsim__on_step(lsim__world *W, int w, lsim_errbuf *eb) {
     lsim_tick done = start + lsim__ns_to_ticks_ceil(sc, ns);
     W->copy_free_at[w] = done;
     int outcome = LSIM_LOAD_OK;
-    if (W->next_copy_fail < sc->ncopy_fail_ticks &&
-        start >= sc->copy_fail_ticks[W->next_copy_fail]) {
-      W->next_copy_fail++;
-      outcome = LSIM_LOAD_COPY_FAILED;
-    } else if (sc->load_failure_rate > 0 &&
-               lsim_rng_unit(&W->faults) < sc->load_failure_rate) {
-      outcome = LSIM_LOAD_COPY_FAILED;
-    } else if (W->next_digest_fail < sc->ndigest_fail_ticks &&
-               start >= sc->digest_fail_ticks[W->next_digest_fail]) {
-      W->next_digest_fail++;
-      outcome = LSIM_LOAD_DIGEST_BAD;
-    } else if (sc->digest_failure_rate > 0 &&
-               lsim_rng_unit(&W->faults) < sc->digest_failure_rate) {
-      outcome = LSIM_LOAD_DIGEST_BAD;
+    if (sc->tp_degree > 1) {
+      /* TP: the N rank copies (each loads.bytes, the shard) run in
+      ** parallel on the N GPUs' own links and finish together */
+      if ((rc = lsim__tp_outcome(W, start, loads[i].adapter, &outcome, eb)))
+        return rc;
+    } else {
+      outcome = lsim__copy_outcome(W, start);
     }
     if ((rc = lsim__push(W, done, LSIM__Q_LOAD_DONE, w, loads[i].adapter,
                          outcome, eb)))
@@ -292,7 +394,10 @@ static lsim_err lsim__on_step(lsim__world *W, int w, lsim_errbuf *eb) {
     if ((rc = lsim_db_validation(W->db, &v)))
       return lsim_fail(eb, rc, "%s", lsim_db_errmsg(W->db));
   }
-  lsim_tick dur = lsim__ns_to_ticks_ceil(W->sc, lsim_cost_plan_ns(&W->cost, p));
+  /* TP workers add their collective time (0 at degree 1; docs/TP.md) */
+  lsim_tick dur = lsim__ns_to_ticks_ceil(
+      W->sc, lsim_cost_plan_ns(&W->cost, p) +
+                 lsim_cost_collective_ns(&W->tp_cost, p, NULL));
   W->iterations++;
   return lsim__push(W, W->now + dur, LSIM__Q_ITER_DONE, w, br.ok, 0, eb);
 }
@@ -553,6 +658,7 @@ static lsim_err lsim__setup(lsim__world *W, lsim_errbuf *eb) {
   W->cost = (lsim_cost_model){sc->iter_fixed_ns, sc->prefill_token_ns,
                               sc->decode_token_ns, sc->segment_ns,
                               sc->rank_row_ps};
+  lsim__tp_cost(sc, &W->tp_cost);
   lsim_backend_cfg bcfg = {W->cost, sc->seed, LSIM_REPLAY_TENSOR_DIM,
                            LSIM_REPLAY_TENSOR_DIM, W->o->verify};
   if ((rc = lsim_backend_open(&W->be, sc->backend, &bcfg, eb)))

@@ -586,9 +586,12 @@ static void lsim__ms(FILE *f, double v) {
 void lsim_report_print(FILE *f, const lsim_scenario *sc,
                        const lsim_metrics *m, const lsim_summary *s) {
   fprintf(f, "lorasim replay: %s (seed %llu, backend %s, scheduler %s, "
-             "evict %s, prefetch %s, %d worker%s)\n",
+             "evict %s, prefetch %s, %d worker%s",
           sc->name, (unsigned long long)sc->seed, sc->backend, sc->scheduler,
           sc->evict, sc->prefetch, sc->workers, sc->workers == 1 ? "" : "s");
+  if (sc->tp_degree > 1) /* docs/TP.md; nothing changes at degree 1 */
+    fprintf(f, " of %d GPUs (tensor parallel)", sc->tp_degree);
+  fputs(")\n", f);
   fprintf(f, "  simulated   %.3f s, %lld iterations, %lld events logged\n",
           s->sim_seconds, (long long)s->iterations, (long long)s->events);
   fprintf(f, "  requests    %lld arrived, %lld completed, %lld rejected, "

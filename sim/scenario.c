@@ -462,6 +462,7 @@ static lsim_err lsim__workers(const lsim__ctx *c, const cJSON *root,
        &sc->max_batch_requests},
       {"guard_pages", LSIM__I64, 0, 0, 1073741824.0, 0, &sc->guard_pages},
       {"prefill_chunk", LSIM__I64, 0, 0, 16777216.0, 0, &sc->prefill_chunk},
+      {"tp_degree", LSIM__I32, 0, 1, 64, 1, &sc->tp_degree},
   };
   static const char *const extra[] = {"adapter_layout", "kv_reserve", NULL};
   const cJSON *o, *v;
@@ -552,6 +553,9 @@ static lsim_err lsim__cost(const lsim__ctx *c, const cJSON *root,
        &sc->decode_token_ns},
       {"segment_ns", LSIM__I64, LSIM__REQ, 0, 1e12, 0, &sc->segment_ns},
       {"rank_row_ps", LSIM__I64, LSIM__REQ, 0, 1e12, 0, &sc->rank_row_ps},
+      {"collective_latency_ns", LSIM__I64, 0, 0, 1e12, 0,
+       &sc->collective_latency_ns},
+      {"link_gbps", LSIM__NUM, 0, 0, 1e6, 0, &sc->link_gbps},
   };
   const cJSON *o, *pv;
   char p[LSIM__PATHBUF], pp[LSIM__PATHBUF];
@@ -1309,6 +1313,23 @@ static lsim_err lsim__cross(const lsim__ctx *c, lsim_scenario *sc) {
                      "must be at least the number of tenants (%d), since "
                      "adapter a belongs to tenant a %% %d (got %d)",
                      sc->ntenants, sc->ntenants, sc->adapters);
+  if (sc->tp_degree > 1) {
+    /* the sharded schedule needs every split axis divisible (docs/TP.md) */
+    int n = sc->tp_degree;
+    for (int i = 0; i < sc->ntargets; i++)
+      if (sc->targets[i].d_in % n || sc->targets[i].d_out % n)
+        return lsim__bad(c, LSIM_E_SCN_CONFLICT, "$.workers.tp_degree",
+                         "%d does not divide target %s (d_in %" PRId64
+                         ", d_out %" PRId64 ")",
+                         n, sc->targets[i].name, sc->targets[i].d_in,
+                         sc->targets[i].d_out);
+    for (int i = 0; i < sc->nranks; i++)
+      if (sc->ranks[i].rank % n)
+        return lsim__bad(c, LSIM_E_SCN_CONFLICT, "$.workers.tp_degree",
+                         "%d does not divide adapter rank %d (the rank axis "
+                         "of column-parallel A is split)",
+                         n, sc->ranks[i].rank);
+  }
   for (int i = 0; i < sc->nranks; i++) {
     int64_t pages = lsim_scenario_adapter_pages(sc, sc->ranks[i].rank);
     if (pages < 1 || pages + sc->guard_pages > sc->pool_pages) {
@@ -1526,7 +1547,9 @@ int64_t lsim_scenario_adapter_bytes(const lsim_scenario *sc, int rank) {
   for (int i = 0; i < sc->ntargets; i++)
     per_layer += (int64_t)rank * (sc->targets[i].d_in + sc->targets[i].d_out) *
                  sc->dtype_bytes;
-  return (int64_t)sc->layers * per_layer;
+  /* both TP styles hold r (d_in + d_out) / N scalars per rank (docs/TP.md) */
+  int n = sc->tp_degree > 1 ? sc->tp_degree : 1;
+  return (int64_t)sc->layers * per_layer / n;
 }
 
 int64_t lsim_scenario_adapter_pages(const lsim_scenario *sc, int rank) {
@@ -1537,6 +1560,8 @@ int64_t lsim_scenario_adapter_pages(const lsim_scenario *sc, int rank) {
     for (int i = 0; i < sc->ntargets; i++)
       if (sc->targets[i].d_in > h)
         h = sc->targets[i].d_in;
+    if (sc->tp_degree > 1) /* a rank's slot holds its 1/N of the hidden axis */
+      h /= sc->tp_degree;
     int64_t slot = lsim_res_slora_slot_bytes(sc->layers, h, sc->dtype_bytes);
     return lsim_res_pages_slora(rank) *
            ((slot + sc->page_bytes - 1) / sc->page_bytes);
@@ -1544,16 +1569,23 @@ int64_t lsim_scenario_adapter_pages(const lsim_scenario *sc, int rank) {
   /* vector pages of H = page_bytes / dtype_bytes elements; one module per
   ** target, its factors stacked over the layers (effective rank L * r) */
   lsim_res_module m[LSIM_MAX_TARGETS];
+  /* per TP rank: r (d_in + d_out) / N scalars in either style, i.e. the
+  ** module with both base axes divided by N (validated divisible) */
+  int n = sc->tp_degree > 1 ? sc->tp_degree : 1;
   for (int i = 0; i < sc->ntargets; i++)
-    m[i] = (lsim_res_module){(int64_t)sc->layers * rank, sc->targets[i].d_in,
-                             sc->targets[i].d_out};
+    m[i] = (lsim_res_module){(int64_t)sc->layers * rank,
+                             sc->targets[i].d_in / n, sc->targets[i].d_out / n};
   int64_t H = sc->page_bytes / sc->dtype_bytes;
   return lsim_res_pages_tensor(m, sc->ntargets, H < 1 ? 1 : H);
 }
 
 int64_t lsim_scenario_kv_bytes_per_token(const lsim_scenario *sc) {
-  return 2 * (int64_t)sc->layers * sc->kv_heads * sc->head_dim *
-         sc->dtype_bytes;
+  /* TP: a GPU holds its ceil(kv_heads / N) heads (replicated when N
+  ** exceeds the KV heads, as grouped-query attention does) */
+  int64_t heads = sc->kv_heads;
+  if (sc->tp_degree > 1)
+    heads = (heads + sc->tp_degree - 1) / sc->tp_degree;
+  return 2 * (int64_t)sc->layers * heads * sc->head_dim * sc->dtype_bytes;
 }
 
 lsim_err lsim_scenario_trace_open(const lsim_scenario *sc, lsim_trace *t,

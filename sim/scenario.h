@@ -82,6 +82,9 @@ typedef struct lsim_scenario {
   int kv_incremental;      /* $.workers.kv_reserve "incremental" (1) or
                               "whole" (0, default) */
   int adapter_layout;      /* LSIM_LAYOUT_TENSOR or LSIM_LAYOUT_SLORA */
+  int tp_degree;           /* $.workers.tp_degree: GPUs per worker (TP
+                              group), 1..64, default 1; pool_pages is per
+                              GPU (docs/TP.md) */
 
   /* $.model */
   int layers;
@@ -96,6 +99,8 @@ typedef struct lsim_scenario {
   int64_t decode_token_ns;
   int64_t segment_ns;  /* per contiguous adapter segment */
   int64_t rank_row_ps; /* per (row x rank) unit of adapter work, in ps */
+  int64_t collective_latency_ns; /* per TP collective call (tp_degree > 1) */
+  double link_gbps;              /* TP link bandwidth, GB/s; 0: no byte term */
   /* $.cost.profile (resolved against the scenario's directory) or the
   ** replay's --profile: a calibrated cost profile (sim/calibrate.h) whose
   ** coefficients replaced the five above; "" when none */
@@ -172,14 +177,18 @@ lsim_err lsim_scenario_trace_open(const lsim_scenario *sc, lsim_trace *t,
 /* Lowercase hex of sc->sha256 into out[65]. */
 void lsim_scenario_sha_hex(const lsim_scenario *sc, char out[65]);
 
-/* Bytes of one adapter of `rank` over all layers and target modules. */
+/* Bytes of one adapter of `rank` over all layers and target modules, as
+** held by one GPU: with $.workers.tp_degree N > 1 the factors are sharded
+** (docs/TP.md) and this is 1/N of the whole adapter. */
 int64_t lsim_scenario_adapter_bytes(const lsim_scenario *sc, int rank);
 
 /* Pool pages of one adapter of `rank` under $.workers.adapter_layout
-** (docs/RESIDENCY.md, "Page demand"). */
+** (docs/RESIDENCY.md, "Page demand"), in one GPU's pool: with tp_degree
+** N > 1 the pages of that GPU's shard (docs/TP.md). */
 int64_t lsim_scenario_adapter_pages(const lsim_scenario *sc, int rank);
 
-/* KV bytes one token occupies over all layers (K and V). */
+/* KV bytes one token occupies over all layers (K and V), on one GPU: with
+** tp_degree N > 1 its ceil(kv_heads / N) heads. */
 int64_t lsim_scenario_kv_bytes_per_token(const lsim_scenario *sc);
 
 #endif /* LSIM_SCENARIO_H */
