@@ -523,6 +523,9 @@ Test(traces, servegen_bad_rows) {
       {"0,1.5,1.0,Gamma,0,1\n", LSIM_E_TRACE_RANGE, ":1: shape"},
       {"0,1.5,1.0,Gamma,1,1\n300,1.5,1.0,Gamma,1,1\n", LSIM_E_TRACE_ORDER,
        ":2: timestamp"},
+      /* found by fuzz_trace_servegen: the ns cast of the arrival overflowed */
+      {"0,1.5,1.0,Gamma,1,1\n33780144600,1.5,1.0,Gamma,1,1\n",
+       LSIM_E_TRACE_RANGE, ":2: timestamp: above 9000000000 s"},
   };
   for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
     char path[512];
