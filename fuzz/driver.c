@@ -129,7 +129,8 @@ static void lsim__add_path(const char *path) {
     snprintf(names[n++], len, "%s/%s", path, de->d_name);
   }
   closedir(d);
-  qsort(names, n, sizeof *names, lsim__cmp);
+  if (n)
+    qsort(names, n, sizeof *names, lsim__cmp);
   for (size_t i = 0; i < n; i++) {
     if (stat(names[i], &st) == 0 && S_ISREG(st.st_mode))
       lsim__add_file(names[i]);
