@@ -7,7 +7,7 @@
 # Defaults: build-asan/lorasim (a Debug build: the engine asserts its
 # invariants -- pool conservation, unique ownership, generations, no
 # leaked reservation, KV objects = admitted requests -- after every
-# transaction, so a violation aborts the run), scenarios/fault-azure-1k.json
+# transaction, so a violation aborts the run), scenarios/campaigns/fault-azure-1k.json
 # (the Azure conv trace, 1,000 adapters, seeded copy and digest failures,
 # an H2D slowdown window, cancellations during loads, incremental KV
 # reservation with preemption), DB build/fault-campaign.db.
@@ -30,7 +30,7 @@
 set -eu
 cd "$(dirname "$0")/.."
 bin=${1:-build-asan/lorasim}
-scn=${2:-scenarios/fault-azure-1k.json}
+scn=${2:-scenarios/campaigns/fault-azure-1k.json}
 db=${3:-build/fault-campaign.db}
 q() { sqlite3 -batch "$db" "$1"; }
 bad=0
