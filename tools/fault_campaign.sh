@@ -4,10 +4,12 @@
 #
 #   sh tools/fault_campaign.sh [LORASIM] [SCENARIO] [DB]
 #
-# Defaults: build-asan/lorasim (a Debug build: the engine asserts its
-# invariants -- pool conservation, unique ownership, generations, no
-# leaked reservation, KV objects = admitted requests -- after every
-# transaction, so a violation aborts the run), scenarios/campaigns/fault-azure-1k.json
+# Defaults: build-assert/lorasim, built here when missing (-O2 without
+# -DNDEBUG: the engine asserts its invariants -- pool conservation, unique
+# ownership, generations, no leaked reservation, KV objects = admitted
+# requests -- after every transaction, so a violation aborts the run; any
+# Debug build such as build-asan does the same, slower),
+# scenarios/campaigns/fault-azure-1k.json
 # (the Azure conv trace, 1,000 adapters, seeded copy and digest failures,
 # an H2D slowdown window, cancellations during loads, incremental KV
 # reservation with preemption), DB build/fault-campaign.db.
@@ -29,9 +31,15 @@
 # violation.  Needs the sqlite3 shell.
 set -eu
 cd "$(dirname "$0")/.."
-bin=${1:-build-asan/lorasim}
+bin=${1:-build-assert/lorasim}
+if [ "$bin" = build-assert/lorasim ] && [ ! -x "$bin" ]; then
+  cmake -S . -B build-assert -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_C_FLAGS_RELEASE=-O2 -DLSIM_CUDA=OFF -DLSIM_TESTS=OFF >/dev/null
+  cmake --build build-assert -j2 --target lorasim >/dev/null
+fi
 scn=${2:-scenarios/campaigns/fault-azure-1k.json}
 db=${3:-build/fault-campaign.db}
+mkdir -p "$(dirname "$db")"
 q() { sqlite3 -batch "$db" "$1"; }
 bad=0
 check() { # name count-of-violations
