@@ -2136,6 +2136,11 @@ static lsim_err lsim__select(lsim_engine *e, int wi, lsim_tick now,
       ** committed KV that nothing ever uses */
       if (blocked)
         continue;
+      /* a relaxed begin earlier in this loop may have evicted the adapter
+      ** this candidate was selected for: it is cold again (load-eligible),
+      ** not admissible (found by the fault campaign, docs/RELIABILITY.md) */
+      if (!lsim__visible(lsim__av(w, r->adapter).state))
+        continue;
       lsim_res_req q = {LSIM_TXN_KV, r->adapter, r->id, r->kv_initial,
                         r->kv_pages - r->kv_initial};
       int64_t txn;

@@ -544,105 +544,42 @@ static char *lsim__slurp(const char *path, size_t *len, lsim_errbuf *eb) {
 }
 
 static int lsim__exec_fail(const lsim__batch *b, lsim_err rc,
-                           const lsim_errbuf *eb) {
-  if (b && b->path[0])
-    fprintf(stderr, "lorasim: error %s at %s: %s\n", lsim_err_name(rc), b->path,
+                           const lsim_errbuf *eb, FILE *err) {
+  if (err && b && b->path[0])
+    fprintf(err, "lorasim: error %s at %s: %s\n", lsim_err_name(rc), b->path,
             eb->msg);
-  else
-    fprintf(stderr, "lorasim: error %s: %s\n", lsim_err_name(rc), eb->msg);
+  else if (err)
+    fprintf(err, "lorasim: error %s: %s\n", lsim_err_name(rc), eb->msg);
   return rc == LSIM_E_PATH_MISMATCH || rc == LSIM_E_NOMEM ||
                  rc == LSIM_E_BUG || rc == LSIM_E_IO
              ? 1
              : 2;
 }
 
-int lsim_exec_main(int argc, char **argv) {
-  static const struct option opts[] = {{"in", required_argument, NULL, 'i'},
-                                       {"out", required_argument, NULL, 'o'},
-                                       {"backend", required_argument, NULL, 'b'},
-                                       {"path", required_argument, NULL, 'p'},
-                                       {"help", no_argument, NULL, 'h'},
-                                       {NULL, 0, NULL, 0}};
-  const char *in = NULL, *out = NULL, *backend = "cpu_ref", *pathname = "all";
-  int c;
-  optind = 1;
-  while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-    switch (c) {
-    case 'i': in = optarg; break;
-    case 'o': out = optarg; break;
-    case 'b': backend = optarg; break;
-    case 'p': pathname = optarg; break;
-    case 'h': lsim__exec_usage(stdout); return 0;
-    default: lsim__exec_usage(stderr); return 2;
-    }
-  }
-  lsim_errbuf eb = LSIM_ERRBUF_INIT;
-  if (!in || optind != argc) {
-    fprintf(stderr, "lorasim: error E_USAGE: exec needs --in BATCH.json and no "
-                    "other arguments\n");
-    lsim__exec_usage(stderr);
-    return 2;
-  }
-  int use_cuda = strcmp(backend, "cuda") == 0;
-  int path = -1;
-#ifdef LSIM_HAVE_CUDA
-  int cpath = 0;
-#endif
-#ifdef LSIM_HAVE_CUDA
-  if (use_cuda) {
-    char desc[256];
-    if (lsim_cuda_describe(desc, sizeof desc) <= 0) {
-      fprintf(stderr, "lorasim: error E_BACKEND: --backend cuda: %s\n", desc);
-      return 2;
-    }
-    path = LSIM_REF_PER_ROW; /* the exact reference the GPU is checked with */
-    /* the cpu_ref default "all" means every cuda path here too */
-    int every = strcmp(pathname, "all") == 0;
-    cpath = every ? -1 : lsim_cuda_path_find(pathname);
-    if (!every && cpath < 0) {
-      fprintf(stderr, "lorasim: error E_PATH: unknown cuda --path '%s'\n",
-              pathname);
-      return 2;
-    }
-  }
-#endif
-  if (!use_cuda && strcmp(backend, "cpu_ref") != 0) {
-    fprintf(stderr, "lorasim: error E_BACKEND: exec backend '%s' is not "
-                    "available in this build\n",
-            backend);
-    return 2;
-  }
+/* Run one batch given as JSON text (text[len] must be '\0'): `in` names it
+** in messages, `out` is
+** the result file (NULL: stdout, "": discarded), errors go to err (NULL:
+** nowhere).  Returns the exit status. */
+static int lsim__exec_text(const char *text, size_t len, const char *in,
+                           const char *out, const char *backend, int use_cuda,
+                           int path, int cpath, FILE *err) {
 #ifndef LSIM_HAVE_CUDA
-  if (use_cuda) {
-    fprintf(stderr, "lorasim: error E_BACKEND: this build has no CUDA "
-                    "backend (nvcc was not found at configure time)\n");
-    return 2;
-  }
+  (void)use_cuda;
+  (void)cpath;
 #endif
-  if (!use_cuda && strcmp(pathname, "all") != 0 &&
-      (path = lsim_ref_path_find(pathname)) < 0) {
-    fprintf(stderr, "lorasim: error E_PATH: unknown --path '%s'\n", pathname);
-    return 2;
-  }
-
-  size_t len = 0;
-  char *text = lsim__slurp(in, &len, &eb);
-  if (!text) {
-    lsim__exec_fail(NULL, eb.code, &eb);
-    return 2; /* an unreadable batch is bad input */
-  }
   const char *end = NULL;
   cJSON *root = cJSON_ParseWithLengthOpts(text, len + 1, &end, 1);
   if (!root) {
     int line = 1;
     for (const char *s = text; end && s < end; s++)
       line += *s == '\n';
-    fprintf(stderr, "lorasim: error E_JSON at $: %s: invalid JSON near line %d\n",
-            in, line);
-    free(text);
+    if (err)
+      fprintf(err, "lorasim: error E_JSON at $: %s: invalid JSON near line %d\n",
+              in, line);
     return 2;
   }
 
+  lsim_errbuf eb = LSIM_ERRBUF_INIT;
   lsim__batch b;
   memset(&b, 0, sizeof b);
   lsim_rowplan plan = LSIM_ROWPLAN_INIT;
@@ -771,16 +708,16 @@ int lsim_exec_main(int argc, char **argv) {
       free(order);
       if (!txt) {
         rc = lsim_fail(&eb, LSIM_E_NOMEM, "out of memory printing the result");
-      } else if (out) {
+      } else if (out && *out) {
         rc = lsim__write_atomic(out, txt, &eb);
-      } else {
+      } else if (!out) {
         puts(txt);
       }
       free(txt);
     }
   }
   if (rc)
-    status = lsim__exec_fail(&b, rc, &eb);
+    status = lsim__exec_fail(&b, rc, &eb, err);
   cJSON_Delete(validation);
   lsim_qmat_clear(&X);
   lsim_qmat_clear(&D);
@@ -789,6 +726,96 @@ int lsim_exec_main(int argc, char **argv) {
   free(ents);
   lsim__batch_release(&b);
   cJSON_Delete(root);
+  return status;
+}
+
+int lsim_exec_main(int argc, char **argv) {
+  static const struct option opts[] = {{"in", required_argument, NULL, 'i'},
+                                       {"out", required_argument, NULL, 'o'},
+                                       {"backend", required_argument, NULL, 'b'},
+                                       {"path", required_argument, NULL, 'p'},
+                                       {"help", no_argument, NULL, 'h'},
+                                       {NULL, 0, NULL, 0}};
+  const char *in = NULL, *out = NULL, *backend = "cpu_ref", *pathname = "all";
+  int c;
+  optind = 1;
+  while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    switch (c) {
+    case 'i': in = optarg; break;
+    case 'o': out = optarg; break;
+    case 'b': backend = optarg; break;
+    case 'p': pathname = optarg; break;
+    case 'h': lsim__exec_usage(stdout); return 0;
+    default: lsim__exec_usage(stderr); return 2;
+    }
+  }
+  lsim_errbuf eb = LSIM_ERRBUF_INIT;
+  if (!in || optind != argc) {
+    fprintf(stderr, "lorasim: error E_USAGE: exec needs --in BATCH.json and no "
+                    "other arguments\n");
+    lsim__exec_usage(stderr);
+    return 2;
+  }
+  int use_cuda = strcmp(backend, "cuda") == 0;
+  int path = -1;
+#ifdef LSIM_HAVE_CUDA
+  int cpath = 0;
+#endif
+#ifdef LSIM_HAVE_CUDA
+  if (use_cuda) {
+    char desc[256];
+    if (lsim_cuda_describe(desc, sizeof desc) <= 0) {
+      fprintf(stderr, "lorasim: error E_BACKEND: --backend cuda: %s\n", desc);
+      return 2;
+    }
+    path = LSIM_REF_PER_ROW; /* the exact reference the GPU is checked with */
+    /* the cpu_ref default "all" means every cuda path here too */
+    int every = strcmp(pathname, "all") == 0;
+    cpath = every ? -1 : lsim_cuda_path_find(pathname);
+    if (!every && cpath < 0) {
+      fprintf(stderr, "lorasim: error E_PATH: unknown cuda --path '%s'\n",
+              pathname);
+      return 2;
+    }
+  }
+#endif
+  if (!use_cuda && strcmp(backend, "cpu_ref") != 0) {
+    fprintf(stderr, "lorasim: error E_BACKEND: exec backend '%s' is not "
+                    "available in this build\n",
+            backend);
+    return 2;
+  }
+#ifndef LSIM_HAVE_CUDA
+  if (use_cuda) {
+    fprintf(stderr, "lorasim: error E_BACKEND: this build has no CUDA "
+                    "backend (nvcc was not found at configure time)\n");
+    return 2;
+  }
+#endif
+  if (!use_cuda && strcmp(pathname, "all") != 0 &&
+      (path = lsim_ref_path_find(pathname)) < 0) {
+    fprintf(stderr, "lorasim: error E_PATH: unknown --path '%s'\n", pathname);
+    return 2;
+  }
+
+  size_t len = 0;
+  char *text = lsim__slurp(in, &len, &eb);
+  if (!text) {
+    lsim__exec_fail(NULL, eb.code, &eb, stderr);
+    return 2; /* an unreadable batch is bad input */
+  }
+#ifdef LSIM_HAVE_CUDA
+  int status = lsim__exec_text(text, len, in, out, backend, use_cuda, path,
+                               cpath, stderr);
+#else
+  int status = lsim__exec_text(text, len, in, out, backend, use_cuda, path, 0,
+                               stderr);
+#endif
   free(text);
   return status;
+}
+
+int lsim_exec_text(const char *text, size_t len, const char *name,
+                   const char *out, FILE *err) {
+  return lsim__exec_text(text, len, name, out, "cpu_ref", 0, -1, 0, err);
 }

@@ -29,6 +29,7 @@
 #include "prefix_report.h"
 #include "trace_cmd.h"
 #include "replay.h"
+#include "resume.h"
 #include "scenario.h"
 #ifdef LSIM_HAVE_CUDA
 #include "../backends/cuda/cuda.h"
@@ -41,6 +42,16 @@ static void lsim__on_sigint(int sig) {
   lsim__stop = 1;
 }
 
+/* SIGINT and SIGTERM ask the run to stop at the next event. */
+static void lsim__on_signals(void) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = lsim__on_sigint;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
+}
+
 static void lsim__names(FILE *f, const char *what, const char *const *names) {
   fprintf(f, "  %-10s", what);
   for (int i = 0; names[i]; i++)
@@ -51,6 +62,7 @@ static void lsim__names(FILE *f, const char *what, const char *const *names) {
 static void lsim__usage_replay(FILE *f) {
   fputs(
       "usage: lorasim replay SCENARIO.json [options]\n"
+      "       lorasim replay --resume DB [--quiet] [--no-plots]\n"
       "\n"
       "Replay the scenario's trace through the engine, log every publication\n"
       "event to a new SQLite database and print a summary.\n"
@@ -71,6 +83,9 @@ static void lsim__usage_replay(FILE *f) {
       "                     the exact reference (validations table)\n"
       "  --profile FILE     iteration cost from a calibrated cost profile\n"
       "                     (lorasim calibrate) instead of $.cost\n"
+      "  --resume DB        finish the run recorded in DB (killed or\n"
+      "                     interrupted): rerun its scenario, seed and\n"
+      "                     policies and replace DB once the rerun is ok\n"
       "  -h, --help         this text\n"
       "\n"
       "registered names:\n",
@@ -135,7 +150,7 @@ static int lsim__parse_seed(const char *s, uint64_t *out) {
 
 static int lsim__cmd_replay(int argc, char **argv) {
   enum { O_DB = 256, O_SEED, O_SCHED, O_EVICT, O_PREFETCH, O_BACKEND,
-         O_NOPLOTS, O_QUIET, O_VERIFY, O_SKIP, O_PROFILE };
+         O_NOPLOTS, O_QUIET, O_VERIFY, O_SKIP, O_PROFILE, O_RESUME };
   static const struct option opts[] = {
       {"db", required_argument, NULL, O_DB},
       {"seed", required_argument, NULL, O_SEED},
@@ -148,10 +163,12 @@ static int lsim__cmd_replay(int argc, char **argv) {
       {"verify", required_argument, NULL, O_VERIFY},
       {"skip-bad-rows", no_argument, NULL, O_SKIP},
       {"profile", required_argument, NULL, O_PROFILE},
+      {"resume", required_argument, NULL, O_RESUME},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
   const char *db = NULL, *sched = NULL, *evict = NULL, *prefetch = NULL,
-             *backend = NULL, *seed_s = NULL, *profile = NULL;
+             *backend = NULL, *seed_s = NULL, *profile = NULL,
+             *resume = NULL;
   int plots = 1, quiet = 0, verify = 0, skip = 0, c;
   optind = 1;
   while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -166,6 +183,7 @@ static int lsim__cmd_replay(int argc, char **argv) {
     case O_QUIET: quiet = 1; break;
     case O_SKIP: skip = 1; break;
     case O_PROFILE: profile = optarg; break;
+    case O_RESUME: resume = optarg; break;
     case O_VERIFY:
       if (strcmp(optarg, "cpu_ref") != 0) {
         fprintf(stderr, "lorasim replay: error: E_USAGE: --verify takes "
@@ -177,6 +195,17 @@ static int lsim__cmd_replay(int argc, char **argv) {
     case 'h': lsim__usage_replay(stdout); return 0;
     default: lsim__usage_replay(stderr); return 2;
     }
+  }
+  if (resume) {
+    /* the run's own choices come from DB; only output options combine */
+    if (optind != argc || db || sched || evict || prefetch || backend ||
+        seed_s || verify || skip) {
+      fprintf(stderr, "lorasim replay: error: E_USAGE: --resume DB takes no "
+                      "scenario and no run options (they come from DB)\n");
+      return 2;
+    }
+    lsim__on_signals();
+    return lsim_resume_main(resume, quiet, !plots, &lsim__stop);
   }
   if (optind != argc - 1) {
     fprintf(stderr, "lorasim replay: error: E_USAGE: expected exactly one "
@@ -250,12 +279,7 @@ static int lsim__cmd_replay(int argc, char **argv) {
     used += (size_t)snprintf(cmdline + used, sizeof cmdline - used, "%s%s",
                              i ? " " : "lorasim ", argv[i]);
 
-  struct sigaction sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_handler = lsim__on_sigint;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, NULL);
-  sigaction(SIGTERM, &sa, NULL);
+  lsim__on_signals();
 
   lsim_replay_opts o = {.db_path = dbpath,
                         .command_line = cmdline,

@@ -774,7 +774,8 @@ lsim_err lsim_replay_run(const lsim_scenario *sc, const lsim_replay_opts *o,
   memset(&W, 0, sizeof W);
   memset(res, 0, sizeof *res);
   res->status = "failed";
-  snprintf(res->db_path, sizeof res->db_path, "%s", o->db_path);
+  const char *final_path = o->final_path ? o->final_path : o->db_path;
+  snprintf(res->db_path, sizeof res->db_path, "%s", final_path);
   W.sc = sc;
   W.o = o;
 
@@ -845,7 +846,7 @@ lsim_err lsim_replay_run(const lsim_scenario *sc, const lsim_replay_opts *o,
            (size_t)sc->ntenants * sizeof(int64_t));
   if (!rc) {
     char base[1024];
-    lsim__base_path(o->db_path, base, sizeof base);
+    lsim__base_path(final_path, base, sizeof base);
     snprintf(res->metrics_path, sizeof res->metrics_path, "%s.prom", base);
     rc = lsim_report_metrics_file(res->metrics_path, sc, &W.m, res, eb);
     if (!rc && o->plots)

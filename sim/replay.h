@@ -45,6 +45,11 @@ typedef struct lsim_replay_opts {
   /* Optional: a second sink that sees every event, request record and
   ** interval after the database and the metrics registry did. */
   const struct lsim_sink *tap;
+  /* Optional: the path the database will have once the run is over, when
+  ** the caller writes it elsewhere first and renames it into place
+  ** (`lorasim replay --resume`).  The summary and the side files (.prom,
+  ** plots) use it.  NULL: db_path. */
+  const char *final_path;
 } lsim_replay_opts;
 
 #define LSIM_REPLAY_HOOK_EVERY 1024

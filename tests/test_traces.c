@@ -416,6 +416,12 @@ static const bad_case k_bad[] = {
      LSIM_E_TRACE_ORDER, "az5.csv:3: TIMESTAMP"},
     {LSIM_TRACE_AZURE, "az6.csv", AZH "2023-11-16 18:15:46.68,10,4x\n",
      LSIM_E_TRACE_PARSE, "az6.csv:2: GeneratedTokens"},
+    /* found by fuzz_trace_azure: ns since 1970 overflowed int64 */
+    {LSIM_TRACE_AZURE, "az7.csv",
+     AZH "2023-11-16 18:15:46.68,10,44\n1701-11-16 18:17:03.97,10,44\n",
+     LSIM_E_TRACE_RANGE, "az7.csv:3: TIMESTAMP: year outside 1970..2261"},
+    {LSIM_TRACE_AZURE, "az8.csv", AZH "0001-01-01 00:00:00,10,44\n",
+     LSIM_E_TRACE_RANGE, "az8.csv:2: TIMESTAMP"},
     /* Mooncake */
     {LSIM_TRACE_MOONCAKE, "m1.jsonl", MC("0", "513", "5", "[1]"),
      LSIM_E_TRACE_MISMATCH, "m1.jsonl:1: hash_ids: expected ceil"},
@@ -517,6 +523,9 @@ Test(traces, servegen_bad_rows) {
       {"0,1.5,1.0,Gamma,0,1\n", LSIM_E_TRACE_RANGE, ":1: shape"},
       {"0,1.5,1.0,Gamma,1,1\n300,1.5,1.0,Gamma,1,1\n", LSIM_E_TRACE_ORDER,
        ":2: timestamp"},
+      /* found by fuzz_trace_servegen: the ns cast of the arrival overflowed */
+      {"0,1.5,1.0,Gamma,1,1\n33780144600,1.5,1.0,Gamma,1,1\n",
+       LSIM_E_TRACE_RANGE, ":2: timestamp: above 9000000000 s"},
   };
   for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
     char path[512];

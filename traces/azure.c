@@ -46,7 +46,13 @@ static int lsim__ndig(const char **p, int n, int *out) {
   return 0;
 }
 
-/* "2023-11-16 18:15:46.6805900[Z|+hh:mm]" -> ns since the epoch, UTC. */
+/* "2023-11-16 18:15:46.6805900[Z|+hh:mm]" -> ns since the epoch, UTC.
+** Returns -1 on a malformed stamp and -2 on a year outside
+** [LSIM__YEAR_MIN, LSIM__YEAR_MAX]: ns since 1970 fits an int64 only
+** until 2262, and any two stamps of that range subtract without overflow
+** (the trace clock is a difference from the first record). */
+#define LSIM__YEAR_MIN 1970
+#define LSIM__YEAR_MAX 2261
 static int lsim__stamp(const char *s, int64_t *ns) {
   static const int mdays[] = {31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
   int y, mo, d, h, mi, se;
@@ -91,6 +97,8 @@ static int lsim__stamp(const char *s, int64_t *ns) {
   }
   if (*p)
     return -1;
+  if (y < LSIM__YEAR_MIN || y > LSIM__YEAR_MAX)
+    return -2;
   int64_t secs = lsim__days(y, mo, d) * 86400 + h * 3600 + mi * 60 + se - off;
   *ns = secs * 1000000000 + frac;
   return 0;
@@ -138,7 +146,13 @@ static int lsim__azure_next(lsim__src *s, lsim__raw *r, lsim_errbuf *eb,
     if (!*f[0])
       return lsim__rowerr(eb, LSIM_E_TRACE_MISSING, s->path, a->L.line,
                           "TIMESTAMP", "value is empty");
-    if (lsim__stamp(f[0], &ns))
+    int bad = lsim__stamp(f[0], &ns);
+    if (bad == -2)
+      return lsim__rowerr(eb, LSIM_E_TRACE_RANGE, s->path, a->L.line,
+                          "TIMESTAMP", "year outside %d..%d (got '%s')",
+                          LSIM__YEAR_MIN, LSIM__YEAR_MAX,
+                          lsim__show(f[0], q, sizeof q));
+    if (bad)
       return lsim__rowerr(eb, LSIM_E_TRACE_PARSE, s->path, a->L.line,
                           "TIMESTAMP",
                           "expected 'YYYY-MM-DD HH:MM:SS[.fraction]' (got '%s')",

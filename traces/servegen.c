@@ -35,6 +35,9 @@
 #include <sys/stat.h>
 
 #define LSIM__SG_WINDOW_S 600.0
+/* The last window start accepted: (9e9 + 600) s in ns stays below 2^63
+** (found by fuzz_trace_servegen: a 3.4e10 s stamp overflowed the ns cast). */
+#define LSIM__SG_MAX_TS_S 9e9
 
 typedef struct lsim__client {
   int id, ordinal;
@@ -189,6 +192,11 @@ static lsim_err lsim__sg_row(const char *path, int64_t line, char *buf,
     return lsim__rowerr(eb, LSIM_E_TRACE_UNKNOWN, path, line, "pattern",
                         "expected Gamma, Weibull or empty (got '%s')",
                         lsim__show(f[3], q, sizeof q));
+  /* arrivals become int64 ns: every window must end before 2^63 ns */
+  if (v[0] > LSIM__SG_MAX_TS_S)
+    return lsim__rowerr(eb, LSIM_E_TRACE_RANGE, path, line, "timestamp",
+                        "above %.0f s (got '%s')", LSIM__SG_MAX_TS_S,
+                        lsim__show(f[0], q, sizeof q));
   if (*pattern && v[1] > 0 && !(v[4] > 0))
     return lsim__rowerr(eb, LSIM_E_TRACE_RANGE, path, line, "shape",
                         "must be positive for a %s window", f[3]);

@@ -1,0 +1,231 @@
+/*
+** resume.c: `lorasim replay --resume DB` (contract in resume.h).
+**
+** Steps, each a function below:
+**
+**   1. lsim_resume_read       the runs row: scenario path and SHA-256,
+**                             seed, policies, backend, command line
+**   2. lsim_resume_scenario   load the scenario, check its SHA-256, apply
+**                             the recorded choices
+**   3. lsim_replay_run        into DB.resume (any old DB.resume and its
+**                             -wal/-shm are replaced by lsim_db_open)
+**   4. lsim__install          remove DB's -wal and -shm, rename DB.resume
+**                             over DB
+**
+** Crash safety.  Until step 4, DB is untouched: a resume killed in step 3
+** leaves DB as it was (still 'running'), and a later resume starts over.
+** In step 4 the old -wal goes first: from then on DB holds an older but
+** self-consistent state of the same partial run (its last checkpoint),
+** never a WAL applied to the wrong file; rename(2) then swaps in the
+** finished run at once.  The finished database is closed, so its WAL was
+** checkpointed and removed by SQLite; step 4 checks that DB.resume-wal is
+** gone before renaming.
+*/
+#include "resume.h"
+
+#include <errno.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../backends/backend.h"
+#include "../engine/policy/policy.h"
+#include "replay.h"
+
+static void lsim__col(sqlite3_stmt *st, int i, char *out, size_t n) {
+  const unsigned char *t = sqlite3_column_text(st, i);
+  snprintf(out, n, "%s", t ? (const char *)t : "");
+}
+
+/* 1 when the space-separated command line holds the word w. */
+static int lsim__has_word(const char *line, const char *w) {
+  size_t n = strlen(w);
+  for (const char *p = line; (p = strstr(p, w)) != NULL; p += n)
+    if ((p == line || p[-1] == ' ') && (p[n] == ' ' || p[n] == '\0'))
+      return 1;
+  return 0;
+}
+
+lsim_err lsim_resume_read(const char *db_path, lsim_resume_info *ri,
+                          lsim_errbuf *eb) {
+  memset(ri, 0, sizeof *ri);
+  if (access(db_path, F_OK) != 0)
+    return lsim_fail(eb, LSIM_E_USAGE, "%s: no such database", db_path);
+  sqlite3 *h = NULL;
+  /* read-write: opening a database whose writer died replays its WAL */
+  if (sqlite3_open_v2(db_path, &h, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK) {
+    lsim_err rc = lsim_fail(eb, LSIM_E_DB, "%s: cannot open database: %s",
+                            db_path, h ? sqlite3_errmsg(h) : "out of memory");
+    sqlite3_close(h);
+    return rc;
+  }
+  sqlite3_busy_timeout(h, 2000);
+  sqlite3_stmt *st = NULL;
+  lsim_err rc = 0;
+  if (sqlite3_prepare_v2(h,
+                         "SELECT status,scenario_path,scenario_sha256,seed,"
+                         "backend,scheduler,evict,prefetch,command_line "
+                         "FROM runs WHERE run_id=1",
+                         -1, &st, NULL) != SQLITE_OK) {
+    rc = lsim_fail(eb, LSIM_E_USAGE,
+                   "%s: not a lorasim run database (%s): replay the "
+                   "scenario instead",
+                   db_path, sqlite3_errmsg(h));
+  } else {
+    int step = sqlite3_step(st);
+    if (step == SQLITE_ROW) {
+      lsim__col(st, 0, ri->status, sizeof ri->status);
+      lsim__col(st, 1, ri->scenario_path, sizeof ri->scenario_path);
+      lsim__col(st, 2, ri->sha256, sizeof ri->sha256);
+      ri->seed = (uint64_t)sqlite3_column_int64(st, 3);
+      lsim__col(st, 4, ri->backend, sizeof ri->backend);
+      lsim__col(st, 5, ri->scheduler, sizeof ri->scheduler);
+      lsim__col(st, 6, ri->evict, sizeof ri->evict);
+      lsim__col(st, 7, ri->prefetch, sizeof ri->prefetch);
+      lsim__col(st, 8, ri->command_line, sizeof ri->command_line);
+      ri->skip_bad_rows = lsim__has_word(ri->command_line, "--skip-bad-rows");
+      ri->verify = lsim__has_word(ri->command_line, "--verify");
+      ri->no_plots = lsim__has_word(ri->command_line, "--no-plots");
+      if (!ri->scenario_path[0])
+        rc = lsim_fail(eb, LSIM_E_USAGE, "%s: the run row names no scenario",
+                       db_path);
+    } else if (step == SQLITE_DONE) {
+      rc = lsim_fail(eb, LSIM_E_USAGE,
+                     "%s: no run recorded (the process died before the run "
+                     "began): replay the scenario instead",
+                     db_path);
+    } else {
+      rc = lsim_fail(eb, LSIM_E_DB, "%s: read run: %s", db_path,
+                     sqlite3_errmsg(h));
+    }
+  }
+  sqlite3_finalize(st);
+  sqlite3_close(h);
+  return rc;
+}
+
+static lsim_err lsim__set(char *dst, const char *name, const char *what,
+                          int known, lsim_errbuf *eb) {
+  if (!known)
+    return lsim_fail(eb, LSIM_E_USAGE,
+                     "the run used %s '%s', which this build does not have",
+                     what, name);
+  snprintf(dst, LSIM_NAME_MAX, "%s", name);
+  return 0;
+}
+
+lsim_err lsim_resume_scenario(const lsim_resume_info *ri, lsim_scenario *sc,
+                              lsim_errbuf *eb) {
+  lsim_err rc = lsim_scenario_load(sc, ri->scenario_path, eb);
+  if (rc)
+    return rc;
+  char sha[65];
+  lsim_scenario_sha_hex(sc, sha);
+  if (strcmp(sha, ri->sha256) != 0)
+    return lsim_fail(eb, LSIM_E_USAGE,
+                     "%s changed since the run (sha256 %.12s..., recorded "
+                     "%.12s...): a rerun would not be the same run",
+                     ri->scenario_path, sha, ri->sha256);
+  sc->seed = ri->seed;
+  if ((rc = lsim__set(sc->backend, ri->backend, "backend",
+                      lsim_backend_find(ri->backend) != NULL, eb)) ||
+      (rc = lsim__set(sc->scheduler, ri->scheduler, "scheduler",
+                      lsim_sched_find(ri->scheduler) != NULL, eb)) ||
+      (rc = lsim__set(sc->evict, ri->evict, "eviction policy",
+                      lsim_evict_find(ri->evict) != NULL, eb)) ||
+      (rc = lsim__set(sc->prefetch, ri->prefetch, "prefetch policy",
+                      lsim_prefetch_find(ri->prefetch) != NULL, eb)))
+    return rc;
+  if (ri->skip_bad_rows)
+    sc->trace_skip_bad_rows = 1;
+  return 0;
+}
+
+static lsim_err lsim__install(const char *tmp, const char *db,
+                              lsim_errbuf *eb) {
+  char p[LSIM_PATH_MAX + 64];
+  snprintf(p, sizeof p, "%s-wal", tmp);
+  if (access(p, F_OK) == 0)
+    return lsim_fail(eb, LSIM_E_DB,
+                     "%s: the finished run still has a write-ahead log; "
+                     "%s is left as it was",
+                     tmp, db);
+  static const char *const sfx[] = {"-wal", "-shm"};
+  for (int i = 0; i < 2; i++) {
+    snprintf(p, sizeof p, "%s%s", db, sfx[i]);
+    if (unlink(p) != 0 && errno != ENOENT)
+      return lsim_fail(eb, LSIM_E_DB, "%s: cannot remove: %s", p,
+                       strerror(errno));
+  }
+  if (rename(tmp, db) != 0)
+    return lsim_fail(eb, LSIM_E_DB, "cannot rename %s to %s: %s", tmp, db,
+                     strerror(errno));
+  return 0;
+}
+
+static int lsim__exit(lsim_err rc, const char *msg) {
+  fprintf(stderr, "lorasim replay: error: %s: %s\n", lsim_err_name(rc), msg);
+  if (rc == LSIM_E_INTERRUPTED)
+    return 130;
+  if (rc == LSIM_E_USAGE || (rc <= LSIM_E_SCN_JSON && rc > LSIM_E_BACKEND))
+    return 2;
+  return 1;
+}
+
+int lsim_resume_main(const char *db_path, int quiet, int no_plots,
+                     volatile sig_atomic_t *stop) {
+  static lsim_resume_info ri;
+  static lsim_scenario sc;
+  lsim_errbuf eb = LSIM_ERRBUF_INIT;
+  lsim_err rc = lsim_resume_read(db_path, &ri, &eb);
+  if (rc)
+    return lsim__exit(rc, eb.msg);
+  if (strcmp(ri.status, "ok") == 0) {
+    if (!quiet)
+      printf("%s: the run already ended ok; nothing to resume\n", db_path);
+    return 0;
+  }
+  if ((rc = lsim_resume_scenario(&ri, &sc, &eb)))
+    return lsim__exit(rc, eb.msg);
+  char tmp[LSIM_PATH_MAX + 16];
+  if (snprintf(tmp, sizeof tmp, "%s.resume", db_path) >= (int)sizeof tmp)
+    return lsim__exit(LSIM_E_USAGE, "database path too long");
+  if (!quiet)
+    printf("resuming %s: %s seed %llu (%s, was '%s')\n", db_path,
+           ri.scenario_path, (unsigned long long)ri.seed, ri.scheduler,
+           ri.status);
+  lsim_replay_opts o = {.db_path = tmp,
+                        .final_path = db_path,
+                        .command_line = ri.command_line,
+                        .progress = !quiet,
+                        .plots = !(no_plots || ri.no_plots),
+                        .report = quiet ? NULL : stdout,
+                        .stop = stop,
+                        .verify = ri.verify};
+  lsim_summary sum;
+  rc = lsim_replay_run(&sc, &o, &sum, &eb);
+  if (rc == LSIM_E_INTERRUPTED) {
+    /* not an outcome: keep the partial run and drop the unfinished rerun */
+    unlink(tmp);
+    char p[LSIM_PATH_MAX + 64];
+    snprintf(p, sizeof p, "%s-wal", tmp);
+    unlink(p);
+    snprintf(p, sizeof p, "%s-shm", tmp);
+    unlink(p);
+    fprintf(stderr, "lorasim replay: resume interrupted; %s left as it was\n",
+            db_path);
+    return lsim__exit(rc, eb.msg);
+  }
+  if (rc) {
+    /* a rerun that failed replaces nothing: DB keeps the partial run */
+    int st = lsim__exit(rc, eb.msg);
+    fprintf(stderr, "lorasim replay: the rerun is marked '%s' in %s; %s left "
+                    "as it was\n",
+            sum.status, tmp, db_path);
+    return st;
+  }
+  if ((rc = lsim__install(tmp, db_path, &eb)))
+    return lsim__exit(rc, eb.msg);
+  return 0;
+}

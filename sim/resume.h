@@ -1,0 +1,55 @@
+/*
+** resume.h: `lorasim replay --resume DB`, finishing a run that did not end.
+**
+** A run killed part way (kill -9, power loss) leaves its database with the
+** run row 'running' and the events of its last committed batch; one
+** stopped by SIGINT leaves it 'interrupted'.  A run is a pure function of
+** its scenario file, seed, policies and backend, all of which the runs row
+** records (the scenario by path and SHA-256), so resuming is a
+** deterministic rerun: the same event rows, byte for byte, as a run that
+** was never interrupted.  The rerun writes a fresh database beside the old
+** one (DB.resume) and renames it over DB only when it ended 'ok'; until
+** then, or when the rerun fails (DB.resume keeps that attempt), DB keeps
+** the partial run, never claiming 'ok'.
+*/
+#ifndef LSIM_RESUME_H
+#define LSIM_RESUME_H
+
+#include <signal.h>
+#include <stdint.h>
+
+#include "../engine/lsim.h"
+#include "scenario.h"
+
+/* What the runs row of a database says about how to rerun it. */
+typedef struct lsim_resume_info {
+  char status[16];                   /* running, interrupted, failed, ok */
+  char scenario_path[LSIM_PATH_MAX]; /* as the run was given it */
+  char sha256[65];                   /* of the scenario file's bytes */
+  uint64_t seed;
+  char backend[LSIM_NAME_MAX], scheduler[LSIM_NAME_MAX];
+  char evict[LSIM_NAME_MAX], prefetch[LSIM_NAME_MAX];
+  char command_line[1024];
+  /* flags found in command_line that the columns do not hold */
+  int skip_bad_rows, verify, no_plots;
+} lsim_resume_info;
+
+/* Read the run row of db_path.  E_USAGE when the file holds no run (it
+** was killed before the row was committed, or it is not a lorasim
+** database), E_DB when SQLite cannot read it. */
+lsim_err lsim_resume_read(const char *db_path, lsim_resume_info *ri,
+                          lsim_errbuf *eb);
+
+/* Load the recorded scenario into *sc and apply the recorded seed,
+** policies, backend and flags.  E_USAGE when the scenario file changed
+** since the run (its SHA-256 differs): rerunning it would not be a resume. */
+lsim_err lsim_resume_scenario(const lsim_resume_info *ri, lsim_scenario *sc,
+                              lsim_errbuf *eb);
+
+/* The whole command: returns the exit status (0 ok, 1 the run failed, 2
+** bad input, 130 interrupted).  quiet and no_plots as for replay; stop as
+** in lsim_replay_opts. */
+int lsim_resume_main(const char *db_path, int quiet, int no_plots,
+                     volatile sig_atomic_t *stop);
+
+#endif /* LSIM_RESUME_H */
