@@ -844,11 +844,11 @@ lsim_err lsim_engine_new(lsim_engine **out, const lsim_engine_cfg *cfg,
   e->pages = malloc((size_t)na * sizeof *e->pages);
   e->artifact = calloc((size_t)na, sizeof *e->artifact);
   e->w = calloc((size_t)cfg->workers, sizeof *e->w);
-  e->cands = malloc(LSIM_ENGINE_WINDOW * sizeof *e->cands);
-  e->cand_req = malloc(LSIM_ENGINE_WINDOW * sizeof *e->cand_req);
-  e->order = malloc(LSIM_ENGINE_WINDOW * sizeof *e->order);
+  e->cands = malloc(2 * LSIM_ENGINE_WINDOW * sizeof *e->cands);
+  e->cand_req = malloc(2 * LSIM_ENGINE_WINDOW * sizeof *e->cand_req);
+  e->order = malloc(2 * LSIM_ENGINE_WINDOW * sizeof *e->order);
   e->ecands = malloc((size_t)na * sizeof *e->ecands);
-  e->admitted = malloc(LSIM_ENGINE_WINDOW * sizeof *e->admitted);
+  e->admitted = malloc(2 * LSIM_ENGINE_WINDOW * sizeof *e->admitted);
   e->prop = malloc((size_t)na * sizeof *e->prop);
   e->nudge = malloc((size_t)cfg->workers * sizeof *e->nudge);
   e->nudged = calloc((size_t)cfg->workers, 1);
@@ -2112,6 +2112,34 @@ static lsim_err lsim__select(lsim_engine *e, int wi, lsim_tick now,
       continue; /* not back in the step that preempted it */
     lsim__cand_fill(e, w, r, 1, &e->cands[n]);
     e->cand_req[n++] = r;
+  }
+  /* Waiting requests that already hold KV (admitted with their adapter's
+  ** load) are candidates wherever they sit in the queue: left outside the
+  ** window they would keep their pages while the window's requests wait
+  ** for pages, and a worker that holds admitted work is never "stuck", so
+  ** nothing would free them (a stall the fault campaign found). */
+  if (w->admitted_waiting > 0 && slots > 0) {
+    int held = 0;
+    for (int i = 0; i < n; i++)
+      held += e->cand_req[i]->kv >= 0;
+    int extra = 0;
+    for (lsim__req *r = w->waiting.head; r && held < w->admitted_waiting &&
+                                         extra < LSIM_ENGINE_WINDOW;
+         r = r->next) {
+      if (r->kv < 0)
+        continue;
+      int seen = 0;
+      for (int i = 0; i < n && !seen; i++)
+        seen = e->cand_req[i] == r;
+      if (seen)
+        continue;
+      held++;
+      if (w->hsw.drain[r->adapter])
+        continue;
+      lsim__cand_fill(e, w, r, 1, &e->cands[n]);
+      e->cand_req[n++] = r;
+      extra++;
+    }
   }
   if (n > 0)
     lsim_sched_order(e->cfg.sched, e->sched_st, now, e->cands, n, e->order);
