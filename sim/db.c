@@ -56,6 +56,7 @@
 #define LSIM__RUN_ID 1 /* the INSERTs below spell it as the literal 1 */
 #define LSIM__ROWS 64       /* events per multi-row INSERT */
 #define LSIM__EV_COLS 13    /* bound columns per event row (run_id is literal) */
+#define LSIM__MAX_COLS 14   /* bound columns of the widest row (iterations) */
 #define LSIM__PAGE_SIZE 8192
 #define LSIM__CACHE_KIB 65536
 
@@ -79,6 +80,18 @@ typedef struct lsim__iv_row {
   char closed_by[LSIM__WORD];
 } lsim__iv_row;
 
+/* What a multi-row statement has bound, parameter by parameter: SQLite
+** keeps bindings across sqlite3_reset, so a parameter whose value is the
+** same as in the previous batch is not bound again (about a third of the
+** event parameters: attempts, NULL ids, zero quantities, the same detail
+** word).  Each parameter always goes through the same binding function, so
+** an equal value means an identical binding; a detail is compared by
+** pointer (static strings, see event.h). */
+typedef struct lsim__bound {
+  int primed; /* 0 until every parameter was bound once */
+  int64_t v[LSIM__ROWS * LSIM__MAX_COLS];
+} lsim__bound;
+
 struct lsim_db {
   sqlite3 *h;
   char *path;
@@ -100,6 +113,8 @@ struct lsim_db {
   int64_t events;     /* events accepted by lsim_db_event */
   int64_t max_seq;    /* largest seq in the events table; LSIM__NO_SEQ */
   lsim_event pend[LSIM__ROWS];
+  lsim__bound ev1_b, evn_b, eva_b; /* what ev1, evn and eva have bound */
+  lsim__bound iter_b, itn_b, req_b, reqn_b, stv_b, stvn_b;
   int nitpend;        /* buffered iteration rows */
   lsim_iter_record itpend[LSIM__ROWS];
   int nrqpend;        /* buffered request rows */
@@ -327,25 +342,45 @@ static lsim_err lsim__unlink(const char *base, const char *suffix,
   return 0;
 }
 
+static int lsim__same(lsim__bound *b, int i, int64_t v) {
+  if (b->primed && b->v[i - 1] == v)
+    return 1;
+  b->v[i - 1] = v;
+  return 0;
+}
+
+static void lsim__rebind_int(sqlite3_stmt *st, lsim__bound *b, int i,
+                             int64_t v) {
+  if (!lsim__same(b, i, v))
+    sqlite3_bind_int64(st, i, v);
+}
+
+static void lsim__rebind_opt(sqlite3_stmt *st, lsim__bound *b, int i,
+                             int64_t v) {
+  if (!lsim__same(b, i, v))
+    lsim__bind_opt(st, i, v);
+}
+
 /* Bind event ev as row `row` (0-based) of statement st; with_seq 0 for the
-** `eva` statement, which has no seq column. */
-static void lsim__bind_event(sqlite3_stmt *st, int row, const lsim_event *ev,
-                             int with_seq) {
+** `eva` statement, which has no seq column.  b: what st has bound. */
+static void lsim__bind_event(sqlite3_stmt *st, lsim__bound *b, int row,
+                             const lsim_event *ev, int with_seq) {
   int o = row * (LSIM__EV_COLS - 1 + with_seq) + 1;
   if (with_seq)
-    sqlite3_bind_int64(st, o++, ev->seq);
-  sqlite3_bind_int64(st, o, ev->tick);
-  sqlite3_bind_int64(st, o + 1, ev->kind);
-  lsim__bind_opt(st, o + 2, ev->worker);
-  lsim__bind_opt(st, o + 3, ev->request);
-  lsim__bind_opt(st, o + 4, ev->tenant);
-  lsim__bind_opt(st, o + 5, ev->adapter);
-  lsim__bind_opt(st, o + 6, ev->generation);
-  lsim__bind_opt(st, o + 7, ev->attempt);
-  lsim__bind_opt(st, o + 8, ev->pages);
-  lsim__bind_opt(st, o + 9, ev->bytes);
-  lsim__bind_opt(st, o + 10, ev->value);
-  lsim__bind_str(st, o + 11, ev->detail);
+    lsim__rebind_int(st, b, o++, ev->seq);
+  lsim__rebind_int(st, b, o, ev->tick);
+  lsim__rebind_int(st, b, o + 1, ev->kind);
+  lsim__rebind_opt(st, b, o + 2, ev->worker);
+  lsim__rebind_opt(st, b, o + 3, ev->request);
+  lsim__rebind_opt(st, b, o + 4, ev->tenant);
+  lsim__rebind_opt(st, b, o + 5, ev->adapter);
+  lsim__rebind_opt(st, b, o + 6, ev->generation);
+  lsim__rebind_opt(st, b, o + 7, ev->attempt);
+  lsim__rebind_opt(st, b, o + 8, ev->pages);
+  lsim__rebind_opt(st, b, o + 9, ev->bytes);
+  lsim__rebind_opt(st, b, o + 10, ev->value);
+  if (!lsim__same(b, o + 11, (int64_t)(intptr_t)ev->detail))
+    lsim__bind_str(st, o + 11, ev->detail);
 }
 
 static lsim_err lsim__step(lsim_db *db, sqlite3_stmt *st, const char *what) {
@@ -357,6 +392,11 @@ static lsim_err lsim__step(lsim_db *db, sqlite3_stmt *st, const char *what) {
 }
 
 #define LSIM__IT_COLS 14 /* bound columns per iteration row */
+_Static_assert(LSIM__IT_COLS <= LSIM__MAX_COLS &&
+                   LSIM__EV_COLS <= LSIM__MAX_COLS &&
+                   LSIM__RQ_COLS <= LSIM__MAX_COLS &&
+                   LSIM__IV_COLS <= LSIM__MAX_COLS,
+               "lsim__bound holds the widest row");
 #define LSIM__IT_SQL_COLS                                                   \
   "INSERT INTO iterations(run_id,iter,worker,start_tick,end_tick,"           \
   "prefill_rows,decode_rows,prefill_reqs,decode_reqs,distinct_adapters,"     \
@@ -364,52 +404,58 @@ static lsim_err lsim__step(lsim_db *db, sqlite3_stmt *st, const char *what) {
 #define LSIM__IT_SQL_ROW "(1,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
 
 /* Bind iteration row `it` as the k-th row of a (multi-row) INSERT. */
-static void lsim__bind_iter(sqlite3_stmt *st, int k, const lsim_iter_record *it) {
+static void lsim__bind_iter(sqlite3_stmt *st, lsim__bound *b, int k,
+                            const lsim_iter_record *it) {
   int o = k * LSIM__IT_COLS;
-  sqlite3_bind_int64(st, o + 1, it->iter);
-  lsim__bind_opt(st, o + 2, it->worker);
-  sqlite3_bind_int64(st, o + 3, it->start_tick);
-  sqlite3_bind_int64(st, o + 4, it->end_tick);
-  sqlite3_bind_int64(st, o + 5, it->prefill_rows);
-  sqlite3_bind_int64(st, o + 6, it->decode_rows);
-  sqlite3_bind_int64(st, o + 7, it->prefill_reqs);
-  sqlite3_bind_int64(st, o + 8, it->decode_reqs);
-  sqlite3_bind_int64(st, o + 9, it->distinct_adapters);
-  sqlite3_bind_int64(st, o + 10, it->segments);
-  sqlite3_bind_int64(st, o + 11, it->true_rank_rows);
-  sqlite3_bind_int64(st, o + 12, it->padded_rank_rows);
-  lsim__bind_opt(st, o + 13, it->backend_ns);
-  lsim__bind_str(st, o + 14, it->result);
+  lsim__rebind_int(st, b, o + 1, it->iter);
+  lsim__rebind_opt(st, b, o + 2, it->worker);
+  lsim__rebind_int(st, b, o + 3, it->start_tick);
+  lsim__rebind_int(st, b, o + 4, it->end_tick);
+  lsim__rebind_int(st, b, o + 5, it->prefill_rows);
+  lsim__rebind_int(st, b, o + 6, it->decode_rows);
+  lsim__rebind_int(st, b, o + 7, it->prefill_reqs);
+  lsim__rebind_int(st, b, o + 8, it->decode_reqs);
+  lsim__rebind_int(st, b, o + 9, it->distinct_adapters);
+  lsim__rebind_int(st, b, o + 10, it->segments);
+  lsim__rebind_int(st, b, o + 11, it->true_rank_rows);
+  lsim__rebind_int(st, b, o + 12, it->padded_rank_rows);
+  lsim__rebind_opt(st, b, o + 13, it->backend_ns);
+  if (!lsim__same(b, o + 14, (int64_t)(intptr_t)it->result))
+    lsim__bind_str(st, o + 14, it->result);
 }
 
-/* Bind request row q as the k-th row of a (multi-row) INSERT. */
-static void lsim__bind_request(sqlite3_stmt *st, int k, const lsim__req_row *q) {
+/* Bind request row q as the k-th row of a (multi-row) INSERT.  The outcome
+** is a copy in the buffer slot, so it is compared by content. */
+static void lsim__bind_request(sqlite3_stmt *st, lsim__bound *b, int k,
+                               const lsim__req_row *q) {
   const lsim_request_record *rec = &q->r;
   int o = k * LSIM__RQ_COLS;
-  sqlite3_bind_int64(st, o + 1, rec->request);
-  lsim__bind_opt(st, o + 2, rec->tenant);
-  lsim__bind_opt(st, o + 3, rec->adapter);
-  lsim__bind_opt(st, o + 4, rec->worker);
-  sqlite3_bind_int64(st, o + 5, rec->arrival_tick);
-  lsim__bind_opt(st, o + 6, rec->first_token_tick);
-  lsim__bind_opt(st, o + 7, rec->finish_tick);
-  sqlite3_bind_int64(st, o + 8, rec->prompt_tokens);
-  sqlite3_bind_int64(st, o + 9, rec->output_tokens);
-  sqlite3_bind_int64(st, o + 10, rec->loads_waited);
+  lsim__rebind_int(st, b, o + 1, rec->request);
+  lsim__rebind_opt(st, b, o + 2, rec->tenant);
+  lsim__rebind_opt(st, b, o + 3, rec->adapter);
+  lsim__rebind_opt(st, b, o + 4, rec->worker);
+  lsim__rebind_int(st, b, o + 5, rec->arrival_tick);
+  lsim__rebind_opt(st, b, o + 6, rec->first_token_tick);
+  lsim__rebind_opt(st, b, o + 7, rec->finish_tick);
+  lsim__rebind_int(st, b, o + 8, rec->prompt_tokens);
+  lsim__rebind_int(st, b, o + 9, rec->output_tokens);
+  lsim__rebind_int(st, b, o + 10, rec->loads_waited);
   lsim__bind_str(st, o + 11, rec->outcome);
 }
 
-/* Bind starvation row q as the k-th row of a (multi-row) INSERT. */
-static void lsim__bind_interval(sqlite3_stmt *st, int k, const lsim__iv_row *q) {
+/* Bind starvation row q as the k-th row of a (multi-row) INSERT (the words
+** are copies in the buffer slot: always bound). */
+static void lsim__bind_interval(sqlite3_stmt *st, lsim__bound *b, int k,
+                                const lsim__iv_row *q) {
   const lsim_interval *iv = &q->iv;
   int o = k * LSIM__IV_COLS;
   lsim__bind_str(st, o + 1, iv->kind);
-  lsim__bind_opt(st, o + 2, iv->worker);
-  sqlite3_bind_int(st, o + 3, iv->entity);
-  sqlite3_bind_int64(st, o + 4, iv->start);
-  sqlite3_bind_int64(st, o + 5, iv->end);
+  lsim__rebind_opt(st, b, o + 2, iv->worker);
+  lsim__rebind_int(st, b, o + 3, iv->entity);
+  lsim__rebind_int(st, b, o + 4, iv->start);
+  lsim__rebind_int(st, b, o + 5, iv->end);
   lsim__bind_str(st, o + 6, iv->closed_by);
-  sqlite3_bind_int(st, o + 7, q->starved);
+  lsim__rebind_int(st, b, o + 7, q->starved);
 }
 
 /* Write the buffered events.  A full buffer goes in one multi-row INSERT:
@@ -429,12 +475,15 @@ static lsim_err lsim__flush_events(lsim_db *db) {
     for (int i = 0; i < n && contiguous; i++)
       contiguous = p[i].seq == db->max_seq + 1 + i;
     sqlite3_stmt *st = contiguous ? db->eva : db->evn;
+    lsim__bound *b = contiguous ? &db->eva_b : &db->evn_b;
     for (int i = 0; i < n; i++)
-      lsim__bind_event(st, i, &p[i], !contiguous);
+      lsim__bind_event(st, b, i, &p[i], !contiguous);
+    b->primed = 1;
     rc = lsim__step(db, st, "insert events");
   } else {
     for (int i = 0; i < n && !rc; i++) {
-      lsim__bind_event(db->ev1, 0, &p[i], 1);
+      lsim__bind_event(db->ev1, &db->ev1_b, 0, &p[i], 1);
+      db->ev1_b.primed = 1;
       rc = lsim__step(db, db->ev1, "insert event");
     }
   }
@@ -445,41 +494,48 @@ static lsim_err lsim__flush_events(lsim_db *db) {
 }
 
 /* Write one buffer of `n` rows: one multi-row INSERT when it is full, row by
-** row otherwise. */
+** row otherwise.  fb and ob: what `full` and `one` have bound. */
 static lsim_err lsim__flush_rows(lsim_db *db, int n, sqlite3_stmt *full,
-                                 sqlite3_stmt *one, const void *rows,
+                                 lsim__bound *fb, sqlite3_stmt *one,
+                                 lsim__bound *ob, const void *rows,
                                  size_t size,
-                                 void (*bind)(sqlite3_stmt *, int,
-                                              const void *),
+                                 void (*bind)(sqlite3_stmt *, lsim__bound *,
+                                              int, const void *),
                                  const char *what) {
   const char *r = rows;
   if (n == LSIM__ROWS) {
     for (int i = 0; i < n; i++)
-      bind(full, i, r + (size_t)i * size);
+      bind(full, fb, i, r + (size_t)i * size);
+    fb->primed = 1;
     return lsim__step(db, full, what);
   }
   lsim_err rc = 0;
   for (int i = 0; i < n && !rc; i++) {
-    bind(one, 0, r + (size_t)i * size);
+    bind(one, ob, 0, r + (size_t)i * size);
+    ob->primed = 1;
     rc = lsim__step(db, one, what);
   }
   return rc;
 }
 
-static void lsim__bind_iter_v(sqlite3_stmt *st, int k, const void *row) {
-  lsim__bind_iter(st, k, row);
+static void lsim__bind_iter_v(sqlite3_stmt *st, lsim__bound *b, int k,
+                              const void *row) {
+  lsim__bind_iter(st, b, k, row);
 }
-static void lsim__bind_request_v(sqlite3_stmt *st, int k, const void *row) {
-  lsim__bind_request(st, k, row);
+static void lsim__bind_request_v(sqlite3_stmt *st, lsim__bound *b, int k,
+                                 const void *row) {
+  lsim__bind_request(st, b, k, row);
 }
-static void lsim__bind_interval_v(sqlite3_stmt *st, int k, const void *row) {
-  lsim__bind_interval(st, k, row);
+static void lsim__bind_interval_v(sqlite3_stmt *st, lsim__bound *b, int k,
+                                  const void *row) {
+  lsim__bind_interval(st, b, k, row);
 }
 
 static lsim_err lsim__flush_iters(lsim_db *db) {
   int n = db->nitpend;
   db->nitpend = 0;
-  return lsim__flush_rows(db, n, db->itn, db->iter, db->itpend,
+  return lsim__flush_rows(db, n, db->itn, &db->itn_b, db->iter, &db->iter_b,
+                          db->itpend,
                           sizeof db->itpend[0], lsim__bind_iter_v,
                           "insert iterations");
 }
@@ -487,7 +543,8 @@ static lsim_err lsim__flush_iters(lsim_db *db) {
 static lsim_err lsim__flush_requests(lsim_db *db) {
   int n = db->nrqpend;
   db->nrqpend = 0;
-  return lsim__flush_rows(db, n, db->reqn, db->req, db->rqpend,
+  return lsim__flush_rows(db, n, db->reqn, &db->reqn_b, db->req, &db->req_b,
+                          db->rqpend,
                           sizeof db->rqpend[0], lsim__bind_request_v,
                           "insert requests");
 }
@@ -495,7 +552,8 @@ static lsim_err lsim__flush_requests(lsim_db *db) {
 static lsim_err lsim__flush_intervals(lsim_db *db) {
   int n = db->nivpend;
   db->nivpend = 0;
-  return lsim__flush_rows(db, n, db->stvn, db->stv, db->ivpend,
+  return lsim__flush_rows(db, n, db->stvn, &db->stvn_b, db->stv, &db->stv_b,
+                          db->ivpend,
                           sizeof db->ivpend[0], lsim__bind_interval_v,
                           "insert starvation intervals");
 }
@@ -805,7 +863,8 @@ lsim_err lsim_db_request(void *ud, const lsim_request_record *rec) {
     if ((rc = lsim__flush_requests(db)))
       return rc;
     lsim__req_row one = {*rec, {0}};
-    lsim__bind_request(db->req, 0, &one);
+    db->req_b.primed = 0; /* bound outside the shadow */
+    lsim__bind_request(db->req, &db->req_b, 0, &one);
     if ((rc = lsim__step(db, db->req, "insert request")))
       return rc;
     return lsim__count_row(db);
@@ -855,7 +914,8 @@ lsim_err lsim_db_interval(lsim_db *db, const lsim_interval *iv, int starved) {
     if ((rc = lsim__flush_intervals(db)))
       return rc;
     lsim__iv_row one = {*iv, starved, {0}, {0}};
-    lsim__bind_interval(db->stv, 0, &one);
+    db->stv_b.primed = 0; /* bound outside the shadow */
+    lsim__bind_interval(db->stv, &db->stv_b, 0, &one);
     if ((rc = lsim__step(db, db->stv, "insert starvation interval")))
       return rc;
     return lsim__count_row(db);
