@@ -31,12 +31,18 @@
 ** per-statement cost (measured open..close on one core of an EPYC VM:
 ** about 0.9M events/s one row per statement, 1.3-1.4M/s with 64 rows per
 ** statement; page sizes 4K..32K were within noise of each other, 64K was
-** slower; synchronous OFF vs NORMAL within noise).  Buffering keeps
-** each event's `detail` pointer until the flush; event.h guarantees it is a
-** static string.  `seq` is the events table's rowid (INTEGER PRIMARY KEY):
-** appends in seq order go to the right edge of one B-tree, and no separate
-** (run_id, seq) index is needed -- building that index at end of run cost
-** more than half of the insert time again.
+** slower; synchronous OFF vs NORMAL within noise).  Iteration, request and
+** starvation rows are buffered and written the same way, each buffer on
+** its own when it fills.  Buffering keeps each event's `detail` pointer
+** until the flush; event.h guarantees it is a static string (request
+** outcomes and interval words are copied into the buffer).  `seq` is the
+** events table's rowid (INTEGER PRIMARY KEY): appends in seq order go to
+** the right edge of one B-tree, and no separate (run_id, seq) index is
+** needed -- building that index at end of run cost more than half of the
+** insert time again.  A full buffer whose seqs continue the table is
+** inserted without the seq column (SQLite's next rowid is then the seq:
+** 1.74M against 1.42M rows/s), and parameters equal to the previous
+** batch's are not bound again (lsim__bound).
 **
 ** Errors.  lsim_db_open, lsim_db_begin_run and lsim_db_end_run report
 ** through the errbuf.  The append functions have no errbuf: they return
