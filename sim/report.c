@@ -174,17 +174,22 @@ static void lsim__kth(double *v, int64_t n, int64_t k) {
 
 /* Nearest-rank percentiles p[0] <= p[1] of `expr` over completed requests
 ** with `cond`: one scan of the requests table into memory (8 bytes per
-** value, freed before returning), then selection.  The values are those
+** value, allocated once from `hint` and freed before returning), then
+** selection.  The values are those
 ** SQLite computes for `expr`, so the result is the same as sorting them in
 ** SQL (the former ORDER BY v LIMIT 1 OFFSET rank-1, a query per
 ** percentile).  out[i] = -1 when there is no value.  Values in ticks. */
 static lsim_err lsim__pcts(sqlite3 *db, const char *expr, const char *cond,
-                           const double p[2], double out[2],
+                           int64_t hint, const double p[2], double out[2],
                            lsim_errbuf *eb) {
   char sql[512];
   sqlite3_stmt *st = NULL;
   double *v = NULL;
   int64_t n = 0, cap = 0;
+  /* hint: the completed requests counted by the registry, an upper bound
+  ** on the rows: one allocation of the right size, no doubling */
+  if (hint > 0 && (v = malloc((size_t)hint * sizeof *v)) != NULL)
+    cap = hint;
   int step;
   out[0] = out[1] = -1;
   snprintf(sql, sizeof sql,
@@ -302,11 +307,13 @@ lsim_err lsim_report_summarize(sqlite3 *db, const lsim_scenario *sc,
   lsim_err rc;
   static const double pp[2] = {50, 99};
   double v2[2];
-  if ((rc = lsim__pcts(db, LSIM__TTFT_EXPR, LSIM__TTFT_COND, pp, v2, eb)))
+  if ((rc = lsim__pcts(db, LSIM__TTFT_EXPR, LSIM__TTFT_COND, m->requests_ok,
+                       pp, v2, eb)))
     return rc;
   s->ttft_p50_ms = v2[0] < 0 ? -1 : v2[0] * ms;
   s->ttft_p99_ms = v2[1] < 0 ? -1 : v2[1] * ms;
-  if ((rc = lsim__pcts(db, LSIM__TBT_EXPR, LSIM__TBT_COND, pp, v2, eb)))
+  if ((rc = lsim__pcts(db, LSIM__TBT_EXPR, LSIM__TBT_COND, m->requests_ok,
+                       pp, v2, eb)))
     return rc;
   s->tbt_p50_ms = v2[0] < 0 ? -1 : v2[0] * ms;
   s->tbt_p99_ms = v2[1] < 0 ? -1 : v2[1] * ms;
