@@ -31,6 +31,7 @@ struct lsim_hs {
   lsim__hslot *s;
   int64_t *alias_slot; /* [naliases], -1 unmapped */
   int64_t catalog_gen;
+  int64_t free_hint;   /* every slot below it is in use (not ABSENT) */
 };
 
 lsim_err lsim_hs_new(lsim_hs **out, int nslots, int naliases,
@@ -158,9 +159,11 @@ lsim_err lsim_hs_stage(lsim_hs *h, int alias, const lsim_digest *digest,
                        (long long)want);
     i = want;
   } else {
-    for (i = 0; i < h->nslots; i++)
+    /* the lowest free slot, as a scan from 0 would find it */
+    for (i = h->free_hint; i < h->nslots; i++)
       if (h->s[i].state == LSIM_RS_ABSENT)
         break;
+    h->free_hint = i;
     if (i == h->nslots)
       return lsim_fail(eb, LSIM_E_RES_NOSPACE, "stage: no free slot");
   }
@@ -266,7 +269,9 @@ lsim_err lsim_hs_republish(lsim_hs *h, int alias, const lsim_hs_handle *to,
   return 0;
 }
 
-static void lsim__to_free(lsim__hslot *s) {
+static void lsim__to_free(lsim_hs *h, lsim__hslot *s) {
+  if (s - h->s < h->free_hint)
+    h->free_hint = s - h->s;
   s->state = LSIM_RS_ABSENT;
   s->slot_gen++;
   s->ptr_gen++;
@@ -288,7 +293,7 @@ lsim_err lsim_hs_abort(lsim_hs *h, int64_t slot, lsim_errbuf *eb) {
                              : LSIM_E_RES_ILLEGAL,
                      "slot %lld is not staged (%s)", (long long)slot,
                      lsim_res_state_name(s->state));
-  lsim__to_free(s); /* discard_shadow_and_bump_generations */
+  lsim__to_free(h, s); /* discard_shadow_and_bump_generations */
   return 0;
 }
 
@@ -430,6 +435,6 @@ lsim_err lsim_hs_reclaim(lsim_hs *h, int64_t slot, lsim_errbuf *eb) {
                      "slot %lld: last-use event incomplete (refcount zero "
                      "alone is not enough)",
                      (long long)slot);
-  lsim__to_free(s);
+  lsim__to_free(h, s);
   return 0;
 }

@@ -86,8 +86,11 @@ struct lsim_res {
   int ntxn;
   int64_t next_txn;
   /* adapters in PUBLISHED or IDLE (the only evictable states), so that
-  ** eligibility scans the resident set, not the whole catalog */
-  int *rlist, *rpos;
+  ** eligibility scans the resident set, not the whole catalog; rlist is
+  ** kept in ascending id order (the order a catalog scan gives), rin[i]
+  ** says whether adapter i is in it */
+  int *rlist;
+  unsigned char *rin;
   int nrl;
   /* scratch */
   int *cand;
@@ -340,13 +343,16 @@ lsim_err lsim_res_check(const lsim_res *r, lsim_errbuf *eb) {
   int n = 0;
   for (int i = 0; i < r->cfg.nadapters; i++) {
     int in = r->a[i].state == LSIM_RS_PUBLISHED || r->a[i].state == LSIM_RS_IDLE;
-    int p = r->rpos[i];
-    if (in != (p >= 0) || (in && (p >= r->nrl || r->rlist[p] != i)))
+    if (in != r->rin[i])
       return LSIM_BUG(eb, "resident list out of step with adapter states");
     n += in;
   }
   if (n != r->nrl)
     return LSIM_BUG(eb, "resident list length out of step");
+  for (int k = 0; k < r->nrl; k++)
+    if (r->rlist[k] < 0 || r->rlist[k] >= r->cfg.nadapters ||
+        !r->rin[r->rlist[k]] || (k > 0 && r->rlist[k - 1] >= r->rlist[k]))
+      return LSIM_BUG(eb, "resident list not in ascending adapter order");
   return lsim__check(r, eb);
 }
 
@@ -375,11 +381,10 @@ lsim_err lsim_res_new(lsim_res **out, const lsim_res_cfg *cfg,
   r->a = calloc(na, sizeof *r->a);
   r->cand = malloc(na * sizeof *r->cand);
   r->rlist = malloc(na * sizeof *r->rlist);
-  r->rpos = malloc(na * sizeof *r->rpos);
+  r->rin = calloc(na, sizeof *r->rin);
   r->vict = malloc(na * sizeof *r->vict);
-  int ok = r->s && r->mark && r->a && r->cand && r->vict && r->rlist && r->rpos;
+  int ok = r->s && r->mark && r->a && r->cand && r->vict && r->rlist && r->rin;
   for (size_t i = 0; ok && i < na; i++) {
-    r->rpos[i] = -1;
     r->a[i].need = cfg->adapter_pages[i];
     r->a[i].slot = malloc((size_t)r->a[i].need * sizeof *r->a[i].slot);
     r->a[i].txn = -1;
@@ -397,11 +402,6 @@ lsim_err lsim_res_new(lsim_res **out, const lsim_res_cfg *cfg,
   return 0;
 }
 
-static int lsim__cmp_int(const void *x, const void *y) {
-  int a = *(const int *)x, b = *(const int *)y;
-  return (a > b) - (a < b);
-}
-
 /* Set an adapter's state, keeping the resident (PUBLISHED/IDLE) list. */
 static void lsim__adp_set(lsim_res *r, lsim__adp *a, int st) {
   int was = a->state == LSIM_RS_PUBLISHED || a->state == LSIM_RS_IDLE;
@@ -410,20 +410,31 @@ static void lsim__adp_set(lsim_res *r, lsim__adp *a, int st) {
   if (was == now)
     return;
   int i = (int)(a - r->a);
-  if (now) {
-    r->rpos[i] = r->nrl;
-    r->rlist[r->nrl++] = i;
-  } else {
-    int p = r->rpos[i], last = r->rlist[--r->nrl];
-    r->rlist[p] = last;
-    r->rpos[last] = p;
-    r->rpos[i] = -1;
+  int lo = 0, hi = r->nrl; /* where i is, or goes, in the sorted list */
+  while (lo < hi) {
+    int m = lo + (hi - lo) / 2;
+    if (r->rlist[m] < i)
+      lo = m + 1;
+    else
+      hi = m;
   }
+  if (now) {
+    memmove(&r->rlist[lo + 1], &r->rlist[lo],
+            (size_t)(r->nrl - lo) * sizeof *r->rlist);
+    r->rlist[lo] = i;
+    r->nrl++;
+  } else {
+    memmove(&r->rlist[lo], &r->rlist[lo + 1],
+            (size_t)(r->nrl - lo - 1) * sizeof *r->rlist);
+    r->nrl--;
+  }
+  r->rin[i] = (unsigned char)now;
 }
 
 /* The eligible adapters (but `exclude`) in ascending id order into out;
-** returns the count.  Ascending order keeps rankings and event order
-** exactly what a scan of the whole catalog would give. */
+** returns the count.  Ascending order (the resident list's own) keeps
+** rankings and event order exactly what a scan of the whole catalog would
+** give. */
 static int lsim__eligible_sorted(const lsim_res *r, int exclude, int *out) {
   int n = 0;
   for (int k = 0; k < r->nrl; k++) {
@@ -431,7 +442,6 @@ static int lsim__eligible_sorted(const lsim_res *r, int exclude, int *out) {
     if (i != exclude && lsim_res_eligible(r, i) == 0)
       out[n++] = i;
   }
-  qsort(out, (size_t)n, sizeof *out, lsim__cmp_int);
   return n;
 }
 
@@ -454,7 +464,7 @@ void lsim_res_release(lsim_res *r) {
   free(r->cand);
   free(r->vict);
   free(r->rlist);
-  free(r->rpos);
+  free(r->rin);
   free(r);
 }
 

@@ -31,12 +31,18 @@
 ** per-statement cost (measured open..close on one core of an EPYC VM:
 ** about 0.9M events/s one row per statement, 1.3-1.4M/s with 64 rows per
 ** statement; page sizes 4K..32K were within noise of each other, 64K was
-** slower; synchronous OFF vs NORMAL within noise).  Buffering keeps
-** each event's `detail` pointer until the flush; event.h guarantees it is a
-** static string.  `seq` is the events table's rowid (INTEGER PRIMARY KEY):
-** appends in seq order go to the right edge of one B-tree, and no separate
-** (run_id, seq) index is needed -- building that index at end of run cost
-** more than half of the insert time again.
+** slower; synchronous OFF vs NORMAL within noise).  Iteration, request and
+** starvation rows are buffered and written the same way, each buffer on
+** its own when it fills.  Buffering keeps each event's `detail` pointer
+** until the flush; event.h guarantees it is a static string (request
+** outcomes and interval words are copied into the buffer).  `seq` is the
+** events table's rowid (INTEGER PRIMARY KEY): appends in seq order go to
+** the right edge of one B-tree, and no separate (run_id, seq) index is
+** needed -- building that index at end of run cost more than half of the
+** insert time again.  A full buffer whose seqs continue the table is
+** inserted without the seq column (SQLite's next rowid is then the seq:
+** 1.74M against 1.42M rows/s), and parameters equal to the previous
+** batch's are not bound again (lsim__bound).
 **
 ** Errors.  lsim_db_open, lsim_db_begin_run and lsim_db_end_run report
 ** through the errbuf.  The append functions have no errbuf: they return
@@ -56,30 +62,71 @@
 #define LSIM__RUN_ID 1 /* the INSERTs below spell it as the literal 1 */
 #define LSIM__ROWS 64       /* events per multi-row INSERT */
 #define LSIM__EV_COLS 13    /* bound columns per event row (run_id is literal) */
+#define LSIM__MAX_COLS 14   /* bound columns of the widest row (iterations) */
 #define LSIM__PAGE_SIZE 8192
 #define LSIM__CACHE_KIB 65536
 
 enum { LSIM__OPEN = 0, LSIM__RUNNING = 1, LSIM__ENDED = 2 };
+
+#define LSIM__NO_SEQ INT64_MIN /* max_seq of an empty events table */
+#define LSIM__WORD 24          /* longest buffered outcome / interval word + 1 */
+
+/* A buffered request row: the record with its outcome copied, since the
+** caller's string only has to live for the call. */
+typedef struct lsim__req_row {
+  lsim_request_record r;
+  char outcome[LSIM__WORD];
+} lsim__req_row;
+
+/* A buffered starvation interval, its words copied likewise. */
+typedef struct lsim__iv_row {
+  lsim_interval iv;
+  int starved;
+  char kind[LSIM__WORD];
+  char closed_by[LSIM__WORD];
+} lsim__iv_row;
+
+/* What a multi-row statement has bound, parameter by parameter: SQLite
+** keeps bindings across sqlite3_reset, so a parameter whose value is the
+** same as in the previous batch is not bound again (about a third of the
+** event parameters: attempts, NULL ids, zero quantities, the same detail
+** word).  Each parameter always goes through the same binding function, so
+** an equal value means an identical binding; a detail is compared by
+** pointer (static strings, see event.h). */
+typedef struct lsim__bound {
+  int primed; /* 0 until every parameter was bound once */
+  int64_t v[LSIM__ROWS * LSIM__MAX_COLS];
+} lsim__bound;
 
 struct lsim_db {
   sqlite3 *h;
   char *path;
   sqlite3_stmt *ev1;  /* one event row */
   sqlite3_stmt *evn;  /* LSIM__ROWS event rows */
+  sqlite3_stmt *eva;  /* LSIM__ROWS event rows, seq assigned as the rowid */
   sqlite3_stmt *req;
+  sqlite3_stmt *reqn; /* LSIM__ROWS request rows */
   sqlite3_stmt *iter;
   sqlite3_stmt *itn;  /* LSIM__ROWS iteration rows */
   sqlite3_stmt *sum;
   sqlite3_stmt *val;
   sqlite3_stmt *stv;  /* starvation interval */
+  sqlite3_stmt *stvn; /* LSIM__ROWS starvation intervals */
   int state;
   int broken;         /* an append or commit failed; see D1 */
   int npend;          /* buffered events, not yet in the table */
   int64_t batch_rows; /* rows appended since the last commit */
   int64_t events;     /* events accepted by lsim_db_event */
+  int64_t max_seq;    /* largest seq in the events table; LSIM__NO_SEQ */
   lsim_event pend[LSIM__ROWS];
+  lsim__bound ev1_b, evn_b, eva_b; /* what ev1, evn and eva have bound */
+  lsim__bound iter_b, itn_b, req_b, reqn_b, stv_b, stvn_b;
   int nitpend;        /* buffered iteration rows */
   lsim_iter_record itpend[LSIM__ROWS];
+  int nrqpend;        /* buffered request rows */
+  lsim__req_row rqpend[LSIM__ROWS];
+  int nivpend;        /* buffered starvation intervals */
+  lsim__iv_row ivpend[LSIM__ROWS];
   char err[512];      /* message of the last failed append */
 };
 
@@ -189,10 +236,29 @@ static const struct {
 #undef LSIM__KROW
 };
 
+/* Row templates of the multi-row INSERTs (run_id is the literal 1).  The
+** `eva` form leaves seq out: SQLite then assigns the rowid max(seq) + 1,
+** which is the next event's seq whenever the stream is contiguous (see
+** lsim__flush_events). */
 #define LSIM__EV_SQL_COLS                                                  \
   "INSERT INTO events(run_id,seq,tick,kind,worker,request,tenant,adapter," \
   "generation,attempt,pages,bytes,value,detail) VALUES"
 #define LSIM__EV_SQL_ROW "(1,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+#define LSIM__EVA_SQL_COLS                                                 \
+  "INSERT INTO events(run_id,tick,kind,worker,request,tenant,adapter,"     \
+  "generation,attempt,pages,bytes,value,detail) VALUES"
+#define LSIM__EVA_SQL_ROW "(1,?,?,?,?,?,?,?,?,?,?,?,?)"
+#define LSIM__RQ_COLS 11 /* bound columns per request row */
+#define LSIM__RQ_SQL_COLS                                                  \
+  "INSERT INTO requests(run_id,request,tenant,adapter,worker,arrival_tick," \
+  "first_token_tick,finish_tick,prompt_tokens,output_tokens,loads_waited," \
+  "outcome) VALUES"
+#define LSIM__RQ_SQL_ROW "(1,?,?,?,?,?,?,?,?,?,?,?)"
+#define LSIM__IV_COLS 7 /* bound columns per starvation row */
+#define LSIM__IV_SQL_COLS                                                  \
+  "INSERT INTO starvation(run_id,kind,worker,entity,start_tick,end_tick,"   \
+  "closed_by,starved) VALUES"
+#define LSIM__IV_SQL_ROW "(1,?,?,?,?,?,?,?)"
 
 /* ---- helpers -------------------------------------------------------------- */
 
@@ -219,6 +285,29 @@ static lsim_err lsim__prepare(lsim_db *db, const char *sql,
     return lsim_fail(eb, LSIM_E_DB, "%s: prepare: %s", db->path,
                      sqlite3_errmsg(db->h));
   return 0;
+}
+
+/* Prepare `head` followed by LSIM__ROWS copies of `row`, comma-separated:
+** one INSERT of LSIM__ROWS rows. */
+static lsim_err lsim__prepare_multi(lsim_db *db, const char *head,
+                                    const char *row, sqlite3_stmt **st,
+                                    lsim_errbuf *eb) {
+  size_t hl = strlen(head), rl = strlen(row);
+  char *sql = malloc(hl + LSIM__ROWS * (rl + 1) + 1);
+  if (!sql)
+    return lsim_fail(eb, LSIM_E_NOMEM, "%s: out of memory", db->path);
+  memcpy(sql, head, hl);
+  size_t len = hl;
+  for (int i = 0; i < LSIM__ROWS; i++) {
+    if (i)
+      sql[len++] = ',';
+    memcpy(sql + len, row, rl);
+    len += rl;
+  }
+  sql[len] = '\0';
+  lsim_err rc = lsim__prepare(db, sql, st, eb);
+  free(sql);
+  return rc;
 }
 
 /* An id or quantity: LSIM_NONE becomes NULL. */
@@ -259,22 +348,45 @@ static lsim_err lsim__unlink(const char *base, const char *suffix,
   return 0;
 }
 
-/* Bind event ev as row `row` (0-based) of statement st. */
-static void lsim__bind_event(sqlite3_stmt *st, int row, const lsim_event *ev) {
-  int o = row * LSIM__EV_COLS;
-  sqlite3_bind_int64(st, o + 1, ev->seq);
-  sqlite3_bind_int64(st, o + 2, ev->tick);
-  sqlite3_bind_int64(st, o + 3, ev->kind);
-  lsim__bind_opt(st, o + 4, ev->worker);
-  lsim__bind_opt(st, o + 5, ev->request);
-  lsim__bind_opt(st, o + 6, ev->tenant);
-  lsim__bind_opt(st, o + 7, ev->adapter);
-  lsim__bind_opt(st, o + 8, ev->generation);
-  lsim__bind_opt(st, o + 9, ev->attempt);
-  lsim__bind_opt(st, o + 10, ev->pages);
-  lsim__bind_opt(st, o + 11, ev->bytes);
-  lsim__bind_opt(st, o + 12, ev->value);
-  lsim__bind_str(st, o + 13, ev->detail);
+static int lsim__same(lsim__bound *b, int i, int64_t v) {
+  if (b->primed && b->v[i - 1] == v)
+    return 1;
+  b->v[i - 1] = v;
+  return 0;
+}
+
+static void lsim__rebind_int(sqlite3_stmt *st, lsim__bound *b, int i,
+                             int64_t v) {
+  if (!lsim__same(b, i, v))
+    sqlite3_bind_int64(st, i, v);
+}
+
+static void lsim__rebind_opt(sqlite3_stmt *st, lsim__bound *b, int i,
+                             int64_t v) {
+  if (!lsim__same(b, i, v))
+    lsim__bind_opt(st, i, v);
+}
+
+/* Bind event ev as row `row` (0-based) of statement st; with_seq 0 for the
+** `eva` statement, which has no seq column.  b: what st has bound. */
+static void lsim__bind_event(sqlite3_stmt *st, lsim__bound *b, int row,
+                             const lsim_event *ev, int with_seq) {
+  int o = row * (LSIM__EV_COLS - 1 + with_seq) + 1;
+  if (with_seq)
+    lsim__rebind_int(st, b, o++, ev->seq);
+  lsim__rebind_int(st, b, o, ev->tick);
+  lsim__rebind_int(st, b, o + 1, ev->kind);
+  lsim__rebind_opt(st, b, o + 2, ev->worker);
+  lsim__rebind_opt(st, b, o + 3, ev->request);
+  lsim__rebind_opt(st, b, o + 4, ev->tenant);
+  lsim__rebind_opt(st, b, o + 5, ev->adapter);
+  lsim__rebind_opt(st, b, o + 6, ev->generation);
+  lsim__rebind_opt(st, b, o + 7, ev->attempt);
+  lsim__rebind_opt(st, b, o + 8, ev->pages);
+  lsim__rebind_opt(st, b, o + 9, ev->bytes);
+  lsim__rebind_opt(st, b, o + 10, ev->value);
+  if (!lsim__same(b, o + 11, (int64_t)(intptr_t)ev->detail))
+    lsim__bind_str(st, o + 11, ev->detail);
 }
 
 static lsim_err lsim__step(lsim_db *db, sqlite3_stmt *st, const char *what) {
@@ -286,6 +398,11 @@ static lsim_err lsim__step(lsim_db *db, sqlite3_stmt *st, const char *what) {
 }
 
 #define LSIM__IT_COLS 14 /* bound columns per iteration row */
+_Static_assert(LSIM__IT_COLS <= LSIM__MAX_COLS &&
+                   LSIM__EV_COLS <= LSIM__MAX_COLS &&
+                   LSIM__RQ_COLS <= LSIM__MAX_COLS &&
+                   LSIM__IV_COLS <= LSIM__MAX_COLS,
+               "lsim__bound holds the widest row");
 #define LSIM__IT_SQL_COLS                                                   \
   "INSERT INTO iterations(run_id,iter,worker,start_tick,end_tick,"           \
   "prefill_rows,decode_rows,prefill_reqs,decode_reqs,distinct_adapters,"     \
@@ -293,55 +410,185 @@ static lsim_err lsim__step(lsim_db *db, sqlite3_stmt *st, const char *what) {
 #define LSIM__IT_SQL_ROW "(1,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
 
 /* Bind iteration row `it` as the k-th row of a (multi-row) INSERT. */
-static void lsim__bind_iter(sqlite3_stmt *st, int k, const lsim_iter_record *it) {
+static void lsim__bind_iter(sqlite3_stmt *st, lsim__bound *b, int k,
+                            const lsim_iter_record *it) {
   int o = k * LSIM__IT_COLS;
-  sqlite3_bind_int64(st, o + 1, it->iter);
-  lsim__bind_opt(st, o + 2, it->worker);
-  sqlite3_bind_int64(st, o + 3, it->start_tick);
-  sqlite3_bind_int64(st, o + 4, it->end_tick);
-  sqlite3_bind_int64(st, o + 5, it->prefill_rows);
-  sqlite3_bind_int64(st, o + 6, it->decode_rows);
-  sqlite3_bind_int64(st, o + 7, it->prefill_reqs);
-  sqlite3_bind_int64(st, o + 8, it->decode_reqs);
-  sqlite3_bind_int64(st, o + 9, it->distinct_adapters);
-  sqlite3_bind_int64(st, o + 10, it->segments);
-  sqlite3_bind_int64(st, o + 11, it->true_rank_rows);
-  sqlite3_bind_int64(st, o + 12, it->padded_rank_rows);
-  lsim__bind_opt(st, o + 13, it->backend_ns);
-  lsim__bind_str(st, o + 14, it->result);
+  lsim__rebind_int(st, b, o + 1, it->iter);
+  lsim__rebind_opt(st, b, o + 2, it->worker);
+  lsim__rebind_int(st, b, o + 3, it->start_tick);
+  lsim__rebind_int(st, b, o + 4, it->end_tick);
+  lsim__rebind_int(st, b, o + 5, it->prefill_rows);
+  lsim__rebind_int(st, b, o + 6, it->decode_rows);
+  lsim__rebind_int(st, b, o + 7, it->prefill_reqs);
+  lsim__rebind_int(st, b, o + 8, it->decode_reqs);
+  lsim__rebind_int(st, b, o + 9, it->distinct_adapters);
+  lsim__rebind_int(st, b, o + 10, it->segments);
+  lsim__rebind_int(st, b, o + 11, it->true_rank_rows);
+  lsim__rebind_int(st, b, o + 12, it->padded_rank_rows);
+  lsim__rebind_opt(st, b, o + 13, it->backend_ns);
+  if (!lsim__same(b, o + 14, (int64_t)(intptr_t)it->result))
+    lsim__bind_str(st, o + 14, it->result);
 }
 
-/* Write the buffered events and iteration rows: one multi-row INSERT per
-** full buffer, row by row otherwise (at a commit or at the end, so
-** rarely). */
-static lsim_err lsim__flush(lsim_db *db) {
+/* Bind request row q as the k-th row of a (multi-row) INSERT.  The outcome
+** is a copy in the buffer slot, so it is compared by content. */
+static void lsim__bind_request(sqlite3_stmt *st, lsim__bound *b, int k,
+                               const lsim__req_row *q) {
+  const lsim_request_record *rec = &q->r;
+  int o = k * LSIM__RQ_COLS;
+  lsim__rebind_int(st, b, o + 1, rec->request);
+  lsim__rebind_opt(st, b, o + 2, rec->tenant);
+  lsim__rebind_opt(st, b, o + 3, rec->adapter);
+  lsim__rebind_opt(st, b, o + 4, rec->worker);
+  lsim__rebind_int(st, b, o + 5, rec->arrival_tick);
+  lsim__rebind_opt(st, b, o + 6, rec->first_token_tick);
+  lsim__rebind_opt(st, b, o + 7, rec->finish_tick);
+  lsim__rebind_int(st, b, o + 8, rec->prompt_tokens);
+  lsim__rebind_int(st, b, o + 9, rec->output_tokens);
+  lsim__rebind_int(st, b, o + 10, rec->loads_waited);
+  lsim__bind_str(st, o + 11, rec->outcome);
+}
+
+/* Bind starvation row q as the k-th row of a (multi-row) INSERT (the words
+** are copies in the buffer slot: always bound). */
+static void lsim__bind_interval(sqlite3_stmt *st, lsim__bound *b, int k,
+                                const lsim__iv_row *q) {
+  const lsim_interval *iv = &q->iv;
+  int o = k * LSIM__IV_COLS;
+  lsim__bind_str(st, o + 1, iv->kind);
+  lsim__rebind_opt(st, b, o + 2, iv->worker);
+  lsim__rebind_int(st, b, o + 3, iv->entity);
+  lsim__rebind_int(st, b, o + 4, iv->start);
+  lsim__rebind_int(st, b, o + 5, iv->end);
+  lsim__bind_str(st, o + 6, iv->closed_by);
+  lsim__rebind_int(st, b, o + 7, q->starved);
+}
+
+/* Write the buffered events.  A full buffer goes in one multi-row INSERT:
+** the `eva` form when its seqs continue the table without a gap (SQLite's
+** next rowid is then exactly each row's seq, and it skips the per-row
+** existence check of an explicit rowid: about 18% less CPU per row), the
+** explicit-seq form otherwise (the first batch of a run, or a stream with
+** gaps).  A partial buffer (at a commit or at the end) goes row by row. */
+static lsim_err lsim__flush_events(lsim_db *db) {
   lsim_err rc = 0;
   int n = db->npend;
+  const lsim_event *p = db->pend;
   db->npend = 0;
   if (n == LSIM__ROWS) {
+    int contiguous = db->max_seq != LSIM__NO_SEQ &&
+                     db->max_seq < INT64_MAX - LSIM__ROWS;
+    for (int i = 0; i < n && contiguous; i++)
+      contiguous = p[i].seq == db->max_seq + 1 + i;
+    sqlite3_stmt *st = contiguous ? db->eva : db->evn;
+    lsim__bound *b = contiguous ? &db->eva_b : &db->evn_b;
     for (int i = 0; i < n; i++)
-      lsim__bind_event(db->evn, i, &db->pend[i]);
-    rc = lsim__step(db, db->evn, "insert events");
+      lsim__bind_event(st, b, i, &p[i], !contiguous);
+    b->primed = 1;
+    rc = lsim__step(db, st, "insert events");
   } else {
     for (int i = 0; i < n && !rc; i++) {
-      lsim__bind_event(db->ev1, 0, &db->pend[i]);
+      lsim__bind_event(db->ev1, &db->ev1_b, 0, &p[i], 1);
+      db->ev1_b.primed = 1;
       rc = lsim__step(db, db->ev1, "insert event");
     }
   }
-  n = db->nitpend;
-  db->nitpend = 0;
-  if (rc)
-    return rc;
+  for (int i = 0; i < n && !rc; i++)
+    if (db->max_seq == LSIM__NO_SEQ || p[i].seq > db->max_seq)
+      db->max_seq = p[i].seq;
+  return rc;
+}
+
+/* Write one buffer of `n` rows: one multi-row INSERT when it is full, row by
+** row otherwise.  fb and ob: what `full` and `one` have bound. */
+static lsim_err lsim__flush_rows(lsim_db *db, int n, sqlite3_stmt *full,
+                                 lsim__bound *fb, sqlite3_stmt *one,
+                                 lsim__bound *ob, const void *rows,
+                                 size_t size,
+                                 void (*bind)(sqlite3_stmt *, lsim__bound *,
+                                              int, const void *),
+                                 const char *what) {
+  const char *r = rows;
   if (n == LSIM__ROWS) {
     for (int i = 0; i < n; i++)
-      lsim__bind_iter(db->itn, i, &db->itpend[i]);
-    return lsim__step(db, db->itn, "insert iterations");
+      bind(full, fb, i, r + (size_t)i * size);
+    fb->primed = 1;
+    return lsim__step(db, full, what);
   }
+  lsim_err rc = 0;
   for (int i = 0; i < n && !rc; i++) {
-    lsim__bind_iter(db->iter, 0, &db->itpend[i]);
-    rc = lsim__step(db, db->iter, "insert iteration");
+    bind(one, ob, 0, r + (size_t)i * size);
+    ob->primed = 1;
+    rc = lsim__step(db, one, what);
   }
   return rc;
+}
+
+static void lsim__bind_iter_v(sqlite3_stmt *st, lsim__bound *b, int k,
+                              const void *row) {
+  lsim__bind_iter(st, b, k, row);
+}
+static void lsim__bind_request_v(sqlite3_stmt *st, lsim__bound *b, int k,
+                                 const void *row) {
+  lsim__bind_request(st, b, k, row);
+}
+static void lsim__bind_interval_v(sqlite3_stmt *st, lsim__bound *b, int k,
+                                  const void *row) {
+  lsim__bind_interval(st, b, k, row);
+}
+
+static lsim_err lsim__flush_iters(lsim_db *db) {
+  int n = db->nitpend;
+  db->nitpend = 0;
+  return lsim__flush_rows(db, n, db->itn, &db->itn_b, db->iter, &db->iter_b,
+                          db->itpend,
+                          sizeof db->itpend[0], lsim__bind_iter_v,
+                          "insert iterations");
+}
+
+static lsim_err lsim__flush_requests(lsim_db *db) {
+  int n = db->nrqpend;
+  db->nrqpend = 0;
+  return lsim__flush_rows(db, n, db->reqn, &db->reqn_b, db->req, &db->req_b,
+                          db->rqpend,
+                          sizeof db->rqpend[0], lsim__bind_request_v,
+                          "insert requests");
+}
+
+static lsim_err lsim__flush_intervals(lsim_db *db) {
+  int n = db->nivpend;
+  db->nivpend = 0;
+  return lsim__flush_rows(db, n, db->stvn, &db->stvn_b, db->stv, &db->stv_b,
+                          db->ivpend,
+                          sizeof db->ivpend[0], lsim__bind_interval_v,
+                          "insert starvation intervals");
+}
+
+/* Write every buffered row: events, iterations, requests, starvation
+** intervals.  Each table keeps its own append order (D2); the tables are
+** independent, so the order between them does not matter.  A full buffer
+** is written on its own as soon as it fills; this writes the partial ones
+** (before a commit, a report query, or close).  Buffers are emptied even
+** on failure (the spine is broken from then on). */
+static lsim_err lsim__flush(lsim_db *db) {
+  lsim_err rc = lsim__flush_events(db);
+  if (rc) {
+    db->nitpend = db->nrqpend = db->nivpend = 0;
+    return rc;
+  }
+  if ((rc = lsim__flush_iters(db))) {
+    db->nrqpend = db->nivpend = 0;
+    return rc;
+  }
+  if ((rc = lsim__flush_requests(db))) {
+    db->nivpend = 0;
+    return rc;
+  }
+  return lsim__flush_intervals(db);
+}
+
+static int lsim__pending(const lsim_db *db) {
+  return db->npend + db->nitpend + db->nrqpend + db->nivpend;
 }
 
 static lsim_err lsim__commit_batch(lsim_db *db) {
@@ -431,49 +678,29 @@ static lsim_err lsim__setup(lsim_db *db, lsim_errbuf *eb) {
     return rc;
 
   /* The statements, prepared once. */
-  char evn[sizeof LSIM__EV_SQL_COLS + LSIM__ROWS * sizeof LSIM__EV_SQL_ROW];
-  size_t len = strlen(LSIM__EV_SQL_COLS);
-  memcpy(evn, LSIM__EV_SQL_COLS, len);
-  for (int i = 0; i < LSIM__ROWS; i++) {
-    if (i)
-      evn[len++] = ',';
-    memcpy(evn + len, LSIM__EV_SQL_ROW, sizeof LSIM__EV_SQL_ROW - 1);
-    len += sizeof LSIM__EV_SQL_ROW - 1;
-  }
-  evn[len] = '\0';
-  char itn[sizeof LSIM__IT_SQL_COLS + LSIM__ROWS * sizeof LSIM__IT_SQL_ROW];
-  len = strlen(LSIM__IT_SQL_COLS);
-  memcpy(itn, LSIM__IT_SQL_COLS, len);
-  for (int i = 0; i < LSIM__ROWS; i++) {
-    if (i)
-      itn[len++] = ',';
-    memcpy(itn + len, LSIM__IT_SQL_ROW, sizeof LSIM__IT_SQL_ROW - 1);
-    len += sizeof LSIM__IT_SQL_ROW - 1;
-  }
-  itn[len] = '\0';
   if ((rc = lsim__prepare(db, LSIM__EV_SQL_COLS LSIM__EV_SQL_ROW, &db->ev1,
                           eb)) ||
-      (rc = lsim__prepare(db, evn, &db->evn, eb)) ||
-      (rc = lsim__prepare(db,
-                          "INSERT INTO requests(run_id,request,tenant,"
-                          "adapter,worker,arrival_tick,first_token_tick,"
-                          "finish_tick,prompt_tokens,output_tokens,"
-                          "loads_waited,outcome) "
-                          "VALUES(1,?,?,?,?,?,?,?,?,?,?,?)",
-                          &db->req, eb)) ||
+      (rc = lsim__prepare_multi(db, LSIM__EV_SQL_COLS, LSIM__EV_SQL_ROW,
+                                &db->evn, eb)) ||
+      (rc = lsim__prepare_multi(db, LSIM__EVA_SQL_COLS, LSIM__EVA_SQL_ROW,
+                                &db->eva, eb)) ||
+      (rc = lsim__prepare(db, LSIM__RQ_SQL_COLS LSIM__RQ_SQL_ROW, &db->req,
+                          eb)) ||
+      (rc = lsim__prepare_multi(db, LSIM__RQ_SQL_COLS, LSIM__RQ_SQL_ROW,
+                                &db->reqn, eb)) ||
       (rc = lsim__prepare(db, LSIM__IT_SQL_COLS LSIM__IT_SQL_ROW, &db->iter,
                           eb)) ||
-      (rc = lsim__prepare(db, itn, &db->itn, eb)) ||
+      (rc = lsim__prepare_multi(db, LSIM__IT_SQL_COLS, LSIM__IT_SQL_ROW,
+                                &db->itn, eb)) ||
       (rc = lsim__prepare(db,
                           "INSERT INTO validations(run_id,iter,backend,"
                           "reference,max_abs_err,max_rel_err,exact) "
                           "VALUES(1,?,?,?,?,?,?)",
                           &db->val, eb)) ||
-      (rc = lsim__prepare(db,
-                          "INSERT INTO starvation(run_id,kind,worker,entity,"
-                          "start_tick,end_tick,closed_by,starved) "
-                          "VALUES(1,?,?,?,?,?,?,?)",
-                          &db->stv, eb)) ||
+      (rc = lsim__prepare(db, LSIM__IV_SQL_COLS LSIM__IV_SQL_ROW, &db->stv,
+                          eb)) ||
+      (rc = lsim__prepare_multi(db, LSIM__IV_SQL_COLS, LSIM__IV_SQL_ROW,
+                                &db->stvn, eb)) ||
       (rc = lsim__prepare(db,
                           "INSERT OR REPLACE INTO runs_summary(run_id,key,"
                           "value) VALUES(1,?,?)",
@@ -495,6 +722,7 @@ lsim_err lsim_db_open(lsim_db **out, const char *path, lsim_errbuf *eb) {
   lsim_db *db = calloc(1, sizeof *db);
   if (!db)
     return lsim_fail(eb, LSIM_E_NOMEM, "%s: out of memory", path);
+  db->max_seq = LSIM__NO_SEQ;
   size_t n = strlen(path) + 1;
   db->path = malloc(n);
   if (!db->path) {
@@ -535,12 +763,15 @@ void lsim_db_close(lsim_db *db) {
       sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);
     sqlite3_finalize(db->ev1);
     sqlite3_finalize(db->evn);
+    sqlite3_finalize(db->eva);
     sqlite3_finalize(db->req);
+    sqlite3_finalize(db->reqn);
     sqlite3_finalize(db->iter);
     sqlite3_finalize(db->itn);
     sqlite3_finalize(db->sum);
     sqlite3_finalize(db->val);
     sqlite3_finalize(db->stv);
+    sqlite3_finalize(db->stvn);
     sqlite3_close_v2(db->h);
   }
   free(db->path);
@@ -606,9 +837,22 @@ lsim_err lsim_db_event(void *ud, const lsim_event *ev) {
   }
   db->pend[db->npend++] = *ev;
   db->events++;
-  if (db->npend == LSIM__ROWS && (rc = lsim__flush(db)))
+  if (db->npend == LSIM__ROWS && (rc = lsim__flush_events(db)))
     return rc;
   return lsim__count_row(db);
+}
+
+/* Copy word w into a buffer slot; 0 when it does not fit. */
+static int lsim__word(char *dst, const char *w) {
+  if (!w) {
+    dst[0] = '\0';
+    return 1;
+  }
+  size_t n = strlen(w);
+  if (n >= LSIM__WORD)
+    return 0;
+  memcpy(dst, w, n + 1);
+  return 1;
 }
 
 lsim_err lsim_db_request(void *ud, const lsim_request_record *rec) {
@@ -616,19 +860,23 @@ lsim_err lsim_db_request(void *ud, const lsim_request_record *rec) {
   lsim_err rc = lsim__append_ok(db, "lsim_db_request");
   if (rc)
     return rc;
-  sqlite3_stmt *st = db->req;
-  sqlite3_bind_int64(st, 1, rec->request);
-  lsim__bind_opt(st, 2, rec->tenant);
-  lsim__bind_opt(st, 3, rec->adapter);
-  lsim__bind_opt(st, 4, rec->worker);
-  sqlite3_bind_int64(st, 5, rec->arrival_tick);
-  lsim__bind_opt(st, 6, rec->first_token_tick);
-  lsim__bind_opt(st, 7, rec->finish_tick);
-  sqlite3_bind_int64(st, 8, rec->prompt_tokens);
-  sqlite3_bind_int64(st, 9, rec->output_tokens);
-  sqlite3_bind_int64(st, 10, rec->loads_waited);
-  lsim__bind_str(st, 11, rec->outcome);
-  if ((rc = lsim__step(db, st, "insert request")))
+  /* buffered like events, the outcome copied (the caller's string need
+  ** not outlive the call); a word too long for the slot goes in at once,
+  ** after the rows buffered before it */
+  lsim__req_row *q = &db->rqpend[db->nrqpend];
+  q->r = *rec;
+  if (!lsim__word(q->outcome, rec->outcome)) {
+    if ((rc = lsim__flush_requests(db)))
+      return rc;
+    lsim__req_row one = {*rec, {0}};
+    db->req_b.primed = 0; /* bound outside the shadow */
+    lsim__bind_request(db->req, &db->req_b, 0, &one);
+    if ((rc = lsim__step(db, db->req, "insert request")))
+      return rc;
+    return lsim__count_row(db);
+  }
+  q->r.outcome = rec->outcome ? q->outcome : NULL;
+  if (++db->nrqpend == LSIM__ROWS && (rc = lsim__flush_requests(db)))
     return rc;
   return lsim__count_row(db);
 }
@@ -639,7 +887,7 @@ lsim_err lsim_db_iteration(lsim_db *db, const lsim_iter_record *it) {
     return rc;
   /* buffered like events; `result` is a static string (db.h) */
   db->itpend[db->nitpend++] = *it;
-  if (db->nitpend == LSIM__ROWS && (rc = lsim__flush(db)))
+  if (db->nitpend == LSIM__ROWS && (rc = lsim__flush_iters(db)))
     return rc;
   return lsim__count_row(db);
 }
@@ -664,15 +912,23 @@ lsim_err lsim_db_interval(lsim_db *db, const lsim_interval *iv, int starved) {
   lsim_err rc = lsim__append_ok(db, "lsim_db_interval");
   if (rc)
     return rc;
-  sqlite3_stmt *st = db->stv;
-  lsim__bind_str(st, 1, iv->kind);
-  lsim__bind_opt(st, 2, iv->worker);
-  sqlite3_bind_int(st, 3, iv->entity);
-  sqlite3_bind_int64(st, 4, iv->start);
-  sqlite3_bind_int64(st, 5, iv->end);
-  lsim__bind_str(st, 6, iv->closed_by);
-  sqlite3_bind_int(st, 7, starved);
-  if ((rc = lsim__step(db, st, "insert starvation interval")))
+  lsim__iv_row *q = &db->ivpend[db->nivpend];
+  q->iv = *iv;
+  q->starved = starved;
+  if (!lsim__word(q->kind, iv->kind) ||
+      !lsim__word(q->closed_by, iv->closed_by)) {
+    if ((rc = lsim__flush_intervals(db)))
+      return rc;
+    lsim__iv_row one = {*iv, starved, {0}, {0}};
+    db->stv_b.primed = 0; /* bound outside the shadow */
+    lsim__bind_interval(db->stv, &db->stv_b, 0, &one);
+    if ((rc = lsim__step(db, db->stv, "insert starvation interval")))
+      return rc;
+    return lsim__count_row(db);
+  }
+  q->iv.kind = iv->kind ? q->kind : NULL;
+  q->iv.closed_by = iv->closed_by ? q->closed_by : NULL;
+  if (++db->nivpend == LSIM__ROWS && (rc = lsim__flush_intervals(db)))
     return rc;
   return lsim__count_row(db);
 }
@@ -765,7 +1021,7 @@ const char *lsim_db_errmsg(lsim_db *db) {
 sqlite3 *lsim_db_handle(lsim_db *db) {
   if (!db)
     return NULL;
-  if (db->state == LSIM__RUNNING && !db->broken && db->npend > 0)
+  if (db->state == LSIM__RUNNING && !db->broken && lsim__pending(db) > 0)
     (void)lsim__flush(db);
   return db->h;
 }

@@ -314,46 +314,100 @@ void lsim_metrics_release(lsim_metrics *m) {
 
 /* ---- exact percentiles from the requests table --------------------------- */
 
-/* Nearest-rank percentile of `expr` over completed requests of `tenant`
-** (-1: all).  *out = -1 when there is no value.  Values are in ticks. */
-static lsim_err lsim__pct(sqlite3 *db, const char *expr, const char *cond,
-                          int tenant, double p, double *out,
-                          lsim_errbuf *eb) {
+/* Move the k-th smallest of v[0..n) (0-based) to v[k], the smaller ones
+** before it and the larger ones after it (quickselect, median-of-three
+** pivot; deterministic). */
+static void lsim__kth(double *v, int64_t n, int64_t k) {
+  int64_t lo = 0, hi = n - 1;
+  while (lo < hi) {
+    int64_t mid = lo + (hi - lo) / 2;
+    double a = v[lo], b = v[mid], c = v[hi];
+    double piv = a < b ? (b < c ? b : (a < c ? c : a))
+                       : (a < c ? a : (b < c ? c : b));
+    int64_t i = lo, j = hi;
+    while (i <= j) {
+      while (v[i] < piv)
+        i++;
+      while (v[j] > piv)
+        j--;
+      if (i <= j) {
+        double t = v[i];
+        v[i++] = v[j];
+        v[j--] = t;
+      }
+    }
+    /* v[lo..j] <= piv <= v[i..hi], and v[j+1..i-1] == piv */
+    if (k <= j)
+      hi = j;
+    else if (k >= i)
+      lo = i;
+    else
+      return;
+  }
+}
+
+/* Nearest-rank percentiles p[0] <= p[1] of `expr` over completed requests
+** with `cond`: one scan of the requests table into memory (8 bytes per
+** value, allocated once from `hint` and freed before returning), then
+** selection.  The values are those
+** SQLite computes for `expr`, so the result is the same as sorting them in
+** SQL (the former ORDER BY v LIMIT 1 OFFSET rank-1, a query per
+** percentile).  out[i] = -1 when there is no value.  Values in ticks. */
+static lsim_err lsim__pcts(sqlite3 *db, const char *expr, const char *cond,
+                           int64_t hint, const double p[2], double out[2],
+                           lsim_errbuf *eb) {
   char sql[512];
   sqlite3_stmt *st = NULL;
-  *out = -1;
+  double *v = NULL;
+  int64_t n = 0, cap = 0;
+  /* hint: the completed requests counted by the registry, an upper bound
+  ** on the rows: one allocation of the right size, no doubling */
+  if (hint > 0 && (v = malloc((size_t)hint * sizeof *v)) != NULL)
+    cap = hint;
+  int step;
+  out[0] = out[1] = -1;
   snprintf(sql, sizeof sql,
-           "SELECT count(*) FROM requests WHERE run_id=1 AND outcome='ok' "
-           "AND %s AND (?1 < 0 OR tenant = ?1)",
-           cond);
-  if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
-    goto fail;
-  sqlite3_bind_int(st, 1, tenant);
-  if (sqlite3_step(st) != SQLITE_ROW)
-    goto fail;
-  int64_t n = sqlite3_column_int64(st, 0);
-  sqlite3_finalize(st);
-  st = NULL;
-  if (n == 0)
-    return 0;
-  int64_t rank = (int64_t)ceil(p * (double)n / 100.0);
-  if (rank < 1)
-    rank = 1;
-  snprintf(sql, sizeof sql,
-           "SELECT %s AS v FROM requests WHERE run_id=1 AND outcome='ok' "
-           "AND %s AND (?1 < 0 OR tenant = ?1) ORDER BY v LIMIT 1 OFFSET ?2",
+           "SELECT %s FROM requests WHERE run_id=1 AND outcome='ok' AND %s",
            expr, cond);
   if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
     goto fail;
-  sqlite3_bind_int(st, 1, tenant);
-  sqlite3_bind_int64(st, 2, rank - 1);
-  if (sqlite3_step(st) != SQLITE_ROW)
+  while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+    if (n == cap) {
+      int64_t nc = cap ? 2 * cap : 4096;
+      double *nv = realloc(v, (size_t)nc * sizeof *v);
+      if (!nv) {
+        sqlite3_finalize(st);
+        free(v);
+        return lsim_fail(eb, LSIM_E_NOMEM,
+                         "out of memory for percentiles over %lld requests",
+                         (long long)n);
+      }
+      v = nv;
+      cap = nc;
+    }
+    v[n++] = sqlite3_column_double(st, 0);
+  }
+  if (step != SQLITE_DONE)
     goto fail;
-  *out = sqlite3_column_double(st, 0);
   sqlite3_finalize(st);
+  int64_t from = 0;
+  for (int i = 0; i < 2 && n > 0; i++) {
+    int64_t rank = (int64_t)ceil(p[i] * (double)n / 100.0);
+    if (rank < 1)
+      rank = 1;
+    if (rank > n)
+      rank = n;
+    /* v[from] already holds the previous pick, everything after it is
+    ** no smaller: select within v[from..n) */
+    lsim__kth(v + from, n - from, rank - 1 - from);
+    out[i] = v[rank - 1];
+    from = rank - 1;
+  }
+  free(v);
   return 0;
 fail:
   sqlite3_finalize(st);
+  free(v);
   return lsim_fail(eb, LSIM_E_DB, "percentile query failed: %s",
                    sqlite3_errmsg(db));
 }
@@ -423,26 +477,25 @@ static lsim_err lsim__attain(sqlite3 *db, const char *cond, const char *meets,
 lsim_err lsim_report_summarize(sqlite3 *db, const lsim_scenario *sc,
                                const lsim_metrics *m, lsim_summary *s,
                                lsim_errbuf *eb) {
-  double ms = (double)sc->ns_per_tick / 1e6, v;
+  double ms = (double)sc->ns_per_tick / 1e6;
   lsim_err rc;
-  struct {
-    const char *expr, *cond;
-    double p, *out;
-  } q[4] = {{LSIM__TTFT_EXPR, LSIM__TTFT_COND, 50, &s->ttft_p50_ms},
-            {LSIM__TTFT_EXPR, LSIM__TTFT_COND, 99, &s->ttft_p99_ms},
-            {LSIM__TBT_EXPR, LSIM__TBT_COND, 50, &s->tbt_p50_ms},
-            {LSIM__TBT_EXPR, LSIM__TBT_COND, 99, &s->tbt_p99_ms}};
-  for (int i = 0; i < 4; i++) {
-    if ((rc = lsim__pct(db, q[i].expr, q[i].cond, -1, q[i].p, &v, eb)))
-      return rc;
-    *q[i].out = v < 0 ? -1 : v * ms;
-  }
-  for (int i = 0; i < 2; i++) {
-    if ((rc = lsim__pct(db, "(finish_tick - arrival_tick)",
-                        "1", -1, i ? 99 : 50, &v, eb)))
-      return rc;
-    *(i ? &s->e2e_p99_ms : &s->e2e_p50_ms) = v < 0 ? -1 : v * ms;
-  }
+  static const double pp[2] = {50, 99};
+  double v2[2];
+  if ((rc = lsim__pcts(db, LSIM__TTFT_EXPR, LSIM__TTFT_COND, m->requests_ok,
+                       pp, v2, eb)))
+    return rc;
+  s->ttft_p50_ms = v2[0] < 0 ? -1 : v2[0] * ms;
+  s->ttft_p99_ms = v2[1] < 0 ? -1 : v2[1] * ms;
+  if ((rc = lsim__pcts(db, LSIM__TBT_EXPR, LSIM__TBT_COND, m->requests_ok,
+                       pp, v2, eb)))
+    return rc;
+  s->tbt_p50_ms = v2[0] < 0 ? -1 : v2[0] * ms;
+  s->tbt_p99_ms = v2[1] < 0 ? -1 : v2[1] * ms;
+  if ((rc = lsim__pcts(db, "(finish_tick - arrival_tick)", "1",
+                       m->requests_ok, pp, v2, eb)))
+    return rc;
+  s->e2e_p50_ms = v2[0] < 0 ? -1 : v2[0] * ms;
+  s->e2e_p99_ms = v2[1] < 0 ? -1 : v2[1] * ms;
   s->max_wait_ms = (double)m->max_wait_ticks * ms;
   s->load_amplification =
       m->distinct_loaded_bytes > 0

@@ -8,6 +8,7 @@
 #include <criterion/criterion.h>
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,8 @@
 #include <unistd.h>
 
 #include "../sim/db.h"
+#include "../sim/report.h"
+#include "../sim/scenario.h"
 
 #ifndef LSIM_TEST_DB_EVENTS
 #define LSIM_TEST_DB_EVENTS 200000
@@ -595,4 +598,207 @@ Test(db, same_stream_same_rows) {
   sqlite3_close(h);
   tmp_remove(&a);
   tmp_remove(&b);
+}
+
+/* ---- buffered writes: seq gaps, copied words, order ------------------------------------- */
+
+/* The writer inserts a full batch of events without the seq column when its
+** seqs continue the table (SQLite's next rowid is then the seq), and with
+** it otherwise; requests and starvation intervals are buffered with their
+** words copied.  Every row must read back exactly as appended, in order,
+** whichever path wrote it. */
+Test(db, seq_gaps_and_buffered_rows) {
+  tmp_t t;
+  tmp_make(&t);
+  lsim_errbuf eb = LSIM_ERRBUF_INIT;
+  lsim_db *db = open_and_begin(t.db);
+
+  /* contiguous from 0 (first batch explicit, then rowid-assigned), a jump,
+  ** a one-seq gap inside a batch, a stretch long enough to use the
+  ** rowid-assigned form again, then a final partial batch */
+  enum { NEV = 1000 };
+  static int64_t seqs[NEV];
+  int64_t s = 0;
+  for (int i = 0; i < NEV; i++) {
+    if (i == 150)
+      s += 1000;
+    if (i == 300)
+      s += 1;
+    seqs[i] = s++;
+  }
+  lsim_event ev;
+  for (int i = 0; i < NEV; i++) {
+    make_event(i, &ev);
+    ev.seq = seqs[i];
+    cr_assert_eq(lsim_db_event(db, &ev), 0, "%s", lsim_db_errmsg(db));
+  }
+
+  /* words in a buffer the caller reuses at once; one too long to buffer */
+  enum { NRQ = 150, NIV = 140, LONG_AT = 70 };
+  static const char long_word[] = "an_outcome_word_longer_than_any_buffer_slot";
+  char word[64];
+  for (int i = 0; i < NRQ; i++) {
+    lsim_request_record rr;
+    make_request(i, &rr);
+    snprintf(word, sizeof word, "%s", i == LONG_AT ? long_word
+                                      : i % 3 ? "ok" : "unfinished");
+    rr.outcome = word;
+    cr_assert_eq(lsim_db_request(db, &rr), 0, "%s", lsim_db_errmsg(db));
+    memset(word, 'x', sizeof word - 1);
+  }
+  char kind[16], closed[64];
+  for (int i = 0; i < NIV; i++) {
+    snprintf(kind, sizeof kind, "%s", i % 2 ? "load" : "service");
+    snprintf(closed, sizeof closed, "%s", i == LONG_AT ? long_word : "served");
+    lsim_interval iv = {kind, i % 2 ? i % 4 : LSIM_NONE, i, 10 * i, 10 * i + 7,
+                        closed};
+    cr_assert_eq(lsim_db_interval(db, &iv, i % 5 == 0), 0, "%s",
+                 lsim_db_errmsg(db));
+    memset(kind, 'x', sizeof kind - 1);
+    memset(closed, 'x', sizeof closed - 1);
+  }
+
+  /* a report query mid-run sees every appended row */
+  sqlite3 *live = lsim_db_handle(db);
+  cr_assert_eq(q_int(live, "SELECT count(*) FROM events"), NEV);
+  cr_assert_eq(q_int(live, "SELECT count(*) FROM requests"), NRQ);
+  cr_assert_eq(q_int(live, "SELECT count(*) FROM starvation"), NIV);
+  cr_assert_eq(lsim_db_end_run(db, "ok", NULL, 1, &eb), 0, "%s", eb.msg);
+  lsim_db_close(db);
+
+  sqlite3 *h = ro_open(t.db);
+  sqlite3_stmt *st = NULL;
+  cr_assert_eq(sqlite3_prepare_v2(h,
+                                  "SELECT seq, tick, kind, request, value, "
+                                  "detail FROM events ORDER BY seq",
+                                  -1, &st, NULL),
+               SQLITE_OK);
+  int n = 0;
+  while (sqlite3_step(st) == SQLITE_ROW) {
+    cr_assert_lt(n, NEV);
+    make_event(n, &ev);
+    cr_assert_eq(sqlite3_column_int64(st, 0), seqs[n], "row %d: seq", n);
+    cr_assert_eq(sqlite3_column_int64(st, 1), ev.tick, "row %d: tick", n);
+    cr_assert_eq(sqlite3_column_int64(st, 2), ev.kind, "row %d: kind", n);
+    expect_opt(st, 3, ev.request, n, "request");
+    expect_opt(st, 4, ev.value, n, "value");
+    const unsigned char *d = sqlite3_column_text(st, 5);
+    cr_assert(ev.detail ? d && !strcmp((const char *)d, ev.detail) : !d,
+              "row %d: detail", n);
+    n++;
+  }
+  sqlite3_finalize(st);
+  cr_assert_eq(n, NEV);
+
+  cr_assert_eq(sqlite3_prepare_v2(h,
+                                  "SELECT request, arrival_tick, outcome "
+                                  "FROM requests ORDER BY rowid",
+                                  -1, &st, NULL),
+               SQLITE_OK);
+  for (n = 0; sqlite3_step(st) == SQLITE_ROW; n++) {
+    const char *o = (const char *)sqlite3_column_text(st, 2);
+    cr_assert_eq(sqlite3_column_int64(st, 0), n, "request row %d order", n);
+    cr_assert_eq(sqlite3_column_int64(st, 1), 10 * n);
+    cr_assert_str_eq(o, n == LONG_AT ? long_word
+                        : n % 3      ? "ok"
+                                     : "unfinished");
+  }
+  sqlite3_finalize(st);
+  cr_assert_eq(n, NRQ);
+
+  cr_assert_eq(sqlite3_prepare_v2(h,
+                                  "SELECT kind, worker, entity, start_tick, "
+                                  "end_tick, closed_by, starved "
+                                  "FROM starvation ORDER BY rowid",
+                                  -1, &st, NULL),
+               SQLITE_OK);
+  for (n = 0; sqlite3_step(st) == SQLITE_ROW; n++) {
+    cr_assert_str_eq((const char *)sqlite3_column_text(st, 0),
+                     n % 2 ? "load" : "service");
+    expect_opt(st, 1, n % 2 ? n % 4 : LSIM_NONE, n, "worker");
+    cr_assert_eq(sqlite3_column_int64(st, 2), n, "interval row %d order", n);
+    cr_assert_eq(sqlite3_column_int64(st, 3), 10 * n);
+    cr_assert_eq(sqlite3_column_int64(st, 4), 10 * n + 7);
+    cr_assert_str_eq((const char *)sqlite3_column_text(st, 5),
+                     n == LONG_AT ? long_word : "served");
+    cr_assert_eq(sqlite3_column_int64(st, 6), n % 5 == 0);
+  }
+  sqlite3_finalize(st);
+  cr_assert_eq(n, NIV);
+  sqlite3_close(h);
+  tmp_remove(&t);
+}
+
+/* ---- exact percentiles of the summary ----------------------------------------------- */
+
+static int cmp_double(const void *x, const void *y) {
+  double a = *(const double *)x, b = *(const double *)y;
+  return (a > b) - (a < b);
+}
+
+/* Nearest rank: the ceil(p n / 100)-th smallest of v[0..n) (sorts v). */
+static double nearest_rank(double *v, int n, double p) {
+  qsort(v, (size_t)n, sizeof *v, cmp_double);
+  int r = (int)ceil(p * n / 100.0);
+  return v[(r < 1 ? 1 : r) - 1];
+}
+
+/* lsim_report_summarize's TTFT and TBT p50/p99 equal a sort of the same
+** values: many duplicates, rejected and single-token requests left out. */
+Test(db, summary_percentiles_exact) {
+  static const int sizes[] = {1, 2, 7, 100, 5001};
+  for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+    int n = sizes[k];
+    tmp_t t;
+    tmp_make(&t);
+    lsim_errbuf eb = LSIM_ERRBUF_INIT;
+    lsim_db *db = open_and_begin(t.db);
+    double *ttft = malloc((size_t)n * sizeof *ttft);
+    double *tbt = malloc((size_t)n * sizeof *tbt);
+    cr_assert(ttft && tbt);
+    int nt = 0, nb = 0;
+    uint64_t x = 88172645463325252u + k;
+    for (int i = 0; i < n + n / 3; i++) {
+      x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+      lsim_request_record rr;
+      make_request(i, &rr);
+      rr.outcome = i % 4 == 3 ? "rejected" : "ok";
+      rr.arrival_tick = (int64_t)(x % 1000);
+      rr.first_token_tick = rr.arrival_tick + (int64_t)(x >> 20) % 37;
+      rr.output_tokens = 1 + (int)((x >> 40) % 5);
+      rr.finish_tick = rr.first_token_tick + (int64_t)((x >> 50) % 29);
+      if (i % 4 != 3 && nt < n) {
+        ttft[nt++] = (double)(rr.first_token_tick - rr.arrival_tick);
+        if (rr.output_tokens >= 2)
+          tbt[nb++] = (double)(rr.finish_tick - rr.first_token_tick) * 1.0 /
+                      (double)(rr.output_tokens - 1);
+      } else if (i % 4 != 3) {
+        rr.outcome = "unfinished"; /* keep exactly n completed */
+      }
+      cr_assert_eq(lsim_db_request(db, &rr), 0, "%s", lsim_db_errmsg(db));
+    }
+    lsim_scenario sc;
+    memset(&sc, 0, sizeof sc);
+    sc.ns_per_tick = 1000000; /* 1 tick = 1 ms: the figures are in ticks */
+    lsim_metrics m;
+    cr_assert_eq(lsim_metrics_init(&m, 1), 0);
+    lsim_summary s;
+    memset(&s, 0, sizeof s);
+    cr_assert_eq(lsim_report_summarize(lsim_db_handle(db), &sc, &m, &s, &eb), 0,
+                 "%s", eb.msg);
+    cr_assert_eq(s.ttft_p50_ms, nearest_rank(ttft, nt, 50), "n %d ttft p50", n);
+    cr_assert_eq(s.ttft_p99_ms, nearest_rank(ttft, nt, 99), "n %d ttft p99", n);
+    if (nb > 0) {
+      cr_assert_eq(s.tbt_p50_ms, nearest_rank(tbt, nb, 50), "n %d tbt p50", n);
+      cr_assert_eq(s.tbt_p99_ms, nearest_rank(tbt, nb, 99), "n %d tbt p99", n);
+    } else {
+      cr_assert_eq(s.tbt_p50_ms, -1);
+    }
+    lsim_metrics_release(&m);
+    free(ttft);
+    free(tbt);
+    cr_assert_eq(lsim_db_end_run(db, "ok", NULL, 1, &eb), 0, "%s", eb.msg);
+    lsim_db_close(db);
+    tmp_remove(&t);
+  }
 }

@@ -13,16 +13,22 @@
 # 3. replay:    `lorasim replay` of a scenario naming that CSV: 8 workers,
 #               10,000 adapters (ranks 8/16/64), FCFS + LRU, `model` backend,
 #               every event logged to SQLite.
-# Prints wall time and peak RSS (GNU time) of each step, the events logged
-# and events per second of the replay; with RUNS > 1 the median wall time and
-# the largest RSS.  Needs /usr/bin/time and sqlite3; about 1.3 GB of disk per
-# million requests while it runs.  Build first: sh tools/setup.sh build
+# Prints, per step, the median wall time and the median CPU time (user +
+# system, GNU time) over RUNS runs and the largest peak RSS; for the replay,
+# the events logged and events per second of wall time and per CPU-second.
+# lorasim is single-threaded, so events per CPU-second is events per second
+# per core; the CPU figure is the one to compare across runs on a shared
+# machine (wall time also counts waiting for a core).  The load average is
+# printed before and after.  The files go to a fresh directory under
+# $BENCH_DIR (default: the system temporary directory); about 1.3 GB per
+# million requests while it runs.  Needs /usr/bin/time and sqlite3.
+# Build first: sh tools/setup.sh build
 set -eu
 cd "$(dirname "$0")/.."
 n="${1:-10000000}"
 runs="${2:-1}"
-bin=./build/lorasim
-tmp=$(mktemp -d)
+bin="${LORASIM:-./build/lorasim}" # LORASIM=path: another build
+tmp=$(mktemp -d "${BENCH_DIR:-${TMPDIR:-/tmp}}/lsim-bench.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 
 cat >"$tmp/gen.json" <<EOF
@@ -56,31 +62,38 @@ sed -e 's/"bench-trace-gen"/"bench-trace"/' \
 
 median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 maxrss() { sort -n | tail -1 | awk '{printf "%.1f", $1/1024}'; }
+fmt="%e %U %S %M"  # wall, user, system, peak RSS KiB
 
 echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo none)$(git diff --quiet 2>/dev/null || echo '+dirty'), $(date -u +%Y-%m-%d), $(uname -m), $(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2 | sed 's/^ //'), $(nproc) cpus"
-echo "requests $n, runs $runs"
+echo "requests $n, runs $runs, files in $tmp, load average $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)"
 : >"$tmp/gen.t"; : >"$tmp/stats.t"; : >"$tmp/replay.t"
 for i in $(seq "$runs"); do
-  /usr/bin/time -f "%e %M" -a -o "$tmp/gen.t" \
+  /usr/bin/time -f "$fmt" -a -o "$tmp/gen.t" \
     "$bin" trace convert --scenario "$tmp/gen.json" -o "$tmp/trace.csv" 2>"$tmp/gen.log"
-  /usr/bin/time -f "%e %M" -a -o "$tmp/stats.t" \
+  /usr/bin/time -f "$fmt" -a -o "$tmp/stats.t" \
     "$bin" trace stats "$tmp/trace.csv" --no-plot >"$tmp/stats.log"
-  /usr/bin/time -f "%e %M" -a -o "$tmp/replay.t" \
+  /usr/bin/time -f "$fmt" -a -o "$tmp/replay.t" \
     "$bin" replay "$tmp/replay.json" --db "$tmp/r.db" --no-plots --quiet
 done
 ev=$(sqlite3 "$tmp/r.db" "SELECT events FROM runs")
 bytes=$(wc -c <"$tmp/trace.csv")
-echo "| step | median wall s | peak RSS MiB | throughput |"
-echo "|---|---:|---:|---:|"
+echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)"
+echo "| step | median wall s | median CPU s | peak RSS MiB | throughput (wall) | throughput (per CPU-second) |"
+echo "|---|---:|---:|---:|---:|---:|"
 for s in gen stats replay; do
   w=$(cut -d' ' -f1 "$tmp/$s.t" | median)
-  m=$(cut -d' ' -f2 "$tmp/$s.t" | maxrss)
+  c=$(awk '{printf "%.2f\n", $2 + $3}' "$tmp/$s.t" | median)
+  m=$(cut -d' ' -f4 "$tmp/$s.t" | maxrss)
   case $s in
-    gen) t=$(awk -v n="$n" -v w="$w" 'BEGIN {printf "%.0f req/s written", n/w}') ;;
-    stats) t=$(awk -v n="$n" -v w="$w" 'BEGIN {printf "%.0f req/s read", n/w}') ;;
-    replay) t=$(awk -v e="$ev" -v w="$w" 'BEGIN {printf "%.0f events/s (%d events)", e/w, e}') ;;
+    gen) u="req/s written"; k=$n ;;
+    stats) u="req/s read"; k=$n ;;
+    replay) u="events/s"; k=$ev ;;
   esac
-  echo "| $s | $w | $m | $t |"
+  tw=$(awk -v k="$k" -v w="$w" 'BEGIN {printf "%.0f", k/w}')
+  tc=$(awk -v k="$k" -v c="$c" 'BEGIN {printf "%.0f", k/c}')
+  echo "| $s | $w | $c | $m | $tw $u | $tc $u |"
 done
+echo "replay: $ev events; per run (wall s, CPU s):" \
+  "$(awk '{printf "%s/%.2f ", $1, $2 + $3}' "$tmp/replay.t")"
 echo "trace file: $bytes bytes"
 sed -n '1,12p' "$tmp/stats.log"
