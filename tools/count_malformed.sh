@@ -20,13 +20,13 @@
 #                             E_SLOT_RANK
 #   residency and admission   E_RES_ pool/ownership/txn/eligibility codes,
 #                             E_NOSPACE
-#   TP and compression        E_ID_SHARD_*, E_ID_LAYOUT_*
+#   TP and compression        E_ID_SHARD_*, E_ID_LAYOUT_*, E_TP_*, E_CMP_*
 #   lifecycle and hotswap     E_RES_ publish/digest/generation/shadow/
 #                             retiring/merge codes
-#   adapter/KV/prefix         E_RES_GROWTH, E_ID_*CACHE*
+#   adapter/KV/prefix         E_RES_GROWTH, E_ID_*CACHE*, E_KV_*
 #   scheduler and recovery    E_POLICY, E_STATE, E_SCN_POLICY, E_INTERRUPTED
 #   backend representations   E_REPR_*, E_PATH_MISMATCH, E_BACKEND,
-#                             E_ID_KERNEL_ABI, E_RES_KERNEL_ABI
+#                             E_ID_KERNEL_ABI, E_RES_KERNEL_ABI, E_DEV_*
 #   (input formats)           E_SCN_*, E_TRACE_*, E_EXEC_*, E_USAGE, E_IO, ...
 set -eu
 cd "$(dirname "$0")/.."
@@ -34,7 +34,9 @@ md=0
 [ "${1:-}" = --markdown ] && md=1
 awk -v md=$md '
 function family(c) {
-  if (c ~ /^E_ID_(SHARD|LAYOUT)/) return 5
+  if (c ~ /^E_ID_(SHARD|LAYOUT)/ || c ~ /^E_(TP|CMP)_/) return 5
+  if (c ~ /^E_KV_/) return 7
+  if (c ~ /^E_DEV_/) return 9
   if (c ~ /^E_ID_.*CACHE/) return 7
   if (c ~ /^E_(ID_KERNEL_ABI|RES_KERNEL_ABI)$/) return 9
   if (c ~ /^E_ID_/) return 1
