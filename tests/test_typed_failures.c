@@ -1,0 +1,247 @@
+/* The typed failure index (article 0x0DB): one test per typed failure of
+** loops 2..10, each named after it.  Every test injects the failure through
+** the module that owns its detector, asserts detection by the stable error
+** code (or the ledger that shows it), asserts the declared consequence is
+** prevented and, where a recovery is named, that the invariant holds after
+** it.  docs/RELIABILITY.md ("Typed failure index") maps each row to its test;
+** failures without a detector in lorasim have no test there, on purpose. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/hotswap.h"
+#include "engine/merge.h"
+#include "engine/residency.h"
+
+/* ==== loop 5: residency and publication ===================================
+** The sixteen-slot fixture of test_residency.c: D (scaffold) placed r0's KV
+** on 0..3, a on 4..7 (refcount 1, pinned), b on 8..11 (idle, host-backed),
+** 12..15 free; c is registered but absent. */
+
+enum { A = 0, B = 1, C = 2, D = 3 };
+
+typedef struct fx {
+  lsim_res *r;
+  lsim_digest dig[4];
+  int kv_r0;
+} fx;
+
+static void digest_of(int a, lsim_digest *d) {
+  char s[32];
+  int n = snprintf(s, sizeof s, "fixture-adapter-%d", a);
+  cr_assert_eq(lsim_sha256(s, (size_t)n, d, NULL), 0);
+}
+
+static lsim_digest kabi(void) {
+  lsim_digest d;
+  cr_assert_eq(lsim_sha256("kabi", 4, &d, NULL), 0);
+  return d;
+}
+
+static void load_plain(lsim_res *r, int a, const lsim_digest *dig) {
+  lsim_errbuf eb = LSIM_ERRBUF_INIT;
+  lsim_res_req q = {LSIM_TXN_PREFETCH, a, -1, 0, 0};
+  int64_t t, gen;
+  int kv;
+  cr_assert_eq(lsim_res_begin_with(r, &q, NULL, 0, &t, &eb), 0, "%s", eb.msg);
+  cr_assert_eq(lsim_res_copy_start(r, t, &eb), 0, "%s", eb.msg);
+  cr_assert_eq(lsim_res_copy_done(r, t, &eb), 0, "%s", eb.msg);
+  cr_assert_eq(lsim_res_validate(r, t, dig, &eb), 0, "%s", eb.msg);
+  cr_assert_eq(lsim_res_publish(r, t, 0, &gen, &eb), 0, "%s", eb.msg);
+  cr_assert_eq(lsim_res_commit(r, t, 0, &kv, &eb), 0, "%s", eb.msg);
+}
+
+static void fx_init(fx *f) {
+  lsim_errbuf eb = LSIM_ERRBUF_INIT;
+  int64_t slot_bytes = lsim_res_slora_slot_bytes(2, 8, 2);
+  int64_t pages[4];
+  for (int i = 0; i < 4; i++)
+    pages[i] = lsim_res_pages_slora(1);
+  lsim_res_cfg cfg = {16, slot_bytes, 4, pages, 0, kabi()};
+  cr_assert_eq(lsim_res_new(&f->r, &cfg, &eb), 0, "%s", eb.msg);
+  lsim_digest k = kabi();
+  for (int i = 0; i < 4; i++) {
+    digest_of(i, &f->dig[i]);
+    cr_assert_eq(lsim_res_register(f->r, i, &f->dig[i], &k, &eb), 0, "%s",
+                 eb.msg);
+  }
+  load_plain(f->r, D, &f->dig[D]);
+  load_plain(f->r, A, &f->dig[A]);
+  load_plain(f->r, B, &f->dig[B]);
+  lsim_res_req q0 = {LSIM_TXN_KV, A, 0, 4, 0};
+  int victims[1] = {D};
+  int64_t t;
+  cr_assert_eq(lsim_res_begin_with(f->r, &q0, victims, 1, &t, &eb), 0, "%s",
+               eb.msg);
+  cr_assert_eq(lsim_res_commit(f->r, t, 1, &f->kv_r0, &eb), 0, "%s", eb.msg);
+  cr_assert_eq(lsim_res_pin(f->r, A, +1, &eb), 0);
+  cr_assert_eq(lsim_res_bind(f->r, B, 2, &eb), 0);
+  cr_assert_eq(lsim_res_unbind(f->r, B, 3, &eb), 0);
+  cr_assert_eq(lsim_res_check(f->r, &eb), 0, "%s", eb.msg);
+}
+
+static int64_t begin_c(fx *f, lsim_errbuf *eb) {
+  lsim_res_req q = {LSIM_TXN_LOAD, C, 1, 2, 2};
+  int64_t t;
+  int victims[4], nv;
+  cr_assert_eq(lsim_res_begin(f->r, &q, NULL, NULL, &t, victims, 4, &nv, eb), 0,
+               "%s", eb->msg);
+  cr_assert_eq(nv, 1);
+  cr_assert_eq(victims[0], B);
+  return t;
+}
+
+static void expect_slots(const lsim_res *r, int64_t from, int64_t to, int st,
+                         int64_t owner) {
+  for (int64_t i = from; i <= to; i++) {
+    int s;
+    int64_t o, g;
+    lsim_res_slot(r, i, &s, &o, &g);
+    cr_assert_eq(s, st, "slot %lld state %d, want %d", (long long)i, s, st);
+    cr_assert_eq(o, owner, "slot %lld owner %lld", (long long)i, (long long)o);
+  }
+}
+
+Test(loop5, registered_called_resident) {
+  fx f;
+  fx_init(&f);
+  lsim_errbuf eb = LSIM_ERRBUF_INIT;
+  /* c is registered in the catalog but owns no page: binding it (the launch
+  ** path) is refused by the residency state machine */
+  lsim_res_adapter_view cv;
+  lsim_res_adapter(f.r, C, &cv);
+  cr_assert(cv.state == LSIM_RS_ABSENT || cv.state == LSIM_RS_HOST_READY,
+            "c owns no page (state %d)", cv.state);
+  cr_assert_eq(lsim_res_bind(f.r, C, 4, &eb), LSIM_E_RES_ILLEGAL, "%s", eb.msg);
+  /* reserved pages and a finished copy are not residency either */
+  int64_t t = begin_c(&f, &eb);
+  cr_assert_eq(lsim_res_bind(f.r, C, 4, NULL), LSIM_E_RES_ILLEGAL);
+  cr_assert_eq(lsim_res_copy_start(f.r, t, &eb), 0);
+  cr_assert_eq(lsim_res_copy_done(f.r, t, &eb), 0);
+  cr_assert_eq(lsim_res_bind(f.r, C, 4, NULL), LSIM_E_RES_ILLEGAL,
+               "copied but not validated/published");
+  lsim_res_adapter(f.r, C, &cv);
+  cr_assert_eq(cv.refcount, 0, "no launch dereferenced c");
+  cr_assert_eq(cv.generation, 0);
+  /* recovery: the whole transaction, then c binds under generation 1 */
+  cr_assert_eq(lsim_res_validate(f.r, t, &f.dig[C], &eb), 0, "%s", eb.msg);
+  int64_t gen;
+  int kv;
+  cr_assert_eq(lsim_res_publish(f.r, t, 5, &gen, &eb), 0, "%s", eb.msg);
+  cr_assert_eq(lsim_res_commit(f.r, t, 5, &kv, &eb), 0, "%s", eb.msg);
+  cr_assert_eq(gen, 1);
+  cr_assert_eq(lsim_res_bind(f.r, C, 6, &eb), 0, "%s", eb.msg);
+  cr_assert_eq(lsim_res_check(f.r, &eb), 0, "%s", eb.msg);
+  lsim_res_release(f.r);
+}
+
+Test(loop5, publication_before_copy_validation) {
+  fx f;
+  fx_init(&f);
+  lsim_errbuf eb = LSIM_ERRBUF_INIT;
+  int64_t t = begin_c(&f, &eb);
+  cr_assert_eq(lsim_res_publish(f.r, t, 5, NULL, &eb), LSIM_E_RES_PUBLISH_EARLY);
+  cr_assert_eq(lsim_res_copy_start(f.r, t, &eb), 0);
+  cr_assert_eq(lsim_res_publish(f.r, t, 5, NULL, &eb), LSIM_E_RES_PUBLISH_EARLY,
+               "copy in flight");
+  cr_assert_eq(lsim_res_copy_done(f.r, t, &eb), 0);
+  cr_assert_eq(lsim_res_publish(f.r, t, 5, NULL, &eb), LSIM_E_RES_PUBLISH_EARLY,
+               "copy complete but digest/layout not validated");
+  /* nothing published: no generation, the kernel cannot bind the payload */
+  lsim_res_adapter_view cv;
+  lsim_res_adapter(f.r, C, &cv);
+  cr_assert_eq(cv.generation, 0);
+  cr_assert_eq(lsim_res_bind(f.r, C, 5, NULL), LSIM_E_RES_ILLEGAL);
+  /* a wrong digest never publishes either */
+  lsim_digest bad = f.dig[C];
+  bad.b[0] ^= 1;
+  cr_assert_eq(lsim_res_validate(f.r, t, &bad, &eb), LSIM_E_RES_DIGEST);
+  lsim_res_adapter(f.r, C, &cv);
+  cr_assert_eq(cv.generation, 0);
+  cr_assert_eq(lsim_res_check(f.r, &eb), 0, "%s", eb.msg);
+  lsim_res_release(f.r);
+}
+
+Test(loop5, eviction_eligibility_bypassed) {
+  fx f;
+  fx_init(&f);
+  lsim_errbuf eb = LSIM_ERRBUF_INIT;
+  lsim_res_req q = {LSIM_TXN_LOAD, C, 1, 2, 2};
+  int64_t t;
+  /* a has refcount 1 and a pin; b gets a queued reservation, then a live
+  ** launch: each is refused as a victim by its own predicate */
+  int va[1] = {A}, vb[1] = {B};
+  cr_assert_eq(lsim_res_eligible(f.r, A), LSIM_E_RES_REFCOUNT);
+  cr_assert_eq(lsim_res_begin_with(f.r, &q, va, 1, &t, &eb), LSIM_E_RES_REFCOUNT);
+  cr_assert_eq(lsim_res_pin(f.r, B, +1, NULL), 0);
+  cr_assert_eq(lsim_res_begin_with(f.r, &q, vb, 1, &t, NULL), LSIM_E_RES_PINNED);
+  cr_assert_eq(lsim_res_pin(f.r, B, -1, NULL), 0);
+  cr_assert_eq(lsim_res_queue(f.r, B, +1, NULL), 0);
+  cr_assert_eq(lsim_res_begin_with(f.r, &q, vb, 1, &t, NULL), LSIM_E_RES_QUEUED);
+  cr_assert_eq(lsim_res_queue(f.r, B, -1, NULL), 0);
+  cr_assert_eq(lsim_res_launch(f.r, B, +1, NULL), 0);
+  cr_assert_eq(lsim_res_begin_with(f.r, &q, vb, 1, &t, NULL),
+               LSIM_E_RES_LIVE_LAUNCH);
+  /* live storage is not overwritten: a and b still own their pages */
+  expect_slots(f.r, 4, 7, LSIM_SLOT_ADAPTER, A);
+  expect_slots(f.r, 8, 11, LSIM_SLOT_ADAPTER, B);
+  lsim_res_view v;
+  lsim_res_view_get(f.r, &v);
+  cr_assert_eq(v.reserved, 0);
+  cr_assert_eq(v.open_txns, 0);
+  /* once the launch ends b is a legal victim again */
+  cr_assert_eq(lsim_res_launch(f.r, B, -1, NULL), 0);
+  cr_assert_eq(lsim_res_begin_with(f.r, &q, vb, 1, &t, &eb), 0, "%s", eb.msg);
+  cr_assert_eq(lsim_res_check(f.r, &eb), 0, "%s", eb.msg);
+  lsim_res_release(f.r);
+}
+
+Test(loop5, rollback_owner_leak) {
+  fx f;
+  fx_init(&f);
+  lsim_errbuf eb = LSIM_ERRBUF_INIT;
+  /* the detector: a reservation with no transaction is a leak */
+  fx g;
+  fx_init(&g);
+  lsim_res__mutate_slot(g.r, 13, LSIM_SLOT_RESERVED, 999, 0);
+  cr_assert_eq(lsim_res_check(g.r, &eb), LSIM_E_RES_LEAK, "%s", eb.msg);
+  lsim_res_release(g.r);
+  /* the failure path: c's digest fails after b was evicted for it */
+  int64_t t = begin_c(&f, &eb), rest[4];
+  int nr;
+  cr_assert_eq(lsim_res_copy_start(f.r, t, &eb), 0);
+  cr_assert_eq(lsim_res_copy_done(f.r, t, &eb), 0);
+  lsim_digest bad = f.dig[C];
+  bad.b[3] ^= 0x80;
+  cr_assert_eq(lsim_res_validate(f.r, t, &bad, &eb), LSIM_E_RES_DIGEST);
+  cr_assert_eq(lsim_res_rollback(f.r, t, rest, 4, &nr, &eb), 0, "%s", eb.msg);
+  cr_assert_eq(nr, 1, "b is restored");
+  /* the catalog never names c's corrupt bytes */
+  lsim_res_adapter_view cv;
+  lsim_res_adapter(f.r, C, &cv);
+  cr_assert(cv.state == LSIM_RS_ABSENT || cv.state == LSIM_RS_HOST_READY,
+            "c owns no page (state %d)", cv.state);
+  cr_assert_eq(cv.generation, 0);
+  /* recovery: b reloaded from its host copy under a new generation; every
+  ** provisional owner (c's pages, r1's KV and growth) released */
+  cr_assert_eq(lsim_res_copy_start(f.r, rest[0], &eb), 0, "%s", eb.msg);
+  cr_assert_eq(lsim_res_copy_done(f.r, rest[0], &eb), 0);
+  cr_assert_eq(lsim_res_validate(f.r, rest[0], &f.dig[B], &eb), 0);
+  int64_t gen;
+  int kv;
+  cr_assert_eq(lsim_res_publish(f.r, rest[0], 9, &gen, &eb), 0, "%s", eb.msg);
+  cr_assert_eq(lsim_res_commit(f.r, rest[0], 9, &kv, &eb), 0);
+  cr_assert_eq(kv, -1, "r1 not admitted");
+  cr_assert_eq(gen, 2, "b under a new generation");
+  expect_slots(f.r, 8, 11, LSIM_SLOT_ADAPTER, B);
+  lsim_res_view v;
+  lsim_res_view_get(f.r, &v);
+  cr_assert_eq(v.kv_objects, 1, "only r0 holds KV");
+  cr_assert_eq(v.free + v.reserved + v.adapter + v.kv, 16);
+  cr_assert_eq(v.free, 4);
+  cr_assert_eq(v.reserved, 0);
+  cr_assert_eq(v.open_txns, 0);
+  cr_assert_eq(lsim_res_check(f.r, &eb), 0, "%s", eb.msg);
+  lsim_res_release(f.r);
+}
