@@ -222,7 +222,8 @@ Test(loop5, rollback_owner_leak) {
   lsim_res_adapter(f.r, C, &cv);
   cr_assert(cv.state == LSIM_RS_ABSENT || cv.state == LSIM_RS_HOST_READY,
             "c owns no page (state %d)", cv.state);
-  cr_assert_eq(cv.generation, 0);
+  cr_assert_eq(cv.pages, 0);
+  cr_assert_eq(lsim_res_bind(f.r, C, 8, NULL), LSIM_E_RES_ILLEGAL);
   /* recovery: b reloaded from its host copy under a new generation; every
   ** provisional owner (c's pages, r1's KV and growth) released */
   cr_assert_eq(lsim_res_copy_start(f.r, rest[0], &eb), 0, "%s", eb.msg);
