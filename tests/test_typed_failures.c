@@ -246,3 +246,149 @@ Test(loop5, rollback_owner_leak) {
   cr_assert_eq(lsim_res_check(f.r, &eb), 0, "%s", eb.msg);
   lsim_res_release(f.r);
 }
+
+/* ==== loop 7: lifecycle and hotswap =======================================
+** The hotswap trace of test_hotswap.c: alias 0 published on slot 7 (slot
+** generation 12, pointer 31, catalog 8); request-old holds a lease and its
+** launch's last-use event is incomplete.  Slot 8 is the shadow. */
+
+typedef struct hx {
+  lsim_hs *h;
+  lsim_digest old_d, new_d;
+  lsim_hs_lease old_lease;
+} hx;
+
+static void hx_init(hx *x) {
+  lsim_errbuf eb = LSIM_ERRBUF_INIT;
+  cr_assert_eq(lsim_hs_new(&x->h, 10, 2, &eb), 0);
+  cr_assert_eq(lsim_sha256("old adapter", 11, &x->old_d, NULL), 0);
+  cr_assert_eq(lsim_sha256("new adapter", 11, &x->new_d, NULL), 0);
+  cr_assert_eq(lsim_hs_seed_slot(x->h, 7, 11, 30, &eb), 0);
+  cr_assert_eq(lsim_hs_seed_slot(x->h, 8, 20, 40, &eb), 0);
+  lsim_hs_seed_catalog(x->h, 7);
+  int64_t s;
+  cr_assert_eq(lsim_hs_stage(x->h, 0, &x->old_d, 7, &s, &eb), 0, "%s", eb.msg);
+  cr_assert_eq(lsim_hs_copy_done(x->h, 7, 1, &x->old_d, 0, 1, &eb), 0);
+  lsim_hs_handle none = {-1, 0, 0, LSIM_DIGEST_INIT}, h;
+  cr_assert_eq(lsim_hs_publish(x->h, 0, &none, 7, &h, &eb), 0, "%s", eb.msg);
+  lsim_hs_lease l = LSIM_HS_LEASE_INIT;
+  x->old_lease = l;
+  cr_assert_eq(lsim_hs_resolve(x->h, 0, &x->old_lease, &eb), 0);
+  cr_assert_eq(lsim_hs_launch(x->h, &x->old_lease, &eb), 0);
+}
+
+/* stage the new bytes on slot 8 and publish them: catalog 9 */
+static void hx_publish_new(hx *x, lsim_hs_handle *nh) {
+  lsim_errbuf eb = LSIM_ERRBUF_INIT;
+  lsim_hs_handle old;
+  int64_t s;
+  cr_assert_eq(lsim_hs_lookup(x->h, 0, &old, &eb), 0);
+  cr_assert_eq(lsim_hs_stage(x->h, 0, &x->new_d, 8, &s, &eb), 0, "%s", eb.msg);
+  cr_assert_eq(lsim_hs_copy_done(x->h, 8, 1, &x->new_d, 0, 1, &eb), 0);
+  cr_assert_eq(lsim_hs_publish(x->h, 0, &old, 8, nh, &eb), 0, "%s", eb.msg);
+  cr_assert_eq(lsim_hs_catalog_gen(x->h), 9);
+}
+
+Test(loop7, arithmetic_unmerge_called_rollback) {
+  /* binary16: merging +1 into 2048 is lost, the unmerge leaves 2047 */
+  lsim_f16 clean[2] = {(lsim_f16)2048, (lsim_f16)3},
+           w[2] = {(lsim_f16)2048, (lsim_f16)3},
+           d[2] = {(lsim_f16)1, (lsim_f16)1};
+  lsim_errbuf eb = LSIM_ERRBUF_INIT;
+  lsim_f16_merge(w, d, 2);
+  lsim_f16_unmerge(w, d, 2);
+  cr_assert_eq((double)w[0], 2047.0, "finite drift, no NaN to catch it");
+  /* the digest comparison against the immutable base detects the drift */
+  cr_assert_eq(lsim_f16_rollback_check(w, clean, 2, &eb),
+               LSIM_E_RES_UNMERGE_INEXACT, "%s", eb.msg);
+  /* a second merge/unmerge cycle would accumulate: the check keeps failing */
+  lsim_f16_merge(w, d, 2);
+  lsim_f16_unmerge(w, d, 2);
+  cr_assert_eq(lsim_f16_rollback_check(w, clean, 2, NULL),
+               LSIM_E_RES_UNMERGE_INEXACT);
+  /* recovery: reload the immutable clean base; the check passes exactly */
+  lsim_f16_restore(w, clean, 2);
+  cr_assert_eq(lsim_f16_rollback_check(w, clean, 2, &eb), 0, "%s", eb.msg);
+  cr_assert_eq((double)w[0], 2048.0);
+  cr_assert_eq((double)w[1], 3.0);
+}
+
+Test(loop7, hotswap_without_generation_lease) {
+  hx x;
+  hx_init(&x);
+  lsim_errbuf eb = LSIM_ERRBUF_INIT;
+  lsim_hs_handle nh;
+  hx_publish_new(&x, &nh);
+  /* re-resolving the alias mid-sequence would pick up the new factors: the
+  ** lease audit refuses it */
+  cr_assert_eq(lsim_hs_resolve(x.h, 0, &x.old_lease, &eb), LSIM_E_RES_REBIND,
+               "%s", eb.msg);
+  /* the sequence keeps its one immutable generation: slot 7, gen 12 */
+  cr_assert_eq(x.old_lease.h.slot, 7);
+  cr_assert_eq(x.old_lease.h.slot_gen, 12);
+  cr_assert(lsim_digest_eq(&x.old_lease.h.digest, &x.old_d));
+  cr_assert_eq(lsim_hs_launch(x.h, &x.old_lease, &eb), 0, "%s", eb.msg);
+  /* a new request resolves to the new generation */
+  lsim_hs_lease nl = LSIM_HS_LEASE_INIT;
+  cr_assert_eq(lsim_hs_resolve(x.h, 0, &nl, &eb), 0, "%s", eb.msg);
+  cr_assert_eq(nl.h.slot, 8);
+  cr_assert(lsim_digest_eq(&nl.h.digest, &x.new_d));
+  cr_assert_eq(nl.catalog_gen, 9);
+  lsim_hs_release_all(x.h);
+}
+
+Test(loop7, retiring_slot_reclaimed_early) {
+  hx x;
+  hx_init(&x);
+  lsim_errbuf eb = LSIM_ERRBUF_INIT;
+  lsim_hs_handle nh;
+  hx_publish_new(&x, &nh);
+  lsim_hs_slot_view v7;
+  cr_assert_eq(lsim_hs_slot(x.h, 7, &v7, NULL), 0);
+  cr_assert_eq(v7.state, LSIM_RS_RETIRING);
+  /* retirement fence: refcount first, then the last-use event */
+  cr_assert_eq(lsim_hs_reclaim(x.h, 7, &eb), LSIM_E_RES_REFCOUNT, "%s", eb.msg);
+  cr_assert_eq(lsim_hs_unlease(x.h, &x.old_lease, &eb), 0);
+  cr_assert_eq(lsim_hs_reclaim(x.h, 7, &eb), LSIM_E_RES_EVENT_PENDING, "%s",
+               eb.msg);
+  /* no new payload can be staged over the in-flight storage */
+  int64_t s;
+  cr_assert_neq(lsim_hs_stage(x.h, 1, &x.new_d, 7, &s, NULL), 0);
+  lsim_hs_slot(x.h, 7, &v7, NULL);
+  cr_assert_eq(v7.slot_gen, 12, "slot 7 untouched while fenced");
+  /* recovery: the event completes, the slot is reclaimed under a new
+  ** generation */
+  cr_assert_eq(lsim_hs_event_complete(x.h, 7, &eb), 0);
+  cr_assert_eq(lsim_hs_reclaim(x.h, 7, &eb), 0, "%s", eb.msg);
+  lsim_hs_slot(x.h, 7, &v7, NULL);
+  cr_assert_eq(v7.state, LSIM_RS_ABSENT);
+  cr_assert_gt(v7.slot_gen, 12, "reclaim advances the slot generation");
+  lsim_hs_release_all(x.h);
+}
+
+Test(loop7, postpublication_recovery_called_rollback) {
+  hx x;
+  hx_init(&x);
+  lsim_errbuf eb = LSIM_ERRBUF_INIT;
+  lsim_hs_handle old, nh, cur;
+  lsim_hs_lookup(x.h, 0, &old, NULL);
+  hx_publish_new(&x, &nh);
+  /* after publication an abort, or republishing the old handle in place,
+  ** would silently rewrite state consumers hold receipts for */
+  cr_assert_eq(lsim_hs_abort(x.h, 8, &eb), LSIM_E_RES_POST_PUBLISH, "%s",
+               eb.msg);
+  cr_assert_eq(lsim_hs_republish(x.h, 0, &old, &eb), LSIM_E_RES_BACKWARD, "%s",
+               eb.msg);
+  cr_assert_eq(lsim_hs_catalog_gen(x.h), 9, "catalog not moved backward");
+  lsim_hs_lookup(x.h, 0, &cur, NULL);
+  cr_assert_eq(cur.slot, 8);
+  cr_assert_eq(cur.ptr_gen, nh.ptr_gen, "receipt of generation 9 still valid");
+  /* recovery: replacement is a forward publication of the old bytes */
+  int64_t s;
+  cr_assert_eq(lsim_hs_stage(x.h, 0, &x.old_d, -1, &s, &eb), 0, "%s", eb.msg);
+  cr_assert_eq(lsim_hs_copy_done(x.h, s, 1, &x.old_d, 0, 1, &eb), 0);
+  cr_assert_eq(lsim_hs_publish(x.h, 0, &nh, s, &cur, &eb), 0, "%s", eb.msg);
+  cr_assert_eq(lsim_hs_catalog_gen(x.h), 10);
+  cr_assert(lsim_digest_eq(&cur.digest, &x.old_d));
+  lsim_hs_release_all(x.h);
+}
