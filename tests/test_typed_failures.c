@@ -12,10 +12,13 @@
 
 #include <openssl/evp.h>
 
+#include "backends/cpu_ref/cpu_ref.h"
 #include "engine/hotswap.h"
 #include "engine/identity.h"
 #include "engine/merge.h"
 #include "engine/residency.h"
+#include "engine/rowplan.h"
+#include "exact_harness.h"
 
 /* ==== loop 5: residency and publication ===================================
 ** The sixteen-slot fixture of test_residency.c: D (scaffold) placed r0's KV
@@ -684,4 +687,330 @@ Test(loop2, slot_semantic_identity_conflation) {
   a.owners.slot.binding = b.slot_d;
   cr_assert_eq(lsim_launch_validate(&a.snap, &a.owners, &eb),
                LSIM_E_ID_SLOT_BINDING, "%s", eb.msg);
+}
+
+/* ==== loops 3 and 4: tensor and kernel, mixed phase and rank ==============
+** The exact executor's fixtures of test_cpu_ref.c: the fixed-rank batch
+** (eight one-row decodes over adapters [1,2,1,base,2,2,1,base]) and the
+** mixed batch (prefills 10, 11; decodes 12, 13 base, 14; packed p1 first,
+** physical rank 3). */
+
+#define BASE LSIM_BASE
+#define PRE LSIM_PHASE_PREFILL
+#define DEC LSIM_PHASE_DECODE
+
+static lsim_plan_entry ent(int64_t uid, int adapter, int rank, int phase,
+                           int rows) {
+  lsim_plan_entry e;
+  memset(&e, 0, sizeof e);
+  e.request = uid;
+  e.adapter = adapter;
+  e.rank = rank;
+  e.phase = phase;
+  e.rows = rows;
+  return e;
+}
+
+static void qm_is(const lsim_qmat *m, int rows, int cols, const char *spec) {
+  lsim_qmat w = LSIM_QMAT_INIT;
+  qm(&w, rows, cols, spec);
+  cr_assert_eq(m->rows, rows);
+  cr_assert_eq(m->cols, cols);
+  lsim_errbuf e = LSIM_ERRBUF_INIT;
+  cr_assert_eq(lsim_ref_compare(&w, m, "delta", &e), 0, "%s", e.msg);
+  lsim_qmat_clear(&w);
+}
+
+static const char *const F1_X = "1 0 1 0 | 0 1 0 1 | 1 1 0 0 | 2 0 0 1 |"
+                                "0 1 1 0 | 1 0 0 1 | 1 1 1 1 | 0 0 2 1";
+static const char *const F1_W = "1 0 0 1 | 0 1 1 0 | 1 1 0 0";
+static const char *const F1_DY = "1 0 1 | 4 0 2 | 1/2 1/2 1 | 0 0 0 |"
+                                 "4 0 2 | 4 0 2 | 1 1 2 | 0 0 0";
+
+typedef struct fix1 {
+  lsim_rowplan p;
+  lsim_qmat X, W;
+  lsim_qadapter ad[2];
+} fix1;
+
+static void fix1_init(fix1 *f) {
+  static const int ids[8] = {1, 2, 1, BASE, 2, 2, 1, BASE};
+  lsim_plan_entry e[8];
+  for (int i = 0; i < 8; i++)
+    e[i] = ent(100 + i, ids[i], ids[i] == BASE ? 0 : 2, DEC, 1);
+  memset(f, 0, sizeof *f);
+  OK(lsim_rowplan_build(&f->p, e, 8, NULL, 0, eb));
+  qm(&f->X, 8, 4, F1_X);
+  qm(&f->W, 3, 4, F1_W);
+  adapter(&f->ad[0], 1, 2, 4, 3, "1 0 1 0 | 0 1 0 1", "1 0 | 0 1 | 1 1",
+          "1/2");
+  adapter(&f->ad[1], 2, 2, 4, 3, "1 1 0 0 | 0 0 1 1", "1 1 | 1 -1 | 0 1",
+          "2");
+}
+
+static void fix1_fini(fix1 *f) {
+  lsim_rowplan_release(&f->p);
+  lsim_qmat_clear(&f->X);
+  lsim_qmat_clear(&f->W);
+  lsim_qadapter_clear(&f->ad[0]);
+  lsim_qadapter_clear(&f->ad[1]);
+}
+
+static const char *const F2_D = "0 3 | 3 0 | 0 -3/2 | 3/2 0 | 2 -1/2 |"
+                                "-3/2 -3 | 0 0 | 4 2";
+/* X rows keyed by (uid, token position) */
+typedef struct xrow {
+  int64_t uid;
+  int pos;
+  const char *x;
+} xrow;
+static const xrow F2_X[8] = {
+    {11, 0, "-1 2 -1"}, {11, 1, "1 1 1"}, {10, 0, "1 0 1"},
+    {10, 1, "1 1 0"},   {10, 2, "0 3 2"}, {12, 0, "4 -4 -1"},
+    {13, 0, "5 -7 3"},  {14, 0, "2 -1 0"}};
+
+typedef struct fix2 {
+  lsim_rowplan p;
+  lsim_qmat X;
+  lsim_qadapter ad[3];
+} fix2;
+
+static void fix2_x(fix2 *f) {
+  lsim_errbuf eb = LSIM_ERRBUF_INIT;
+  cr_assert_eq(lsim_qmat_init(&f->X, f->p.T, 3, &eb), 0);
+  for (int i = 0; i < f->p.T; i++) {
+    int64_t uid = f->p.req_uid[f->p.row_req[i]];
+    int pos = f->p.row_pos[i], hit = 0;
+    for (int k = 0; k < 8; k++)
+      if (F2_X[k].uid == uid && F2_X[k].pos == pos) {
+        lsim_qmat one = LSIM_QMAT_INIT;
+        qm(&one, 1, 3, F2_X[k].x);
+        for (int j = 0; j < 3; j++)
+          mpq_set(LSIM_QAT(&f->X, i, j), LSIM_QAT(&one, 0, j));
+        lsim_qmat_clear(&one);
+        hit = 1;
+      }
+    cr_assert(hit);
+  }
+}
+
+static void fix2_init(fix2 *f, const int *packed) {
+  lsim_plan_entry e[5] = {ent(10, 1, 2, PRE, 3), ent(11, 2, 3, PRE, 2),
+                          ent(12, 1, 2, DEC, 1), ent(13, BASE, 0, DEC, 1),
+                          ent(14, 3, 1, DEC, 1)};
+  memset(f, 0, sizeof *f);
+  OK(lsim_rowplan_build(&f->p, e, 5, packed, 3, eb));
+  fix2_x(f);
+  adapter(&f->ad[0], 1, 2, 3, 2, "1 0 1 | 0 1 -1", "1 2 | -1 1", "1/2");
+  adapter(&f->ad[1], 2, 3, 3, 2, "1 1 0 | 0 1 0 | 0 0 1",
+          "2/3 0 2/3 | 0 2/3 -2/3", "3/2");
+  adapter(&f->ad[2], 3, 1, 3, 2, "1 1 1", "2 | 1", "2");
+}
+
+static void fix2_fini(fix2 *f) {
+  lsim_rowplan_release(&f->p);
+  lsim_qmat_clear(&f->X);
+  for (int i = 0; i < 3; i++)
+    lsim_qadapter_clear(&f->ad[i]);
+}
+
+/* A copy of plan p with one field changed must be refused by the planner's
+** validator with `code`; the exact executor refuses it too and allocates no
+** output, so nothing reaches a request row. */
+#define PLAN_FAULT(p, stmt, code)                                         \
+  do {                                                                    \
+    lsim_rowplan q = LSIM_ROWPLAN_INIT;                                   \
+    OK(lsim_rowplan_copy(&q, (p), eb));                                   \
+    stmt;                                                                 \
+    FAILS(code, lsim_rowplan_validate(&q, eb));                           \
+    lsim_rowplan_release(&q);                                             \
+  } while (0)
+
+/* The same change through the exact executor (fixture 1, adapters f.ad). */
+#define EXEC_FAULT(f, stmt, path, code)                                   \
+  do {                                                                    \
+    lsim_rowplan q = LSIM_ROWPLAN_INIT;                                   \
+    lsim_qmat dy_ = LSIM_QMAT_INIT;                                       \
+    OK(lsim_rowplan_copy(&q, &(f)->p, eb));                               \
+    stmt;                                                                 \
+    FAILS(code, lsim_ref_delta(&q, &(f)->X, (f)->ad, 2, path,             \
+                               LSIM_SCALE_PASSED, &dy_, eb));             \
+    cr_assert_null(dy_.v, "no output written");                           \
+    lsim_rowplan_release(&q);                                             \
+  } while (0)
+
+/* recovery for the planner faults: the unmodified plan still executes to
+** the article's exact delta on every path */
+static void fix1_exact(fix1 *f) {
+  for (int path = 0; path < LSIM_REF__COUNT; path++) {
+    lsim_qmat dy = LSIM_QMAT_INIT;
+    OK(lsim_ref_delta(&f->p, &f->X, f->ad, 2, path, LSIM_SCALE_PASSED, &dy,
+                      eb));
+    qm_is(&dy, 8, 3, F1_DY);
+    lsim_qmat_clear(&dy);
+  }
+}
+
+Test(loop3, row_permutation_not_bijective) {
+  fix1 f;
+  fix1_init(&f);
+  /* a row gathered twice (and so another never): the scatter audit */
+  EXEC_FAULT(&f, q.perm[1] = q.perm[0], LSIM_REF_SGMV, LSIM_E_SCATTER);
+  PLAN_FAULT(&f.p, q.perm[1] = q.perm[0], LSIM_E_PLAN_ROW_DUP);
+  EXEC_FAULT(&f, q.perm[2] = 8, LSIM_REF_SGMV, LSIM_E_PLAN_ROW_BOUNDS);
+  fix1_exact(&f);
+  fix1_fini(&f);
+}
+
+Test(loop3, segment_identity_drift) {
+  fix1 f;
+  fix1_init(&f);
+  /* row 1 (adapter 2) placed into adapter 1's segment */
+  EXEC_FAULT(&f, q.perm[2] = 1, LSIM_REF_SGMV, LSIM_E_PLAN_SEG_ADAPTER);
+  /* the segment relabelled to another adapter */
+  PLAN_FAULT(&f.p, q.seg_adapter[0] = q.seg_adapter[1],
+             LSIM_E_PLAN_SEG_ADAPTER);
+  /* a boundary moved across adapters */
+  EXEC_FAULT(&f, q.seg_offsets[1] = 7, LSIM_REF_SGMV, LSIM_E_PLAN_OFFSETS);
+  fix1_exact(&f);
+  fix1_fini(&f);
+}
+
+Test(loop3, scale_orientation_drift) {
+  fix1 f;
+  fix1_init(&f);
+  lsim_qadapter bad[2];
+  lsim_qmat dy = LSIM_QMAT_INIT;
+  /* A given transposed ([d_in][r]): refused on every path */
+  adapter(&bad[0], 1, 2, 4, 3, "1 0 1 0 | 0 1 0 1", "1 0 | 0 1 | 1 1", "1/2");
+  lsim_qmat_clear(&bad[0].A);
+  qm(&bad[0].A, 4, 2, "1 0 | 0 1 | 1 0 | 0 1");
+  bad[1] = f.ad[1];
+  for (int path = 0; path < LSIM_REF__COUNT; path++) {
+    FAILS(LSIM_E_ORIENTATION, lsim_ref_delta(&f.p, &f.X, bad, 2, path,
+                                             LSIM_SCALE_PASSED, &dy, eb));
+    cr_assert_null(dy.v);
+  }
+  lsim_qadapter_clear(&bad[0]);
+  fix1_exact(&f);
+  fix1_fini(&f);
+  /* scale folded into B at load, then passed again at launch: refused */
+  static const int packed[5] = {1, 0, 2, 3, 4};
+  fix2 g;
+  fix2_init(&g, packed);
+  lsim_qslot s[3];
+  for (int k = 0; k < 3; k++) {
+    OK(lsim_qslot_init(&s[k], 3, 3, 2, eb));
+    OK(lsim_qslot_load(&s[k], &g.ad[k], LSIM_SCALE_FOLD_B, eb));
+  }
+  FAILS(LSIM_E_SCALE_PLACEMENT,
+        lsim_ref_delta_slots(&g.p, &g.X, s, 3, LSIM_SCALE_PASSED,
+                             LSIM_NUM_AUTO, NULL, &dy, eb));
+  cr_assert_null(dy.v);
+  /* the declared encoding reconstructs the declared delta */
+  OK(lsim_ref_delta_slots(&g.p, &g.X, s, 3, LSIM_SCALE_FOLD_B, LSIM_NUM_AUTO,
+                          NULL, &dy, eb));
+  qm_is(&dy, 8, 2, F2_D);
+  lsim_qmat_clear(&dy);
+  for (int k = 0; k < 3; k++)
+    lsim_qslot_release(&s[k]);
+  fix2_fini(&g);
+}
+
+Test(loop3, combine_metadata_loss) {
+  fix1 f;
+  fix1_init(&f);
+  /* an active row dropped from the gather: the scatter audit sees a row
+  ** that was never claimed */
+  EXEC_FAULT(&f, q.nactive = 5, LSIM_REF_SGMV, LSIM_E_SCATTER);
+  /* a base-only row routed through the adapter path */
+  EXEC_FAULT(&f, q.perm[2] = 3, LSIM_REF_SGMV, LSIM_E_BASE_DELTA);
+  fix1_fini(&f);
+  /* origin/local row metadata of the mixed batch */
+  static const int packed[5] = {1, 0, 2, 3, 4};
+  fix2 g;
+  fix2_init(&g, packed);
+  PLAN_FAULT(&g.p, q.row_req[0] = 0, LSIM_E_PLAN_ROW_OWNER);
+  PLAN_FAULT(&g.p, q.row_pos[4] = 1, LSIM_E_PLAN_ROW_OWNER);
+  PLAN_FAULT(&g.p, q.row_adapter[2] = 2, LSIM_E_PLAN_EXPANSION);
+  fix2_fini(&g);
+}
+
+Test(loop4, phase_row_count_drift) {
+  static const int packed[5] = {1, 0, 2, 3, 4};
+  fix2 g;
+  fix2_init(&g, packed);
+  /* a decode with two rows, a prefill with the wrong token count, and a
+  ** row total that disagrees with the expansion */
+  PLAN_FAULT(&g.p, q.req_rows[2] = 2, LSIM_E_PLAN_DECODE_ROWS);
+  PLAN_FAULT(&g.p, q.req_rows[1] = 3, LSIM_E_PLAN_ROW_COUNT);
+  PLAN_FAULT(&g.p, q.T = 7, LSIM_E_PLAN_ROW_COUNT);
+  /* and at build time: nothing is planned */
+  lsim_plan_entry e[1] = {ent(1, 1, 2, DEC, 2)};
+  lsim_rowplan p, zero = LSIM_ROWPLAN_INIT;
+  FAILS(LSIM_E_PLAN_DECODE_ROWS, lsim_rowplan_build(&p, e, 1, NULL, 0, eb));
+  cr_assert_eq(memcmp(&p, &zero, sizeof p), 0, "plan left empty");
+  /* the valid batch: 3 + 2 prefill rows, one per decode */
+  cr_assert_eq(g.p.T, 8);
+  fix2_fini(&g);
+}
+
+Test(loop4, rank_tail_nonzero) {
+  static const int packed[5] = {1, 0, 2, 3, 4};
+  fix2 g;
+  fix2_init(&g, packed);
+  lsim_qslot s[3];
+  lsim_qmat dy = LSIM_QMAT_INIT;
+  for (int k = 0; k < 3; k++) {
+    OK(lsim_qslot_init(&s[k], 3, 3, 2, eb));
+    OK(lsim_qslot_load(&s[k], &g.ad[k], LSIM_SCALE_PASSED, eb));
+  }
+  /* rank-1 adapter c inherits a stale byte in its padded A row */
+  mpq_set_si(LSIM_QAT(&s[2].A, 2, 1), 5, 1);
+  FAILS(LSIM_E_PAD_NONZERO, lsim_qslot_check(&s[2], eb));
+  FAILS(LSIM_E_PAD_NONZERO,
+        lsim_ref_delta_slots(&g.p, &g.X, s, 3, LSIM_SCALE_PASSED,
+                             LSIM_NUM_AUTO, NULL, &dy, eb));
+  cr_assert_null(dy.v, "no delta computed from the dirty slot");
+  /* recovery: the loader zeroes before copying */
+  OK(lsim_qslot_load(&s[2], &g.ad[2], LSIM_SCALE_PASSED, eb));
+  OK(lsim_qslot_check(&s[2], eb));
+  OK(lsim_ref_delta_slots(&g.p, &g.X, s, 3, LSIM_SCALE_PASSED, LSIM_NUM_AUTO,
+                          NULL, &dy, eb));
+  qm_is(&dy, 8, 2, F2_D);
+  lsim_qmat_clear(&dy);
+  for (int k = 0; k < 3; k++)
+    lsim_qslot_release(&s[k]);
+  fix2_fini(&g);
+}
+
+Test(loop4, sampling_inverse_missing) {
+  static const int packed[5] = {1, 0, 2, 3, 4};
+  fix2 g;
+  fix2_init(&g, packed);
+  /* request 1's sample row pointed at request 0's last token */
+  PLAN_FAULT(&g.p, q.sample_rows[1] = 0, LSIM_E_PLAN_SAMPLE_ROWS);
+  PLAN_FAULT(&g.p, q.sample_rows[4] = 99, LSIM_E_PLAN_SAMPLE_ROWS);
+  /* the packed order's inverse lost */
+  PLAN_FAULT(&g.p, q.packed_inv[0] = 0, LSIM_E_PLAN_INVERSE);
+  /* the valid map is a bijection back to scheduler order */
+  for (int i = 0; i < g.p.n; i++)
+    cr_assert_eq(g.p.packed[g.p.packed_inv[i]], i);
+  fix2_fini(&g);
+}
+
+Test(loop4, attention_boundary_alias) {
+  static const int packed[5] = {1, 0, 2, 3, 4};
+  fix2 g;
+  fix2_init(&g, packed);
+  /* a prefill boundary moved into the neighbour's tokens */
+  PLAN_FAULT(&g.p, q.prefill_indptr[1] = 3, LSIM_E_PLAN_INDPTR);
+  /* decode offset overlapping the last prefill */
+  PLAN_FAULT(&g.p, q.doff = 4, LSIM_E_PLAN_DOFF);
+  /* boundaries follow requests, not adapter runs: the valid plan has
+  ** prefill_indptr [0,2,5] while its runs split at [0,2,6,7,8] */
+  cr_assert_eq(g.p.prefill_indptr[1], 2);
+  cr_assert_eq(g.p.prefill_indptr[2], 5);
+  cr_assert_eq(g.p.doff, 5);
+  fix2_fini(&g);
 }
