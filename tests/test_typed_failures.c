@@ -6,6 +6,8 @@
 ** it.  docs/RELIABILITY.md ("Typed failure index") maps each row to its test;
 ** failures without a detector in lorasim have no test there, on purpose. */
 #include <criterion/criterion.h>
+#define LSIM_TMP_PREFIX "/tmp/lsim-typed-"
+#include "cli_harness.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,11 +15,14 @@
 #include <openssl/evp.h>
 
 #include "backends/cpu_ref/cpu_ref.h"
+#include "compress/jd.h"
+#include "engine/compress_res.h"
 #include "engine/hotswap.h"
 #include "engine/identity.h"
 #include "engine/merge.h"
 #include "engine/residency.h"
 #include "engine/rowplan.h"
+#include "engine/tp.h"
 #include "exact_harness.h"
 
 /* ==== loop 5: residency and publication ===================================
@@ -1013,4 +1018,220 @@ Test(loop4, attention_boundary_alias) {
   cr_assert_eq(g.p.prefill_indptr[2], 5);
   cr_assert_eq(g.p.doff, 5);
   fix2_fini(&g);
+}
+
+/* ==== loop 6: TP and compression ==========================================
+** The two-rank TP fixture of test_tp.c (B = 3, h = d = 4, r = 2) and the
+** compressed collection of test_compress_serve.c. */
+
+static lsim_tp_group tp_group(int style, int64_t rank) {
+  lsim_tp_group g = {2, rank, style, 4, 4, 2, 7};
+  return g;
+}
+
+static lsim_tp_manifest tp_good(int style, int64_t rank) {
+  lsim_errbuf e = LSIM_ERRBUF_INIT;
+  lsim_tp_group g = tp_group(style, rank);
+  lsim_tp_manifest m;
+  cr_assert_eq(lsim_tp_manifest_build(&g, LSIM_TP_DIV_EXACT, LSIM_DT_F16,
+                                      LSIM_DT_F16, LSIM_DT_F32, 3, &m, &e),
+               0, "%s", e.msg);
+  cr_assert_eq(lsim_tp_validate(&m, &g, &e), 0, "%s", e.msg);
+  return m;
+}
+
+Test(loop6, tp_factor_placement_drift) {
+  /* column parallel: B split on the input axis instead of the base's d_out */
+  lsim_tp_group g = tp_group(LSIM_TP_COLUMN, 0);
+  lsim_tp_manifest m = tp_good(LSIM_TP_COLUMN, 0);
+  m.b.shard_axis = LSIM_AXIS_INPUT;
+  FAILS(LSIM_E_TP_INDEPENDENT, lsim_tp_validate(&m, &g, eb));
+  /* row parallel: A holds the other rank's input slice */
+  g = tp_group(LSIM_TP_ROW, 0);
+  m = tp_good(LSIM_TP_ROW, 0);
+  m.a.begin = 2;
+  m.a.end = 4;
+  FAILS(LSIM_E_TP_INDEPENDENT, lsim_tp_validate(&m, &g, eb));
+  /* row parallel: A replicated while the base splits d_in */
+  m = tp_good(LSIM_TP_ROW, 0);
+  m.a.shard_axis = LSIM_TP_REPLICATED;
+  FAILS(LSIM_E_TP_INDEPENDENT, lsim_tp_validate(&m, &g, eb));
+  /* a manifest of another degree is stale, not reinterpreted */
+  lsim_tp_group g4 = {4, 0, LSIM_TP_ROW, 8, 8, 4, 1}, g2 = g4;
+  g2.world = 2;
+  OK(lsim_tp_manifest_build(&g2, LSIM_TP_DIV_EXACT, LSIM_DT_F16, LSIM_DT_F16,
+                            LSIM_DT_F32, 0, &m, eb));
+  FAILS(LSIM_E_TP_STALE_MANIFEST, lsim_tp_validate(&m, &g4, eb));
+  /* recovery: the manifest built from the base's ownership validates */
+  OK(lsim_tp_manifest_build(&g4, LSIM_TP_DIV_EXACT, LSIM_DT_F16, LSIM_DT_F16,
+                            LSIM_DT_F32, 0, &m, eb));
+  OK(lsim_tp_validate(&m, &g4, eb));
+}
+
+Test(loop6, collective_schedule_omitted) {
+  lsim_tp_group g = tp_group(LSIM_TP_COLUMN, 1);
+  lsim_tp_manifest m = tp_good(LSIM_TP_COLUMN, 1);
+  /* the bottleneck all-gather dropped from the schedule */
+  m.bottleneck.kind = LSIM_TP_COLL_NONE;
+  FAILS(LSIM_E_TP_NO_GATHER, lsim_tp_validate(&m, &g, eb));
+  /* row parallel: partial sums gathered (concatenated) instead of reduced */
+  g = tp_group(LSIM_TP_ROW, 0);
+  m = tp_good(LSIM_TP_ROW, 0);
+  m.bottleneck.kind = LSIM_TP_COLL_ALL_GATHER;
+  m.bottleneck.reduction = LSIM_TP_RED_NONE;
+  FAILS(LSIM_E_TP_CONCAT_PARTIALS, lsim_tp_validate(&m, &g, eb));
+  /* the collective's order changed */
+  m = tp_good(LSIM_TP_ROW, 0);
+  m.bottleneck.order = LSIM_TP_ORDER_RANK_DESC;
+  FAILS(LSIM_E_TP_ORDER, lsim_tp_validate(&m, &g, eb));
+  /* every collective has a byte count in the ledger: three Q/K/V gathers and
+  ** one reduction for B = 3, h = 4, r = 2, N = 2 */
+  lsim_tp_coll_ledger c;
+  OK(lsim_tp_collectives(2, 3, 4, 2, 3, 1, LSIM_DT_F16, &c, eb));
+  cr_assert_eq(c.lora_elems, 15);
+  cr_assert_eq(c.lora_bytes, 30);
+  /* completion: a rank publishing early leaves the group unlaunchable */
+  lsim_gensnap s;
+  OK(lsim_gensnap_init(&s, 2, eb));
+  lsim_digest g1 = {{1}}, g2 = {{2}};
+  OK(lsim_gensnap_publish(&s, 0, 1, &g1, eb));
+  OK(lsim_gensnap_publish(&s, 1, 1, &g1, eb));
+  OK(lsim_gensnap_publish(&s, 1, 2, &g2, eb));
+  int64_t gen = -1;
+  FAILS(LSIM_E_TP_MIXED_GEN, lsim_gensnap_launchable(&s, &gen, NULL, eb));
+  cr_assert_eq(gen, -1, "no generation handed out");
+  OK(lsim_gensnap_publish(&s, 0, 2, &g2, eb));
+  OK(lsim_gensnap_launchable(&s, &gen, NULL, eb));
+  cr_assert_eq(gen, 2);
+}
+
+/* A fitted bundle's identities. */
+typedef struct bundle {
+  int k, n;
+  lsim_digest set, id, basis[4], core[8];
+  int cluster[8];
+} bundle;
+
+/* Fit a small collection: the article's fixture (A_i = Sigma_i V^T,
+** B = U) for variant 1; variant v > 1 retrains adapter c (its first row
+** gains v - 1 in the third input column, which moves the shared V basis)
+** and scales adapter b by v; k clusters. */
+static void make_bundle(bundle *b, double variant, int k) {
+  double A[3][6] = {
+      {1, 0, 0, 0, 2, 0}, {0, 3, 0, 4, 0, 0}, {2, -1, 0, 1, 1, 0}};
+  double bscale = variant;
+  A[2][2] = variant - 1;
+  static const double B[6] = {1, 0, 0, 1, 0, 0};
+  lsim_jd_source src[3];
+  for (int i = 0; i < 3; i++) {
+    src[i].rank = 2;
+    src[i].scale = i == 1 ? bscale : 1;
+    src[i].A = A[i];
+    src[i].B = B;
+  }
+  lsim_jd_config cfg = LSIM_JD_CONFIG_INIT;
+  cfg.rank = 2;
+  cfg.clusters = k;
+  lsim_jd_result r = LSIM_JD_RESULT_INIT;
+  OK(lsim_jd_fit(src, 3, 3, 3, &cfg, &r, eb));
+  const char *names[3] = {"a", "b", "c"};
+  lsim_digest sd[3];
+  int ranks[3] = {2, 2, 2};
+  double scales[3] = {1, bscale, 1};
+  for (int i = 0; i < 3; i++)
+    OK(lsim_jd_source_digest(&src[i], 3, 3, &sd[i], eb));
+  OK(lsim_jd_source_set_digest(names, sd, 3, &b->set, eb));
+  b->k = r.k;
+  b->n = r.n;
+  for (int c = 0; c < r.k; c++)
+    OK(lsim_jd_basis_digest(&r, c, &b->basis[c], eb));
+  for (int i = 0; i < r.n; i++) {
+    b->cluster[i] = r.cluster[i];
+    OK(lsim_jd_core_digest(&r, i, &b->basis[r.cluster[i]], &b->core[i], eb));
+  }
+  lsim_jd_bundle_in in = {"toy-base-v1", "layers.0.proj", 10, 50, 1, names,
+                          sd, ranks, scales, &b->set, &r, b->basis, b->core};
+  OK(lsim_jd_bundle_digest(&in, &b->id, eb));
+  lsim_jd_result_release(&r);
+}
+
+/* register + stage everything + publish */
+static void cmp_publish(lsim_cmp_catalog *cat, const char *label,
+                    const bundle *b) {
+  OK(lsim_cmp_register_version(cat, label, &b->set, &b->id, eb));
+  OK(lsim_cmp_stage_begin(cat, label, &b->id, b->k, b->n, eb));
+  for (int c = 0; c < b->k; c++)
+    OK(lsim_cmp_stage_basis(cat, c, &b->basis[c], eb));
+  for (int i = 0; i < b->n; i++)
+    OK(lsim_cmp_stage_core(cat, i, b->cluster[i], &b->basis[b->cluster[i]],
+                           &b->core[i], eb));
+  OK(lsim_cmp_publish(cat, eb));
+}
+
+
+Test(loop6, compressed_basis_version_mismatch) {
+  bundle v1, v2;
+  make_bundle(&v1, 1, 1);
+  make_bundle(&v2, 2, 1);
+  cr_assert(!lsim_digest_eq(&v1.basis[0], &v2.basis[0]));
+  lsim_cmp_catalog cat = LSIM_CMP_CATALOG_INIT;
+  cmp_publish(&cat, "coll-v1", &v1);
+  cmp_publish(&cat, "coll-v2", &v2);
+  /* a v1 core against the live v2 basis, and a v2 core fitted elsewhere */
+  FAILS(LSIM_E_CMP_STALE_BASIS,
+        lsim_cmp_check_core(&cat, 1, &v1.id, &v1.basis[0], &v1.core[1], eb));
+  FAILS(LSIM_E_CMP_STALE_BASIS,
+        lsim_cmp_check_core(&cat, 1, &v2.id, &v2.basis[0], &v1.core[1], eb));
+  /* a forged lease naming the new basis for an old core */
+  lsim_cmp_catalog c2 = LSIM_CMP_CATALOG_INIT;
+  cmp_publish(&c2, "coll-v1", &v1);
+  lsim_cmp_lease l;
+  OK(lsim_cmp_acquire(&c2, 2, &l, eb));
+  cmp_publish(&c2, "coll-v2", &v2);
+  lsim_cmp_lease forged = l;
+  forged.basis = v2.basis[0];
+  FAILS(LSIM_E_CMP_STALE_BASIS, lsim_cmp_launch_check(&c2, &forged, eb));
+  /* the honest lease stays launchable until released, then the old
+  ** generation retires and it fails closed */
+  OK(lsim_cmp_launch_check(&c2, &l, eb));
+  OK(lsim_cmp_release(&c2, &l, eb));
+  OK(lsim_cmp_retire_prev(&c2, eb));
+  FAILS(LSIM_E_CMP_STALE_BASIS, lsim_cmp_launch_check(&c2, &l, eb));
+  /* recovery: the matching pair of the live version checks */
+  OK(lsim_cmp_check_core(&cat, 1, &v2.id, &v2.basis[0], &v2.core[1], eb));
+  lsim_cmp_catalog_release(&cat);
+  lsim_cmp_catalog_release(&c2);
+}
+
+/* What this proves: the compression report keeps storage/reconstruction
+** ledgers apart from kernel time and never fills a kernel time without a
+** measurement file; a measured time lands only on its own row.  What it
+** does not prove: that any measured time is right, or anything about
+** throughput in a serving deployment. */
+Test(loop6, compression_ratio_called_speedup, .init = mk_tmp, .fini = rm_tmp) {
+  int rc = lorasim("compress --synthetic 12 --d-in 10 --d-out 9 --src-rank 2 "
+                   "--planted 3 --groups 3 --report --ranks 2,3 "
+                   "--clusters-list 1,3");
+  cr_assert_eq(rc, 0, "%s", out);
+  cr_assert(strstr(out, "kernel_time"), "%s", out);
+  int rows = 0;
+  for (const char *q = out; (q = strstr(q, "not measured")); q++)
+    rows++;
+  cr_assert_eq(rows, 8, "every row's kernel time unmeasured: %s", out);
+  cr_assert_null(strstr(out, " ms,"), "no time without a measurement: %s",
+                 out);
+  char path[512];
+  snprintf(path, sizeof path, "%s/times.txt", tmpdir);
+  FILE *f = fopen(path, "w");
+  cr_assert_not_null(f);
+  fputs("jd-diag 3 1 0.0420 0.0310 256\n", f);
+  fclose(f);
+  rc = lorasim("compress --synthetic 12 --d-in 10 --d-out 9 --src-rank 2 "
+               "--planted 3 --groups 3 --report --ranks 2,3 "
+               "--clusters-list 1,3 --kernel-times times.txt");
+  cr_assert_eq(rc, 0, "%s", out);
+  rows = 0;
+  for (const char *q = out; (q = strstr(q, "not measured")); q++)
+    rows++;
+  cr_assert_eq(rows, 7, "only the measured row gets a time: %s", out);
 }
