@@ -18,6 +18,8 @@
 #include "compress/jd.h"
 #include "engine/compress_res.h"
 #include "engine/hotswap.h"
+#include "engine/kv.h"
+#include "engine/prefix.h"
 #include "engine/identity.h"
 #include "engine/merge.h"
 #include "engine/residency.h"
@@ -1234,4 +1236,244 @@ Test(loop6, compression_ratio_called_speedup, .init = mk_tmp, .fini = rm_tmp) {
   for (const char *q = out; (q = strstr(q, "not measured")); q++)
     rows++;
   cr_assert_eq(rows, 7, "only the measured row gets a time: %s", out);
+}
+
+/* ==== loop 8: adapter, KV and prefix ======================================
+** The KV compatibility fixtures of test_prefix.c: a two-layer serial graph,
+** the prompt [11, 12, 99, 100] and the aLoRA invocation [99, 100]. */
+
+static lsim_digest KD(const char *s) {
+  lsim_digest d;
+  cr_assert_eq(lsim_sha256(s, strlen(s), &d, NULL), 0);
+  return d;
+}
+
+static const int64_t TOK4[4] = {11, 12, 99, 100};
+static const int64_t INV[2] = {99, 100};
+static const lsim_kv_target T_Q0[1] = {{0, LSIM_KV_Q}};
+static const lsim_kv_target T_K0[1] = {{0, LSIM_KV_K}};
+static const lsim_kv_target T_LM[1] = {{-1, LSIM_KV_LM_HEAD}};
+static const lsim_kv_target T_Q1[1] = {{1, LSIM_KV_Q}};
+
+typedef struct kfx {
+  lsim_kv_graph g;
+  lsim_kv_adapter a;
+  lsim_kv_manifest m;
+} kfx;
+
+static void fx_base(kfx *f) {
+  memset(f, 0, sizeof *f);
+  f->g.arch = LSIM_KV_ARCH_SERIAL;
+  f->g.layers = 2;
+  f->g.revision = KD("graph-r1");
+  f->m.base_abi = KD("base");
+  f->m.cache_abi = KD("cache-bf16-paged");
+  f->m.graph = &f->g;
+  f->m.adapter = NULL;
+  f->m.tokens = TOK4;
+  f->m.ntokens = 4;
+  f->m.side_inputs = KD("no-side-inputs");
+  f->m.isolation = KD("tenant-0");
+  f->m.block_tokens = 1;
+}
+
+static void fx_lora(kfx *f, const char *name, const lsim_kv_target *t, int n) {
+  fx_base(f);
+  f->a.kind = LSIM_KV_LORA;
+  char b[64];
+  snprintf(b, sizeof b, "sem-%s", name);
+  f->a.semantic = KD(b);
+  snprintf(b, sizeof b, "art-%s", name);
+  f->a.artifact = KD(b);
+  snprintf(b, sizeof b, "alias-%s", name);
+  f->a.raw_id = KD(b);
+  f->a.targets = t;
+  f->a.ntargets = n;
+  f->a.explicit_start = -1;
+  f->m.adapter = &f->a;
+}
+
+static void fx_alora(kfx *f, const char *name) {
+  fx_lora(f, name, T_Q0, 1);
+  f->a.kind = LSIM_KV_ALORA;
+  f->a.invocation = INV;
+  f->a.ninvocation = 2;
+  f->a.require_specialization = 1;
+  f->a.offset_mode = LSIM_KV_OFFSET_DERIVE;
+}
+
+typedef struct cache_fx {
+  lsim_res *pool;
+  lsim_prefix *pc;
+  lsim_prefix_grant grants[2];
+} cache_fx;
+
+static void cache_open(cache_fx *c, int64_t slots, int64_t max_blocks) {
+  int64_t ap[1] = {1};
+  lsim_res_cfg rc = {slots, 4096, 1, ap, 0, LSIM_DIGEST_INIT};
+  cr_assert_eq(lsim_res_new(&c->pool, &rc, NULL), 0);
+  c->grants[0].principal = 0;
+  c->grants[0].ns = KD("tenant-0");
+  c->grants[1].principal = 1;
+  c->grants[1].ns = KD("tenant-1");
+  lsim_prefix_cfg cfg = {1, 1, max_blocks, 4, c->pool, c->grants, 2};
+  lsim_errbuf eb = LSIM_ERRBUF_INIT;
+  cr_assert_eq(lsim_prefix_new(&c->pc, &cfg, &eb), 0, "%s", eb.msg);
+}
+
+static void cache_close(cache_fx *c) {
+  lsim_errbuf eb = LSIM_ERRBUF_INIT;
+  cr_assert_eq(lsim_prefix_check(c->pc, &eb), 0, "%s", eb.msg);
+  lsim_prefix_free(c->pc);
+  lsim_res_view v;
+  lsim_res_view_get(c->pool, &v);
+  cr_assert_eq(v.kv, 0, "cache pages went back to the pool");
+  lsim_res_release(c->pool);
+}
+
+static void keys_of(const kfx *f, int mode, lsim_kv_keys *k) {
+  lsim_errbuf eb = LSIM_ERRBUF_INIT;
+  cr_assert_eq(lsim_kv_keys_derive(&f->m, mode, k, &eb), 0, "%s", eb.msg);
+}
+
+
+Test(loop8, kv_dependency_closure_omitted) {
+  lsim_kv_graph g = {LSIM_KV_ARCH_SERIAL, 2, KD("g")};
+  lsim_kv_closure c;
+  /* a Q adapter in layer 0 changes no K/V there, but layer 1's K/V reads
+  ** its output: reusing base K/V would be another model function */
+  OK(lsim_kv_closure_of(&g, T_Q0, 1, &c, eb));
+  cr_assert(c.kv_changed && !c.kv_direct && c.kv_first_layer == 1);
+  FAILS(LSIM_E_KV_REUSE_DOWNSTREAM,
+        lsim_kv_reuse_from_base(&c, LSIM_KV_OBJ_KV, eb));
+  OK(lsim_kv_closure_of(&g, T_K0, 1, &c, eb));
+  FAILS(LSIM_E_KV_REUSE_KV_TARGET,
+        lsim_kv_reuse_from_base(&c, LSIM_KV_OBJ_KV, eb));
+  /* an architecture without a proof is conservative */
+  g.arch = LSIM_KV_ARCH_PARALLEL;
+  OK(lsim_kv_closure_of(&g, T_LM, 1, &c, eb));
+  cr_assert(!c.proven);
+  FAILS(LSIM_E_KV_UNPROVEN, lsim_kv_reuse_from_base(&c, LSIM_KV_OBJ_KV, eb));
+  /* the closure does allow what it proves: Q in the last layer */
+  g.arch = LSIM_KV_ARCH_SERIAL;
+  OK(lsim_kv_closure_of(&g, T_Q1, 1, &c, eb));
+  OK(lsim_kv_reuse_from_base(&c, LSIM_KV_OBJ_KV, eb));
+  /* and the switch table recomputes for a Q0 adapter rather than reusing */
+  kfx base, a;
+  fx_base(&base);
+  fx_lora(&a, "A", T_Q0, 1);
+  lsim_kv_switch s;
+  OK(lsim_kv_switch_of(&base.m, &a.m, &s, eb));
+  cr_assert_eq(s.kv_rows, 0, "no base row reused under the Q0 adapter");
+}
+
+Test(loop8, alora_interval_boundary_drift) {
+  kfx f;
+  fx_alora(&f, "A");
+  int64_t start;
+  uint8_t mask[6];
+  static const int64_t tok6[6] = {99, 100, 11, 99, 100, 12};
+  f.m.tokens = tok6;
+  f.m.ntokens = 6;
+  OK(lsim_kv_activation(&f.m, &start, mask, eb));
+  cr_assert_eq(start, 3, "the last occurrence, not the first (0)");
+  uint8_t want6[6] = {0, 0, 0, 1, 1, 1};
+  cr_assert_arr_eq(mask, want6, 6);
+  /* a required invocation that is absent fails closed */
+  static const int64_t none[4] = {11, 12, 13, 14};
+  f.m.tokens = none;
+  f.m.ntokens = 4;
+  FAILS(LSIM_E_KV_INVOCATION_ABSENT, lsim_kv_activation(&f.m, &start, NULL, eb));
+  /* cache identity changes exactly at the boundary: before it the
+  ** intervals are the base's, from it on they are the adapter's */
+  kfx b, a;
+  fx_base(&b);
+  fx_alora(&a, "A");
+  lsim_digest base, e;
+  OK(lsim_kv_base_digest(&b.m, &base, eb));
+  for (int64_t s = 0; s < 4; s++) {
+    OK(lsim_kv_interval_digest(&a.m, LSIM_KV_KEYS_ALORA, s, s + 1, &e, eb));
+    cr_assert_eq(lsim_digest_eq(&e, &base), s < 2, "interval %lld",
+                 (long long)s);
+  }
+  /* a block straddling the boundary is never shared with the base */
+  static const int64_t inv1[1] = {12};
+  a.a.invocation = inv1;
+  a.a.ninvocation = 1;
+  b.m.block_tokens = a.m.block_tokens = 2;
+  lsim_kv_keys kb = LSIM_KV_KEYS_INIT, ka = LSIM_KV_KEYS_INIT;
+  OK(lsim_kv_keys_derive(&b.m, LSIM_KV_KEYS_ALORA, &kb, eb));
+  OK(lsim_kv_keys_derive(&a.m, LSIM_KV_KEYS_ALORA, &ka, eb));
+  cr_assert_eq(lsim_kv_common_tokens(&kb, &ka), 0);
+  lsim_kv_keys_release(&ka);
+  lsim_kv_keys_release(&kb);
+}
+
+Test(loop8, prefix_identity_incomplete) {
+  /* a key schema without the execution (adapter) identity is refused */
+  FAILS(LSIM_E_KV_KEY_NO_EXEC,
+        lsim_kv_key_schema_check(lsim_kv_key_schema(LSIM_KV_KEYS_OBLIVIOUS),
+                                 LSIM_KV_KEYS_OBLIVIOUS, eb));
+  OK(lsim_kv_key_schema_check(lsim_kv_key_schema(LSIM_KV_KEYS_ALORA),
+                              LSIM_KV_KEYS_ALORA, eb));
+  /* the consequence, measured by the cache itself: with oblivious keys a
+  ** Q-adapted request hits the base's blocks (all corrupt); with the
+  ** complete identity it hits none */
+  cache_fx c;
+  cache_open(&c, 16, 16);
+  kfx base, a;
+  fx_base(&base);
+  fx_lora(&a, "A", T_Q0, 1);
+  lsim_kv_keys kb, ka, tb, ta;
+  keys_of(&base, LSIM_KV_KEYS_OBLIVIOUS, &kb);
+  keys_of(&a, LSIM_KV_KEYS_OBLIVIOUS, &ka);
+  keys_of(&base, LSIM_KV_KEYS_ALORA, &tb);
+  keys_of(&a, LSIM_KV_KEYS_ALORA, &ta);
+  lsim_prefix_receipt r = LSIM_PREFIX_RECEIPT_INIT;
+  lsim_digest ns0 = KD("tenant-0");
+  OK(lsim_prefix_lookup(c.pc, 0, &ns0, &kb, &tb, -1, &r, eb));
+  OK(lsim_prefix_publish(c.pc, &r, &kb, &tb, -1, -1, NULL, eb));
+  OK(lsim_prefix_release(c.pc, &r, eb));
+  OK(lsim_prefix_lookup(c.pc, 0, &ns0, &ka, &ta, 0, &r, eb));
+  cr_assert_eq(r.hit_blocks, 4);
+  cr_assert_eq(r.corrupt_blocks, 4, "the audit sees cross-adapter reuse");
+  OK(lsim_prefix_release(c.pc, &r, eb));
+  OK(lsim_prefix_lookup(c.pc, 0, &ns0, &tb, NULL, -1, &r, eb));
+  OK(lsim_prefix_publish(c.pc, &r, &tb, NULL, -1, -1, NULL, eb));
+  OK(lsim_prefix_release(c.pc, &r, eb));
+  OK(lsim_prefix_lookup(c.pc, 0, &ns0, &ta, &ta, 0, &r, eb));
+  cr_assert_eq(r.hit_blocks, 0, "complete keys: no exact reuse");
+  cr_assert_eq(r.corrupt_blocks, 0);
+  OK(lsim_prefix_release(c.pc, &r, eb));
+  lsim_kv_keys_release(&kb);
+  lsim_kv_keys_release(&ka);
+  lsim_kv_keys_release(&tb);
+  lsim_kv_keys_release(&ta);
+  cache_close(&c); /* checks the cache and that every page went back */
+}
+
+Test(loop8, prompt_logit_equivalence_overclaimed) {
+  lsim_kv_graph g = {LSIM_KV_ARCH_SERIAL, 2, KD("g")};
+  lsim_kv_closure c;
+  /* an LM-head-only adapter: K/V and hidden states equal the base's, the
+  ** prompt logits do not */
+  OK(lsim_kv_closure_of(&g, T_LM, 1, &c, eb));
+  OK(lsim_kv_reuse_from_base(&c, LSIM_KV_OBJ_KV, eb));
+  OK(lsim_kv_reuse_from_base(&c, LSIM_KV_OBJ_HIDDEN, eb));
+  FAILS(LSIM_E_KV_REUSE_LOGITS,
+        lsim_kv_reuse_from_base(&c, LSIM_KV_OBJ_LOGITS, eb));
+  /* Q in the last layer: K/V equal, hidden not */
+  OK(lsim_kv_closure_of(&g, T_Q1, 1, &c, eb));
+  OK(lsim_kv_reuse_from_base(&c, LSIM_KV_OBJ_KV, eb));
+  FAILS(LSIM_E_KV_REUSE_HIDDEN,
+        lsim_kv_reuse_from_base(&c, LSIM_KV_OBJ_HIDDEN, eb));
+  /* the switch keeps all K/V rows but recomputes the logits */
+  kfx base, lm;
+  fx_base(&base);
+  fx_lora(&lm, "lm", T_LM, 1);
+  lsim_kv_switch s;
+  OK(lsim_kv_switch_of(&base.m, &lm.m, &s, eb));
+  cr_assert_eq(s.kv_rows, 4);
+  cr_assert_not(s.logits_reusable);
+  cr_assert_eq(s.action, LSIM_KV_ACT_RECOMPUTE_LOGITS);
 }
