@@ -17,8 +17,11 @@
 #include "backends/cpu_ref/cpu_ref.h"
 #include "compress/jd.h"
 #include "engine/compress_res.h"
+#include "engine/engine.h"
 #include "engine/hotswap.h"
 #include "engine/kv.h"
+#include "engine/lab.h"
+#include "engine/policy/policy.h"
 #include "engine/prefix.h"
 #include "engine/identity.h"
 #include "engine/merge.h"
@@ -1476,4 +1479,350 @@ Test(loop8, prompt_logit_equivalence_overclaimed) {
   cr_assert_eq(s.kv_rows, 4);
   cr_assert_not(s.logits_reusable);
   cr_assert_eq(s.action, LSIM_KV_ACT_RECOMPUTE_LOGITS);
+}
+
+/* ==== loop 9: scheduler and observability =================================
+** The hand-driven one-worker engine of test_sched.c; detection here is by
+** the event ledger and the interval rows the engine emits, not by an error
+** code: these failures are about what the scheduler does. */
+
+/* ---- a hand-driven engine (one worker, unit-tick world) ------------------- */
+
+#define MAXEV 512
+#define MAXIV 32
+
+typedef struct drv {
+  lsim_engine *e;
+  lsim_event ev[MAXEV];
+  int nev;
+  lsim_interval iv[MAXIV];
+  int niv;
+  lsim_plan plan;
+  int busy;
+  lsim_tick iter_end;
+  lsim_load_start load[8];
+  lsim_tick load_end[8];
+  int nload;
+  int64_t sel[64]; /* request selected at each tick (-1: none) */
+  int64_t svc[4];  /* completed service per tenant */
+  int fail_loads;  /* copies that fail, counted down */
+  int copy_ticks;
+} drv;
+
+static lsim_err on_ev(void *ud, const lsim_event *ev) {
+  drv *d = ud;
+  cr_assert_lt(d->nev, MAXEV);
+  d->ev[d->nev++] = *ev;
+  if (ev->kind == LSIM_EV_COMPLETED_SERVICE_DEBITED)
+    d->svc[ev->tenant] += ev->value;
+  return 0;
+}
+
+static lsim_err on_iv(void *ud, const lsim_interval *iv) {
+  drv *d = ud;
+  cr_assert_lt(d->niv, MAXIV);
+  d->iv[d->niv++] = *iv;
+  return 0;
+}
+
+static int rank_[2] = {8, 8};
+static int64_t bytes_[2] = {4096, 4096};
+static int64_t pages_[2] = {2, 2};
+
+static void drv_init(drv *d, const char *sched, const char *prefetch,
+                     int64_t pool, int max_req) {
+  memset(d, 0, sizeof *d);
+  for (int i = 0; i < 64; i++)
+    d->sel[i] = -1;
+  d->copy_ticks = 1;
+  lsim_engine_cfg cfg = {
+      .workers = 1,
+      .pool_pages = pool,
+      .page_bytes = 4096,
+      .max_batch_tokens = 64,
+      .max_batch_requests = max_req,
+      .kv_bytes_per_token = 1,
+      .max_load_attempts = 4,
+      .ntenants = 3,
+      .nadapters = 2,
+      .adapter_rank = rank_,
+      .adapter_bytes = bytes_,
+      .adapter_pages = pages_,
+      .guard_pages = 0,
+      .sched = lsim_sched_find(sched),
+      .evict = lsim_evict_find("lru"),
+      .prefetch = lsim_prefetch_find(prefetch),
+      .sink = {on_ev, NULL, d, on_iv},
+      .sched_params = {.w_in = 1, .w_out = 1, .age_ticks = 2,
+                       .cluster_window = 4},
+  };
+  cr_assert_not_null(cfg.sched);
+  cr_assert_not_null(cfg.prefetch);
+  lsim_errbuf eb = LSIM_ERRBUF_INIT;
+  cr_assert_eq(lsim_engine_new(&d->e, &cfg, &eb), 0, "%s", eb.msg);
+  lsim_plan_reset(&d->plan);
+}
+
+static void drv_free(drv *d) {
+  cr_assert(lsim_engine_check(d->e));
+  lsim_engine_release(d->e);
+  lsim_plan_release(&d->plan);
+}
+
+static void arrive(drv *d, lsim_tick t, int64_t id, int tenant, int adapter) {
+  lsim_arrival a = {id, tenant, adapter, 1, 1};
+  int w;
+  lsim_errbuf eb = LSIM_ERRBUF_INIT;
+  cr_assert_eq(lsim_engine_arrive(d->e, t, &a, &w, &eb), 0, "%s", eb.msg);
+}
+
+/* completions due at t (copies, then the iteration) */
+static void completions(drv *d, lsim_tick t, int iter_ticks) {
+  lsim_errbuf eb = LSIM_ERRBUF_INIT;
+  for (int i = 0; i < d->nload; i++)
+    if (d->load_end[i] == t) {
+      int ok = d->fail_loads > 0 ? (d->fail_loads--, 0) : 1;
+      cr_assert_eq(lsim_engine_load_done(d->e, 0, d->load[i].adapter, t, ok,
+                                         &eb),
+                   0, "%s", eb.msg);
+      d->load_end[i] = -1;
+    }
+  if (d->busy && d->iter_end == t) {
+    cr_assert_eq(lsim_engine_iter_done(d->e, 0, t, 1, &eb), 0, "%s", eb.msg);
+    d->busy = 0;
+  }
+  (void)iter_ticks;
+}
+
+static void step(drv *d, lsim_tick t, int iter_ticks) {
+  lsim_errbuf eb = LSIM_ERRBUF_INIT;
+  lsim_load_start ls[4];
+  int nl = 0, sel = 0;
+  cr_assert_eq(lsim_engine_step(d->e, 0, t, ls, 4, &nl, &d->plan, &sel, &eb),
+               0, "%s", eb.msg);
+  for (int i = 0; i < nl; i++) {
+    d->load[d->nload] = ls[i];
+    d->load_end[d->nload++] = t + d->copy_ticks;
+  }
+  if (sel) {
+    d->busy = 1;
+    d->iter_end = t + iter_ticks;
+    d->sel[t] = d->plan.e[0].request;
+  }
+}
+
+static int count_kind(const drv *d, int kind, const char *detail) {
+  int n = 0;
+  for (int i = 0; i < d->nev; i++)
+    if (d->ev[i].kind == kind &&
+        (!detail || (d->ev[i].detail && !strcmp(d->ev[i].detail, detail))))
+      n++;
+  return n;
+}
+
+static const lsim_event *first_kind(const drv *d, int kind) {
+  for (int i = 0; i < d->nev; i++)
+    if (d->ev[i].kind == kind)
+      return &d->ev[i];
+  return NULL;
+}
+
+/* ---- 0x09I: the six-tick starvation witness -------------------------------- */
+
+enum { HOT = 0, COLD = 1, WARM = 2 };
+enum { AD_A = 0, AD_B = 1 };
+#define T0 10 /* the witness starts once A is resident */
+
+/* Make A resident before the witness: a warm-up request of a third tenant. */
+static void warm_up(drv *d) {
+  arrive(d, 0, 1000, WARM, AD_A);
+  for (lsim_tick t = 0; t < T0; t++) {
+    completions(d, t, 1);
+    step(d, t, 1);
+  }
+  cr_assert_eq(d->svc[WARM], 1);
+  d->nev = 0;
+  d->niv = 0;
+}
+
+static void witness(drv *d) {
+  warm_up(d);
+  for (lsim_tick k = 0; k <= 6; k++) {
+    lsim_tick t = T0 + k;
+    completions(d, t, 1);
+    if (k == 6)
+      break; /* the six ticks are over: completions only */
+    arrive(d, t, k, HOT, AD_A); /* h_k */
+    if (k == 0)
+      arrive(d, t, 100, COLD, AD_B); /* c0 */
+    step(d, t, 1);
+  }
+  lsim_errbuf eb = LSIM_ERRBUF_INIT;
+  cr_assert_eq(lsim_engine_finish(d->e, T0 + 6, &eb), 0, "%s", eb.msg);
+}
+
+enum { R_HOT, R_COLD, R_PEER, R_STALE, R_RANK, NSNAP };
+
+static void snapshot(lsim_pred_req *r, lsim_pred_slot *s, lsim_pred_worker *w) {
+  *w = (lsim_pred_worker){.base_abi = 1, .targets = 0xF, .max_rank = 16,
+                          .layouts = 1, .free_pages = 100};
+  /* adapters: A = 0 (resident gen 7), B = 1 (cold, catalog gen 3), C = 2
+  ** (resident gen 5, shares basis 0 with A but is its own artifact) */
+  const lsim_pred_slot sa = {LSIM_PSLOT_RESIDENT, 7, 1};
+  const lsim_pred_slot sb = {LSIM_PSLOT_COLD, 0, 0};
+  const lsim_pred_slot sc = {LSIM_PSLOT_RESIDENT, 5, 1};
+  lsim_pred_req base = {.base_abi = 1, .targets = 0x3, .rank = 8,
+                        .layout = 0, .adapter_pages = 4, .kv_pages = 2,
+                        .arrival = 0, .tokens = 1};
+  for (int i = 0; i < NSNAP; i++)
+    r[i] = base;
+  r[R_HOT].id = 1, r[R_HOT].tenant = 0, r[R_HOT].adapter = 0;
+  r[R_HOT].gen = r[R_HOT].lease_gen = 7, s[R_HOT] = sa;
+  r[R_COLD].id = 2, r[R_COLD].tenant = 2, r[R_COLD].adapter = 1;
+  r[R_COLD].gen = r[R_COLD].lease_gen = 3, s[R_COLD] = sb;
+  r[R_PEER].id = 3, r[R_PEER].tenant = 1, r[R_PEER].adapter = 2;
+  r[R_PEER].gen = r[R_PEER].lease_gen = 5, s[R_PEER] = sc;
+  /* asks for generation 6; its lease binds the catalog's 7 */
+  r[R_STALE].id = 4, r[R_STALE].tenant = 3, r[R_STALE].adapter = 0;
+  r[R_STALE].gen = 6, r[R_STALE].lease_gen = 7, s[R_STALE] = sa;
+  r[R_RANK].id = 5, r[R_RANK].tenant = 3, r[R_RANK].adapter = 2;
+  r[R_RANK].gen = r[R_RANK].lease_gen = 5, r[R_RANK].rank = 32;
+  s[R_RANK] = sc;
+}
+
+
+Test(loop9, feasibility_readiness_collapsed) {
+  lsim_pred_req r[NSNAP];
+  lsim_pred_slot s[NSNAP];
+  lsim_pred_worker w;
+  snapshot(r, s, &w);
+  /* the cold request is feasible but not ready; stale generation and rank
+  ** above the worker are not even feasible */
+  cr_assert(lsim_pred_feasible(&r[R_COLD], &w, &s[R_COLD]));
+  cr_assert_not(lsim_pred_ready(&r[R_COLD], &w, &s[R_COLD]));
+  cr_assert_not(lsim_pred_feasible(&r[R_STALE], &w, &s[R_STALE]));
+  cr_assert_not(lsim_pred_feasible(&r[R_RANK], &w, &s[R_RANK]));
+  /* a copy in flight is resident but not ready */
+  lsim_pred_req q = r[R_HOT];
+  lsim_pred_slot copying = {LSIM_PSLOT_RESIDENT, 7, 0};
+  cr_assert_not(lsim_pred_ready(&q, &w, &copying));
+  /* preference cannot make cold or unsupported work executable: an infinite
+  ** affinity bonus on every failed predicate selects none of them */
+  r[R_COLD].affinity_bonus = INT64_MAX;
+  r[R_STALE].affinity_bonus = INT64_MAX;
+  r[R_RANK].affinity_bonus = INT64_MAX;
+  int64_t service[4] = {0, 0, 0, 0};
+  int f[NSNAP], rd[NSNAP], sel[NSNAP], nf, nr, ns;
+  lsim_pred_select(r, s, NSNAP, &w, service, NULL, 0, 64, NSNAP, f, &nf, rd,
+                   &nr, sel, &ns);
+  cr_assert_eq(nf, 3, "feasible: hot, cold, peer");
+  cr_assert_eq(nr, 2, "ready: hot, peer");
+  cr_assert_eq(ns, 2);
+  for (int i = 0; i < ns; i++)
+    cr_assert(sel[i] == R_HOT || sel[i] == R_PEER);
+}
+
+Test(loop9, load_starvation_hidden) {
+  static drv d;
+  /* resident_greedy: hot work progresses every tick, cold B never loads; the
+  ** engine's load-starvation interval for B stays open over the window,
+  ** separate from service intervals (B never became execution-ready) */
+  drv_init(&d, "resident_greedy", "none", 64, 1);
+  witness(&d);
+  cr_assert_eq(d.svc[HOT], 6);
+  cr_assert_eq(d.svc[COLD], 0);
+  int load = 0;
+  for (int i = 0; i < d.niv; i++) {
+    cr_assert_str_eq(d.iv[i].kind, "load", "no service interval for B");
+    load++;
+    cr_assert_eq(d.iv[i].entity, AD_B);
+    cr_assert_eq(d.iv[i].end - d.iv[i].start, 6);
+    cr_assert_str_eq(d.iv[i].closed_by, "open");
+  }
+  cr_assert_eq(load, 1);
+  drv_free(&d);
+  /* recovery: deficit aging with age-triggered prefetch publishes B at tick
+  ** 3 and closes the interval by publication; c0 is served */
+  static drv e;
+  drv_init(&e, "deficit_aging", "age_triggered", 64, 1);
+  witness(&e);
+  cr_assert_eq(e.svc[COLD], 1);
+  cr_assert_gt(e.niv, 0);
+  for (int i = 0; i < e.niv; i++) {
+    cr_assert_str_neq(e.iv[i].closed_by, "open");
+    if (!strcmp(e.iv[i].kind, "load")) {
+      cr_assert_eq(e.iv[i].end - e.iv[i].start, 3);
+      cr_assert_str_eq(e.iv[i].closed_by, "published");
+    }
+  }
+  drv_free(&e);
+}
+
+Test(loop9, service_debited_before_commit) {
+  static drv d;
+  drv_init(&d, "deficit_aging", "none", 64, 1);
+  arrive(&d, 0, 1, HOT, AD_A);
+  step(&d, 0, 1);
+  completions(&d, 1, 1);
+  step(&d, 1, 1);
+  cr_assert(d.busy);
+  lsim_errbuf eb = LSIM_ERRBUF_INIT;
+  /* the iteration fails: selected, but nothing published */
+  cr_assert_eq(lsim_engine_iter_done(d.e, 0, 2, 0, &eb), 0, "%s", eb.msg);
+  d.busy = 0;
+  cr_assert_eq(count_kind(&d, LSIM_EV_ITERATION_SELECTED, NULL), 1);
+  cr_assert_eq(count_kind(&d, LSIM_EV_COMPLETED_SERVICE_DEBITED, NULL), 0);
+  cr_assert_eq(d.svc[HOT], 0, "no phantom service");
+  /* the completion row records the failure; no "ok" completion exists.
+  ** (The retry after a failed iteration is not driven here.) */
+  cr_assert_eq(count_kind(&d, LSIM_EV_ITERATION_COMPLETED, "failed"), 1);
+  cr_assert_eq(count_kind(&d, LSIM_EV_ITERATION_COMPLETED, "ok"), 0);
+  drv_free(&d);
+}
+
+Test(loop9, recovery_observability_incomplete) {
+  static drv d;
+  drv_init(&d, "fcfs", "none", 8, 1);
+  d.copy_ticks = 1;
+  d.fail_loads = 1;
+  lsim_worker_view v;
+  arrive(&d, 0, 7, COLD, AD_B);
+  step(&d, 0, 1);
+  lsim_engine_worker_view(d.e, 0, &v);
+  cr_assert_eq(v.free_pages, 5, "2 adapter + 1 KV pages reserved");
+  completions(&d, 1, 1); /* the copy fails */
+  /* page restoration is observable at once */
+  lsim_engine_worker_view(d.e, 0, &v);
+  cr_assert_eq(v.free_pages, 8);
+  cr_assert_eq(v.reserved_pages, 0);
+  cr_assert_eq(count_kind(&d, LSIM_EV_ADAPTER_LOAD_FAILED, NULL), 1);
+  cr_assert_eq(count_kind(&d, LSIM_EV_COMPLETED_SERVICE_DEBITED, NULL), 0);
+  d.copy_ticks = 0;
+  step(&d, 3, 1);
+  completions(&d, 3, 1);
+  step(&d, 3, 1);
+  completions(&d, 4, 1);
+  /* attempt ids 1 and 2, the failed generation named, the retry's newer */
+  int att[2], na = 0;
+  for (int i = 0; i < d.nev; i++)
+    if (d.ev[i].kind == LSIM_EV_ADAPTER_LOAD_STARTED && na < 2)
+      att[na++] = d.ev[i].attempt;
+  cr_assert_eq(na, 2);
+  cr_assert_eq(att[0], 1);
+  cr_assert_eq(att[1], 2);
+  const lsim_event *fail = first_kind(&d, LSIM_EV_ADAPTER_LOAD_FAILED);
+  const lsim_event *pub = first_kind(&d, LSIM_EV_ADAPTER_GENERATION_PUBLISHED);
+  cr_assert_not_null(pub);
+  cr_assert_gt(pub->generation, fail->generation);
+  /* request age preserved: the queue arrival is still tick 0 and the request
+  ** finishes once, debited once */
+  cr_assert_eq(first_kind(&d, LSIM_EV_QUEUE_ENQUEUED)->tick, 0);
+  cr_assert_eq(count_kind(&d, LSIM_EV_QUEUE_ENQUEUED, NULL), 1);
+  cr_assert_eq(count_kind(&d, LSIM_EV_COMPLETED_SERVICE_DEBITED, NULL), 1);
+  cr_assert_not_null(first_kind(&d, LSIM_EV_REQUEST_FINISHED));
+  lsim_engine_worker_view(d.e, 0, &v);
+  cr_assert_eq(v.kv_pages, 0);
+  cr_assert_eq(v.reserved_pages, 0);
+  cr_assert_eq(v.free_pages + v.adapter_pages, 8, "pool conserved");
+  drv_free(&d); /* lsim_engine_check */
 }
