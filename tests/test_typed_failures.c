@@ -15,6 +15,7 @@
 #include <openssl/evp.h>
 
 #include "backends/cpu_ref/cpu_ref.h"
+#include "backends/cpu_ref/repr.h"
 #include "compress/jd.h"
 #include "engine/compress_res.h"
 #include "engine/engine.h"
@@ -1825,4 +1826,246 @@ Test(loop9, recovery_observability_incomplete) {
   cr_assert_eq(v.reserved_pages, 0);
   cr_assert_eq(v.free_pages + v.adapter_pages, 8, "pool conserved");
   drv_free(&d); /* lsim_engine_check */
+}
+
+/* ==== loop 10: backend representations, evidence and release =============
+** The five-row transaction of test_loop10.c through the Punica, S-LoRA,
+** PEFT and vLLM layouts of backends/cpu_ref/repr.c. */
+
+static void l10_is(const lsim_qmat *m, int rows, int cols, const char *spec,
+                   const char *what) {
+  lsim_qmat w = LSIM_QMAT_INIT;
+  qm(&w, rows, cols, spec);
+  lsim_errbuf e = LSIM_ERRBUF_INIT;
+  cr_assert_eq(lsim_ref_compare(&w, m, what, &e), 0, "%s", e.msg);
+  lsim_qmat_clear(&w);
+}
+
+static const char *const L10_X = "1 1 0 -2 | -1 2 0 -2 | 0 3 0 -3 |"
+                                 "0 -1 0 1 | 0 1 1 0";
+static const char *const L10_W = "2 -6 8 -7 | -3 -1 5 -2 | 4 5 1 4 |"
+                                 "1 4 4 3";
+static const char *const L10_AA = "2 -1 0 -1 | -1 1 0 0";
+static const char *const L10_BA = "2 1 | 1 -1 | 0 2 | -1 0";
+static const char *const L10_AB = "0 1 0 0 | 0 1 -1 -1";
+static const char *const L10_BB = "4 -1 | 1 0 | 2 -1 | -1 0";
+static const char *const L10_BASE = "10 0 1 -1 | 0 5 -2 1 | 3 3 3 3 |"
+                                    "-1 -1 -1 -1 | 2 4 6 8";
+/* the article's table (0x0AF) */
+static const char *const L10_DELTA = "3 3/2 0 -3/2 | -1/2 -5/2 3 1 |"
+                                     "9 9/2 0 -9/2 | 0 0 0 0 |"
+                                     "6 3/2 3 -3/2";
+static const char *const L10_Y = "13 3/2 1 -5/2 | -1/2 5/2 1 2 |"
+                                 "12 15/2 3 -3/2 | -1 -1 -1 -1 |"
+                                 "8 11/2 9 13/2";
+
+enum { T = 5, DIN = 4, DOUT = 4, ID_A = 1, ID_B = 2, VR = 4 };
+static const int ROWS[T] = {ID_A, ID_A, ID_B, BASE, ID_B};
+static const char *const NAMES[T] = {"A", "A", "B", LSIM_REPR_BASE_NAME, "B"};
+static const char *const MODS[2] = {"A", "B"};
+static const int64_t REQ[T] = {11, 11, 22, -1, 22};
+static const int64_t CAT[2] = {11, 22};
+static const int64_t SLOTS[2] = {22, 11}; /* B in slot 0, A in slot 1 */
+
+typedef struct lfx {
+  lsim_qmat X, W, base, delta, Y;
+  lsim_qadapter ad[2]; /* [0] A, [1] B */
+  lsim_rowplan p;
+} lfx;
+
+static void lfx_init(lfx *f) {
+  memset(f, 0, sizeof *f);
+  qm(&f->X, T, DIN, L10_X);
+  qm(&f->W, DOUT, DIN, L10_W);
+  qm(&f->base, T, DOUT, L10_BASE);
+  qm(&f->delta, T, DOUT, L10_DELTA);
+  qm(&f->Y, T, DOUT, L10_Y);
+  adapter(&f->ad[0], ID_A, 2, DIN, DOUT, L10_AA, L10_BA, "1/2");
+  adapter(&f->ad[1], ID_B, 2, DIN, DOUT, L10_AB, L10_BB, "3/2");
+  /* five one-row decode requests, packed in scheduler order */
+  lsim_plan_entry e[T];
+  memset(e, 0, sizeof e);
+  for (int i = 0; i < T; i++) {
+    e[i].request = 100 + i;
+    e[i].adapter = ROWS[i];
+    e[i].rank = ROWS[i] == BASE ? 0 : 2;
+    e[i].phase = LSIM_PHASE_DECODE;
+    e[i].rows = 1;
+  }
+  OK(lsim_rowplan_build(&f->p, e, T, NULL, 0, eb));
+}
+
+static void lfx_fini(lfx *f) {
+  lsim_qmat_clear(&f->X);
+  lsim_qmat_clear(&f->W);
+  lsim_qmat_clear(&f->base);
+  lsim_qmat_clear(&f->delta);
+  lsim_qmat_clear(&f->Y);
+  lsim_qadapter_clear(&f->ad[0]);
+  lsim_qadapter_clear(&f->ad[1]);
+  lsim_rowplan_release(&f->p);
+}
+
+static void build_punica(lsim_repr_punica *r, const lfx *f) {
+  OK(lsim_repr_punica_build(r, ROWS, T, f->ad, 2, DIN, DOUT, eb));
+}
+static void build_slora(lsim_repr_slora *r, const lfx *f, const int *free_cells,
+                        int ncells) {
+  OK(lsim_repr_slora_build(r, ROWS, T, f->ad, 2, DIN, DOUT, ncells,
+                           free_cells, eb));
+}
+static void build_peft(lsim_repr_peft *r, const lfx *f) {
+  OK(lsim_repr_peft_build(r, NAMES, T, MODS, f->ad, 2, DIN, DOUT, eb));
+}
+static void build_vllm(lsim_repr_vllm *r, const lfx *f, const int64_t *table) {
+  OK(lsim_repr_vllm_build(r, REQ, T, CAT, f->ad, 2, table, 2, VR, DIN, DOUT,
+                          eb));
+}
+
+/* The four evaluations behind one signature, for loops over layouts. */
+enum { L_PUNICA, L_SLORA, L_PEFT, L_VLLM, L__COUNT };
+static const char *const LNAME[L__COUNT] = {"punica", "slora", "peft", "vllm"};
+
+typedef struct all4 {
+  lsim_repr_punica pu;
+  lsim_repr_slora sl;
+  lsim_repr_peft pf;
+  lsim_repr_vllm vl;
+} all4;
+
+static void all4_build(all4 *a, const lfx *f) {
+  build_punica(&a->pu, f);
+  build_slora(&a->sl, f, NULL, 4);
+  build_peft(&a->pf, f);
+  build_vllm(&a->vl, f, SLOTS);
+}
+
+static void all4_release(all4 *a) {
+  lsim_repr_punica_release(&a->pu);
+  lsim_repr_slora_release(&a->sl);
+  lsim_repr_peft_release(&a->pf);
+  lsim_repr_vllm_release(&a->vl);
+}
+
+static lsim_err eval_one(const all4 *a, int which, const lsim_qmat *X,
+                         const lsim_qmat *base, lsim_qmat *out,
+                         lsim_errbuf *eb) {
+  switch (which) {
+  case L_PUNICA:
+    return lsim_repr_punica_eval(&a->pu, X, base, out, eb);
+  case L_SLORA:
+    return lsim_repr_slora_eval(&a->sl, X, base, out, eb);
+  case L_PEFT:
+    return lsim_repr_peft_eval(&a->pf, X, base, out, eb);
+  default:
+    return lsim_repr_vllm_eval(&a->vl, X, base, out, eb);
+  }
+}
+
+
+static void exact_table(const all4 *a, int which, const lfx *f) {
+  lsim_qmat d = LSIM_QMAT_INIT, y = LSIM_QMAT_INIT, z = LSIM_QMAT_INIT;
+  OK(eval_one(a, which, &f->X, NULL, &d, eb));
+  l10_is(&d, T, DOUT, L10_DELTA, LNAME[which]);
+  OK(eval_one(a, which, &f->X, &f->base, &y, eb));
+  l10_is(&y, T, DOUT, L10_Y, LNAME[which]);
+  OK(lsim_qmat_copy(&z, &f->base, eb));
+  OK(eval_one(a, which, &f->X, &z, &z, eb));
+  l10_is(&z, T, DOUT, L10_Y, LNAME[which]);
+  lsim_qmat_clear(&d);
+  lsim_qmat_clear(&y);
+  lsim_qmat_clear(&z);
+}
+
+#define REJECTS(code, lay, a, which, f)                                    \
+  do {                                                                     \
+    FAILS(code, lsim_repr_##lay##_validate(&(a)->lay##_field, eb));        \
+    lsim_qmat o_ = LSIM_QMAT_INIT;                                         \
+    FAILS(code, eval_one((a), (which), &(f)->X, NULL, &o_, eb));           \
+    cr_assert_null(o_.v, "a failed evaluation left an output allocated"); \
+  } while (0)
+#define punica_field pu
+#define slora_field sl
+#define peft_field pf
+#define vllm_field vl
+
+Test(loop10, backend_representation_normalized_away) {
+  lfx f;
+  lfx_init(&f);
+  all4 a;
+  memset(&a, 0, sizeof a);
+  all4_build(&a, &f);
+  /* each backend's own metadata contract is checked by its own validator,
+  ** with its own code: one layout's coordinates are not another's */
+  a.vl.token_slot[0] = 0; /* vLLM: token of lora 11 in the slot of 22 */
+  REJECTS(LSIM_E_REPR_SLOT, vllm, &a, L_VLLM, &f);
+  a.vl.token_slot[0] = 1;
+  a.sl.row_index[0] = 2; /* S-LoRA: a compact index past the adapters */
+  REJECTS(LSIM_E_REPR_INDEX, slora, &a, L_SLORA, &f);
+  a.sl.row_index[0] = 0;
+  a.pu.pA[0] = &a.pu.store_A[1]; /* Punica: segment pointer to B's entry */
+  REJECTS(LSIM_E_REPR_POINTER, punica, &a, L_PUNICA, &f);
+  a.pu.pA[0] = &a.pu.store_A[0];
+  a.pf.sub_mod[0] = 1; /* PEFT: sub-batch names swapped */
+  a.pf.sub_mod[1] = 0;
+  REJECTS(LSIM_E_REPR_NAME, peft, &a, L_PEFT, &f);
+  a.pf.sub_mod[0] = 0;
+  a.pf.sub_mod[1] = 1;
+  /* restored, all four give the article's exact table */
+  for (int w = 0; w < L__COUNT; w++)
+    exact_table(&a, w, &f);
+  all4_release(&a);
+  lfx_fini(&f);
+}
+
+/* What this proves: lorasim's lifecycle is checked separately from output
+** equality.  Shadow-copy publication and drain-then-overwrite give the same
+** new output, yet the overwrite path is refused while a lease and its
+** last-use event are live; only the shadow path is legal in flight.  It
+** does not prove anything about a real backend's unload/hotswap safety. */
+Test(loop10, lifecycle_parity_overclaimed) {
+  hx x;
+  hx_init(&x);
+  lsim_errbuf eb_ = LSIM_ERRBUF_INIT;
+  lsim_hs_handle h;
+  cr_assert_eq(lsim_hs_overwrite(x.h, 0, &x.new_d, &h, &eb_),
+               LSIM_E_RES_REFCOUNT, "%s", eb_.msg);
+  cr_assert_eq(lsim_hs_unlease(x.h, &x.old_lease, &eb_), 0);
+  cr_assert_eq(lsim_hs_overwrite(x.h, 0, &x.new_d, &h, &eb_),
+               LSIM_E_RES_EVENT_PENDING, "%s", eb_.msg);
+  lsim_hs_handle cur;
+  lsim_hs_lookup(x.h, 0, &cur, NULL);
+  cr_assert(lsim_digest_eq(&cur.digest, &x.old_d), "nothing overwritten");
+  cr_assert_eq(lsim_hs_catalog_gen(x.h), 8);
+  /* recovery: once the event completes the overwrite is legal and
+  ** publishes a new generation of the slot and catalog */
+  cr_assert_eq(lsim_hs_event_complete(x.h, 7, &eb_), 0);
+  cr_assert_eq(lsim_hs_overwrite(x.h, 0, &x.new_d, &h, &eb_), 0, "%s",
+               eb_.msg);
+  cr_assert_eq(h.slot, 7);
+  cr_assert_gt(h.slot_gen, 12);
+  cr_assert_eq(lsim_hs_catalog_gen(x.h), 9);
+  cr_assert(lsim_digest_eq(&h.digest, &x.new_d));
+  lsim_hs_release_all(x.h);
+}
+
+/* What this proves: the exact executor's answer (`lorasim exec`) is
+** algebraic only: exact rational delta and y, plan metadata, and no
+** latency, throughput, memory or timing figure that a release note could
+** quote as measured.  It does not prove that docs/BENCHMARKS.md is free of
+** overclaims; that page is reviewed by hand. */
+Test(loop10, numeric_parity_called_performance_parity, .init = mk_tmp,
+     .fini = rm_tmp) {
+  char args[512];
+  snprintf(args, sizeof args,
+           "exec --in '%s/fixtures/exec/spec_example.json' --path all",
+           LSIM_TEST_DIR);
+  cr_assert_eq(lorasim(args), 0, "%s", out);
+  cr_assert(strstr(out, "\"delta\""), "%s", out);
+  cr_assert(strstr(out, "\"1/2\""), "exact rationals: %s", out);
+  static const char *const perf[] = {"time", "latency", "throughput", "_ms",
+                                     "seconds", "tokens_per", "bandwidth",
+                                     "speedup"};
+  for (size_t i = 0; i < sizeof perf / sizeof perf[0]; i++)
+    cr_assert_null(strstr(out, perf[i]), "exec claims '%s': %s", perf[i], out);
 }
