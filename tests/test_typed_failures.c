@@ -158,7 +158,8 @@ Test(loop5, publication_before_copy_validation) {
   fx_init(&f);
   lsim_errbuf eb = LSIM_ERRBUF_INIT;
   int64_t t = begin_c(&f, &eb);
-  cr_assert_eq(lsim_res_publish(f.r, t, 5, NULL, &eb), LSIM_E_RES_PUBLISH_EARLY);
+  cr_assert_eq(lsim_res_publish(f.r, t, 5, NULL, &eb),
+               LSIM_E_RES_PUBLISH_EARLY);
   cr_assert_eq(lsim_res_copy_start(f.r, t, &eb), 0);
   cr_assert_eq(lsim_res_publish(f.r, t, 5, NULL, &eb), LSIM_E_RES_PUBLISH_EARLY,
                "copy in flight");
@@ -190,12 +191,15 @@ Test(loop5, eviction_eligibility_bypassed) {
   ** launch: each is refused as a victim by its own predicate */
   int va[1] = {A}, vb[1] = {B};
   cr_assert_eq(lsim_res_eligible(f.r, A), LSIM_E_RES_REFCOUNT);
-  cr_assert_eq(lsim_res_begin_with(f.r, &q, va, 1, &t, &eb), LSIM_E_RES_REFCOUNT);
+  cr_assert_eq(lsim_res_begin_with(f.r, &q, va, 1, &t, &eb),
+               LSIM_E_RES_REFCOUNT);
   cr_assert_eq(lsim_res_pin(f.r, B, +1, NULL), 0);
-  cr_assert_eq(lsim_res_begin_with(f.r, &q, vb, 1, &t, NULL), LSIM_E_RES_PINNED);
+  cr_assert_eq(lsim_res_begin_with(f.r, &q, vb, 1, &t, NULL),
+               LSIM_E_RES_PINNED);
   cr_assert_eq(lsim_res_pin(f.r, B, -1, NULL), 0);
   cr_assert_eq(lsim_res_queue(f.r, B, +1, NULL), 0);
-  cr_assert_eq(lsim_res_begin_with(f.r, &q, vb, 1, &t, NULL), LSIM_E_RES_QUEUED);
+  cr_assert_eq(lsim_res_begin_with(f.r, &q, vb, 1, &t, NULL),
+               LSIM_E_RES_QUEUED);
   cr_assert_eq(lsim_res_queue(f.r, B, -1, NULL), 0);
   cr_assert_eq(lsim_res_launch(f.r, B, +1, NULL), 0);
   cr_assert_eq(lsim_res_begin_with(f.r, &q, vb, 1, &t, NULL),
@@ -1387,7 +1391,8 @@ Test(loop8, alora_interval_boundary_drift) {
   static const int64_t none[4] = {11, 12, 13, 14};
   f.m.tokens = none;
   f.m.ntokens = 4;
-  FAILS(LSIM_E_KV_INVOCATION_ABSENT, lsim_kv_activation(&f.m, &start, NULL, eb));
+  FAILS(LSIM_E_KV_INVOCATION_ABSENT,
+        lsim_kv_activation(&f.m, &start, NULL, eb));
   /* cache identity changes exactly at the boundary: before it the
   ** intervals are the base's, from it on they are the adapter's */
   kfx b, a;
@@ -1487,7 +1492,7 @@ Test(loop8, prompt_logit_equivalence_overclaimed) {
 ** the event ledger and the interval rows the engine emits, not by an error
 ** code: these failures are about what the scheduler does. */
 
-/* ---- a hand-driven engine (one worker, unit-tick world) ------------------- */
+/* ---- a hand-driven engine (one worker, unit-tick world) ----------------- */
 
 #define MAXEV 512
 #define MAXIV 32
@@ -1628,7 +1633,7 @@ static const lsim_event *first_kind(const drv *d, int kind) {
   return NULL;
 }
 
-/* ---- 0x09I: the six-tick starvation witness -------------------------------- */
+/* ---- 0x09I: the six-tick starvation witness ----------------------------- */
 
 enum { HOT = 0, COLD = 1, WARM = 2 };
 enum { AD_A = 0, AD_B = 1 };
