@@ -1051,6 +1051,12 @@ static int lsim__admit_rows(const lsim_engine *e, const lsim__req *r) {
   return r->recomp > 0 ? r->prompt + r->recomp : lsim__first_chunk(e, r->prompt);
 }
 
+/* A running request whose first row (its prefill, or its recompute after a
+** preemption) has not completed: admitted, then its iteration failed. */
+static int lsim__first_row_pending(const lsim__req *r) {
+  return (r->produced == 0 && r->prefilled == 0) || r->recomp > 0;
+}
+
 /* A running request whose prefill is part-done (chunked prefill only): it
 ** gets its next prefill chunk, not a decode row. */
 static int lsim__mid_prefill(const lsim__req *r) {
@@ -2071,12 +2077,15 @@ static lsim_err lsim__select(lsim_engine *e, int wi, lsim_tick now,
   if (e->cfg.kv_incremental && (rc = lsim__grow_running(e, wi, now, eb)))
     return rc;
   /* one decode row per running request; a part-prefilled one (chunked
-  ** prefill) takes its next chunk instead */
+  ** prefill) takes its next chunk instead, and one whose first row (a
+  ** prefill or a recompute) was in a failed iteration takes that row
+  ** again */
   int64_t tokens = w->running.n;
-  if (e->cfg.prefill_chunk > 0)
-    for (lsim__req *r = w->running.head; r; r = r->next)
-      if (lsim__mid_prefill(r))
-        tokens += lsim__chunk_of(e, r->prompt - r->prefilled) - 1;
+  for (lsim__req *r = w->running.head; r; r = r->next)
+    if (lsim__mid_prefill(r))
+      tokens += lsim__chunk_of(e, r->prompt - r->prefilled) - 1;
+    else if (lsim__first_row_pending(r))
+      tokens += lsim__admit_rows(e, r) - 1;
   int slots = e->cfg.max_batch_requests - w->running.n;
   int nadmit = 0;
   int *victims = e->vict;
@@ -2226,6 +2235,23 @@ static lsim_err lsim__select(lsim_engine *e, int wi, lsim_tick now,
   w->nbatch = 0;
   for (int i = 0; i < nadmit; i++) {
     lsim__req *r = e->admitted[i];
+    r->planned = lsim__admit_rows(e, r);
+    lsim_plan_entry pe = {r->id, r->tenant, r->adapter, e->rank[r->adapter],
+                          LSIM_PHASE_PREFILL, r->planned, r->version};
+    if ((rc = lsim_plan_push(plan, &pe, eb)))
+      return rc;
+    w->batch[w->nbatch++] = r;
+  }
+  /* running requests whose first row was lost with a failed iteration
+  ** (admitted earlier, nothing completed): the same row again, first */
+  for (lsim__req *r = w->running.head; r; r = r->next) {
+    if (!lsim__first_row_pending(r))
+      continue;
+    int fresh = 0;
+    for (int i = 0; i < nadmit && !fresh; i++)
+      fresh = e->admitted[i] == r;
+    if (fresh)
+      continue;
     r->planned = lsim__admit_rows(e, r);
     lsim_plan_entry pe = {r->id, r->tenant, r->adapter, e->rank[r->adapter],
                           LSIM_PHASE_PREFILL, r->planned, r->version};

@@ -1779,10 +1779,21 @@ Test(loop9, service_debited_before_commit) {
   cr_assert_eq(count_kind(&d, LSIM_EV_ITERATION_SELECTED, NULL), 1);
   cr_assert_eq(count_kind(&d, LSIM_EV_COMPLETED_SERVICE_DEBITED, NULL), 0);
   cr_assert_eq(d.svc[HOT], 0, "no phantom service");
-  /* the completion row records the failure; no "ok" completion exists.
-  ** (The retry after a failed iteration is not driven here.) */
+  /* the completion row records the failure; no "ok" completion exists */
   cr_assert_eq(count_kind(&d, LSIM_EV_ITERATION_COMPLETED, "failed"), 1);
   cr_assert_eq(count_kind(&d, LSIM_EV_ITERATION_COMPLETED, "ok"), 0);
+  /* recovery: the request is not stranded; the next step plans its lost
+  ** prefill again, and its service is debited once, on that success */
+  step(&d, 3, 1);
+  cr_assert(d.busy, "the failed request's prefill was not planned again");
+  cr_assert_eq(d.sel[3], 1);
+  cr_assert_eq(d.plan.n, 1);
+  cr_assert_eq(d.plan.e[0].phase, LSIM_PHASE_PREFILL);
+  completions(&d, 4, 1);
+  cr_assert_eq(count_kind(&d, LSIM_EV_ITERATION_COMPLETED, "ok"), 1);
+  cr_assert_eq(count_kind(&d, LSIM_EV_COMPLETED_SERVICE_DEBITED, NULL), 1);
+  cr_assert_eq(count_kind(&d, LSIM_EV_REQUEST_FINISHED, NULL), 1);
+  cr_assert_eq(d.svc[HOT], 1, "the prompt once");
   drv_free(&d);
 }
 
