@@ -66,6 +66,12 @@ typedef struct lsim_backend_cfg {
   uint64_t seed;     /* tensor values derive from it (LSIM_RNG_TENSORS) */
   int d_in, d_out;   /* the one target module a tensor backend executes */
   int verify;        /* cuda: compare every iteration with cpu_ref */
+  /* cuda, model shape (docs/CUDA.md "Model-shape replay"): layers > 0
+  ** executes layers x ntargets modules per iteration, target t being
+  ** target_d_in[t] x target_d_out[t], instead of the one d_in x d_out
+  ** module; 0 (the default) keeps the one module. */
+  int layers, ntargets;
+  const int *target_d_in, *target_d_out;
 } lsim_backend_cfg;
 
 typedef struct lsim_backend_result {

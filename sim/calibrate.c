@@ -402,7 +402,7 @@ static int lsim__calibrate(const char *out, int reps, const char *holdout,
     goto out;
   }
   lsim_backend_cfg cfg = {{0, 0, 0, 0, 0}, 1, LSIM_REPLAY_TENSOR_DIM,
-                          LSIM_REPLAY_TENSOR_DIM, 0};
+                          LSIM_REPLAY_TENSOR_DIM, 0, 0, 0, NULL, NULL};
   if ((rc = lsim_backend_open(&be, "cuda", &cfg, &eb)))
     goto out;
   printf("calibrate: %s\n", desc);

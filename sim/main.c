@@ -81,6 +81,11 @@ static void lsim__usage_replay(FILE *f) {
       "                     failing (reported in the summary)\n"
       "  --verify cpu_ref   with --backend cuda: compare every iteration with\n"
       "                     the exact reference (validations table)\n"
+      "  --tensor-shape S   with --backend cuda: 'small' (default) runs one\n"
+      "                     16x16 module per iteration, exactly verified;\n"
+      "                     'model' runs every layer and target module at\n"
+      "                     the scenario's shapes (docs/CUDA.md)\n"
+      "  --tensor-layers N  with --tensor-shape model: run the first N layers\n"
       "  --profile FILE     iteration cost from a calibrated cost profile\n"
       "                     (lorasim calibrate) instead of $.cost\n"
       "  --resume DB        finish the run recorded in DB (killed or\n"
@@ -150,7 +155,8 @@ static int lsim__parse_seed(const char *s, uint64_t *out) {
 
 static int lsim__cmd_replay(int argc, char **argv) {
   enum { O_DB = 256, O_SEED, O_SCHED, O_EVICT, O_PREFETCH, O_BACKEND,
-         O_NOPLOTS, O_QUIET, O_VERIFY, O_SKIP, O_PROFILE, O_RESUME };
+         O_NOPLOTS, O_QUIET, O_VERIFY, O_SKIP, O_PROFILE, O_RESUME,
+         O_TSHAPE, O_TLAYERS };
   static const struct option opts[] = {
       {"db", required_argument, NULL, O_DB},
       {"seed", required_argument, NULL, O_SEED},
@@ -164,12 +170,15 @@ static int lsim__cmd_replay(int argc, char **argv) {
       {"skip-bad-rows", no_argument, NULL, O_SKIP},
       {"profile", required_argument, NULL, O_PROFILE},
       {"resume", required_argument, NULL, O_RESUME},
+      {"tensor-shape", required_argument, NULL, O_TSHAPE},
+      {"tensor-layers", required_argument, NULL, O_TLAYERS},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
   const char *db = NULL, *sched = NULL, *evict = NULL, *prefetch = NULL,
              *backend = NULL, *seed_s = NULL, *profile = NULL,
              *resume = NULL;
   int plots = 1, quiet = 0, verify = 0, skip = 0, c;
+  int tmodel = 0, tlayers = 0;
   optind = 1;
   while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
     switch (c) {
@@ -184,6 +193,25 @@ static int lsim__cmd_replay(int argc, char **argv) {
     case O_SKIP: skip = 1; break;
     case O_PROFILE: profile = optarg; break;
     case O_RESUME: resume = optarg; break;
+    case O_TSHAPE:
+      if (strcmp(optarg, "model") != 0 && strcmp(optarg, "small") != 0) {
+        fprintf(stderr, "lorasim replay: error: E_USAGE: --tensor-shape "
+                        "takes 'small' or 'model'\n");
+        return 2;
+      }
+      tmodel = strcmp(optarg, "model") == 0;
+      break;
+    case O_TLAYERS: {
+      char *end;
+      long v = strtol(optarg, &end, 10);
+      if (*optarg == '\0' || *end != '\0' || v < 1 || v > 1024) {
+        fprintf(stderr, "lorasim replay: error: E_USAGE: --tensor-layers "
+                        "takes an integer in [1, 1024]\n");
+        return 2;
+      }
+      tlayers = (int)v;
+      break;
+    }
     case O_VERIFY:
       if (strcmp(optarg, "cpu_ref") != 0) {
         fprintf(stderr, "lorasim replay: error: E_USAGE: --verify takes "
@@ -199,7 +227,7 @@ static int lsim__cmd_replay(int argc, char **argv) {
   if (resume) {
     /* the run's own choices come from DB; only output options combine */
     if (optind != argc || db || sched || evict || prefetch || backend ||
-        seed_s || verify || skip) {
+        seed_s || verify || skip || tmodel || tlayers) {
       fprintf(stderr, "lorasim replay: error: E_USAGE: --resume DB takes no "
                       "scenario and no run options (they come from DB)\n");
       return 2;
@@ -258,6 +286,12 @@ static int lsim__cmd_replay(int argc, char **argv) {
     }
   }
 #endif
+  if ((tmodel || tlayers) && strcmp(sc.backend, "cuda") != 0)
+    return lsim__die("lorasim replay", LSIM_E_USAGE,
+                     "--tensor-shape/--tensor-layers need --backend cuda");
+  if (tlayers && !tmodel)
+    return lsim__die("lorasim replay", LSIM_E_USAGE,
+                     "--tensor-layers needs --tensor-shape model");
   if (verify && strcmp(sc.backend, "cuda") != 0)
     return lsim__die("lorasim replay", LSIM_E_USAGE,
                      "--verify cpu_ref needs --backend cuda (cpu_ref checks "
@@ -287,7 +321,9 @@ static int lsim__cmd_replay(int argc, char **argv) {
                         .plots = plots,
                         .report = quiet ? NULL : stdout,
                         .stop = &lsim__stop,
-                        .verify = verify};
+                        .verify = verify,
+                        .tensor_model = tmodel,
+                        .tensor_layers = tlayers};
   lsim_summary sum;
   rc = lsim_replay_run(&sc, &o, &sum, &eb);
   if (rc) {

@@ -660,7 +660,21 @@ static lsim_err lsim__setup(lsim__world *W, lsim_errbuf *eb) {
                               sc->rank_row_ps};
   lsim__tp_cost(sc, &W->tp_cost);
   lsim_backend_cfg bcfg = {W->cost, sc->seed, LSIM_REPLAY_TENSOR_DIM,
-                           LSIM_REPLAY_TENSOR_DIM, W->o->verify};
+                           LSIM_REPLAY_TENSOR_DIM, W->o->verify,
+                           0, 0, NULL, NULL};
+  int tdin[LSIM_MAX_TARGETS], tdout[LSIM_MAX_TARGETS];
+  if (W->o->tensor_model) {
+    for (int i = 0; i < sc->ntargets; i++) {
+      tdin[i] = sc->targets[i].d_in;
+      tdout[i] = sc->targets[i].d_out;
+    }
+    bcfg.layers = W->o->tensor_layers > 0 && W->o->tensor_layers < sc->layers
+                      ? W->o->tensor_layers
+                      : sc->layers;
+    bcfg.ntargets = sc->ntargets;
+    bcfg.target_d_in = tdin;
+    bcfg.target_d_out = tdout;
+  }
   if ((rc = lsim_backend_open(&W->be, sc->backend, &bcfg, eb)))
     return rc;
   W->be_open = 1;

@@ -50,6 +50,12 @@ typedef struct lsim_replay_opts {
   ** (`lorasim replay --resume`).  The summary and the side files (.prom,
   ** plots) use it.  NULL: db_path. */
   const char *final_path;
+  /* 1: the cuda backend runs every layer and target module of the
+  ** scenario at its real shapes (docs/CUDA.md "Model-shape replay");
+  ** 0: the one LSIM_REPLAY_TENSOR_DIM module.  tensor_layers > 0 caps the
+  ** layers executed (0: all of them). */
+  int tensor_model;
+  int tensor_layers;
 } lsim_replay_opts;
 
 #define LSIM_REPLAY_HOOK_EVERY 1024

@@ -26,6 +26,7 @@
 #include <errno.h>
 #include <sqlite3.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -87,6 +88,10 @@ lsim_err lsim_resume_read(const char *db_path, lsim_resume_info *ri,
       ri->skip_bad_rows = lsim__has_word(ri->command_line, "--skip-bad-rows");
       ri->verify = lsim__has_word(ri->command_line, "--verify");
       ri->no_plots = lsim__has_word(ri->command_line, "--no-plots");
+      ri->tensor_model =
+          lsim__has_word(ri->command_line, "--tensor-shape model");
+      const char *tl = strstr(ri->command_line, "--tensor-layers ");
+      ri->tensor_layers = tl ? atoi(tl + 16) : 0;
       if (!ri->scenario_path[0])
         rc = lsim_fail(eb, LSIM_E_USAGE, "%s: the run row names no scenario",
                        db_path);
@@ -202,7 +207,9 @@ int lsim_resume_main(const char *db_path, int quiet, int no_plots,
                         .plots = !(no_plots || ri.no_plots),
                         .report = quiet ? NULL : stdout,
                         .stop = stop,
-                        .verify = ri.verify};
+                        .verify = ri.verify,
+                        .tensor_model = ri.tensor_model,
+                        .tensor_layers = ri.tensor_layers};
   lsim_summary sum;
   rc = lsim_replay_run(&sc, &o, &sum, &eb);
   if (rc == LSIM_E_INTERRUPTED) {

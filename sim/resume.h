@@ -32,6 +32,7 @@ typedef struct lsim_resume_info {
   char command_line[1024];
   /* flags found in command_line that the columns do not hold */
   int skip_bad_rows, verify, no_plots;
+  int tensor_model, tensor_layers; /* --tensor-shape model, --tensor-layers */
 } lsim_resume_info;
 
 /* Read the run row of db_path.  E_USAGE when the file holds no run (it

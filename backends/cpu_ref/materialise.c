@@ -33,10 +33,8 @@ static void lsim__clear_values(lsim_iter_tensors *t) {
   lsim_rowplan_release(&t->rp);
 }
 
-lsim_err lsim_iter_tensors_build(lsim_iter_tensors *t, const lsim_plan *plan,
-                                 uint64_t seed, int d_in, int d_out,
-                                 lsim_errbuf *eb) {
-  lsim_err rc = 0;
+lsim_err lsim_iter_rows_build(lsim_iter_tensors *t, const lsim_plan *plan,
+                              lsim_errbuf *eb) {
   lsim__clear_values(t);
   if (plan->n > t->ents_cap) {
     lsim_plan_entry *ne = realloc(t->ents, (size_t)plan->n * sizeof *ne);
@@ -77,7 +75,26 @@ lsim_err lsim_iter_tensors_build(lsim_iter_tensors *t, const lsim_plan *plan,
     }
     t->ents[i].adapter = maxa + 1 + k;
   }
-  if ((rc = lsim_rowplan_build(&t->rp, t->ents, plan->n, NULL, 0, eb)))
+  t->maxa = maxa;
+  return lsim_rowplan_build(&t->rp, t->ents, plan->n, NULL, 0, eb);
+}
+
+int lsim_iter_artifact(const lsim_iter_tensors *t, int id, int *version) {
+  int v = 0, a = id;
+  if (id > t->maxa) {
+    a = t->vad[id - t->maxa - 1];
+    v = t->vver[id - t->maxa - 1];
+  }
+  if (version)
+    *version = v;
+  return a;
+}
+
+lsim_err lsim_iter_tensors_build(lsim_iter_tensors *t, const lsim_plan *plan,
+                                 uint64_t seed, int d_in, int d_out,
+                                 lsim_errbuf *eb) {
+  lsim_err rc = lsim_iter_rows_build(t, plan, eb);
+  if (rc)
     return rc;
   const lsim_rowplan *p = &t->rp;
 
@@ -92,8 +109,7 @@ lsim_err lsim_iter_tensors_build(lsim_iter_tensors *t, const lsim_plan *plan,
       break;
     t->nad++;
     lsim_rng g;
-    int art = id > maxa ? t->vad[id - maxa - 1] : id;
-    int ver = id > maxa ? t->vver[id - maxa - 1] : 0;
+    int ver, art = lsim_iter_artifact(t, id, &ver);
     lsim__keyed(&g, seed, 1, (uint64_t)art, (uint64_t)ver);
     for (int i = 0; i < r; i++)
       for (int j = 0; j < d_in; j++)

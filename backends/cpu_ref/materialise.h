@@ -40,13 +40,23 @@ typedef struct lsim_iter_tensors {
   lsim_plan_entry *ents;
   int ents_cap;
   int *vad, *vver;
+  int maxa;          /* the plan's largest adapter id */
 } lsim_iter_tensors;
 
-#define LSIM_ITER_TENSORS_INIT {LSIM_ROWPLAN_INIT, NULL, 0, LSIM_QMAT_INIT, NULL, 0, NULL, NULL}
+#define LSIM_ITER_TENSORS_INIT {LSIM_ROWPLAN_INIT, NULL, 0, LSIM_QMAT_INIT, NULL, 0, NULL, NULL, -1}
 
 lsim_err lsim_iter_tensors_build(lsim_iter_tensors *t, const lsim_plan *plan,
                                  uint64_t seed, int d_in, int d_out,
                                  lsim_errbuf *eb);
 void lsim_iter_tensors_release(lsim_iter_tensors *t);
+
+/* Only the row plan and the artifact numbering of lsim_iter_tensors_build,
+** no values (ad and X stay empty): for backends that make their own. */
+lsim_err lsim_iter_rows_build(lsim_iter_tensors *t, const lsim_plan *plan,
+                              lsim_errbuf *eb);
+
+/* The artifact (adapter) of a row-plan adapter id; *version (may be NULL)
+** its version (0: the one the plan names without a version). */
+int lsim_iter_artifact(const lsim_iter_tensors *t, int id, int *version);
 
 #endif /* LSIM_MATERIALISE_H */
