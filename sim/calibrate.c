@@ -123,6 +123,11 @@ void lsim_calibrate_usage(FILE *f) {
         "  --db PATH            database of the held-out replay (default\n"
         "                       results/calibrate-holdout.db)\n"
         "  --verbose            print every shape's measurement and prediction\n"
+        "  --tensor-shape S     'small' (default): the replay's 16x16 module;\n"
+        "                       'model': every layer and target module of the\n"
+        "                       --holdout scenario at its shapes, as replay\n"
+        "                       --tensor-shape model runs them\n"
+        "  --tensor-layers N    with --tensor-shape model: the first N layers\n"
         "  -h, --help           this text\n"
         "\n"
         "Needs a CUDA build and a device: without one it fails (exit 1).\n"
@@ -269,7 +274,8 @@ typedef struct lsim__holdout {
 } lsim__holdout;
 
 static lsim_err lsim__run_holdout(const char *scn, const char *db,
-                                  const lsim_cost_model *cm, lsim__holdout *h,
+                                  const lsim_cost_model *cm, int tmodel,
+                                  int tlayers, lsim__holdout *h,
                                   lsim_errbuf *eb) {
   static lsim_scenario sc;
   lsim_summary sum;
@@ -283,7 +289,9 @@ static lsim_err lsim__run_holdout(const char *scn, const char *db,
     return rc;
   snprintf(sc.backend, sizeof sc.backend, "cuda");
   lsim_replay_opts o = {.db_path = db,
-                        .command_line = "lorasim calibrate (held-out replay)"};
+                        .command_line = "lorasim calibrate (held-out replay)",
+                        .tensor_model = tmodel,
+                        .tensor_layers = tlayers};
   if ((rc = lsim_replay_run(&sc, &o, &sum, eb)))
     return rc;
   if (sqlite3_open_v2(db, &d, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK ||
@@ -369,7 +377,8 @@ static lsim_err lsim__write_profile(const char *path, const char *json,
 }
 
 static int lsim__calibrate(const char *out, int reps, const char *holdout,
-                           const char *db, int verbose) {
+                           const char *db, int verbose, int tmodel,
+                           int tlayers) {
   char desc[256];
   lsim_errbuf eb = LSIM_ERRBUF_INIT;
   if (lsim_cuda_describe(desc, sizeof desc) <= 0) {
@@ -403,11 +412,33 @@ static int lsim__calibrate(const char *out, int reps, const char *holdout,
   }
   lsim_backend_cfg cfg = {{0, 0, 0, 0, 0}, 1, LSIM_REPLAY_TENSOR_DIM,
                           LSIM_REPLAY_TENSOR_DIM, 0, 0, 0, NULL, NULL};
+  /* model shape: the held-out scenario's layers and targets, as a replay
+  ** with --tensor-shape model runs them */
+  static lsim_scenario msc;
+  int tdin[LSIM_MAX_TARGETS], tdout[LSIM_MAX_TARGETS];
+  if (tmodel) {
+    if ((rc = lsim_scenario_load(&msc, holdout, &eb)))
+      goto out;
+    for (int i = 0; i < msc.ntargets; i++) {
+      tdin[i] = msc.targets[i].d_in;
+      tdout[i] = msc.targets[i].d_out;
+    }
+    cfg.layers = tlayers > 0 && tlayers < msc.layers ? tlayers : msc.layers;
+    cfg.ntargets = msc.ntargets;
+    cfg.target_d_in = tdin;
+    cfg.target_d_out = tdout;
+  }
   if ((rc = lsim_backend_open(&be, "cuda", &cfg, &eb)))
     goto out;
   printf("calibrate: %s\n", desc);
-  printf("calibrate: paged kernel, fp16, %d x %d module, %d shapes x %d "
-         "reps\n", LSIM_REPLAY_TENSOR_DIM, LSIM_REPLAY_TENSOR_DIM, npts, reps);
+  if (tmodel)
+    printf("calibrate: paged kernel, fp16, model shape of %s: %d layers x "
+           "%d targets, %d shapes x %d reps\n", holdout, cfg.layers,
+           cfg.ntargets, npts, reps);
+  else
+    printf("calibrate: paged kernel, fp16, %d x %d module, %d shapes x %d "
+           "reps\n", LSIM_REPLAY_TENSOR_DIM, LSIM_REPLAY_TENSOR_DIM, npts,
+           reps);
   int64_t iter = 0;
   for (int ri = 0; ri < 4 && !rc; ri++)
     for (int ai = 0; ai < 4 && !rc; ai++)
@@ -487,8 +518,24 @@ static int lsim__calibrate(const char *out, int reps, const char *holdout,
   cJSON_AddStringToObject(root, "kernel", "cuda paged (backend cuda)");
   cJSON_AddStringToObject(root, "device", desc);
   cJSON_AddStringToObject(root, "dtype", "fp16");
-  cJSON_AddNumberToObject(root, "d_in", LSIM_REPLAY_TENSOR_DIM);
-  cJSON_AddNumberToObject(root, "d_out", LSIM_REPLAY_TENSOR_DIM);
+  if (tmodel) {
+    cJSON_AddStringToObject(root, "tensor_shape", "model");
+    cJSON_AddNumberToObject(root, "layers", cfg.layers);
+    cJSON *ts = cJSON_AddArrayToObject(root, "targets");
+    for (int i = 0; ts && i < cfg.ntargets; i++) {
+      cJSON *o = cJSON_CreateObject();
+      if (!o)
+        break;
+      cJSON_AddStringToObject(o, "name", msc.targets[i].name);
+      cJSON_AddNumberToObject(o, "d_in", tdin[i]);
+      cJSON_AddNumberToObject(o, "d_out", tdout[i]);
+      cJSON_AddItemToArray(ts, o);
+    }
+  } else {
+    cJSON_AddStringToObject(root, "tensor_shape", "small");
+    cJSON_AddNumberToObject(root, "d_in", LSIM_REPLAY_TENSOR_DIM);
+    cJSON_AddNumberToObject(root, "d_out", LSIM_REPLAY_TENSOR_DIM);
+  }
   cJSON_AddNumberToObject(co, "iter_fixed_ns", (double)cm.iter_fixed_ns);
   cJSON_AddNumberToObject(co, "prefill_token_ns", (double)cm.prefill_token_ns);
   cJSON_AddNumberToObject(co, "decode_token_ns", (double)cm.decode_token_ns);
@@ -502,7 +549,7 @@ static int lsim__calibrate(const char *out, int reps, const char *holdout,
   cJSON_AddItemToObject(root, "fit", fit);
   if (holdout) {
     lsim__holdout h;
-    if ((rc = lsim__run_holdout(holdout, db, &cm, &h, &eb)))
+    if ((rc = lsim__run_holdout(holdout, db, &cm, tmodel, tlayers, &h, &eb)))
       goto out;
     printf("calibrate: held-out replay %s: %lld iterations, %lld with "
            "adapter rows\n", holdout, (long long)h.iterations,
@@ -549,17 +596,20 @@ out:
 #endif /* LSIM_HAVE_CUDA */
 
 int lsim_calibrate_cmd(int argc, char **argv) {
-  enum { O_OUT = 256, O_REPS, O_HOLDOUT, O_DB, O_VERBOSE };
+  enum { O_OUT = 256, O_REPS, O_HOLDOUT, O_DB, O_VERBOSE, O_TSHAPE,
+         O_TLAYERS };
   static const struct option opts[] = {
       {"out", required_argument, NULL, O_OUT},
       {"reps", required_argument, NULL, O_REPS},
       {"holdout", required_argument, NULL, O_HOLDOUT},
       {"db", required_argument, NULL, O_DB},
       {"verbose", no_argument, NULL, O_VERBOSE},
+      {"tensor-shape", required_argument, NULL, O_TSHAPE},
+      {"tensor-layers", required_argument, NULL, O_TLAYERS},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
   const char *out = NULL, *holdout = NULL, *db = NULL;
-  int reps = 11, verbose = 0, c;
+  int reps = 11, verbose = 0, tmodel = 0, tlayers = 0, c;
   char *end;
   optind = 1;
   while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -568,6 +618,18 @@ int lsim_calibrate_cmd(int argc, char **argv) {
     case O_HOLDOUT: holdout = optarg; break;
     case O_DB: db = optarg; break;
     case O_VERBOSE: verbose = 1; break;
+    case O_TSHAPE:
+      if (strcmp(optarg, "model") != 0 && strcmp(optarg, "small") != 0)
+        return lsim__cal_die(LSIM_E_USAGE,
+                             "--tensor-shape: expected 'small' or 'model'");
+      tmodel = strcmp(optarg, "model") == 0;
+      break;
+    case O_TLAYERS:
+      errno = 0;
+      tlayers = (int)strtol(optarg, &end, 10);
+      if (end == optarg || *end || errno || tlayers < 1 || tlayers > 1024)
+        return lsim__cal_die(LSIM_E_USAGE, "--tensor-layers: expected 1..1024");
+      break;
     case O_REPS:
       errno = 0;
       reps = (int)strtol(optarg, &end, 10);
@@ -581,17 +643,26 @@ int lsim_calibrate_cmd(int argc, char **argv) {
   if (optind != argc)
     return lsim__cal_die(LSIM_E_USAGE, "unexpected argument (see lorasim "
                                        "calibrate --help)");
+  if (tmodel && !holdout)
+    return lsim__cal_die(LSIM_E_USAGE, "--tensor-shape model takes the "
+                                       "model's shape from --holdout "
+                                       "SCENARIO");
+  if (tlayers && !tmodel)
+    return lsim__cal_die(LSIM_E_USAGE,
+                         "--tensor-layers needs --tensor-shape model");
 #ifdef LSIM_HAVE_CUDA
   if ((!out || !db) && mkdir("results", 0777) != 0 && errno != EEXIST)
     return lsim__cal_die(LSIM_E_IO, "cannot create directory results/");
   return lsim__calibrate(out ? out : "results/profile-cuda.json", reps,
                          holdout, db ? db : "results/calibrate-holdout.db",
-                         verbose);
+                         verbose, tmodel, tlayers);
 #else
   (void)out;
   (void)holdout;
   (void)db;
   (void)verbose;
+  (void)tmodel;
+  (void)tlayers;
   return lsim__cal_die(LSIM_E_DEV_NO_DEVICE,
                        "calibrate needs a CUDA device: this lorasim was built "
                        "without CUDA (nvcc was not found at configure time)");

@@ -155,6 +155,13 @@ Test(calibrate, usage_errors_exit_2) {
   cr_assert_eq(lorasim("calibrate extra"), 2, "%s", out);
   cr_assert_eq(lorasim("calibrate --help"), 0, "%s", out);
   cr_assert(strstr(out, "--holdout"), "%s", out);
+  /* the model shape comes from the held-out scenario */
+  cr_assert_eq(lorasim("calibrate --tensor-shape model"), 2, "%s", out);
+  cr_assert(strstr(out, "--holdout"), "%s", out);
+  cr_assert_eq(lorasim("calibrate --tensor-shape big --holdout x.json"), 2,
+               "%s", out);
+  cr_assert_eq(lorasim("calibrate --tensor-layers 3"), 2, "%s", out);
+  cr_assert(strstr(out, "needs --tensor-shape model"), "%s", out);
 }
 
 static int have_gpu(void) {
@@ -194,4 +201,34 @@ Test(calibrate, on_a_device_the_profile_loads_and_holdout_is_reported,
            "--no-plots --profile p.json", LSIM_TEST_DIR);
   cr_assert_eq(lorasim(a), 0, "%s", out);
   cr_assert_gt(q1("m.db", "SELECT count(*) FROM iterations"), 0);
+}
+
+Test(calibrate, model_shape_profile_names_the_scenario_modules,
+     .timeout = 600) {
+  if (!have_gpu())
+    cr_skip_test("no CUDA device (GPU tests run on the device machine)");
+  char a[1024];
+  snprintf(a, sizeof a,
+           "calibrate --reps 3 --out pm.json --db hm.db --tensor-shape model "
+           "--tensor-layers 1 --holdout '%s/fixtures/replay/tiny_model.json'",
+           LSIM_TEST_DIR);
+  cr_assert_eq(lorasim(a), 0, "%s", out);
+  cr_assert(strstr(out, "model shape of") && strstr(out, "1 layers x 2 "
+                                                           "targets"),
+            "%s", out);
+  char p[512], buf[4096];
+  snprintf(p, sizeof p, "%s/pm.json", tmpdir);
+  FILE *f = fopen(p, "r");
+  cr_assert_not_null(f);
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = 0;
+  cr_assert(strstr(buf, "\"tensor_shape\":\t\"model\"") &&
+                strstr(buf, "\"v_proj\"") && strstr(buf, "1000"),
+            "%s", buf);
+  /* the held-out replay ran at the model shape: its validations-free log
+  ** still has device time on every iteration */
+  snprintf(p, sizeof p, "%s/hm.db", tmpdir);
+  cr_assert_eq(q1("hm.db", "SELECT count(*) FROM iterations WHERE "
+                           "backend_ns IS NULL OR backend_ns <= 0"), 0);
 }
