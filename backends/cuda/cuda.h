@@ -199,7 +199,10 @@ lsim_err lsim_cuda_lora_plan(lsim_cuda_lora *L, const lsim_rowplan *p,
 ** rounded up to 8); ent[id] for every adapter id the plan names (nent
 ** entries; ptab NULL: not resident): the device address of its page table
 ** (2 * rank page indices, the rank rows of A then the rank rows of B
-** transposed), its rank and scale.  The per-plan adapter table travels in
+** transposed), its rank and scale.  A page's elements past its row's
+** d_in (A) up to the next multiple of 8 must be zero, as in the pool's
+** zero-padded page images: the CUDA-core shrink reads whole 16-byte
+** vectors and multiplies that tail by X's zero fill.  The per-plan adapter table travels in
 ** the plan's one metadata copy, so the plan snapshots the page tables'
 ** addresses, not their contents: the caller keeps the named pages and page
 ** tables unchanged until the launches that use the plan completed (the

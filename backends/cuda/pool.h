@@ -9,7 +9,8 @@
 ** vector).  An adapter of rank r occupies 2r pages, anywhere in the pool:
 ** its r rows of A (d_in wide) and its r rows of B transposed (d_out wide),
 ** named in that order by the adapter's page table, which lives on the
-** device and which the paged kernel reads for every factor row.
+** device and through which every kernel reads every factor row (the fast
+** paths of cuda.h on a paged plan, or the paged kernel).
 **
 ** Loading a generation of adapter id (lsim_cuda_pool_load):
 **   1. the factors are packed into page images in pinned host staging and
