@@ -162,24 +162,85 @@ static int want_fits(const kcase *c, int dtype) {
 
 static int round8(int n) { return (n + 7) & ~7; }
 
-/* Run every path under three launch settings; exact: bit-exact against
-** want, else the relative error (returned, worst over runs). */
-static double run_all(const kcase *c, int dtype, int exact, const char *tag) {
-  const int T = c->p.T;
-  const int ldx = round8(c->d_in) + (c->d_in % 3 == 0 ? 8 : 0);
-  const int ldy = round8(c->d_out);
-  const uint16_t xpad = dtype == LSIM_CUDA_FP16 ? 0x7e00 : 0x7fc0; /* NaN */
-  const uint16_t canary = 0x5a5a;
-  double worst = 0;
-  lsim_cuda_lora *L = NULL;
-  lsim_cuda_lora_cfg cfg;
-  memset(&cfg, 0, sizeof cfg);
-  cfg.dtype = dtype;
-  cfg.d_in = c->d_in;
-  cfg.d_out = c->d_out;
-  cfg.max_adapters = c->maxid + 1;
-  OK(lsim_cuda_lora_open(&L, &cfg, eb));
-  int rmax = 0;
+/*
+** The paged layout of the device pool, built by hand: every factor row of
+** every adapter on its own page of a pool whose pages are handed out in a
+** random order (fragmented), the rest of each used page zero (the pool's
+** page images are zero padded) and unused pages NaN, so a row read through
+** a wrong page-table entry poisons Y.  The page is wider than the padded
+** rows of the contiguous layout, so a kernel that used the contiguous
+** stride would read the wrong row too.
+*/
+typedef struct pgpool {
+  void *dpool;
+  int32_t *dptab; /* every adapter's table, one after the other */
+  lsim_cuda_paged_ref *ref; /* [maxid + 1] */
+  int H;
+} pgpool;
+
+static void pgpool_make(pgpool *g, const kcase *c, int dtype, uint64_t seed) {
+  const int H = round8(c->d_in > c->d_out ? c->d_in : c->d_out) + 8;
+  int np = 5, nt = 0;
+  for (int a = 0; a < c->nad; a++)
+    np += 2 * c->ranks[a];
+  lsim_rng r;
+  lsim_rng_init(&r, seed, LSIM_RNG_TENSORS);
+  int *perm = malloc((size_t)np * sizeof *perm);
+  for (int i = 0; i < np; i++)
+    perm[i] = i;
+  for (int i = np - 1; i > 0; i--) {
+    int j = (int)lsim_rng_below(&r, (uint64_t)i + 1), t = perm[i];
+    perm[i] = perm[j], perm[j] = t;
+  }
+  uint16_t *img = malloc((size_t)np * H * 2);
+  int32_t *pt = malloc((size_t)(np - 5) * sizeof *pt + 4);
+  for (size_t k = 0; k < (size_t)np * H; k++)
+    img[k] = 0xFFFFu; /* NaN in both types */
+  memset(g, 0, sizeof *g);
+  g->H = H;
+  g->ref = calloc((size_t)c->maxid + 1, sizeof *g->ref);
+  int next = 0;
+  size_t off[MAXAD];
+  for (int a = 0; a < c->nad; a++) {
+    const int rk = c->ranks[a];
+    off[a] = (size_t)nt;
+    for (int k = 0; k < 2 * rk; k++) {
+      const int pg = perm[next++];
+      uint16_t *row = img + (size_t)pg * H;
+      memset(row, 0, (size_t)H * 2);
+      if (k < rk)
+        for (int q = 0; q < c->d_in; q++)
+          row[q] = lsim_cuda_from_float(dtype,
+                                        (float)c->A[a][(size_t)k * c->d_in + q]);
+      else
+        for (int o = 0; o < c->d_out; o++)
+          row[o] = lsim_cuda_from_float(
+              dtype, (float)c->B[a][(size_t)o * rk + (k - rk)]);
+      pt[nt++] = pg;
+    }
+  }
+  OK(lsim_cuda_malloc(&g->dpool, (size_t)np * H * 2, eb));
+  OK(lsim_cuda_malloc((void **)&g->dptab, (size_t)(nt > 0 ? nt : 1) * 4, eb));
+  OK(lsim_cuda_h2d(g->dpool, img, (size_t)np * H * 2, eb));
+  OK(lsim_cuda_h2d(g->dptab, pt, (size_t)(nt > 0 ? nt : 1) * 4, eb));
+  for (int a = 0; a < c->nad; a++) {
+    g->ref[c->ids[a]].ptab = g->dptab + off[a];
+    g->ref[c->ids[a]].rank = c->ranks[a];
+    g->ref[c->ids[a]].scale = (float)c->scale[a];
+  }
+  free(perm);
+  free(img);
+  free(pt);
+}
+
+static void pgpool_free(pgpool *g) {
+  lsim_cuda_free(g->dpool);
+  lsim_cuda_free(g->dptab);
+  free(g->ref);
+}
+
+/* The case's adapters into a context (NULL for the paged layout). */
+static void load_all(lsim_cuda_lora *L, const kcase *c, int dtype) {
   for (int a = 0; a < c->nad; a++) {
     size_t na = (size_t)c->ranks[a] * c->d_in, nb = (size_t)c->d_out * c->ranks[a];
     uint16_t *A = malloc(na * 2), *B = malloc(nb * 2);
@@ -191,9 +252,37 @@ static double run_all(const kcase *c, int dtype, int exact, const char *tag) {
                            B, eb));
     free(A);
     free(B);
+  }
+}
+
+/* Layouts of the factors every path is run on. */
+enum { LAY_CONTIG = 0, LAY_PADDED, LAY_PAGED, LAY__N };
+static const char *const lay_name[LAY__N] = {"contiguous", "padded slots",
+                                             "paged"};
+
+/* Runs of the case under the random seeds' layouts: every path under
+** three launch settings on the contiguous layout, every path under the
+** default settings on the zero-padded slots (pad_rank = the largest rank)
+** and on the fragmented paged layout.  LSIM_CUDA_TEST_FAST=1 (the
+** sanitizer runs): the default settings only. */
+static int fast_mode(void) {
+  const char *e = getenv("LSIM_CUDA_TEST_FAST");
+  return e && *e && strcmp(e, "0") != 0;
+}
+
+/* Run every path under three launch settings; exact: bit-exact against
+** want, else the relative error (returned, worst over runs). */
+static double run_all(const kcase *c, int dtype, int exact, const char *tag) {
+  const int T = c->p.T;
+  const int ldx = round8(c->d_in) + (c->d_in % 3 == 0 ? 8 : 0);
+  const int ldy = round8(c->d_out);
+  const uint16_t xpad = dtype == LSIM_CUDA_FP16 ? 0x7e00 : 0x7fc0; /* NaN */
+  const uint16_t canary = 0x5a5a;
+  double worst = 0;
+  int rmax = 0;
+  for (int a = 0; a < c->nad; a++)
     if (c->ranks[a] > rmax)
       rmax = c->ranks[a];
-  }
   size_t nx = (size_t)(T > 0 ? T : 1) * ldx, ny = (size_t)(T + 2) * ldy;
   uint16_t *hx = malloc(nx * 2), *hy = malloc(ny * 2), *out = malloc(ny * 2);
   for (size_t k = 0; k < nx; k++)
@@ -212,77 +301,106 @@ static double run_all(const kcase *c, int dtype, int exact, const char *tag) {
   OK(lsim_cuda_malloc(&dx, nx * 2, eb));
   OK(lsim_cuda_malloc(&dy, ny * 2, eb));
   OK(lsim_cuda_h2d(dx, hx, nx * 2, eb));
-
-  lsim_cuda_lora_tune tunes[3];
-  lsim_cuda_lora_get_tune(L, &tunes[0]);
-  tunes[1] = tunes[0];
-  tunes[1].shrink_splits = 3;
-  tunes[1].expand_cols = 3;
-  tunes[2] = tunes[0];
-  tunes[2].pdl = 0;
-  tunes[2].shrink_splits = 2;
   mpq_t q;
   mpq_init(q);
-  for (int path = 0; path < LSIM_CUDA_PATH__COUNT; path++) {
-    const int mma = path == LSIM_CUDA_PATH_SGMV_MMA ||
-                    path == LSIM_CUDA_PATH_INDEXED_MMA;
-    for (int ti = 0; ti < 3; ti++) {
-      if (path == LSIM_CUDA_PATH_AUTO && ti > 0)
-        continue;
-      lsim_cuda_lora_set_tune(L, &tunes[ti]);
-      if (mma && rmax > 128) {
-        FAILS(LSIM_E_USAGE, lsim_cuda_lora_plan(L, &c->p, path, eb));
-        continue;
-      }
-      OK(lsim_cuda_lora_plan(L, &c->p, path, eb));
-      char d[256];
-      lsim_cuda_lora_describe(L, d, sizeof d);
-      OK(lsim_cuda_lora_poison(L, eb));
-      OK(lsim_cuda_h2d(dy, hy, ny * 2, eb));
-      OK(lsim_cuda_lora_run(L, dx, ldx, (uint16_t *)dy + ldy, ldy, eb));
-      OK(lsim_cuda_lora_sync(L, eb));
-      OK(lsim_cuda_d2h(out, dy, ny * 2, eb));
-      double e2 = 0, r2 = 0;
-      for (int i = -1; i <= T; i++) {
-        const int base = i >= 0 && i < T && c->p.row_adapter[i] == BASE;
-        for (int o = 0; o < ldy; o++) {
-          const size_t k = (size_t)(i + 1) * ldy + o;
-          if (i < 0 || i == T || o >= c->d_out || base) {
-            cr_assert_eq(out[k], hy[k],
-                         "%s: %s tune %d [%s]: %s (%d,%d) changed: %04x -> "
-                         "%04x",
-                         tag, lsim_cuda_path_name(path), ti, d,
-                         base ? "base row" : "guard", i, o, hy[k], out[k]);
-            continue;
-          }
-          const double got = lsim_cuda_to_float(dtype, out[k]);
-          cr_assert(got == got, "%s: %s tune %d [%s]: Y(%d,%d) is NaN", tag,
-                    lsim_cuda_path_name(path), ti, d, i, o);
-          const mpq_t *w = &LSIM_QAT(&c->want, i, o);
-          if (exact) {
-            mpq_set_d(q, got);
-            if (!mpq_equal(q, *w)) {
-              char *ws = lsim_q_str(*w);
-              cr_assert_fail("%s: %s tune %d [%s]: Y(%d,%d) = %.9g, cpu_ref "
-                             "%s (adapter %d)",
-                             tag, lsim_cuda_path_name(path), ti, d, i, o, got,
-                             ws, c->p.row_adapter[i]);
+
+  for (int lay = 0; lay < LAY__N; lay++) {
+    lsim_cuda_lora *L = NULL;
+    lsim_cuda_lora_cfg cfg;
+    pgpool g;
+    memset(&g, 0, sizeof g);
+    memset(&cfg, 0, sizeof cfg);
+    cfg.dtype = dtype;
+    cfg.d_in = c->d_in;
+    cfg.d_out = c->d_out;
+    cfg.max_adapters = c->maxid + 1;
+    cfg.pad_rank = lay == LAY_PADDED ? (rmax > 0 ? rmax : 1) : 0;
+    OK(lsim_cuda_lora_open(&L, &cfg, eb));
+    if (lay == LAY_PAGED)
+      pgpool_make(&g, c, dtype, (uint64_t)T * 131 + (uint64_t)c->d_in);
+    else
+      load_all(L, c, dtype);
+    lsim_cuda_lora_tune tunes[3];
+    lsim_cuda_lora_get_tune(L, &tunes[0]);
+    tunes[1] = tunes[0];
+    tunes[1].shrink_splits = 3;
+    tunes[1].expand_cols = 3;
+    tunes[2] = tunes[0];
+    tunes[2].pdl = 0;
+    tunes[2].shrink_splits = 2;
+    const int ntunes = lay == LAY_CONTIG && !fast_mode() ? 3 : 1;
+    for (int path = 0; path < LSIM_CUDA_PATH__COUNT; path++) {
+      const int mma = path == LSIM_CUDA_PATH_SGMV_MMA ||
+                      path == LSIM_CUDA_PATH_INDEXED_MMA;
+      for (int ti = 0; ti < ntunes; ti++) {
+        if (path == LSIM_CUDA_PATH_AUTO && ti > 0)
+          continue;
+        lsim_cuda_lora_set_tune(L, &tunes[ti]);
+#define PLAN(eb)                                                             \
+  (lay == LAY_PAGED ? lsim_cuda_lora_plan_paged(L, &c->p, path, g.dpool, g.H, \
+                                                g.ref, c->maxid + 1, eb)      \
+                    : lsim_cuda_lora_plan(L, &c->p, path, eb))
+        if (mma && rmax > 128) {
+          FAILS(LSIM_E_USAGE, PLAN(eb));
+          continue;
+        }
+        OK(PLAN(eb));
+#undef PLAN
+        char d[256];
+        lsim_cuda_lora_describe(L, d, sizeof d);
+        OK(lsim_cuda_lora_poison(L, eb));
+        OK(lsim_cuda_h2d(dy, hy, ny * 2, eb));
+        OK(lsim_cuda_lora_run(L, dx, ldx, (uint16_t *)dy + ldy, ldy, eb));
+        OK(lsim_cuda_lora_sync(L, eb));
+        OK(lsim_cuda_d2h(out, dy, ny * 2, eb));
+        double e2 = 0, r2 = 0;
+        for (int i = -1; i <= T; i++) {
+          const int base = i >= 0 && i < T && c->p.row_adapter[i] == BASE;
+          for (int o = 0; o < ldy; o++) {
+            const size_t k = (size_t)(i + 1) * ldy + o;
+            if (i < 0 || i == T || o >= c->d_out || base) {
+              cr_assert_eq(out[k], hy[k],
+                           "%s: %s %s tune %d [%s]: %s (%d,%d) changed: "
+                           "%04x -> %04x",
+                           tag, lay_name[lay], lsim_cuda_path_name(path), ti,
+                           d, base ? "base row" : "guard", i, o, hy[k],
+                           out[k]);
+              continue;
             }
-          } else {
-            const double wd = mpq_get_d(*w);
-            e2 += (got - wd) * (got - wd);
-            r2 += wd * wd;
+            const double got = lsim_cuda_to_float(dtype, out[k]);
+            cr_assert(got == got, "%s: %s %s tune %d [%s]: Y(%d,%d) is NaN",
+                      tag, lay_name[lay], lsim_cuda_path_name(path), ti, d, i,
+                      o);
+            const mpq_t *w = &LSIM_QAT(&c->want, i, o);
+            if (exact) {
+              mpq_set_d(q, got);
+              if (!mpq_equal(q, *w)) {
+                char *ws = lsim_q_str(*w);
+                cr_assert_fail("%s: %s %s tune %d [%s]: Y(%d,%d) = %.9g, "
+                               "cpu_ref %s (adapter %d)",
+                               tag, lay_name[lay], lsim_cuda_path_name(path),
+                               ti, d, i, o, got, ws, c->p.row_adapter[i]);
+              }
+            } else {
+              const double wd = mpq_get_d(*w);
+              e2 += (got - wd) * (got - wd);
+              r2 += wd * wd;
+            }
           }
         }
-      }
-      if (!exact) {
-        double rel = r2 > 0 ? sqrt(e2 / r2) : 0;
-        if (rel > worst)
-          worst = rel;
-        cr_assert_leq(rel, 1e-2, "%s: %s tune %d: relative error %.3e", tag,
-                      lsim_cuda_path_name(path), ti, rel);
+        if (!exact) {
+          double rel = r2 > 0 ? sqrt(e2 / r2) : 0;
+          if (rel > worst)
+            worst = rel;
+          cr_assert_leq(rel, 1e-2, "%s: %s %s tune %d: relative error %.3e",
+                        tag, lay_name[lay], lsim_cuda_path_name(path), ti,
+                        rel);
+        }
       }
     }
+    if (lay == LAY_PAGED)
+      pgpool_free(&g);
+    lsim_cuda_lora_close(L);
   }
   mpq_clear(q);
   lsim_cuda_free(dx);
@@ -290,7 +408,6 @@ static double run_all(const kcase *c, int dtype, int exact, const char *tag) {
   free(hx);
   free(hy);
   free(out);
-  lsim_cuda_lora_close(L);
   return worst;
 }
 
@@ -607,10 +724,19 @@ static int bounds_ok(const kcase *c) {
   return 1;
 }
 
+/* Random seeds of the integer-mode test: 48, or LSIM_CUDA_TEST_SEEDS (the
+** sanitizer runs take a few). */
+static int nseeds(void) {
+  const char *e = getenv("LSIM_CUDA_TEST_SEEDS");
+  int n = e ? atoi(e) : 0;
+  return n > 0 && n <= 48 ? n : 48;
+}
+
 Test(random, integer_mode_every_path_bit_exact, .timeout = 600) {
   need_gpu();
   int cases = 0, skipped = 0;
-  for (uint64_t seed = 1; seed <= 48; seed++)
+  const int ns = nseeds();
+  for (uint64_t seed = 1; seed <= (uint64_t)ns; seed++)
     for (int dtype = 0; dtype < 2; dtype++) {
       lsim_rng r;
       lsim_rng_init(&r, seed * 2 + (uint64_t)dtype, LSIM_RNG_TENSORS);
@@ -638,15 +764,16 @@ Test(random, integer_mode_every_path_bit_exact, .timeout = 600) {
       kcase_free(&c);
     }
   cr_log_info("integer mode: %d random cases bit-exact against cpu_ref on "
-              "every path (%d draws without an exact fit skipped)",
+              "every path and layout (%d draws without an exact fit "
+              "skipped)",
               cases, skipped);
-  cr_assert_geq(cases, 80, "only %d exact cases", cases);
+  cr_assert_geq(cases, ns * 80 / 48, "only %d exact cases", cases);
 }
 
 Test(random, bf16_relative_error_bounded, .timeout = 600) {
   need_gpu();
   double worst = 0;
-  for (uint64_t seed = 1; seed <= 6; seed++) {
+  for (uint64_t seed = 1; seed <= (fast_mode() ? 2u : 6u); seed++) {
     lsim_rng r;
     lsim_rng_init(&r, 7000 + seed, LSIM_RNG_TENSORS);
     kcase c;
@@ -716,6 +843,10 @@ Test(errors, every_misuse_has_its_code) {
   void *dx = NULL, *dy = NULL;
   OK(lsim_cuda_malloc(&dx, 4 * 16 * 2, eb));
   OK(lsim_cuda_malloc(&dy, 4 * 8 * 2, eb));
+  /* the runs below read X and Y: give them values (compute-sanitizer's
+  ** initcheck found this test reading never-written device memory) */
+  OK(lsim_cuda_memset(dx, 0, 4 * 16 * 2, eb));
+  OK(lsim_cuda_memset(dy, 0, 4 * 8 * 2, eb));
   FAILS(LSIM_E_STATE, lsim_cuda_lora_run(L, dx, 16, dy, 8, eb));
 
   lsim_plan_entry e[3] = {ent(1, 0, 2, DEC, 1), ent(2, 2, 2, DEC, 1),
@@ -752,11 +883,62 @@ Test(errors, every_misuse_has_its_code) {
   cr_assert(rc <= -100 && rc > -160, "corrupted plan: %s (%s)",
             lsim_err_name(rc), eb.msg);
   lsim_rowplan_release(&bad);
+
+  /* paged plans: a missing page table, another rank, a bad geometry */
+  lsim_cuda_paged_ref ref[2];
+  memset(ref, 0, sizeof ref);
+  void *pool = NULL;
+  int32_t *pt = NULL;
+  OK(lsim_cuda_malloc(&pool, 8 * 16 * 2, eb));
+  OK(lsim_cuda_malloc((void **)&pt, 8 * 4, eb));
+  FAILS(LSIM_E_REF_UNKNOWN_ADAPTER,
+        lsim_cuda_lora_plan_paged(L, &p, LSIM_CUDA_PATH_AUTO, pool, 16, ref,
+                                  2, eb));
+  ref[0].ptab = ref[1].ptab = pt;
+  ref[0].rank = 2;
+  ref[1].rank = 3; /* the plan says 200 */
+  ref[0].scale = ref[1].scale = 1.f;
+  FAILS(LSIM_E_REF_RANK,
+        lsim_cuda_lora_plan_paged(L, &p, LSIM_CUDA_PATH_AUTO, pool, 16, ref,
+                                  2, eb));
+  ref[1].rank = 200;
+  FAILS(LSIM_E_USAGE, lsim_cuda_lora_plan_paged(L, &p, LSIM_CUDA_PATH_AUTO,
+                                                pool, 12, ref, 2, eb));
+  FAILS(LSIM_E_USAGE, lsim_cuda_lora_plan_paged(L, &p, LSIM_CUDA_PATH_AUTO,
+                                                pool, 8, ref, 2, eb));
+  FAILS(LSIM_E_USAGE,
+        lsim_cuda_lora_plan_paged(L, &p, LSIM_CUDA_PATH_AUTO,
+                                  (char *)pool + 2, 16, ref, 2, eb));
+  FAILS(LSIM_E_USAGE, lsim_cuda_lora_plan_paged(L, &p, LSIM_CUDA_PATH_SGMV_MMA,
+                                                pool, 16, ref, 2, eb));
   lsim_rowplan_release(&p);
   lsim_cuda_free(dx);
   lsim_cuda_free(dy);
   lsim_cuda_lora_close(L);
   lsim_cuda_lora_close(NULL);
+
+  /* the zero-padded slot layout: ranks above the slot are refused */
+  cfg.pad_rank = 8;
+  OK(lsim_cuda_lora_open(&L, &cfg, eb));
+  FAILS(LSIM_E_USAGE, lsim_cuda_lora_load(L, 0, 9, 1.f, A, B, eb));
+  OK(lsim_cuda_lora_load(L, 0, 2, 1.f, A, B, eb));
+  OK(lsim_cuda_lora_load(L, 1, 8, 1.f, A, B, eb));
+  lsim_rowplan q = LSIM_ROWPLAN_INIT;
+  e[1] = ent(2, 1, 4, DEC, 1); /* resident at logical rank 8 */
+  OK(lsim_rowplan_build(&q, e, 3, NULL, 0, eb));
+  FAILS(LSIM_E_REF_RANK, lsim_cuda_lora_plan(L, &q, LSIM_CUDA_PATH_AUTO, eb));
+  lsim_rowplan_release(&q);
+  e[1] = ent(2, 1, 8, DEC, 1); /* plans name the logical rank */
+  OK(lsim_rowplan_build(&q, e, 3, NULL, 0, eb));
+  OK(lsim_cuda_lora_plan(L, &q, LSIM_CUDA_PATH_AUTO, eb));
+  FAILS(LSIM_E_USAGE, lsim_cuda_lora_plan_paged(L, &q, LSIM_CUDA_PATH_AUTO,
+                                                pool, 16, ref, 2, eb));
+  lsim_rowplan_release(&q);
+  lsim_cuda_lora_close(L);
+  lsim_cuda_free(pool);
+  lsim_cuda_free(pt);
+  cfg.pad_rank = LSIM_CUDA_MAX_RANK + 1;
+  FAILS(LSIM_E_USAGE, lsim_cuda_lora_open(&L, &cfg, eb));
 }
 
 Test(errors, all_base_plan_launches_nothing) {

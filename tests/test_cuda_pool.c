@@ -12,10 +12,13 @@
 **      only after the last launch that named it completed (and, with the
 **      fence switched off by a test hook, the same sequence does corrupt
 **      the launch: the test can fail)
-**   3. the paged kernel in integer mode, bit for bit against cpu_ref's
-**      exact value rounded once to the type, on fragmented page tables,
-**      with NaN in unwritten pages, X padding and base rows, canaries in
-**      Y's padding and guard rows around Y
+**   3. every kernel in integer mode through the pool's page tables -- the
+**      paged kernel and every fast path (decode, sgmv, indexed, sgmv_mma,
+**      indexed_mma, fused, and the chooser's pick under two launch
+**      settings) -- bit for bit against cpu_ref's exact value rounded once
+**      to the type, on fragmented page tables, with NaN in unwritten
+**      pages, X padding and base rows, canaries in Y's padding and guard
+**      rows around Y
 **   4. every misuse has its code
 */
 #include <criterion/criterion.h>
@@ -486,18 +489,49 @@ static void paged_case(int seed, int dt) {
   OK(lsim_rowplan_build(&p, e, n, NULL, 0, eb));
   batch b;
   batch_make(&b, &g, &p, dt, d_in, d_out);
-  batch_reset_y(&b, &p, dt);
-  OK(lsim_cuda_pool_run(P, &p, NULL, 0, b.dx, b.ldx, ydev(&b), b.ldy, eb));
-  OK(lsim_cuda_pool_sync(P, eb));
   /* the references name only the plan's adapters */
   fac used[MAXAD];
   int nu = 0;
   for (int s = 0; s < p.nseg; s++)
     used[nu++] = fs[p.seg_adapter[s]];
-  int bad = batch_check(&b, &p, used, nu);
-  cr_assert_eq(bad, 0, "seed %d %s: %d elements differ (d_in %d d_out %d, %d "
-                       "adapters, %d rows)", seed, dt ? "fp16" : "bf16", bad,
-               d_in, d_out, nad, p.T);
+  /* every kernel through the same fragmented page tables; the last run:
+  ** the chooser under other launch settings (no PDL, 3 d_in ranges, 3
+  ** column blocks) */
+  static const int paths[] = {LSIM_CUDA_POOL_PAGED,    LSIM_CUDA_PATH_AUTO,
+                              LSIM_CUDA_PATH_DECODE,   LSIM_CUDA_PATH_SGMV,
+                              LSIM_CUDA_PATH_INDEXED,  LSIM_CUDA_PATH_SGMV_MMA,
+                              LSIM_CUDA_PATH_INDEXED_MMA,
+                              LSIM_CUDA_PATH_FUSED,    LSIM_CUDA_PATH_AUTO};
+  const int npaths = (int)(sizeof paths / sizeof paths[0]);
+  for (int k = 0; k < npaths; k++) {
+    lsim_cuda_lora_tune tu;
+    memset(&tu, 0, sizeof tu);
+    tu.pdl = 0;
+    tu.split_t = 1;
+    tu.shrink_splits = 3;
+    tu.expand_cols = 3;
+    tu.fused_prefetch = tu.fused_preload = 1;
+    lsim_cuda_pool_set_tune(P, k == npaths - 1 ? &tu : NULL);
+    lsim_cuda_pool_set_path(P, paths[k]);
+    batch_reset_y(&b, &p, dt);
+    OK(lsim_cuda_pool_run(P, &p, NULL, 0, b.dx, b.ldx, ydev(&b), b.ldy, eb));
+    OK(lsim_cuda_pool_sync(P, eb));
+    const int got = lsim_cuda_pool_last_path(P);
+    cr_assert(p.nactive == 0 ? got == -2 /* no launch, ever */
+              : paths[k] == LSIM_CUDA_PATH_AUTO
+                  ? got > LSIM_CUDA_PATH_AUTO && got < LSIM_CUDA_PATH__COUNT
+                  : got == paths[k],
+              "asked for path %d, ran %d (%d active rows)", paths[k], got,
+              p.nactive);
+    int bad = batch_check(&b, &p, used, nu);
+    cr_assert_eq(bad, 0,
+                 "seed %d %s, %s (run %d): %d elements differ (d_in %d d_out "
+                 "%d, %d adapters, %d rows)",
+                 seed, dt ? "fp16" : "bf16",
+                 got == LSIM_CUDA_POOL_PAGED ? "paged kernel"
+                                             : lsim_cuda_path_name(got),
+                 k, bad, d_in, d_out, nad, p.T);
+  }
   batch_free(&b);
   lsim_rowplan_release(&p);
   for (int a = 0; a < nad; a++)
@@ -506,9 +540,11 @@ static void paged_case(int seed, int dt) {
   lsim_cuda_pool_close(P);
 }
 
-Test(pool, paged_kernel_bit_exact_in_integer_mode, .timeout = 300) {
+Test(pool, every_path_bit_exact_through_page_tables, .timeout = 300) {
   need_gpu();
-  for (int seed = 0; seed < 24; seed++) {
+  const char *e = getenv("LSIM_CUDA_TEST_SEEDS");
+  int n = e && atoi(e) > 0 && atoi(e) < 24 ? atoi(e) : 24;
+  for (int seed = 0; seed < n; seed++) {
     paged_case(seed, LSIM_CUDA_FP16);
     paged_case(seed, LSIM_CUDA_BF16);
   }
@@ -566,6 +602,15 @@ Test(pool, every_misuse_has_its_code) {
   int remap[3] = {-1, -1, 1};
   OK(lsim_cuda_pool_run(P, &p, remap, 3, d, 16, y, 16, eb));
   FAILS(LSIM_E_USAGE, lsim_cuda_pool_run(P, &p, remap, 3, d, 8, y, 16, eb));
+  cr_assert_neq(lsim_cuda_pool_last_path(P), LSIM_CUDA_POOL_PAGED);
+  /* X rows that are not 16-byte aligned: the paged kernel runs instead */
+  OK(lsim_cuda_pool_run(P, &p, remap, 3, d, 17, y, 16, eb));
+  cr_assert_eq(lsim_cuda_pool_last_path(P), LSIM_CUDA_POOL_PAGED);
+  /* an explicit tensor-core path takes ranks up to 128 only: here it runs */
+  lsim_cuda_pool_set_path(P, LSIM_CUDA_PATH_SGMV_MMA);
+  OK(lsim_cuda_pool_run(P, &p, remap, 3, d, 16, y, 16, eb));
+  cr_assert_eq(lsim_cuda_pool_last_path(P), LSIM_CUDA_PATH_SGMV_MMA);
+  lsim_cuda_pool_set_path(P, LSIM_CUDA_PATH_AUTO);
   /* retiring frees the pages for a later load (after the last use) */
   OK(lsim_cuda_pool_retire(P, 1, eb));
   OK(lsim_cuda_pool_load(P, 2, 4, 1.0f, f.A, f.B, NULL, eb));
@@ -586,7 +631,7 @@ Test(pool, launch_cannot_name_an_adapter_before_copy_event_and_digest) {
 Test(pool, slot_reuse_waits_for_the_last_use_event) {
   cr_skip_test("CUDA backend not built: nvcc was not found at configure time");
 }
-Test(pool, paged_kernel_bit_exact_in_integer_mode) {
+Test(pool, every_path_bit_exact_through_page_tables) {
   cr_skip_test("CUDA backend not built: nvcc was not found at configure time");
 }
 Test(pool, every_misuse_has_its_code) {

@@ -282,6 +282,75 @@ static bool capture(cudaStream_t s, F fn, cudaGraphExec_t *ge,
   return true;
 }
 
+/*
+** The device pool's paged layout, for the suite and the benchmark: every
+** factor row of every adapter on its own page (pw elements: the module's
+** width rounded up to 8, plus `extra`: pw), pages handed out in a random order
+** from a pool with `spare` pages more than needed, so page tables are
+** fragmented.  Used pages are zero past their row (as the pool's page
+** images), unused pages NaN.  ref[id] names adapter id's page table.
+*/
+struct Paged {
+  void *pool = nullptr;
+  int32_t *ptab = nullptr;
+  int64_t pw = 0; /* elements per page */
+  std::vector<lsim_cuda_paged_ref> ref;
+  void build(int d_in, int d_out, const std::vector<int> &ids,
+             const std::vector<int> &ranks, const std::vector<float> &scale,
+             const std::vector<std::vector<uint16_t>> &A,
+             const std::vector<std::vector<uint16_t>> &B, uint64_t seed,
+             int extra, int spare_pct = 25) {
+    pw = round8(std::max(d_in, d_out)) + extra;
+    size_t used = 0;
+    for (int r : ranks)
+      used += 2 * (size_t)r;
+    const size_t np = used + used * spare_pct / 100 + 3;
+    std::vector<int> perm(np);
+    for (size_t i = 0; i < np; i++)
+      perm[i] = (int)i;
+    Rng rng(seed);
+    shuffle(rng, perm);
+    std::vector<uint16_t> img(np * (size_t)pw, 0xFFFFu); /* NaN in both */
+    std::vector<int32_t> pt(used > 0 ? used : 1);
+    int maxid = 0;
+    for (int id : ids)
+      maxid = std::max(maxid, id);
+    ref.assign((size_t)maxid + 1, lsim_cuda_paged_ref{nullptr, 0, 0.f});
+    std::vector<size_t> off(ids.size());
+    size_t n = 0;
+    for (size_t a = 0; a < ids.size(); a++) {
+      const int r = ranks[a];
+      off[a] = n;
+      for (int k = 0; k < 2 * r; k++, n++) {
+        uint16_t *row = &img[(size_t)perm[n] * pw];
+        std::fill(row, row + pw, (uint16_t)0);
+        if (k < r)
+          memcpy(row, &A[a][(size_t)k * d_in], (size_t)d_in * 2);
+        else
+          for (int o = 0; o < d_out; o++)
+            row[o] = B[a][(size_t)o * r + (k - r)];
+        pt[n] = perm[n];
+      }
+    }
+    CK(cudaMalloc(&pool, img.size() * 2));
+    CK(cudaMalloc((void **)&ptab, pt.size() * 4));
+    CK(cudaMemcpy(pool, img.data(), img.size() * 2, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(ptab, pt.data(), pt.size() * 4, cudaMemcpyHostToDevice));
+    CK(cudaDeviceSynchronize()); /* pageable copies: see run_case */
+    for (size_t a = 0; a < ids.size(); a++)
+      ref[ids[a]] = lsim_cuda_paged_ref{ptab + off[a], ranks[a], scale[a]};
+  }
+  void release() {
+    if (pool)
+      CK(cudaFree(pool));
+    if (ptab)
+      CK(cudaFree(ptab));
+    pool = nullptr;
+    ptab = nullptr;
+    ref.clear();
+  }
+};
+
 /* ---- the benchmark ------------------------------------------------------------------- */
 
 #define H 4096
@@ -444,6 +513,12 @@ static int bench(int sweep, int reps, const char *outdir) {
   LK(lsim_cuda_lora_open(&L, &cfg, eb));
   lsim_cuda_lora_tune tune0;
   lsim_cuda_lora_get_tune(L, &tune0);
+  /* the zero-padded slot layout at the mixed batch's largest rank, for
+  ** comparison on the mixed-rank batch */
+  lsim_cuda_lora *Lpad = nullptr;
+  cfg.pad_rank = 64;
+  LK(lsim_cuda_lora_open(&Lpad, &cfg, eb));
+  cfg.pad_rank = 0;
 
   uint16_t *dX, *dY, *dW, *dYb;
   CK(cudaMalloc(&dX, (size_t)4096 * H * 2));
@@ -483,8 +558,15 @@ static int bench(int sweep, int reps, const char *outdir) {
         host_fill(hB[a], rng, 1.f / sqrtf((float)rk[a]));
         LK(lsim_cuda_lora_load(L, slots[a], rk[a], sc[a], hA[a].data(),
                                hB[a].data(), eb));
+        if (rset < 0)
+          LK(lsim_cuda_lora_load(Lpad, slots[a], rk[a], sc[a], hA[a].data(),
+                                 hB[a].data(), eb));
         ad_bytes += (double)rk[a] * (2.0 * H) * 2.0;
       }
+      /* the same adapters in a fragmented paged pool (page = h = 4096
+      ** elements, 25% spare pages, random page order) */
+      Paged pg;
+      pg.build(H, H, slots, rk, sc, hA, hB, 77 + 13 * wi + ri, 0);
       /* rows -> adapter index */
       std::vector<int> ad_of_row;
       std::vector<lsim_plan_entry> e;
@@ -585,10 +667,24 @@ static int bench(int sweep, int reps, const char *outdir) {
         int path;
         lsim_cuda_lora_tune t;
         std::string label;
+        int layout = 0; /* 0 contiguous, 1 paged, 2 padded slots */
       };
       std::vector<Var> vars;
       for (int path = 1; path < LSIM_CUDA_PATH__COUNT; path++)
         vars.push_back({path, tune0, lsim_cuda_path_name(path)});
+      /* every path again through the page tables, and on the mixed batch
+      ** in padded slots */
+      for (int lay = 1; lay <= 2; lay++) {
+        if (lay == 2 && rset >= 0)
+          continue;
+        for (int path = 0; path < LSIM_CUDA_PATH__COUNT; path++) {
+          Var v{path, tune0,
+                std::string(lsim_cuda_path_name(path)) +
+                    (lay == 1 ? " paged" : " padded64")};
+          v.layout = lay;
+          vars.push_back(v);
+        }
+      }
       /* the chosen path, and its variants */
       vars.push_back({LSIM_CUDA_PATH_AUTO, tune0, "auto"});
       {
@@ -663,40 +759,48 @@ static int bench(int sweep, int reps, const char *outdir) {
         lsim_cuda_lora_tune t = v.t;
         if (!pdl_graph_ok)
           t.pdl = 0;
-        lsim_cuda_lora_set_tune(L, &t);
+        lsim_cuda_lora *LL = v.layout == 2 ? Lpad : L;
+        auto plan = [&](lsim_errbuf *e) {
+          return v.layout == 1
+                     ? lsim_cuda_lora_plan_paged(LL, &p, v.path, pg.pool, pg.pw,
+                                                 pg.ref.data(),
+                                                 (int)pg.ref.size(), e)
+                     : lsim_cuda_lora_plan(LL, &p, v.path, e);
+        };
+        lsim_cuda_lora_set_tune(LL, &t);
         lsim_errbuf eb = LSIM_ERRBUF_INIT;
-        lsim_err rc = lsim_cuda_lora_plan(L, &p, v.path, &eb);
+        lsim_err rc = plan(&eb);
         if (rc) {
           r.path = v.label;
           r.note = std::string("skipped: ") + eb.msg;
           rows.push_back(r);
           continue;
         }
-        int chosen = lsim_cuda_lora_path(L);
+        int chosen = lsim_cuda_lora_path(LL);
         r.path = v.path == LSIM_CUDA_PATH_AUTO
                      ? v.label + " -> " + lsim_cuda_path_name(chosen)
                      : v.label;
         /* correctness on this path: delta into Y = 0 */
         if (!t.only) {
           CK(cudaMemsetAsync(dY, 0, (size_t)N * H * 2, s));
-          LK(lsim_cuda_lora_run(L, dX, H, dY, H, eb));
-          LK(lsim_cuda_lora_sync(L, eb));
+          LK(lsim_cuda_lora_run(LL, dX, H, dY, H, eb));
+          LK(lsim_cuda_lora_sync(LL, eb));
           r.relerr = relerr();
         }
         cudaGraphExec_t ge;
         std::string why;
         bool ok = capture(
-            s, [&] { return lsim_cuda_lora_run(L, dX, H, dY, H, NULL) == 0; },
+            s, [&] { return lsim_cuda_lora_run(LL, dX, H, dY, H, NULL) == 0; },
             &ge, &why);
         if (!ok && t.pdl) {
           pdl_graph_ok = false;
           pdl_why = why;
           t.pdl = 0;
-          lsim_cuda_lora_set_tune(L, &t);
-          LK(lsim_cuda_lora_plan(L, &p, v.path, eb));
+          lsim_cuda_lora_set_tune(LL, &t);
+          LK(plan(eb));
           ok = capture(
               s,
-              [&] { return lsim_cuda_lora_run(L, dX, H, dY, H, NULL) == 0; },
+              [&] { return lsim_cuda_lora_run(LL, dX, H, dY, H, NULL) == 0; },
               &ge, &why);
         }
         if (!ok) {
@@ -715,7 +819,7 @@ static int bench(int sweep, int reps, const char *outdir) {
         r.xfloor = r.us / floor_us;
         r.xbase = r.us / base_us;
         char d[256];
-        lsim_cuda_lora_describe(L, d, sizeof d);
+        lsim_cuda_lora_describe(LL, d, sizeof d);
         r.geom = d;
         if (v.path == LSIM_CUDA_PATH_AUTO && v.label == "auto" &&
             target == target)
@@ -756,6 +860,7 @@ static int bench(int sweep, int reps, const char *outdir) {
           printf("base+branch capture failed: %s\n", why.c_str());
         }
       }
+      pg.release();
       lsim_rowplan_release(&p);
       fflush(stdout);
       printf("done %s r=%s\n", W.name, rname);
@@ -810,6 +915,50 @@ static int bench(int sweep, int reps, const char *outdir) {
            r.wl.c_str(), r.rank.c_str(), r.path.c_str() + 8, r.us, r.gbs,
            r.xfloor, r.xbase, bst, xb, tgt, bbs);
   }
+  /* the cost of paging: every path through the page tables against the
+  ** same path on contiguous factors, same run */
+  auto find = [&](const std::string &wl, const std::string &rank,
+                  const std::string &path) -> double {
+    for (const Row &q : rows)
+      if (q.wl == wl && q.rank == rank && q.path == path)
+        return q.us;
+    return NAN;
+  };
+  printf("\npaged (factor rows through a fragmented page table, page = 4096 "
+         "elements) vs contiguous, same path, us (ratio):\n");
+  printf("%-12s %-5s", "workload", "rank");
+  for (int path = 1; path < LSIM_CUDA_PATH__COUNT; path++)
+    printf(" %22s", lsim_cuda_path_name(path));
+  printf("\n");
+  for (int ri = 0; ri < 3; ri++)
+    for (int wi = 0; wi < 3; wi++) {
+      char rb[16];
+      const std::string rk = rset_name(RSET[ri], rb);
+      printf("%-12s %-5s", WORKS[wi].name, rk.c_str());
+      for (int path = 1; path < LSIM_CUDA_PATH__COUNT; path++) {
+        const std::string nm = lsim_cuda_path_name(path);
+        double c = find(WORKS[wi].name, rk, nm),
+               g = find(WORKS[wi].name, rk, nm + " paged");
+        char b[40];
+        snprintf(b, sizeof b, "%.2f/%.2f (%.2f)", c, g, g / c);
+        printf(" %22s", b);
+      }
+      printf("\n");
+    }
+  printf("\nmixed-rank batch (8,16,32,64): per-adapter rank vs zero-padded "
+         "slots at rank 64, same path, us (ratio padded / per-rank):\n");
+  for (int wi = 0; wi < 3; wi++) {
+    printf("%-12s %-5s", WORKS[wi].name, "8-64");
+    for (int path = 1; path < LSIM_CUDA_PATH__COUNT; path++) {
+      const std::string nm = lsim_cuda_path_name(path);
+      double c = find(WORKS[wi].name, "8-64", nm),
+             g = find(WORKS[wi].name, "8-64", nm + " padded64");
+      char b[40];
+      snprintf(b, sizeof b, "%.2f/%.2f (%.2f)", c, g, g / c);
+      printf(" %22s", b);
+    }
+    printf("\n");
+  }
   if (outdir) {
     std::string f = std::string(outdir) + "/bench_kernels.txt";
     FILE *o = fopen(f.c_str(), "w");
@@ -820,6 +969,7 @@ static int bench(int sweep, int reps, const char *outdir) {
     }
   }
   lsim_cuda_lora_close(L);
+  lsim_cuda_lora_close(Lpad);
   return 0;
 }
 
@@ -1031,24 +1181,7 @@ static void run_case(Checker &ck, Case &c, int dtype, int exact,
   const int ldy = round8(c.d_out);
   const uint16_t xpad = dtype == LSIM_CUDA_FP16 ? 0x7e00 : 0x7fc0; /* NaN */
   const uint16_t canary = 0x5a5a;
-  lsim_cuda_lora *L = nullptr;
-  lsim_cuda_lora_cfg cfg;
-  memset(&cfg, 0, sizeof cfg);
-  cfg.dtype = dtype;
-  cfg.d_in = c.d_in;
-  cfg.d_out = c.d_out;
-  cfg.max_adapters = c.maxid + 1;
-  LK(lsim_cuda_lora_open(&L, &cfg, eb));
-  for (int a = 0; a < c.nad; a++) {
-    std::vector<uint16_t> A(c.A[a].size()), B(c.B[a].size());
-    for (size_t i = 0; i < A.size(); i++)
-      A[i] = lsim_cuda_from_float(dtype, (float)c.A[a][i]);
-    for (size_t i = 0; i < B.size(); i++)
-      B[i] = lsim_cuda_from_float(dtype, (float)c.B[a][i]);
-    float s = (float)(ldexp(1.0, c.sexp[a]) * (exact ? 1.0 : 0.75));
-    LK(lsim_cuda_lora_load(L, c.ids[a], c.ranks[a], s, A.data(), B.data(),
-                           eb));
-  }
+  const int rmax = *std::max_element(c.ranks.begin(), c.ranks.end());
   std::vector<uint16_t> hx((size_t)(T > 0 ? T : 1) * ldx, xpad);
   for (int i = 0; i < T; i++)
     for (int q = 0; q < c.d_in; q++)
@@ -1069,6 +1202,39 @@ static void run_case(Checker &ck, Case &c, int dtype, int exact,
   CK(cudaDeviceSynchronize());
   std::vector<uint16_t> out(hy.size());
 
+  /* three layouts of the factors: contiguous (every path, three launch
+  ** settings), zero-padded slots at the largest rank and a fragmented
+  ** paged pool (every path, default settings) */
+  for (int lay = 0; lay < 3; lay++) {
+  static const char *const lay_name[3] = {"contiguous", "padded", "paged"};
+  lsim_cuda_lora *L = nullptr;
+  lsim_cuda_lora_cfg cfg;
+  memset(&cfg, 0, sizeof cfg);
+  cfg.dtype = dtype;
+  cfg.d_in = c.d_in;
+  cfg.d_out = c.d_out;
+  cfg.max_adapters = c.maxid + 1;
+  cfg.pad_rank = lay == 1 ? rmax : 0;
+  LK(lsim_cuda_lora_open(&L, &cfg, eb));
+  Paged pg;
+  std::vector<std::vector<uint16_t>> fa(c.nad), fb(c.nad);
+  std::vector<float> fs(c.nad);
+  for (int a = 0; a < c.nad; a++) {
+    fa[a].resize(c.A[a].size());
+    fb[a].resize(c.B[a].size());
+    for (size_t i = 0; i < fa[a].size(); i++)
+      fa[a][i] = lsim_cuda_from_float(dtype, (float)c.A[a][i]);
+    for (size_t i = 0; i < fb[a].size(); i++)
+      fb[a][i] = lsim_cuda_from_float(dtype, (float)c.B[a][i]);
+    fs[a] = (float)(ldexp(1.0, c.sexp[a]) * (exact ? 1.0 : 0.75));
+    if (lay < 2)
+      LK(lsim_cuda_lora_load(L, c.ids[a], c.ranks[a], fs[a], fa[a].data(),
+                             fb[a].data(), eb));
+  }
+  if (lay == 2)
+    pg.build(c.d_in, c.d_out, c.ids, c.ranks, fs, fa, fb,
+             (uint64_t)c.p.T * 977 + (uint64_t)c.d_out, 8);
+
   lsim_cuda_lora_tune t0;
   lsim_cuda_lora_get_tune(L, &t0);
   std::vector<lsim_cuda_lora_tune> tunes;
@@ -1083,14 +1249,18 @@ static void run_case(Checker &ck, Case &c, int dtype, int exact,
     t.shrink_splits = 2;
     tunes.push_back(t);
   }
+  if (lay > 0)
+    tunes.resize(1);
   for (int path = 0; path < LSIM_CUDA_PATH__COUNT; path++) {
     for (size_t ti = 0; ti < tunes.size(); ti++) {
       if (path == LSIM_CUDA_PATH_AUTO && ti > 0)
         continue;
       lsim_cuda_lora_set_tune(L, &tunes[ti]);
       lsim_errbuf eb = LSIM_ERRBUF_INIT;
-      lsim_err rc = lsim_cuda_lora_plan(L, &c.p, path, &eb);
-      int rmax = *std::max_element(c.ranks.begin(), c.ranks.end());
+      lsim_err rc = lay == 2 ? lsim_cuda_lora_plan_paged(
+                                   L, &c.p, path, pg.pool, pg.pw,
+                                   pg.ref.data(), (int)pg.ref.size(), &eb)
+                             : lsim_cuda_lora_plan(L, &c.p, path, &eb);
       if (rc == LSIM_E_USAGE && rmax > 128 &&
           (path == LSIM_CUDA_PATH_SGMV_MMA ||
            path == LSIM_CUDA_PATH_INDEXED_MMA))
@@ -1113,8 +1283,9 @@ static void run_case(Checker &ck, Case &c, int dtype, int exact,
         continue;
       }
       CK(cudaMemcpy(out.data(), dy, out.size() * 2, cudaMemcpyDeviceToHost));
-      char d[256];
-      lsim_cuda_lora_describe(L, d, sizeof d);
+      char d0[256], d[300];
+      lsim_cuda_lora_describe(L, d0, sizeof d0);
+      snprintf(d, sizeof d, "%s; %s", lay_name[lay], d0);
       int bad = 0;
       double e2 = 0, r2 = 0;
       for (int i = -1; i <= T && bad < 3; i++) {
@@ -1157,14 +1328,16 @@ static void run_case(Checker &ck, Case &c, int dtype, int exact,
         double rel = r2 > 0 ? sqrt(e2 / r2) : 0;
         ck.worst_rel = std::max(ck.worst_rel, rel);
         if (rel > 1e-2)
-          ck.fail("%s %s tune %zu: relative error %.3e > 1e-2", tag,
-                  lsim_cuda_path_name(path), ti, rel);
+          ck.fail("%s %s tune %zu [%s]: relative error %.3e > 1e-2", tag,
+                  lsim_cuda_path_name(path), ti, d, rel);
       }
     }
   }
+  pg.release();
+  lsim_cuda_lora_close(L);
+  }
   CK(cudaFree(dx));
   CK(cudaFree(dy));
-  lsim_cuda_lora_close(L);
 }
 
 static int check(int cases) {

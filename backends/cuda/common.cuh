@@ -217,13 +217,58 @@ __device__ __forceinline__ void lsim__prefetch_l2(const void *p) {
 
 /* ---- kernel parameters ----------------------------------------------------------- */
 
-/* One device adapter-table entry (the table is indexed by adapter id). */
+/*
+** One device adapter-table entry (the table is indexed by adapter id).
+**
+** Two layouts of the factor rows, one row-address function each:
+**   contiguous (pt == NULL): A row k at A + k * lda, B^T row k at
+**     Bt + k * ldb (lsim_cuda_lora_load's own allocation)
+**   paged (pt != NULL): A = Bt = the pool's first page, lda = ldb = the page
+**     width, and pt the generation's page table (2 * rank page indices: the
+**     A rows, then the B^T rows): A row k at A + pt[k] * lda, B^T row k at
+**     Bt + pt[rank + k] * ldb (the device pool, pool.h)
+** Every kernel reaches a factor row only through lsim__arow / lsim__brow.
+*/
 struct lsim__adapter_dev {
   const uint16_t *A;  /* [rank][lda]: logical A [rank][d_in], rows padded */
   const uint16_t *Bt; /* [rank][ldb]: B transposed, rank rows of d_out */
-  int rank;           /* logical rank; 0 = not loaded */
+  const int32_t *pt;  /* NULL: contiguous; else the page table */
+  int rank;           /* rank the kernels compute; 0 = not loaded */
   float scale;        /* semantic scale s */
 };
+
+/*
+** Address of factor row k of A (lda: the launch's A row stride) and of row
+** k of B^T.  PG (compile time) says which layout: the CUDA-core kernels,
+** which address a row per load, are instantiated for both (a run-time test
+** per load kept the contiguous loads from being batched: decode64 r16 went
+** from 13.9 to 19.7 us); the tensor-core kernels address each thread's
+** rows once and use the run-time form (lsim__arow_rt, lsim__brow_rt).
+*/
+template <bool PG>
+__device__ __forceinline__ const uint16_t *
+lsim__arow(const lsim__adapter_dev &ad, int k, int lda) {
+  if constexpr (PG)
+    return ad.A + (size_t)__ldg(ad.pt + k) * (size_t)lda;
+  else
+    return ad.A + (size_t)k * (size_t)lda;
+}
+template <bool PG>
+__device__ __forceinline__ const uint16_t *
+lsim__brow(const lsim__adapter_dev &ad, int k, int ldb) {
+  if constexpr (PG)
+    return ad.Bt + (size_t)__ldg(ad.pt + ad.rank + k) * (size_t)ldb;
+  else
+    return ad.Bt + (size_t)k * (size_t)ldb;
+}
+__device__ __forceinline__ const uint16_t *
+lsim__arow_rt(const lsim__adapter_dev &ad, int k, int lda) {
+  return ad.pt ? lsim__arow<true>(ad, k, lda) : lsim__arow<false>(ad, k, lda);
+}
+__device__ __forceinline__ const uint16_t *
+lsim__brow_rt(const lsim__adapter_dev &ad, int k, int ldb) {
+  return ad.pt ? lsim__brow<true>(ad, k, ldb) : lsim__brow<false>(ad, k, ldb);
+}
 
 /*
 ** Everything a shrink or expand launch reads.  The metadata arrays live in
@@ -261,6 +306,8 @@ struct lsim__lora_args {
   int split_len; /* columns per range, a multiple of 64 */
   int col_len;   /* expand: columns per block (grid y); fused: d_out range */
   int fused_flags; /* fused: 1 prefetch Bt to L2, 2 preload Y and Bt */
+  int paged;       /* the table's entries are paged (pt != NULL): the
+                   ** CUDA-core kernels' PG instantiation */
 };
 
 struct lsim__tile {

@@ -119,6 +119,11 @@ typedef struct lsim_cuda_lora_cfg {
   int max_adapters; /* adapter ids 0 .. max_adapters-1 (>= 1) */
   void *stream;     /* cudaStream_t for every launch and copy; NULL: the
                     ** context creates (and destroys) its own */
+  int pad_rank;     /* 0 (default): every adapter at its own logical rank;
+                    ** R > 0: the zero-padded slot layout, kept for
+                    ** comparison: every adapter is stored with R rank rows
+                    ** (the rows past its rank zero) and the kernels compute
+                    ** all R; ranks above R are refused */
 } lsim_cuda_lora_cfg;
 
 /* Knobs for benchmarks and tests; lsim_cuda_lora_open sets the defaults. */
@@ -163,8 +168,10 @@ void lsim_cuda_lora_close(lsim_cuda_lora *L);
 ** resident replaces it.  Waits for the context's stream first, so no launch
 ** can see a half-written table entry (the event-fenced pool of issue 6
 ** part 2 replaces this).  A plan naming `id` must be prepared again.
-** Errors: E_USAGE (id, rank 1..LSIM_CUDA_MAX_RANK, NULL factor, scale not
-** finite), E_NOMEM, E_BACKEND.
+** With cfg.pad_rank R the factors are stored in an R-row slot (rows past
+** `rank` zero) and computed at R; plans still name the logical rank.
+** Errors: E_USAGE (id, rank 1..LSIM_CUDA_MAX_RANK or above pad_rank, NULL
+** factor, scale not finite), E_NOMEM, E_BACKEND.
 */
 lsim_err lsim_cuda_lora_load(lsim_cuda_lora *L, int id, int rank, float scale,
                              const uint16_t *A, const uint16_t *B,
@@ -184,6 +191,37 @@ lsim_err lsim_cuda_lora_unload(lsim_cuda_lora *L, int id, lsim_errbuf *eb);
 */
 lsim_err lsim_cuda_lora_plan(lsim_cuda_lora *L, const lsim_rowplan *p,
                              int path, lsim_errbuf *eb);
+/*
+** Paged factors (the device pool's layout, pool.h): prepare plan p so that
+** every factor row is read through a page table instead of the context's
+** own contiguous adapters.  pool: the device address of page 0; a page is
+** page_elems 16-bit values (a multiple of 8, at least d_in and d_out
+** rounded up to 8); ent[id] for every adapter id the plan names (nent
+** entries; ptab NULL: not resident): the device address of its page table
+** (2 * rank page indices, the rank rows of A then the rank rows of B
+** transposed), its rank and scale.  A page's elements past its row's
+** d_in (A) up to the next multiple of 8 must be zero, as in the pool's
+** zero-padded page images: the CUDA-core shrink reads whole 16-byte
+** vectors and multiplies that tail by X's zero fill.  The per-plan adapter table travels in
+** the plan's one metadata copy, so the plan snapshots the page tables'
+** addresses, not their contents: the caller keeps the named pages and page
+** tables unchanged until the launches that use the plan completed (the
+** pool's last-use events).  Same paths, chooser and errors as
+** lsim_cuda_lora_plan (E_REF_UNKNOWN_ADAPTER for a missing entry,
+** E_REF_RANK for another rank); E_USAGE for a bad geometry or a context
+** opened with pad_rank.
+*/
+typedef struct lsim_cuda_paged_ref {
+  const int32_t *ptab; /* device: 2 * rank page indices; NULL: absent */
+  int rank;
+  float scale;
+} lsim_cuda_paged_ref;
+lsim_err lsim_cuda_lora_plan_paged(lsim_cuda_lora *L, const lsim_rowplan *p,
+                                   int path, const void *pool,
+                                   int64_t page_elems,
+                                   const lsim_cuda_paged_ref *ent, int nent,
+                                   lsim_errbuf *eb);
+
 /* The path of the prepared plan (never AUTO); -1 before the first plan. */
 int lsim_cuda_lora_path(const lsim_cuda_lora *L);
 /* One line describing the prepared plan's launches (grids, splits). */

@@ -26,7 +26,7 @@
 
 /* ---- CUDA-core expand --------------------------------------------------------- */
 
-template <typename T, int MT, bool PER_ROW>
+template <typename T, int MT, bool PER_ROW, bool PG>
 __global__ void __launch_bounds__(LSIM__THREADS, 3)
     lsim__expand_simt(const lsim__lora_args a) {
   extern __shared__ float lsim__sm_ts[]; /* [MT][ws_ld] scaled t */
@@ -47,11 +47,10 @@ __global__ void __launch_bounds__(LSIM__THREADS, 3)
 
   /* independent of the shrink: the first Bt vectors and Y into registers,
   ** the rest of Bt into L2 */
-  const uint16_t *bp = ad.Bt + o;
   uint4 bpre[PRE], yv[MT];
 #pragma unroll
   for (int u = 0; u < PRE; u++)
-    bpre[u] = act && u < r ? lsim__ldg16(bp + (size_t)u * a.ldb)
+    bpre[u] = act && u < r ? lsim__ldg16(lsim__brow<PG>(ad, u, a.ldb) + o)
                            : make_uint4(0, 0, 0, 0);
 #pragma unroll
   for (int j = 0; j < MT; j++)
@@ -61,7 +60,7 @@ __global__ void __launch_bounds__(LSIM__THREADS, 3)
                 : make_uint4(0, 0, 0, 0);
   if (act)
     for (int k = PRE; k < r; k++)
-      lsim__prefetch_l2(bp + (size_t)k * a.ldb);
+      lsim__prefetch_l2(lsim__brow<PG>(ad, k, a.ldb) + o);
 
   lsim__pdl_wait(); /* the shrink's workspace is complete from here on */
 
@@ -120,7 +119,7 @@ __global__ void __launch_bounds__(LSIM__THREADS, 3)
     uint4 bv[BATCH];
 #pragma unroll
     for (int u = 0; u < BATCH; u++)
-      bv[u] = k0 + u < r ? lsim__ldg16(bp + (size_t)(k0 + u) * a.ldb)
+      bv[u] = k0 + u < r ? lsim__ldg16(lsim__brow<PG>(ad, k0 + u, a.ldb) + o)
                          : make_uint4(0, 0, 0, 0);
 #pragma unroll
     for (int u = 0; u < BATCH; u++)
@@ -184,6 +183,14 @@ __global__ void __launch_bounds__(LSIM__THREADS)
     const int row = rbase + 16 * i;
     ysrc[i] = row < t.m ? a.Y + (size_t)a.list[t.p0 + row] * a.ldy : nullptr;
   }
+  /* this thread's Bt rows (rank rows rbase + 16 i), addressed once: NULL
+  ** at or past the rank */
+  const uint16_t *bsrc[NK];
+#pragma unroll
+  for (int i = 0; i < NK; i++) {
+    const int k = rbase + 16 * i;
+    bsrc[i] = i < nks && k < r ? lsim__brow_rt(ad, k, a.ldb) : nullptr;
+  }
   auto load = [&](int st, int ci) {
     const uint32_t sy = sbase + st * STAGE, sb = sy + YBYTES;
     const int col = cb0 + ci * LSIM__MMA_KC + ch * 8;
@@ -196,10 +203,9 @@ __global__ void __launch_bounds__(LSIM__THREADS)
     for (int i = 0; i < NK; i++) {
       if (i < nks) {
         const int k = rbase + 16 * i;
-        const bool ok = k < r && bytes > 0;
+        const bool ok = bsrc[i] != nullptr && bytes > 0;
         lsim__cp16(sb + lsim__eswz(k, ch),
-                   ok ? (const void *)(ad.Bt + (size_t)k * a.ldb + col)
-                      : (const void *)ad.Bt,
+                   ok ? (const void *)(bsrc[i] + col) : (const void *)ad.Bt,
                    ok ? bytes : 0);
       }
     }
@@ -438,11 +444,16 @@ static cudaError_t lsim__expand_launch_t(int kind, int rc, int split,
                                          cudaStream_t s) {
   switch (kind) {
   case LSIM__KIND_DECODE:
-    return lsim__launch(lsim__expand_simt<T, 1, true>, grid, simt_smem, pdl,
-                        s, a);
+    return a.paged ? lsim__launch(lsim__expand_simt<T, 1, true, true>, grid,
+                                  simt_smem, pdl, s, a)
+                   : lsim__launch(lsim__expand_simt<T, 1, true, false>, grid,
+                                  simt_smem, pdl, s, a);
   case LSIM__KIND_SIMT:
-    return lsim__launch(lsim__expand_simt<T, LSIM__SIMT_MT, false>, grid,
-                        simt_smem, pdl, s, a);
+    return a.paged
+               ? lsim__launch(lsim__expand_simt<T, LSIM__SIMT_MT, false, true>,
+                              grid, simt_smem, pdl, s, a)
+               : lsim__launch(lsim__expand_simt<T, LSIM__SIMT_MT, false, false>,
+                              grid, simt_smem, pdl, s, a);
   case LSIM__KIND_MMA:
     return split ? lsim__expand_mma_rc<T, true>(rc, a, grid, pdl, s)
                  : lsim__expand_mma_rc<T, false>(rc, a, grid, pdl, s);

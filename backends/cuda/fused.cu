@@ -52,7 +52,7 @@ __device__ __forceinline__ uint4 lsim__ldcs16(const uint16_t *p) {
   return __ldcs(reinterpret_cast<const uint4 *>(p));
 }
 
-template <typename T, int MT>
+template <typename T, int MT, bool PG>
 __global__ void __launch_bounds__(LSIM__THREADS, MT <= 2 ? 4 : 2)
     lsim__fused_kernel(const lsim__lora_args a) {
   extern __shared__ float lsim__sm_fused[]; /* part, tsc [MT][ld]; red */
@@ -98,7 +98,7 @@ __global__ void __launch_bounds__(LSIM__THREADS, MT <= 2 ? 4 : 2)
 #pragma unroll
     for (int u = 0; u < 8; u++)
       bpre[u] = live && k0 + u < k1
-                    ? lsim__ldg16(ad.Bt + (size_t)(k0 + u) * a.ldb + o)
+                    ? lsim__ldg16(lsim__brow<PG>(ad, k0 + u, a.ldb) + o)
                     : make_uint4(0, 0, 0, 0);
 #pragma unroll
     for (int jj = 0; jj < RPT; jj++) {
@@ -114,7 +114,7 @@ __global__ void __launch_bounds__(LSIM__THREADS, MT <= 2 ? 4 : 2)
     const int lines = (o1 - o0 + 63) >> 6;
     for (int i = tid; i < r * lines; i += LSIM__THREADS) {
       const int k = i / lines, l = i - k * lines;
-      lsim__prefetch_l2(ad.Bt + (size_t)k * a.ldb + o0 + 64 * l);
+      lsim__prefetch_l2(lsim__brow<PG>(ad, k, a.ldb) + o0 + 64 * l);
     }
   }
 
@@ -130,7 +130,7 @@ __global__ void __launch_bounds__(LSIM__THREADS, MT <= 2 ? 4 : 2)
       const uint16_t *ar[KR];
 #pragma unroll
       for (int k = 0; k < KR; k++)
-        ar[k] = ad.A + (size_t)(k0 + (k < nk ? k : 0)) * a.lda;
+        ar[k] = lsim__arow<PG>(ad, k0 + (k < nk ? k : 0), a.lda);
       float acc[N];
 #pragma unroll
       for (int i = 0; i < N; i++)
@@ -221,14 +221,14 @@ __global__ void __launch_bounds__(LSIM__THREADS, MT <= 2 ? 4 : 2)
         for (int e = 0; e < 8; e++)
           acc[jj][e] = 0.f;
       if (live) {
-        const uint16_t *bp = ad.Bt + o;
         for (int kb = k0; kb < k1; kb += 8) {
           uint4 bv[8];
 #pragma unroll
           for (int u = 0; u < 8; u++)
             bv[u] = pre && kb == k0 ? bpre[u]
-                    : kb + u < k1   ? lsim__ldg16(bp + (size_t)(kb + u) * a.ldb)
-                                    : make_uint4(0, 0, 0, 0);
+                    : kb + u < k1
+                        ? lsim__ldg16(lsim__brow<PG>(ad, kb + u, a.ldb) + o)
+                        : make_uint4(0, 0, 0, 0);
 #pragma unroll
           for (int u = 0; u < 8; u++) {
             if (kb + u < k1) {
@@ -304,18 +304,22 @@ template <typename K> static cudaError_t lsim__fused_attr(K kernel) {
                               (int)lsim__fused_smem(8, LSIM_CUDA_MAX_RANK));
 }
 
-template <typename T> static cudaError_t lsim__fused_init_t() {
+template <typename T, bool PG> static cudaError_t lsim__fused_init_t() {
   cudaError_t e;
-  if ((e = lsim__fused_attr(lsim__fused_kernel<T, 1>)) != cudaSuccess ||
-      (e = lsim__fused_attr(lsim__fused_kernel<T, 2>)) != cudaSuccess ||
-      (e = lsim__fused_attr(lsim__fused_kernel<T, 4>)) != cudaSuccess)
+  if ((e = lsim__fused_attr(lsim__fused_kernel<T, 1, PG>)) != cudaSuccess ||
+      (e = lsim__fused_attr(lsim__fused_kernel<T, 2, PG>)) != cudaSuccess ||
+      (e = lsim__fused_attr(lsim__fused_kernel<T, 4, PG>)) != cudaSuccess)
     return e;
-  return lsim__fused_attr(lsim__fused_kernel<T, 8>);
+  return lsim__fused_attr(lsim__fused_kernel<T, 8, PG>);
 }
 
 cudaError_t lsim__fused_init(void) {
-  cudaError_t e = lsim__fused_init_t<lsim__bf16>();
-  return e != cudaSuccess ? e : lsim__fused_init_t<lsim__fp16>();
+  cudaError_t e;
+  if ((e = lsim__fused_init_t<lsim__bf16, false>()) != cudaSuccess ||
+      (e = lsim__fused_init_t<lsim__bf16, true>()) != cudaSuccess ||
+      (e = lsim__fused_init_t<lsim__fp16, false>()) != cudaSuccess)
+    return e;
+  return lsim__fused_init_t<lsim__fp16, true>();
 }
 
 template <typename K>
@@ -337,19 +341,23 @@ static cudaError_t lsim__fused_go(K kernel, int cs, unsigned ntiles,
   return cudaLaunchKernelEx(&cfg, kernel, a);
 }
 
-template <typename T>
+template <typename T, bool PG>
 static cudaError_t lsim__fused_t(int mt, int cs, const lsim__lora_args &a,
                                  unsigned ntiles, size_t smem,
                                  cudaStream_t s) {
   switch (mt) {
   case 1:
-    return lsim__fused_go(lsim__fused_kernel<T, 1>, cs, ntiles, smem, s, a);
+    return lsim__fused_go(lsim__fused_kernel<T, 1, PG>, cs, ntiles, smem, s,
+                          a);
   case 2:
-    return lsim__fused_go(lsim__fused_kernel<T, 2>, cs, ntiles, smem, s, a);
+    return lsim__fused_go(lsim__fused_kernel<T, 2, PG>, cs, ntiles, smem, s,
+                          a);
   case 4:
-    return lsim__fused_go(lsim__fused_kernel<T, 4>, cs, ntiles, smem, s, a);
+    return lsim__fused_go(lsim__fused_kernel<T, 4, PG>, cs, ntiles, smem, s,
+                          a);
   case 8:
-    return lsim__fused_go(lsim__fused_kernel<T, 8>, cs, ntiles, smem, s, a);
+    return lsim__fused_go(lsim__fused_kernel<T, 8, PG>, cs, ntiles, smem, s,
+                          a);
   default:
     return cudaErrorInvalidValue;
   }
@@ -360,7 +368,11 @@ cudaError_t lsim__fused_launch(int dtype, int mt, int cs,
                                size_t smem, cudaStream_t s) {
   if (cs < 1 || cs > LSIM__FUSED_MAXCS)
     return cudaErrorInvalidValue;
+  if (a.paged)
+    return dtype == LSIM_CUDA_FP16
+               ? lsim__fused_t<lsim__fp16, true>(mt, cs, a, ntiles, smem, s)
+               : lsim__fused_t<lsim__bf16, true>(mt, cs, a, ntiles, smem, s);
   return dtype == LSIM_CUDA_FP16
-             ? lsim__fused_t<lsim__fp16>(mt, cs, a, ntiles, smem, s)
-             : lsim__fused_t<lsim__bf16>(mt, cs, a, ntiles, smem, s);
+             ? lsim__fused_t<lsim__fp16, false>(mt, cs, a, ntiles, smem, s)
+             : lsim__fused_t<lsim__bf16, false>(mt, cs, a, ntiles, smem, s);
 }

@@ -32,7 +32,8 @@ lsim_err lsim_cuda_exact_delta(const lsim_rowplan *p, const lsim_qmat *X,
   for (int a = 0; a < nad; a++)
     if (ad[a].id + 1 > maxid)
       maxid = ad[a].id + 1;
-  lsim_cuda_lora_cfg cfg = {0, dt, d_in, d_out, maxid > 0 ? maxid : 1, NULL};
+  lsim_cuda_lora_cfg cfg = {0, dt, d_in, d_out, maxid > 0 ? maxid : 1, NULL,
+                            0};
 #define LSIM__TO16(dst, q)                                                  \
   do {                                                                      \
     float f_ = (float)mpq_get_d(q);                                         \

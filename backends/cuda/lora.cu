@@ -14,6 +14,12 @@
 **      metadata copy completed (meta_done), and the device metadata buffer
 **      only in stream order after the launches that read it.
 **   4. ws holds at least splits * nlist * ws_ld floats for the plan.
+**   5. With pad_rank R (the zero-padded slot layout), every device entry
+**      has rank R (rows past the adapter's own rank are zero) and lrank
+**      holds the logical rank that plans are checked against.
+**   6. A paged plan (lsim_cuda_lora_plan_paged) carries its own adapter
+**      table at the start of the metadata buffer; it names no adapter of
+**      the context's table, so load/unload do not invalidate it.
 */
 #include <math.h>
 #include <stdio.h>
@@ -34,6 +40,7 @@ struct lsim_cuda_lora {
   lsim__adapter_dev *h_table;
   lsim__adapter_dev *d_table;
   void **mem;           /* per id: the device allocation of A and Bt */
+  int *lrank;           /* per id: logical rank (0: not loaded) */
   unsigned char *used; /* per id: named by the prepared plan */
   lsim_cuda_lora_tune tune;
   /* the prepared plan */
@@ -50,6 +57,7 @@ struct lsim_cuda_lora {
   int fused_mt, fused_cs; /* fused path: rows per tile, blocks per cluster */
   size_t fused_smem;
   int pdl; /* the plan's launch mode (tune.pdl resolved) */
+  int paged; /* the prepared plan reads factors through page tables */
 };
 
 static const char *const lsim__path_names[LSIM_CUDA_PATH__COUNT] = {
@@ -145,10 +153,12 @@ extern "C" lsim_err lsim_cuda_lora_open(lsim_cuda_lora **out,
   if (!cfg || (cfg->dtype != LSIM_CUDA_BF16 && cfg->dtype != LSIM_CUDA_FP16) ||
       cfg->d_in < 1 || cfg->d_out < 1 || cfg->d_in > (1 << 24) ||
       cfg->d_out > (1 << 24) || cfg->max_adapters < 1 ||
-      cfg->max_adapters > (1 << 24))
+      cfg->max_adapters > (1 << 24) || cfg->pad_rank < 0 ||
+      cfg->pad_rank > LSIM_CUDA_MAX_RANK)
     return lsim_fail(eb, LSIM_E_USAGE,
                      "lora open: bad configuration (dtype 0/1, d_in and "
-                     "d_out 1..2^24, max_adapters 1..2^24)");
+                     "d_out 1..2^24, max_adapters 1..2^24, pad_rank "
+                     "0..%d)", LSIM_CUDA_MAX_RANK);
   L = (lsim_cuda_lora *)calloc(1, sizeof *L);
   if (!L)
     return lsim_fail(eb, LSIM_E_NOMEM, "out of memory");
@@ -171,7 +181,8 @@ extern "C" lsim_err lsim_cuda_lora_open(lsim_cuda_lora **out,
                                            sizeof *L->h_table);
   L->mem = (void **)calloc((size_t)cfg->max_adapters, sizeof *L->mem);
   L->used = (unsigned char *)calloc((size_t)cfg->max_adapters, 1);
-  if (!L->h_table || !L->mem || !L->used) {
+  L->lrank = (int *)calloc((size_t)cfg->max_adapters, sizeof *L->lrank);
+  if (!L->h_table || !L->mem || !L->used || !L->lrank) {
     rc = lsim_fail(eb, LSIM_E_NOMEM, "out of memory");
     goto out;
   }
@@ -238,6 +249,7 @@ extern "C" void lsim_cuda_lora_close(lsim_cuda_lora *L) {
   free(L->h_table);
   free(L->mem);
   free(L->used);
+  free(L->lrank);
   free(L);
 }
 
@@ -271,6 +283,7 @@ extern "C" lsim_err lsim_cuda_lora_unload(lsim_cuda_lora *L, int id,
     return 0;
   LSIM_CUDA_RET(cudaStreamSynchronize(L->stream), eb);
   memset(&L->h_table[id], 0, sizeof L->h_table[id]);
+  L->lrank[id] = 0;
   lsim_err rc = lsim__table_put(L, id, eb);
   cudaFree(L->mem[id]);
   L->mem[id] = NULL;
@@ -286,6 +299,7 @@ extern "C" lsim_err lsim_cuda_lora_load(lsim_cuda_lora *L, int id, int rank,
   uint16_t *h = NULL;
   void *d = NULL;
   size_t na, nb;
+  int rows; /* rank rows stored and computed: rank, or pad_rank */
   if (id < 0 || id >= L->cfg.max_adapters)
     return lsim_fail(eb, LSIM_E_USAGE, "adapter id %d outside 0..%d", id,
                      L->cfg.max_adapters - 1);
@@ -297,8 +311,13 @@ extern "C" lsim_err lsim_cuda_lora_load(lsim_cuda_lora *L, int id, int rank,
   if (!isfinite(scale))
     return lsim_fail(eb, LSIM_E_USAGE, "adapter %d: scale is not finite",
                      id);
-  na = (size_t)rank * (size_t)L->lda;
-  nb = (size_t)rank * (size_t)L->ldb;
+  if (L->cfg.pad_rank > 0 && rank > L->cfg.pad_rank)
+    return lsim_fail(eb, LSIM_E_USAGE,
+                     "adapter %d: rank %d above the padded slot rank %d", id,
+                     rank, L->cfg.pad_rank);
+  rows = L->cfg.pad_rank > 0 ? L->cfg.pad_rank : rank;
+  na = (size_t)rows * (size_t)L->lda;
+  nb = (size_t)rows * (size_t)L->ldb;
   LSIM_CUDA_RET(cudaStreamSynchronize(L->stream), eb);
   h = (uint16_t *)calloc(na + nb, sizeof *h);
   if (!h)
@@ -319,10 +338,13 @@ extern "C" lsim_err lsim_cuda_lora_load(lsim_cuda_lora *L, int id, int rank,
   d = NULL;
   L->h_table[id].A = (const uint16_t *)L->mem[id];
   L->h_table[id].Bt = (const uint16_t *)L->mem[id] + na;
-  L->h_table[id].rank = rank;
+  L->h_table[id].pt = NULL;
+  L->h_table[id].rank = rows; /* the rows past rank are zero */
   L->h_table[id].scale = scale;
+  L->lrank[id] = rank;
   if ((rc = lsim__table_put(L, id, eb))) {
     memset(&L->h_table[id], 0, sizeof L->h_table[id]);
+    L->lrank[id] = 0;
     cudaFree(L->mem[id]);
     L->mem[id] = NULL;
     goto out;
@@ -382,13 +404,20 @@ static int nactive_tiles_rows(const lsim_rowplan *p, int ntiles) {
 
 static int lsim__cdiv(int a, int b) { return (a + b - 1) / b; }
 
-extern "C" lsim_err lsim_cuda_lora_plan(lsim_cuda_lora *L,
-                                        const lsim_rowplan *p, int path,
-                                        lsim_errbuf *eb) {
+/* Where a paged plan's factor rows live (lsim_cuda_lora_plan_paged). */
+struct lsim__paged_src {
+  const void *pool;
+  int64_t H;
+  const lsim_cuda_paged_ref *ent;
+  int nent;
+};
+
+static lsim_err lsim__plan(lsim_cuda_lora *L, const lsim_rowplan *p, int path,
+                           const lsim__paged_src *pg, lsim_errbuf *eb) {
   lsim_err rc;
   int rmax = 0, kind, mt, nlist, ngroups, ntiles = 0, decode;
   const int *list, *offsets, *gad;
-  size_t o_tiles, o_list, o_off, o_gad, o_radp, need;
+  size_t o_tab, o_tiles, o_list, o_off, o_gad, o_radp, need;
   int splits, split_len, nb, full;
   size_t wsn;
 
@@ -401,16 +430,30 @@ extern "C" lsim_err lsim_cuda_lora_plan(lsim_cuda_lora *L,
   L->planned = 0;
   memset(L->used, 0, (size_t)L->cfg.max_adapters);
   for (int t = 0; t < p->nseg; t++) {
-    int id = p->seg_adapter[t];
-    if (id < 0 || id >= L->cfg.max_adapters || L->h_table[id].rank == 0)
-      return lsim_fail(eb, LSIM_E_REF_UNKNOWN_ADAPTER,
-                       "adapter %d of segment %d is not resident", id, t);
-    if (L->h_table[id].rank != p->seg_rank[t])
+    int id = p->seg_adapter[t], have, rk;
+    if (pg) {
+      if (id < 0 || id >= pg->nent || !pg->ent[id].ptab)
+        return lsim_fail(eb, LSIM_E_REF_UNKNOWN_ADAPTER,
+                         "adapter %d of segment %d has no page table", id, t);
+      have = pg->ent[id].rank;
+      rk = have;
+      if (have < 1 || have > LSIM_CUDA_MAX_RANK)
+        return lsim_fail(eb, LSIM_E_USAGE,
+                         "adapter %d: paged rank %d outside 1..%d", id, have,
+                         LSIM_CUDA_MAX_RANK);
+    } else {
+      if (id < 0 || id >= L->cfg.max_adapters || L->lrank[id] == 0)
+        return lsim_fail(eb, LSIM_E_REF_UNKNOWN_ADAPTER,
+                         "adapter %d of segment %d is not resident", id, t);
+      have = L->lrank[id];
+      rk = L->h_table[id].rank; /* pad_rank in the padded layout */
+    }
+    if (have != p->seg_rank[t])
       return lsim_fail(eb, LSIM_E_REF_RANK,
                        "adapter %d is resident at rank %d, the plan says %d",
-                       id, L->h_table[id].rank, p->seg_rank[t]);
-    if (p->seg_rank[t] > rmax)
-      rmax = p->seg_rank[t];
+                       id, have, p->seg_rank[t]);
+    if (rk > rmax)
+      rmax = rk;
   }
   if (path == LSIM_CUDA_PATH_AUTO)
     path = lsim__choose(p, rmax);
@@ -461,8 +504,12 @@ extern "C" lsim_err lsim_cuda_lora_plan(lsim_cuda_lora *L,
     for (int g = 0; g < ngroups; g++)
       ntiles += lsim__cdiv(offsets[g + 1] - offsets[g], mt);
 
-  /* one metadata buffer: tiles, list, offsets, group adapters, row adapters */
-  o_tiles = 0;
+  /* one metadata buffer: the paged plan's adapter table, tiles, list,
+  ** offsets, group adapters, row adapters */
+  o_tab = 0;
+  o_tiles = o_tab + (pg ? lsim__al4((size_t)pg->nent *
+                                    (sizeof(lsim__adapter_dev) / sizeof(int)))
+                        : 0);
   o_list = o_tiles + lsim__al4(decode ? 0 : 2 * (size_t)ntiles);
   o_off = o_list + lsim__al4((size_t)nlist);
   o_gad = o_off + lsim__al4((size_t)ngroups + 1);
@@ -491,6 +538,17 @@ extern "C" lsim_err lsim_cuda_lora_plan(lsim_cuda_lora *L,
   {
     int *h = L->h_meta;
     memset(h, 0, need * sizeof(int));
+    if (pg) {
+      lsim__adapter_dev *tb = (lsim__adapter_dev *)(h + o_tab);
+      for (int id = 0; id < pg->nent; id++)
+        if (pg->ent[id].ptab) {
+          tb[id].A = (const uint16_t *)pg->pool;
+          tb[id].Bt = (const uint16_t *)pg->pool;
+          tb[id].pt = pg->ent[id].ptab;
+          tb[id].rank = pg->ent[id].rank;
+          tb[id].scale = pg->ent[id].scale;
+        }
+    }
     if (!decode) {
       int k = 0;
       for (int g = 0; g < ngroups; g++)
@@ -571,10 +629,12 @@ extern "C" lsim_err lsim_cuda_lora_plan(lsim_cuda_lora *L,
     a->row_adapter = decode ? L->d_meta + o_radp : NULL;
     a->ntiles = ntiles;
     a->nlist = nlist;
-    a->table = L->d_table;
-    a->table_n = L->cfg.max_adapters;
-    a->lda = L->lda;
-    a->ldb = L->ldb;
+    a->table = pg ? (const lsim__adapter_dev *)(L->d_meta + o_tab)
+                  : L->d_table;
+    a->table_n = pg ? pg->nent : L->cfg.max_adapters;
+    a->lda = pg ? (int)pg->H : L->lda;
+    a->ldb = pg ? (int)pg->H : L->ldb;
+    a->paged = pg != NULL;
     a->d_in = L->cfg.d_in;
     a->d_out = L->cfg.d_out;
     a->ws = L->ws;
@@ -621,13 +681,42 @@ extern "C" lsim_err lsim_cuda_lora_plan(lsim_cuda_lora *L,
   ** rule above it gains 1 to 2 us on every workload; with 4 ranges at rank
   ** class 64 prefill4096 lost 20 us with it, which the rule avoids) */
   L->pdl = L->tune.pdl < 0 ? 1 : L->tune.pdl;
-  for (int t = 0; t < p->nseg; t++)
-    L->used[p->seg_adapter[t]] = 1;
+  if (!pg)
+    for (int t = 0; t < p->nseg; t++)
+      L->used[p->seg_adapter[t]] = 1;
   L->path = path;
+  L->paged = pg != NULL;
   L->kind = kind;
   L->nactive = p->nactive;
   L->planned = 1;
   return 0;
+}
+
+extern "C" lsim_err lsim_cuda_lora_plan(lsim_cuda_lora *L,
+                                        const lsim_rowplan *p, int path,
+                                        lsim_errbuf *eb) {
+  return lsim__plan(L, p, path, NULL, eb);
+}
+
+extern "C" lsim_err lsim_cuda_lora_plan_paged(
+    lsim_cuda_lora *L, const lsim_rowplan *p, int path, const void *pool,
+    int64_t page_elems, const lsim_cuda_paged_ref *ent, int nent,
+    lsim_errbuf *eb) {
+  if (!L || L->cfg.pad_rank > 0)
+    return lsim_fail(eb, LSIM_E_USAGE,
+                     "lora plan paged: the context stores padded slots");
+  if (!pool || ((uintptr_t)pool & 15) || page_elems < 8 ||
+      (page_elems & 7) || page_elems > (1 << 24) ||
+      page_elems < lsim__round8(L->cfg.d_in) ||
+      page_elems < lsim__round8(L->cfg.d_out) || !ent || nent < 1 ||
+      nent > (1 << 24))
+    return lsim_fail(eb, LSIM_E_USAGE,
+                     "lora plan paged: bad pool geometry (pool 16-byte "
+                     "aligned, page of %lld elements: a multiple of 8 that "
+                     "holds d_in %d and d_out %d; %d entries)",
+                     (long long)page_elems, L->cfg.d_in, L->cfg.d_out, nent);
+  lsim__paged_src pg = {pool, page_elems, ent, nent};
+  return lsim__plan(L, p, path, &pg, eb);
 }
 
 extern "C" int lsim_cuda_lora_path(const lsim_cuda_lora *L) {
@@ -644,18 +733,25 @@ extern "C" void lsim_cuda_lora_describe(const lsim_cuda_lora *L, char *buf,
     snprintf(buf, n,
              "fused: %d tiles of <= %d rows x cluster %d (d_in %d, d_out %d "
              "cols per block), %u blocks, one launch, flags %d (1 prefetch, "
-             "2 preload), %zu B shared",
+             "2 preload), %zu B shared%s",
              L->args.ntiles, L->fused_mt, L->fused_cs, L->args.split_len,
              L->args.col_len, L->g_shrink.x, L->args.fused_flags,
-             L->fused_smem);
+             L->fused_smem,
+             L->paged ? ", paged" : L->cfg.pad_rank > 0 ? ", padded slots"
+                                                        : "");
     return;
   }
-  snprintf(buf, n,
-           "%s: shrink %ux%ux%u (splits %d x %d cols), expand %ux%u "
-           "(%d cols), rank class %d, pdl %d, split_t %d",
-           lsim_cuda_path_name(L->path), L->g_shrink.x, L->g_shrink.y,
-           L->g_shrink.z, L->args.splits, L->args.split_len, L->g_expand.x,
-           L->g_expand.y, L->args.col_len, L->rc, L->pdl, L->tune.split_t);
+  int k = snprintf(buf, n,
+                   "%s: shrink %ux%ux%u (splits %d x %d cols), expand %ux%u "
+                   "(%d cols), rank class %d, pdl %d, split_t %d",
+                   lsim_cuda_path_name(L->path), L->g_shrink.x,
+                   L->g_shrink.y, L->g_shrink.z, L->args.splits,
+                   L->args.split_len, L->g_expand.x, L->g_expand.y,
+                   L->args.col_len, L->rc, L->pdl, L->tune.split_t);
+  if (k > 0 && (size_t)k < n && (L->paged || L->cfg.pad_rank > 0))
+    snprintf(buf + k, n - (size_t)k, L->paged ? ", paged (page %d)"
+                                              : ", padded slots (rank %d)",
+             L->paged ? L->args.lda : L->cfg.pad_rank);
 }
 
 extern "C" lsim_err lsim_cuda_lora_run(lsim_cuda_lora *L, const void *X,

@@ -264,7 +264,30 @@ struct lsim_cuda_pool {
   int64_t delay_launch, delay_copy;
   int unfenced;
   lsim_cuda_pool_stats st;
+  /* the fast paths through the page tables (lsim__pg_launch_fast) */
+  int path;                 /* enum lsim_cuda_path, or LSIM_CUDA_POOL_PAGED */
+  int last_path;            /* of the last launch; -2 before any */
+  lsim_cuda_lora *L;        /* opened at the first fast launch */
+  lsim_cuda_paged_ref *refs; /* [refs_cap] by plan id */
+  int refs_cap;
+  lsim_cuda_lora_tune tune, tune0; /* set, and the context's defaults */
+  int have_tune;
 };
+
+extern "C" void lsim_cuda_pool_set_path(lsim_cuda_pool *P, int path) {
+  P->path = path;
+}
+
+extern "C" int lsim_cuda_pool_last_path(const lsim_cuda_pool *P) {
+  return P->last_path;
+}
+
+extern "C" void lsim_cuda_pool_set_tune(lsim_cuda_pool *P,
+                                        const lsim_cuda_lora_tune *t) {
+  P->have_tune = t != NULL;
+  if (t)
+    P->tune = *t;
+}
 
 extern "C" int lsim_cuda_pool_page_elems(const lsim_cuda_pool *P) {
   return (int)P->H;
@@ -285,6 +308,8 @@ extern "C" void lsim_cuda_pool_close(lsim_cuda_pool *P) {
         cudaEventDestroy(P->obj[i].last_use);
       free(P->obj[i].page);
     }
+  lsim_cuda_lora_close(P->L); /* waits for the launch stream first */
+  free(P->refs);
   if (P->meta_ev)
     cudaEventDestroy(P->meta_ev);
   if (P->ev0)
@@ -334,6 +359,8 @@ extern "C" lsim_err lsim_cuda_pool_open(lsim_cuda_pool **out,
     return lsim_fail(eb, LSIM_E_NOMEM, "out of memory");
   P->cfg = *cfg;
   P->H = H;
+  P->path = LSIM_CUDA_PATH_AUTO;
+  P->last_path = -2;
   P->TW = 2 * cfg->max_rank;
   P->nobj = cfg->max_objects ? cfg->max_objects : 2 * cfg->max_adapters + 2;
   if (!P->cfg.staging_pages)
@@ -764,40 +791,16 @@ extern "C" void lsim_cuda_pool_pages(const lsim_cuda_pool *P, int id,
   *n = (int)ob->npages;
 }
 
-extern "C" lsim_err lsim_cuda_pool_run(lsim_cuda_pool *P, const lsim_rowplan *p,
-                                       const int *remap, int nremap,
-                                       const void *X, int ldx, void *Y, int ldy,
-                                       lsim_errbuf *eb) {
-  lsim_err rc = 0;
-  int ntiles = 0, rmax = 0;
+/* The paged kernel: one metadata copy and one launch on the launch stream
+** (the correctness-first path, and the fallback for X or Y rows that are
+** not 16-byte aligned). */
+static lsim_err lsim__pg_launch_paged(lsim_cuda_pool *P, const lsim_rowplan *p,
+                                      const int *remap, int ntiles, int rmax,
+                                      const void *X, int ldx, void *Y,
+                                      int ldy, lsim_errbuf *eb) {
   size_t need;
   int32_t *m;
   lsim__paged_args a;
-  P->timed = 0;
-  if (!p || (p->nactive > 0 && (!X || !Y)) || ldx < P->cfg.d_in ||
-      ldy < P->cfg.d_out)
-    return lsim_fail(eb, LSIM_E_USAGE, "pool run: bad plan, pointers or "
-                                       "strides");
-  if (p->nactive == 0)
-    return 0;
-  /* resolve every segment through the published map: the launch snapshot */
-  for (int s = 0; s < p->nseg; s++) {
-    int id = p->seg_adapter[s];
-    if (remap)
-      id = id >= 0 && id < nremap ? remap[id] : -1;
-    if (id < 0 || id >= P->cfg.max_adapters || P->pub[id] < 0)
-      return lsim_fail(eb, LSIM_E_DEV_NOT_PUBLISHED,
-                       "pool run: adapter %d (plan id %d) has no published "
-                       "generation", id, p->seg_adapter[s]);
-    if (P->obj[P->pub[id]].rank != p->seg_rank[s])
-      return lsim_fail(eb, LSIM_E_REF_RANK,
-                       "pool run: adapter %d is resident at rank %d, the plan "
-                       "says %d", id, P->obj[P->pub[id]].rank, p->seg_rank[s]);
-    int len = p->seg_offsets[s + 1] - p->seg_offsets[s];
-    ntiles += (len + LSIM__PG_TR - 1) / LSIM__PG_TR;
-    if (p->seg_rank[s] > rmax)
-      rmax = p->seg_rank[s];
-  }
   need = (size_t)3 * (size_t)ntiles + (size_t)3 * (size_t)p->nseg +
          (size_t)p->nactive;
   if (P->meta_live) {
@@ -867,6 +870,109 @@ extern "C" lsim_err lsim_cuda_pool_run(lsim_cuda_pool *P, const lsim_rowplan *p,
           <<<(unsigned)ntiles, LSIM__PG_THREADS, smem, P->s_launch>>>(a);
     LSIM_CUDA_RET(cudaGetLastError(), eb);
     LSIM_CUDA_RET(cudaEventRecord(P->ev1, P->s_launch), eb);
+  }
+  return 0;
+}
+
+/*
+** The fast paths (cuda.h) reading every factor row through the published
+** generations' page tables: a paged plan of the pool's own lsim_cuda_lora
+** context (its one metadata copy carries the per-plan adapter table:
+** pool base, page-table address, rank and scale per plan id), then its at
+** most two launches, all on the launch stream.
+*/
+static lsim_err lsim__pg_launch_fast(lsim_cuda_pool *P, const lsim_rowplan *p,
+                                     const int *remap, const void *X, int ldx,
+                                     void *Y, int ldy, lsim_errbuf *eb) {
+  lsim_err rc;
+  int nent = 1;
+  for (int s = 0; s < p->nseg; s++)
+    if (p->seg_adapter[s] + 1 > nent)
+      nent = p->seg_adapter[s] + 1;
+  if (nent > P->refs_cap) {
+    lsim_cuda_paged_ref *nr = (lsim_cuda_paged_ref *)realloc(
+        P->refs, (size_t)nent * sizeof *nr);
+    if (!nr)
+      return lsim_fail(eb, LSIM_E_NOMEM, "out of memory");
+    P->refs = nr;
+    P->refs_cap = nent;
+  }
+  memset(P->refs, 0, (size_t)nent * sizeof *P->refs);
+  for (int s = 0; s < p->nseg; s++) {
+    int pid = p->seg_adapter[s], id = remap ? remap[pid] : pid;
+    const lsim__obj *ob = &P->obj[P->pub[id]];
+    P->refs[pid].ptab = P->d_ptab + (int64_t)P->pub[id] * P->TW;
+    P->refs[pid].rank = ob->rank;
+    P->refs[pid].scale = ob->scale;
+  }
+  if (!P->L) {
+    lsim_cuda_lora_cfg c;
+    memset(&c, 0, sizeof c);
+    c.device = P->cfg.device;
+    c.dtype = P->cfg.dtype;
+    c.d_in = P->cfg.d_in;
+    c.d_out = P->cfg.d_out;
+    c.max_adapters = 1; /* paged plans bring their own table */
+    c.stream = P->s_launch;
+    if ((rc = lsim_cuda_lora_open(&P->L, &c, eb)))
+      return rc;
+    lsim_cuda_lora_get_tune(P->L, &P->tune0);
+  }
+  lsim_cuda_lora_set_tune(P->L, P->have_tune ? &P->tune : &P->tune0);
+  LSIM_CUDA_RET(cudaEventRecord(P->ev0, P->s_launch), eb);
+  if (P->delay_launch > 0) { /* test hook: hold the launch on the device */
+    lsim__pg_delay<<<1, 1, 0, P->s_launch>>>(P->delay_launch);
+    LSIM_CUDA_RET(cudaGetLastError(), eb);
+  }
+  if ((rc = lsim_cuda_lora_plan_paged(P->L, p, P->path, P->d_pool, P->H,
+                                      P->refs, nent, eb)) ||
+      (rc = lsim_cuda_lora_run(P->L, X, ldx, Y, ldy, eb)))
+    return rc;
+  LSIM_CUDA_RET(cudaEventRecord(P->ev1, P->s_launch), eb);
+  P->last_path = lsim_cuda_lora_path(P->L);
+  return 0;
+}
+
+extern "C" lsim_err lsim_cuda_pool_run(lsim_cuda_pool *P, const lsim_rowplan *p,
+                                       const int *remap, int nremap,
+                                       const void *X, int ldx, void *Y, int ldy,
+                                       lsim_errbuf *eb) {
+  lsim_err rc = 0;
+  int ntiles = 0, rmax = 0;
+  P->timed = 0;
+  if (!p || (p->nactive > 0 && (!X || !Y)) || ldx < P->cfg.d_in ||
+      ldy < P->cfg.d_out)
+    return lsim_fail(eb, LSIM_E_USAGE, "pool run: bad plan, pointers or "
+                                       "strides");
+  if (p->nactive == 0)
+    return 0;
+  /* resolve every segment through the published map: the launch snapshot */
+  for (int s = 0; s < p->nseg; s++) {
+    int id = p->seg_adapter[s];
+    if (remap)
+      id = id >= 0 && id < nremap ? remap[id] : -1;
+    if (id < 0 || id >= P->cfg.max_adapters || P->pub[id] < 0)
+      return lsim_fail(eb, LSIM_E_DEV_NOT_PUBLISHED,
+                       "pool run: adapter %d (plan id %d) has no published "
+                       "generation", id, p->seg_adapter[s]);
+    if (P->obj[P->pub[id]].rank != p->seg_rank[s])
+      return lsim_fail(eb, LSIM_E_REF_RANK,
+                       "pool run: adapter %d is resident at rank %d, the plan "
+                       "says %d", id, P->obj[P->pub[id]].rank, p->seg_rank[s]);
+    int len = p->seg_offsets[s + 1] - p->seg_offsets[s];
+    ntiles += (len + LSIM__PG_TR - 1) / LSIM__PG_TR;
+    if (p->seg_rank[s] > rmax)
+      rmax = p->seg_rank[s];
+  }
+  if (P->path != LSIM_CUDA_POOL_PAGED && !((uintptr_t)X & 15) &&
+      !((uintptr_t)Y & 15) && !(ldx & 7) && !(ldy & 7)) {
+    if ((rc = lsim__pg_launch_fast(P, p, remap, X, ldx, Y, ldy, eb)))
+      return rc;
+  } else {
+    if ((rc = lsim__pg_launch_paged(P, p, remap, ntiles, rmax, X, ldx, Y,
+                                    ldy, eb)))
+      return rc;
+    P->last_path = LSIM_CUDA_POOL_PAGED;
   }
   /* the last-use event of every generation this launch named */
   for (int s = 0; s < p->nseg; s++) {

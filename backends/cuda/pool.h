@@ -9,7 +9,8 @@
 ** vector).  An adapter of rank r occupies 2r pages, anywhere in the pool:
 ** its r rows of A (d_in wide) and its r rows of B transposed (d_out wide),
 ** named in that order by the adapter's page table, which lives on the
-** device and which the paged kernel reads for every factor row.
+** device and through which every kernel reads every factor row (the fast
+** paths of cuda.h on a paged plan, or the paged kernel).
 **
 ** Loading a generation of adapter id (lsim_cuda_pool_load):
 **   1. the factors are packed into page images in pinned host staging and
@@ -164,9 +165,10 @@ void lsim_cuda_pool_pages(const lsim_cuda_pool *P, int id, int64_t *pages,
                           int max, int *n);
 
 /*
-** Y += delta for the active rows of p through the paged kernel: one
-** metadata copy and one launch on the pool's launch stream, none when no
-** row is active.  Adapter ids of p map to pool ids through remap[id] when
+** Y += delta for the active rows of p through the page tables: one
+** metadata copy and at most two launches on the pool's launch stream (the
+** fast paths; one launch for the paged kernel, lsim_cuda_pool_set_path),
+** none when no row is active.  Adapter ids of p map to pool ids through remap[id] when
 ** remap is given (nremap entries; -1: none), else are pool ids.  Every
 ** mapped id needs a published generation (E_DEV_NOT_PUBLISHED) of the
 ** plan's rank (E_REF_RANK).  X [T][ldx], Y [T][ldy] device pointers in
@@ -176,6 +178,27 @@ void lsim_cuda_pool_pages(const lsim_cuda_pool *P, int id, int64_t *pages,
 lsim_err lsim_cuda_pool_run(lsim_cuda_pool *P, const lsim_rowplan *p,
                             const int *remap, int nremap, const void *X,
                             int ldx, void *Y, int ldy, lsim_errbuf *eb);
+/*
+** Which kernels lsim_cuda_pool_run launches.  path: an enum lsim_cuda_path
+** of cuda.h (LSIM_CUDA_PATH_AUTO, the default: the chooser) -- the fast
+** paths, every factor row read through the generation's page table
+** (lsim_cuda_lora_plan_paged), at most two launches after one metadata
+** copy -- or LSIM_CUDA_POOL_PAGED, the correctness-first paged kernel.  A
+** run whose X or Y rows are not 16-byte aligned (pointer or stride) uses
+** the paged kernel whatever the setting.  An explicit _mma path with a
+** rank above 128 fails the run with E_USAGE.  Takes effect at the next run.
+*/
+#define LSIM_CUDA_POOL_PAGED (-1)
+void lsim_cuda_pool_set_path(lsim_cuda_pool *P, int path);
+/* The path the last run launched (an enum lsim_cuda_path, never AUTO, or
+** LSIM_CUDA_POOL_PAGED); -2 before the first launch. */
+int lsim_cuda_pool_last_path(const lsim_cuda_pool *P);
+/* Launch knobs of the fast paths (cuda.h's lsim_cuda_lora_tune, copied);
+** NULL: the defaults. */
+struct lsim_cuda_lora_tune;
+void lsim_cuda_pool_set_tune(lsim_cuda_pool *P,
+                             const struct lsim_cuda_lora_tune *t);
+
 /* Device ns of the last run (waits for it); 0 when it launched nothing. */
 lsim_err lsim_cuda_pool_last_ns(lsim_cuda_pool *P, int64_t *ns,
                                 lsim_errbuf *eb);

@@ -27,7 +27,7 @@
 
 /* ---- CUDA-core shrink -------------------------------------------------------- */
 
-template <typename T, int MT, int KR, bool PER_ROW>
+template <typename T, int MT, int KR, bool PER_ROW, bool PG>
 __global__ void __launch_bounds__(LSIM__THREADS, 3)
     lsim__shrink_simt(const lsim__lora_args a) {
   lsim__pdl_trigger();
@@ -51,7 +51,7 @@ __global__ void __launch_bounds__(LSIM__THREADS, 3)
   const uint16_t *ar[KR];
 #pragma unroll
   for (int k = 0; k < KR; k++)
-    ar[k] = ad.A + (size_t)(k0 + (k < nk ? k : 0)) * a.lda;
+    ar[k] = lsim__arow<PG>(ad, k0 + (k < nk ? k : 0), a.lda);
 
   float acc[N];
 #pragma unroll
@@ -150,6 +150,15 @@ __global__ void __launch_bounds__(LSIM__THREADS)
     xsrc[i] = row < t.m ? a.X + (size_t)a.list[t.p0 + row] * a.ldx : nullptr;
   }
 
+  /* this thread's A rows (rank rows rbase + 16 i), through the row-address
+  ** function once: NULL at or past the rank */
+  const uint16_t *asrc[NP];
+#pragma unroll
+  for (int i = 0; i < NP; i++) {
+    const int row = rbase + 16 * i;
+    asrc[i] = i < np && row < r ? lsim__arow_rt(ad, row, a.lda) : nullptr;
+  }
+
   auto load = [&](int st, int kc) {
     const uint32_t sx = sbase + st * STAGE, sa = sx + XBYTES;
     const int col = c0 + kc * LSIM__MMA_KC + ch * 8;
@@ -166,10 +175,9 @@ __global__ void __launch_bounds__(LSIM__THREADS)
     for (int i = 0; i < NP; i++) {
       if (i < np) {
         const int row = rbase + 16 * i; /* a rank row */
-        const bool ok = row < r && bytes > 0;
+        const bool ok = asrc[i] != nullptr && bytes > 0;
         lsim__cp16(sa + lsim__swz(row, ch),
-                   ok ? (const void *)(ad.A + (size_t)row * a.lda + col)
-                      : (const void *)ad.A,
+                   ok ? (const void *)(asrc[i] + col) : (const void *)ad.A,
                    ok ? bytes : 0);
       }
     }
@@ -277,11 +285,20 @@ static cudaError_t lsim__shrink_launch_t(int kind, int rc,
   const dim3 block(LSIM__THREADS);
   switch (kind) {
   case LSIM__KIND_DECODE:
-    lsim__shrink_simt<T, 1, LSIM__SIMT_KR, true><<<grid, block, 0, s>>>(a);
+    if (a.paged)
+      lsim__shrink_simt<T, 1, LSIM__SIMT_KR, true, true>
+          <<<grid, block, 0, s>>>(a);
+    else
+      lsim__shrink_simt<T, 1, LSIM__SIMT_KR, true, false>
+          <<<grid, block, 0, s>>>(a);
     break;
   case LSIM__KIND_SIMT:
-    lsim__shrink_simt<T, LSIM__SIMT_MT, LSIM__SIMT_KR, false>
-        <<<grid, block, 0, s>>>(a);
+    if (a.paged)
+      lsim__shrink_simt<T, LSIM__SIMT_MT, LSIM__SIMT_KR, false, true>
+          <<<grid, block, 0, s>>>(a);
+    else
+      lsim__shrink_simt<T, LSIM__SIMT_MT, LSIM__SIMT_KR, false, false>
+          <<<grid, block, 0, s>>>(a);
     break;
   case LSIM__KIND_MMA:
     switch (rc) {
