@@ -2,7 +2,7 @@
 ** calibrate.c: `lorasim calibrate` and cost profiles (calibrate.h).
 **
 ** The command runs a sweep of synthetic iteration plans through the `cuda`
-** replay backend itself (the paged kernel of the device pool, at the
+** replay backend itself (the device pool's chosen kernel, at the
 ** replay's module shape), so what it fits is exactly what a replay with
 ** --backend cuda records as iterations.backend_ns: CUDA-event device time
 ** of the iteration's metadata copy and launch.  Each shape runs `reps`
@@ -107,7 +107,7 @@ void lsim_calibrate_usage(FILE *f) {
   fputs("usage: lorasim calibrate [options]\n"
         "\n"
         "Sweep iteration shapes (rows, adapters, ranks, prefill/decode mix)\n"
-        "through the cuda backend's paged kernel on the GPU, timing each with\n"
+        "through the cuda backend's pool kernels on the GPU, timing each with\n"
         "CUDA events, fit the iteration cost model to the measured device\n"
         "times and write it as a cost profile (JSON) that scenarios\n"
         "($.cost.profile) and `lorasim replay --profile` use.\n"
@@ -432,11 +432,11 @@ static int lsim__calibrate(const char *out, int reps, const char *holdout,
     goto out;
   printf("calibrate: %s\n", desc);
   if (tmodel)
-    printf("calibrate: paged kernel, fp16, model shape of %s: %d layers x "
+    printf("calibrate: pool kernels, fp16, model shape of %s: %d layers x "
            "%d targets, %d shapes x %d reps\n", holdout, cfg.layers,
            cfg.ntargets, npts, reps);
   else
-    printf("calibrate: paged kernel, fp16, %d x %d module, %d shapes x %d "
+    printf("calibrate: pool kernels, fp16, %d x %d module, %d shapes x %d "
            "reps\n", LSIM_REPLAY_TENSOR_DIM, LSIM_REPLAY_TENSOR_DIM, npts,
            reps);
   int64_t iter = 0;
@@ -515,7 +515,7 @@ static int lsim__calibrate(const char *out, int reps, const char *holdout,
     goto out;
   }
   cJSON_AddNumberToObject(root, "lorasim_profile", 1);
-  cJSON_AddStringToObject(root, "kernel", "cuda paged (backend cuda)");
+  cJSON_AddStringToObject(root, "kernel", "cuda pool, chosen path over page tables (backend cuda)");
   cJSON_AddStringToObject(root, "device", desc);
   cJSON_AddStringToObject(root, "dtype", "fp16");
   if (tmodel) {

@@ -2,7 +2,8 @@
 ** backend_cuda.c: the `cuda` replay backend.
 **
 ** Each iteration's adapter work for one d_in x d_out target module runs
-** through the paged kernel of the device adapter pool (pool.h) on the
+** through the device adapter pool (pool.h: the chooser's fast path reading
+** the page tables) on the
 ** tensors every tensor backend shares (backends/cpu_ref/materialise.h), in
 ** fp16 (11 significant bits, so the small-integer deltas of power-of-two
 ** ranks up to 64 are representable).
@@ -649,7 +650,7 @@ static lsim_err lsim__cuda_run(void *state, const lsim_plan *plan,
                             : "cpu_ref (exact; within 1e-2 owed)";
       if ((owed && !res->exact) || !(res->max_rel_err <= 1e-2))
         rc = lsim_fail(eb, LSIM_E_PATH_MISMATCH,
-                       "iteration %lld: cuda paged kernel differs from "
+                       "iteration %lld: cuda kernel (pool path) differs from "
                        "cpu_ref (max abs %.3g, rel %.3g%s)",
                        (long long)plan->iter, res->max_abs_err,
                        res->max_rel_err, owed ? ", bit-exact owed" : "");
