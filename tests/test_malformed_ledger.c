@@ -402,6 +402,11 @@ static const mcase faults_cases[] = {
   {"retry before the rollback", EV(LOAD_ROLLED_BACK), 0, 0, NULL, F_KIND, OP_SET, NOTE, NULL, LSIM_E_LOG_ROLLBACK},
   {"cancel returns more than the load holds", EV(REQUEST_CANCELLED), 1, 0, "during_load", F_PAGES, OP_ADD, 100000, NULL, LSIM_E_LOG_ROLLBACK},
   {"KV released twice", EV(KV_RELEASED), 200, 0, NULL, F_REQUEST, OP_CLOSED, 0, NULL, LSIM_E_LOG_KV_ORPHAN},
+  /* copy event, validation, publication in that order */
+  {"validated before the copy completed", EV(ADAPTER_LOAD_COMPLETED), 3, 0, NULL, F_KIND, OP_SET, NOTE, NULL, LSIM_E_LOG_PUBLISH_ORDER},
+  {"restore validated before its copy completed", EV(ADAPTER_LOAD_COMPLETED), 0, 0, "restore", F_KIND, OP_SET, NOTE, NULL, LSIM_E_LOG_PUBLISH_ORDER},
+  {"published without validation", EV(ADAPTER_VALIDATED), 4, 0, NULL, F_KIND, OP_SET, NOTE, NULL, LSIM_E_LOG_PUBLISH_ORDER},
+  {"restore published without validation", EV(ADAPTER_VALIDATED), 0, 0, "restore", F_KIND, OP_SET, NOTE, NULL, LSIM_E_LOG_PUBLISH_ORDER},
   /* readiness */
   {"admission under an unpublished generation", EV(KV_RESERVED), 100, 0, NULL, F_GEN, OP_ADD, 1, NULL, LSIM_E_LOG_NOT_READY},
   {"admission under generation 0", EV(KV_RESERVED), 101, 0, NULL, F_GEN, OP_SET, 0, NULL, LSIM_E_LOG_NOT_READY},
@@ -456,6 +461,8 @@ static const mcase hotswap_cases[] = {
   {"bound to a slot generation others do not hold", EV(LEASE_BOUND), 200, 0, NULL, F_VALUE, OP_ADD, 5, NULL, LSIM_E_LOG_LEASE},
   {"release without a binding", EV(LEASE_BOUND), 30, 0, NULL, F_KIND, OP_SET, NOTE, NULL, LSIM_E_LOG_LEASE},
   {"second lease for one request", EV(LEASE_RELEASED), 40, 0, NULL, F_KIND, OP_SET, EV(LEASE_BOUND), NULL, LSIM_E_LOG_LEASE},
+  {"bound to the neighbouring slot", EV(LEASE_BOUND), 23, 0, NULL, F_PAGES, OP_ADD, 1, NULL, LSIM_E_LOG_LEASE},
+  {"bound on the other worker", EV(LEASE_BOUND), 24, 0, NULL, F_WORKER, OP_FLIP, 0, NULL, LSIM_E_LOG_LEASE},
   /* staging, validation, publication */
   {"validation of another slot", EV(HOTSWAP_VALIDATED), 0, 0, NULL, F_PAGES, OP_ADD, 1, NULL, LSIM_E_LOG_HOTSWAP_ORDER},
   {"validation on the other worker", EV(HOTSWAP_VALIDATED), 0, 0, NULL, F_WORKER, OP_FLIP, 0, NULL, LSIM_E_LOG_HOTSWAP_ORDER},
@@ -464,6 +471,10 @@ static const mcase hotswap_cases[] = {
   {"new alias published unvalidated", EV(HOTSWAP_VALIDATED), 1, 0, NULL, F_KIND, OP_SET, NOTE, NULL, LSIM_E_LOG_HOTSWAP_ORDER},
   {"drain published without draining", EV(HOTSWAP_STAGED), 0, 0, "drain_then_overwrite", F_KIND, OP_SET, NOTE, NULL, LSIM_E_LOG_HOTSWAP_ORDER},
   {"shadow published into another slot", EV(HOTSWAP_PUBLISHED), 0, 0, "shadow", F_PAGES, OP_ADD, 1, NULL, LSIM_E_LOG_HOTSWAP_ORDER},
+  {"new alias validated in another slot", EV(HOTSWAP_VALIDATED), 0, 0, "new_alias", F_PAGES, OP_ADD, 1, NULL, LSIM_E_LOG_HOTSWAP_ORDER},
+  {"new alias published into another slot", EV(HOTSWAP_PUBLISHED), 0, 0, "new_alias", F_PAGES, OP_ADD, 1, NULL, LSIM_E_LOG_HOTSWAP_ORDER},
+  {"new alias validated without staging", EV(HOTSWAP_STAGED), 0, 0, "new_alias", F_KIND, OP_SET, NOTE, NULL, LSIM_E_LOG_HOTSWAP_ORDER},
+  {"drain overwrites another slot", EV(HOTSWAP_PUBLISHED), 0, 0, "drain_then_overwrite", F_PAGES, OP_ADD, 1, NULL, LSIM_E_LOG_HOTSWAP_ORDER},
   {"cold take relabelled shadow", EV(HOTSWAP_PUBLISHED), 0, 0, "cold", F_DETAIL, OP_STR, 0, "shadow", LSIM_E_LOG_HOTSWAP_ORDER},
   {"published catalog generation not bumped", EV(HOTSWAP_PUBLISHED), 0, 0, "shadow", F_GEN, OP_ADD, -1, NULL, LSIM_E_LOG_CATALOG},
   {"drain publication not bumped", EV(HOTSWAP_PUBLISHED), 0, 0, "drain_then_overwrite", F_GEN, OP_ADD, -1, NULL, LSIM_E_LOG_CATALOG},
@@ -475,6 +486,7 @@ static const mcase hotswap_cases[] = {
   {"reclaim keeps the pointer generation", EV(SLOT_RECLAIMED), 0, 0, NULL, F_BYTES, OP_ADD, -1, NULL, LSIM_E_LOG_RECLAIM},
   {"reclaim keeps the slot generation", EV(SLOT_RECLAIMED), 1, 0, NULL, F_VALUE, OP_ADD, -1, NULL, LSIM_E_LOG_RECLAIM},
   {"reclaim on the other worker", EV(SLOT_RECLAIMED), 1, 0, NULL, F_WORKER, OP_FLIP, 0, NULL, LSIM_E_LOG_RECLAIM},
+  {"retirement recorded for another slot", EV(SLOT_RETIRING), 0, 0, NULL, F_PAGES, OP_ADD, 3, NULL, LSIM_E_LOG_RECLAIM},
   {"retiring slot generation above the reclaim", EV(SLOT_RETIRING), 1, 0, NULL, F_VALUE, OP_ADD, 5, NULL, LSIM_E_LOG_RECLAIM},
   /* the shadow copy's pool charge */
   {"shadow charge under a stale generation", EV(KV_RESERVED), 0, 0, "hotswap_shadow", F_GEN, OP_ADD, 1, NULL, LSIM_E_LOG_NOT_READY},
