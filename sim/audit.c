@@ -167,25 +167,131 @@ fail:
 ** good as the cost model that set the durations, so it is modeled, under
 ** every backend -- the measured backend time never feeds the clock.
 */
+static int lsim__ends(const char *s, const char *suffix) {
+  size_t n = strlen(s), k = strlen(suffix);
+  return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
 lsim_claim lsim_summary_claim(const char *key) {
-  static const char *const timed[] = {
-      "sim_seconds", "throughput_output_tokens_per_s", "slo_ttft_attainment",
-      "slo_tbt_attainment", NULL};
-  static const char *const bytes[] = {"adapter_prefetch_wasted_bytes", NULL};
   lsim_claim c = {key, LSIM_EVID_EXACT, LSIM_SRC_LOG, LSIM_SRC_NONE, 0};
-  size_t n = strlen(key);
-  int t = n > 3 && strcmp(key + n - 3, "_ms") == 0;
-  for (int i = 0; !t && timed[i]; i++)
-    t = strcmp(key, timed[i]) == 0;
-  if (t) {
+  if (lsim__ends(key, "_ms") || strstr(key, "_seconds") ||
+      lsim__ends(key, "_per_s") || strncmp(key, "slo_", 4) == 0 ||
+      strstr(key, "_slo_")) {
     c.claimed = LSIM_EVID_MODELED;
     c.source = LSIM_SRC_SIM_TIME;
     c.time = 1;
+  } else if (lsim__ends(key, "_bytes") || lsim__ends(key, "_bytes_total")) {
+    c.source = LSIM_SRC_BYTES;
   }
-  for (int i = 0; bytes[i]; i++)
-    if (strcmp(key, bytes[i]) == 0)
-      c.source = LSIM_SRC_BYTES;
   return c;
+}
+
+lsim_err lsim_claims_write_csv(const char *path, const char *backend,
+                               const char *const *keys, int n,
+                               lsim_errbuf *eb) {
+  lsim_err rc;
+  for (int i = 0; i < n; i++) {
+    lsim_claim c = lsim_summary_claim(keys[i]);
+    if ((rc = lsim_claim_audit(&c, backend, eb)))
+      return rc;
+  }
+  FILE *f = fopen(path, "w");
+  if (!f)
+    return lsim_fail(eb, LSIM_E_IO, "%s: cannot write", path);
+  fprintf(f, "column,class,source,time\n");
+  for (int i = 0; i < n; i++) {
+    lsim_claim c = lsim_summary_claim(keys[i]);
+    const char *cls = lsim_evidence_name(c.claimed),
+               *src = lsim_source_name(c.source);
+    fprintf(f, "%s,%s,%s,%d\n", keys[i], cls ? cls : "?", src ? src : "?",
+            c.time);
+  }
+  int bad = ferror(f);
+  if (fclose(f) || bad)
+    return lsim_fail(eb, LSIM_E_IO, "%s: write failed", path);
+  return 0;
+}
+
+lsim_err lsim_claims_csv_sidecar(const char *csv, const char *out,
+                                 const char *backend, lsim_errbuf *eb) {
+  static const char *const params[] = {"scheduler", "evict", "prefetch",
+                                       "seed", NULL};
+  char line[8192];
+  FILE *f = fopen(csv, "r");
+  if (!f)
+    return lsim_fail(eb, LSIM_E_IO, "%s: cannot read", csv);
+  int ok = fgets(line, sizeof line, f) != NULL;
+  fclose(f);
+  if (!ok)
+    return lsim_fail(eb, LSIM_E_IO, "%s: no header", csv);
+  line[strcspn(line, "\r\n")] = 0;
+  const char *keys[256];
+  int n = 0;
+  for (char *tok = strtok(line, ","); tok && n < 256; tok = strtok(NULL, ",")) {
+    int param = 0;
+    for (int i = 0; params[i]; i++)
+      param |= strcmp(tok, params[i]) == 0;
+    if (!param)
+      keys[n++] = tok;
+  }
+  return lsim_claims_write_csv(out, backend, keys, n, eb);
+}
+
+lsim_err lsim_claims_annotate_prom(const char *path, lsim_errbuf *eb) {
+  FILE *f = fopen(path, "rb");
+  if (!f)
+    return lsim_fail(eb, LSIM_E_IO, "%s: cannot read", path);
+  char *buf = NULL;
+  size_t len = 0, cap = 0, got;
+  char chunk[4096];
+  while ((got = fread(chunk, 1, sizeof chunk, f)) > 0) {
+    if (len + got + 1 > cap) {
+      size_t nc = cap ? 2 * cap : 16384;
+      while (nc < len + got + 1)
+        nc *= 2;
+      char *nb = realloc(buf, nc);
+      if (!nb) {
+        free(buf);
+        fclose(f);
+        return lsim_fail(eb, LSIM_E_NOMEM, "out of memory");
+      }
+      buf = nb;
+      cap = nc;
+    }
+    memcpy(buf + len, chunk, got);
+    len += got;
+  }
+  fclose(f);
+  if (!buf)
+    return 0;
+  buf[len] = 0;
+  if (!(f = fopen(path, "w"))) {
+    free(buf);
+    return lsim_fail(eb, LSIM_E_IO, "%s: cannot write", path);
+  }
+  for (char *line = buf; *line;) {
+    char *nl = strchr(line, '\n');
+    size_t ll = nl ? (size_t)(nl - line) + 1 : strlen(line);
+    if (strncmp(line, "# TYPE ", 7) == 0) {
+      char name[256];
+      size_t k = 0;
+      for (const char *q = line + 7; *q && *q != ' ' && k < sizeof name - 1;)
+        name[k++] = *q++;
+      name[k] = 0;
+      lsim_claim c = lsim_summary_claim(name);
+      const char *cls = lsim_evidence_name(c.claimed),
+                 *src = lsim_source_name(c.source);
+      fprintf(f, "# HELP %s evidence %s (%s)\n", name, cls ? cls : "?",
+              src ? src : "?");
+    }
+    fwrite(line, 1, ll, f);
+    line += ll;
+  }
+  free(buf);
+  int bad = ferror(f);
+  if (fclose(f) || bad)
+    return lsim_fail(eb, LSIM_E_IO, "%s: write failed", path);
+  return 0;
 }
 
 /* ---- lorasim audit DB ----------------------------------------------------------- */
@@ -270,7 +376,17 @@ static lsim_err lsim__audit_log(sqlite3 *h, const char *scenario_path,
                                 lsim_errbuf *feb) {
   lsim_errbuf e = LSIM_ERRBUF_INIT;
   sqlite3_stmt *st = NULL;
-  int nadapters = 0;
+  int nadapters = 0, have = 0;
+  /* a run written without its event log (lorasim compare without
+  ** --full-log) has nothing to replay */
+  if (sqlite3_prepare_v2(h, "SELECT EXISTS (SELECT 1 FROM events)", -1, &st,
+                         NULL) == SQLITE_OK &&
+      sqlite3_step(st) == SQLITE_ROW)
+    have = sqlite3_column_int(st, 0);
+  sqlite3_finalize(st);
+  st = NULL;
+  if (!have)
+    return 0;
   if (sqlite3_prepare_v2(h,
                          "SELECT max(coalesce((SELECT max(adapter) FROM "
                          "events), -1), coalesce((SELECT max(adapter) FROM "

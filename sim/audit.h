@@ -89,8 +89,29 @@ lsim_err lsim_claim_audit(const lsim_claim *c, const char *backend,
 lsim_err lsim_claims_store(struct lsim_db *db, const char *backend,
                            const lsim_claim *c, int n, lsim_errbuf *eb);
 
-/* What the summary writer (sim/report.c) claims for one runs_summary key. */
+/* What lorasim's writers claim for one figure, by its name: a name that
+** ends in _ms, _seconds or _per_s, or starts with slo_, is simulated time
+** (modeled, source sim_time, a time); one that ends in _bytes is a byte
+** count (exact, bytes); anything else is a count or ratio of the run's
+** event log (exact, log).  Used for runs_summary keys, compare.csv columns
+** and .prom metric names ("_seconds" and "_slo_" anywhere in the name
+** count as well, for metric names like lorasim_ttft_seconds_sum). */
 lsim_claim lsim_summary_claim(const char *key);
+
+/* compare-evidence.csv: one row (column, class, source, time) per figure
+** column of compare.csv, after auditing each under `backend`. */
+lsim_err lsim_claims_write_csv(const char *path, const char *backend,
+                               const char *const *keys, int n,
+                               lsim_errbuf *eb);
+
+/* The same for the figure columns of a CSV file's header (run parameters
+** scheduler, evict, prefetch, seed are not figures), into `out`. */
+lsim_err lsim_claims_csv_sidecar(const char *csv, const char *out,
+                                 const char *backend, lsim_errbuf *eb);
+
+/* Put a "# HELP NAME evidence CLASS (SOURCE)" line before every "# TYPE"
+** line of a Prometheus text file (rewritten in place). */
+lsim_err lsim_claims_annotate_prom(const char *path, lsim_errbuf *eb);
 
 /*
 ** `lorasim audit DB`: the run's claims (every runs_summary key has a

@@ -718,6 +718,8 @@ void lsim_report_print(FILE *f, const lsim_scenario *sc,
   if (s->trace_rows_skipped > 0)
     fprintf(f, "  trace       %lld malformed rows skipped (first: %s)\n",
             (long long)s->trace_rows_skipped, s->trace_first_skipped);
+  fprintf(f, "  evidence    counts exact (this run's event log); times "
+             "modeled (simulated clock, cost model); runs_evidence\n");
   fprintf(f, "  database    %s\n", s->db_path);
   if (s->metrics_path[0])
     fprintf(f, "  metrics     %s\n", s->metrics_path);
@@ -840,7 +842,8 @@ lsim_err lsim_report_metrics_file(const char *path, const lsim_scenario *sc,
   int bad = ferror(f);
   if (fclose(f) || bad)
     return lsim_fail(eb, LSIM_E_IO, "%s: write failed", path);
-  return 0;
+  /* each metric's evidence class as its HELP line (sim/audit.c) */
+  return lsim_claims_annotate_prom(path, eb);
 }
 
 /* ---- plots -------------------------------------------------------------------- */

@@ -142,3 +142,50 @@ Test(malformed_claims, stored_rows, .init = mk_tmp, .fini = rm_tmp) {
     }
   }
 }
+
+/* Every output carries its classes: the printed report, the .prom HELP
+** lines and compare's compare-evidence.csv; none says measured or exact
+** about simulated time. */
+Test(malformed_claims, outputs_carry_classes, .init = mk_tmp, .fini = rm_tmp) {
+  char args[512];
+  snprintf(args, sizeof args,
+           "replay '%s/fixtures/replay/withdraw.json' --no-plots --db r.db",
+           LSIM_TEST_DIR);
+  cr_assert_eq(lorasim(args), 0, "%s", out);
+  cr_assert(strstr(out, "evidence    counts exact"), "%s", out);
+  char path[512], line[512];
+  snprintf(path, sizeof path, "%s/r.prom", tmpdir);
+  FILE *f = fopen(path, "r");
+  cr_assert_not_null(f);
+  int help = 0, type = 0, ttft = 0;
+  while (fgets(line, sizeof line, f)) {
+    help += strncmp(line, "# HELP ", 7) == 0;
+    type += strncmp(line, "# TYPE ", 7) == 0;
+    if (strncmp(line, "# HELP lorasim_ttft_seconds ", 28) == 0) {
+      ttft = 1;
+      cr_assert(strstr(line, "evidence modeled (sim_time)"), "%s", line);
+    }
+  }
+  fclose(f);
+  cr_assert_gt(type, 10);
+  cr_assert_eq(help, type, "a HELP line with the class before every TYPE");
+  cr_assert(ttft);
+  snprintf(args, sizeof args,
+           "compare '%s/fixtures/replay/withdraw.json' --schedulers fcfs,vtc "
+           "--out cmp --no-plots", LSIM_TEST_DIR);
+  cr_assert_eq(lorasim(args), 0, "%s", out);
+  snprintf(path, sizeof path, "%s/cmp/compare-evidence.csv", tmpdir);
+  cr_assert_not_null(f = fopen(path, "r"));
+  int rows = 0, timed = 0;
+  while (fgets(line, sizeof line, f)) {
+    rows++;
+    if (strstr(line, "_ms,") || strstr(line, "_per_s,")) {
+      timed++;
+      cr_assert(strstr(line, ",modeled,sim_time,1"), "%s", line);
+    }
+  }
+  fclose(f);
+  cr_assert_gt(rows, 40);
+  cr_assert_geq(timed, 8);
+  cr_assert_eq(lorasim("audit cmp/vtc.db"), 0, "%s", out);
+}
