@@ -102,6 +102,7 @@ typedef struct lsim__worker {
   int nbatch;
   int *launched;
   int nlaunched;
+  int64_t iter;  /* number of the iteration in flight (valid while busy) */
 } lsim__worker;
 
 typedef struct lsim__fnode {
@@ -2301,6 +2302,7 @@ static lsim_err lsim__select(lsim_engine *e, int wi, lsim_tick now,
   if ((rc = lsim__hs_launch(e, w, eb)))
     return rc;
   plan->iter = e->iters++;
+  w->iter = plan->iter;
   plan->worker = wi;
   plan->start_tick = now;
   w->busy = 1;
@@ -2331,7 +2333,10 @@ lsim_err lsim_engine_iter_done(lsim_engine *e, int wi, lsim_tick now, int ok,
   if (wi < 0 || wi >= e->cfg.workers || !e->w[wi].busy)
     return lsim_fail(eb, LSIM_E_STATE, "iter_done on idle worker %d", wi);
   lsim__worker *w = &e->w[wi];
-  int64_t iter = e->iters - 1; /* workers run one plan at a time */
+  /* this worker's plan, not the run's latest: with several workers another
+  ** worker may have frozen a later plan meanwhile (found by the event-log
+  ** audit, engine/ledger.c) */
+  int64_t iter = w->iter;
   lsim_err rc;
   int64_t rows = 0;
   for (int i = 0; i < w->nbatch; i++)

@@ -40,6 +40,9 @@ typedef int lsim_err;        /* 0 ok, negative LSIM_E_* */
 **   -420..-499 KV compatibility and the prefix cache (err_kv.h)
 **   -500..-559 collection compression (err_cmp.h)
 **   -560..-619 tensor-parallel placement (err_tp.h)
+**   -620..-659 device adapter pool, calibration (err_dev.h)
+**   -660..-699 event-log audit (err_log.h)
+** Claim audit (sim/audit.c, docs/RELIABILITY.md): -84..-86 below.
 */
 #define LSIM_ERRCODES(X)                                                    \
   X(LSIM_E_NOMEM,            -1,  "E_NOMEM")                                \
@@ -72,13 +75,17 @@ typedef int lsim_err;        /* 0 ok, negative LSIM_E_* */
   X(LSIM_E_BACKEND,          -80, "E_BACKEND")                              \
   X(LSIM_E_POLICY,           -81, "E_POLICY")                               \
   X(LSIM_E_STATE,            -82, "E_STATE")                                \
-  X(LSIM_E_NOSPACE,          -83, "E_NOSPACE")
+  X(LSIM_E_NOSPACE,          -83, "E_NOSPACE")                            \
+  X(LSIM_E_CLAIM_CEILING,    -84, "E_CLAIM_CEILING")                      \
+  X(LSIM_E_CLAIM_CLASS,      -85, "E_CLAIM_CLASS")                        \
+  X(LSIM_E_CLAIM_MISSING,    -86, "E_CLAIM_MISSING")
 
 #include "err_dev.h"
 #include "err_cmp.h"
 #include "err_exec.h"
 #include "err_id.h"
 #include "err_kv.h"
+#include "err_log.h"
 #include "err_plan.h"
 #include "err_res.h"
 #include "err_tensor.h"
@@ -95,7 +102,8 @@ typedef int lsim_err;        /* 0 ok, negative LSIM_E_* */
   LSIM_ERRCODES_DEV(X)       \
   LSIM_ERRCODES_KV(X)        \
   LSIM_ERRCODES_CMP(X)       \
-  LSIM_ERRCODES_TP(X)
+  LSIM_ERRCODES_TP(X)        \
+  LSIM_ERRCODES_LOG(X)
 
 enum {
 #define LSIM__ENUM(sym, val, name) sym = val,

@@ -15,6 +15,8 @@
 */
 #include "compare.h"
 
+#include "audit.h"
+
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>
@@ -688,6 +690,11 @@ int lsim_compare_main(int argc, char **argv) {
     char csv[1100], png[1100], note[1300];
     snprintf(csv, sizeof csv, "%s/compare.csv", dir);
     rc = lsim__cmp_csv(csv, &sc, rows, n, &eb);
+    if (!rc) { /* each column's evidence class (sim/audit.c) */
+      char evp[1100];
+      snprintf(evp, sizeof evp, "%s/compare-evidence.csv", dir);
+      rc = lsim_claims_csv_sidecar(csv, evp, sc.backend, &eb);
+    }
     png[0] = note[0] = 0;
     if (!rc && plots)
       rc = lsim__cmp_plot(dir, &sc, rows, n, png, sizeof png, note,

@@ -22,6 +22,7 @@
 
 #include "../backends/backend.h"
 #include "../engine/policy/policy.h"
+#include "audit.h"
 #include "calibrate.h"
 #include "compare.h"
 #include "compress_cmd.h"
@@ -116,6 +117,7 @@ static void lsim__usage(FILE *f) {
         "  bench kernels          the CUDA kernel benchmark table (GPU)\n"
         "  prefix                 prefix-cache study: four key modes on a trace\n"
         "  compress --in C.json   shared-basis bundle of an adapter collection\n"
+        "  audit DB               audit a run's claims and event log\n"
         "  help [COMMAND]         show help for a command\n"
         "  version                print the version and build\n"
         "\n"
@@ -427,6 +429,8 @@ int main(int argc, char **argv) {
     return lsim_prefix_main(argc - 1, argv + 1);
   if (strcmp(cmd, "compress") == 0)
     return lsim_compress_main(argc - 1, argv + 1);
+  if (strcmp(cmd, "audit") == 0)
+    return lsim_cmd_audit(argc - 1, argv + 1);
   if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0)
     return lsim__cmd_version();
   if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 ||
@@ -449,6 +453,9 @@ int main(int argc, char **argv) {
     } else if (argc > 2 && strcmp(argv[2], "compress") == 0) {
       char *av[] = {"compress", "--help", NULL};
       return lsim_compress_main(2, av);
+    } else if (argc > 2 && strcmp(argv[2], "audit") == 0) {
+      char *av[] = {"audit", "--help", NULL};
+      return lsim_cmd_audit(2, av);
     } else if (argc > 2 && strcmp(argv[2], "exec") == 0) {
       char *av[] = {"exec", "--help", NULL};
       return lsim_exec_main(2, av);

@@ -457,6 +457,15 @@ static mut_case mut_cases[] = {
     MA(2, req_rows, 0, 0, LSIM_E_PLAN_EMPTY_PREFILL),
     MA(2, req_rows, 2, 2, LSIM_E_PLAN_DECODE_ROWS),
     MA(2, req_rows, 1, 3, LSIM_E_PLAN_ROW_COUNT),
+    /* more one-field phase and rank mutations (docs/RELIABILITY.md) */
+    MA(2, req_rows, 1, 0, LSIM_E_PLAN_EMPTY_PREFILL),
+    MA(2, req_rows, 3, 0, LSIM_E_PLAN_DECODE_ROWS),
+    MA(2, req_rows, 4, 5, LSIM_E_PLAN_DECODE_ROWS),
+    MA(2, req_phase, 1, 1, LSIM_E_PLAN_DECODE_ROWS),
+    MA(2, req_phase, 4, 0, LSIM_E_PLAN_PHASE_ORDER),
+    MA(2, req_rank, 0, 3, LSIM_E_PLAN_FIXED_RANK),
+    MA(2, req_rank, 1, 4, LSIM_E_PLAN_RANK_SLOT),
+    MI(2, phys_rank, 0, LSIM_E_PLAN_RANK_SLOT),
     /* V3 packed order, V4 inverse */
     MA(2, packed, 0, 0, LSIM_E_PLAN_PACKED_ORDER),
     MA(2, packed, 4, 5, LSIM_E_PLAN_PACKED_ORDER),

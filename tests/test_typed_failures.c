@@ -30,6 +30,10 @@
 #include "engine/rowplan.h"
 #include "engine/tp.h"
 #include "exact_harness.h"
+#include "sim/audit.h"
+#include "sim/db.h"
+
+#include <sqlite3.h>
 
 /* ==== loop 5: residency and publication ===================================
 ** The sixteen-slot fixture of test_residency.c: D (scaffold) placed r0's KV
@@ -1739,4 +1743,124 @@ Test(loop10, numeric_parity_called_performance_parity, .init = mk_tmp,
                                      "speedup"};
   for (size_t i = 0; i < sizeof perf / sizeof perf[0]; i++)
     cr_assert_null(strstr(out, perf[i]), "exec claims '%s': %s", perf[i], out);
+}
+
+/* ==== loop 10: source_claim_ceiling_exceeded ===============================
+** Every runs_summary figure carries an evidence class (exact, measured,
+** modeled, cited) in runs_evidence; the claim audit (sim/audit.c) refuses
+** a class above what the figure's source supports under the run's backend.
+** Injected: three overclaims (a `model` run's iteration time called
+** measured, a latency derived from bytes called measured, a ratio to a
+** cited baseline called measured as if both ran here) through the writer,
+** and a forged row in a real run's database.  Consequence prevented: the
+** writer stores nothing (not even the honest claims beside the forged one)
+** and `lorasim audit` rejects the forged database.  Recovery: relabelled to
+** the ceiling, the claims store and the audit passes. */
+
+static int64_t sql_int(sqlite3 *h, const char *sql) {
+  sqlite3_stmt *st;
+  cr_assert_eq(sqlite3_prepare_v2(h, sql, -1, &st, NULL), SQLITE_OK, "%s: %s",
+               sql, sqlite3_errmsg(h));
+  cr_assert_eq(sqlite3_step(st), SQLITE_ROW, "%s", sql);
+  int64_t v = sqlite3_column_int64(st, 0);
+  sqlite3_finalize(st);
+  return v;
+}
+
+Test(loop10, source_claim_ceiling_exceeded, .init = mk_tmp, .fini = rm_tmp) {
+  /* a real run on the executing backend: every figure has its class, and
+  ** the simulated times stay modeled although cpu_ref timed each iteration */
+  char args[512], path[512];
+  snprintf(args, sizeof args,
+           "replay '%s/fixtures/replay/reload_version.json' --backend cpu_ref "
+           "--quiet --no-plots --db r.db", LSIM_TEST_DIR);
+  cr_assert_eq(lorasim(args), 0, "%s", out);
+  cr_assert_eq(lorasim("audit r.db"), 0, "%s", out);
+  snprintf(path, sizeof path, "%s/r.db", tmpdir);
+  sqlite3 *h;
+  cr_assert_eq(sqlite3_open(path, &h), SQLITE_OK);
+  cr_assert_gt(sql_int(h, "SELECT count(*) FROM runs_summary"), 40);
+  cr_assert_eq(sql_int(h, "SELECT count(*) FROM runs_summary s WHERE NOT "
+                          "EXISTS (SELECT 1 FROM runs_evidence e WHERE "
+                          "e.key = s.key)"), 0);
+  cr_assert_eq(sql_int(h, "SELECT count(*) FROM runs_evidence WHERE key IN "
+                          "('ttft_p50_ms','sim_seconds','e2e_p99_ms') AND "
+                          "class = 'modeled' AND source = 'sim_time'"), 3);
+  cr_assert_eq(sql_int(h, "SELECT count(*) FROM runs_evidence WHERE key = "
+                          "'requests_completed' AND class = 'exact'"), 1);
+  cr_assert_eq(sql_int(h, "SELECT count(*) FROM runs_evidence WHERE class IN "
+                          "('measured','cited')"), 0);
+
+  /* detection in a stored run: a forged class */
+  cr_assert_eq(sqlite3_exec(h, "UPDATE runs_evidence SET class = 'measured' "
+                               "WHERE key = 'ttft_p99_ms'", NULL, NULL, NULL),
+               SQLITE_OK);
+  cr_assert_eq(lorasim("audit r.db"), 1, "%s", out);
+  cr_assert(strstr(out, "E_CLAIM_CEILING") && strstr(out, "ttft_p99_ms"),
+            "%s", out);
+  cr_assert(strstr(out, "1 finding"), "%s", out);
+  /* a figure without any class is an uncontrolled claim */
+  cr_assert_eq(sqlite3_exec(h, "UPDATE runs_evidence SET class = 'modeled' "
+                               "WHERE key = 'ttft_p99_ms'; DELETE FROM "
+                               "runs_evidence WHERE key = 'iterations'",
+                            NULL, NULL, NULL), SQLITE_OK);
+  cr_assert_eq(lorasim("audit r.db"), 1, "%s", out);
+  cr_assert(strstr(out, "E_CLAIM_MISSING") && strstr(out, "iterations"), "%s",
+            out);
+  /* recovery: relabelled (and labelled), the audit passes */
+  cr_assert_eq(sqlite3_exec(h, "INSERT INTO runs_evidence VALUES(1, "
+                               "'iterations', 'exact', 'log', NULL, 0)",
+                            NULL, NULL, NULL), SQLITE_OK);
+  sqlite3_close(h);
+  cr_assert_eq(lorasim("audit r.db"), 0, "%s", out);
+
+  /* the writer: all or nothing */
+  lsim_db *db;
+  lsim_errbuf eb = LSIM_ERRBUF_INIT;
+  snprintf(path, sizeof path, "%s/w.db", tmpdir);
+  cr_assert_eq(lsim_db_open(&db, path, &eb), 0, "%s", eb.msg);
+  lsim_run_info info = {"claims", "claims.json", "0000000000000000000000000000"
+                        "000000000000000000000000000000000000", 1, "model",
+                        "fcfs", "lru", "none", 1000, 1, NULL};
+  cr_assert_eq(lsim_db_begin_run(db, &info, &eb), 0, "%s", eb.msg);
+  lsim_claim honest = {"ttft_p50_ms", LSIM_EVID_MODELED, LSIM_SRC_SIM_TIME,
+                       LSIM_SRC_NONE, 1};
+  struct {
+    const char *backend;
+    lsim_claim forged;
+    int ceiling;
+  } inj[] = {
+      {"model", {"iteration_ms", LSIM_EVID_MEASURED, LSIM_SRC_BACKEND_TIME,
+                 LSIM_SRC_NONE, 1}, LSIM_EVID_MODELED},
+      {"cuda", {"h2d_latency_ms", LSIM_EVID_MEASURED, LSIM_SRC_BYTES,
+                LSIM_SRC_NONE, 1}, LSIM_EVID_MODELED},
+      {"cuda", {"speedup_vs_best", LSIM_EVID_MEASURED, LSIM_SRC_BACKEND_TIME,
+                LSIM_SRC_BASELINE, 1}, LSIM_EVID_CITED},
+  };
+  sqlite3 *wh = lsim_db_handle(db);
+  for (size_t i = 0; i < sizeof inj / sizeof inj[0]; i++) {
+    lsim_claim two[2] = {honest, inj[i].forged};
+    cr_assert_eq(lsim_claims_store(db, inj[i].backend, two, 2, &eb),
+                 LSIM_E_CLAIM_CEILING, "%s", inj[i].forged.key);
+    cr_assert(strstr(eb.msg, inj[i].forged.key), "%s", eb.msg);
+    cr_assert_eq(lsim_claim_ceiling(&inj[i].forged, inj[i].backend),
+                 inj[i].ceiling, "%s", inj[i].forged.key);
+    /* nothing claimed: no table yet, or no row */
+    cr_assert_eq(sql_int(wh, "SELECT count(*) FROM sqlite_master WHERE "
+                             "name = 'runs_evidence'") == 0 ||
+                     sql_int(wh, "SELECT count(*) FROM runs_evidence") == 0,
+                 1, "%s", inj[i].forged.key);
+  }
+  /* recovery: relabel each to its ceiling; stored, one row per claim */
+  for (size_t i = 0; i < sizeof inj / sizeof inj[0]; i++) {
+    lsim_claim two[2] = {honest, inj[i].forged};
+    two[1].claimed = inj[i].ceiling;
+    cr_assert_eq(lsim_claims_store(db, inj[i].backend, two, 2, &eb), 0, "%s",
+                 eb.msg);
+  }
+  cr_assert_eq(sql_int(wh, "SELECT count(*) FROM runs_evidence"), 4);
+  cr_assert_eq(sql_int(wh, "SELECT count(*) FROM runs_evidence WHERE key = "
+                           "'speedup_vs_best' AND class = 'cited' AND "
+                           "operand = 'baseline'"), 1);
+  lsim_db_close(db);
 }

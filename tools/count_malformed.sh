@@ -24,9 +24,15 @@
 #   lifecycle and hotswap     E_RES_ publish/digest/generation/shadow/
 #                             retiring/merge codes
 #   adapter/KV/prefix         E_RES_GROWTH, E_ID_*CACHE*, E_KV_*
-#   scheduler and recovery    E_POLICY, E_STATE, E_SCN_POLICY, E_INTERRUPTED
+#   scheduler and recovery    E_POLICY, E_STATE, E_SCN_POLICY, E_INTERRUPTED,
+#                             E_LOG_* of the event-log audit (order, requests,
+#                             iterations, service, loads, rollback, records)
+#   (lifecycle, also)         E_LOG_{LEASE,HOTSWAP_ORDER,CATALOG,RECLAIM,
+#                             PUBLISH_ORDER}
+#   (residency, also)         E_LOG_KV_ORPHAN
 #   backend representations   E_REPR_*, E_PATH_MISMATCH, E_BACKEND,
-#                             E_ID_KERNEL_ABI, E_RES_KERNEL_ABI, E_DEV_*
+#                             E_ID_KERNEL_ABI, E_RES_KERNEL_ABI, E_DEV_*,
+#                             E_CLAIM_* (the loop-10 claim ceiling)
 #   (input formats)           E_SCN_*, E_TRACE_*, E_EXEC_*, E_USAGE, E_IO, ...
 set -eu
 cd "$(dirname "$0")/.."
@@ -46,6 +52,10 @@ function family(c) {
   if (c ~ /^E_RES_GROWTH$/) return 7
   if (c ~ /^E_RES_(ILLEGAL|NOSPACE|NOT_ELIGIBLE|OWNERSHIP|DOUBLE_OWNER|CONSERVATION|REFCOUNT|LEAK|DUP_VICTIM|LIVE_LAUNCH|INFLIGHT|PINNED|QUEUED|TXN|BACKWARD)$/ || c == "E_NOSPACE") return 4
   if (c ~ /^E_RES_/) return 6
+  if (c ~ /^E_LOG_(LEASE|HOTSWAP_ORDER|CATALOG|RECLAIM|PUBLISH_ORDER)$/) return 6
+  if (c == "E_LOG_KV_ORPHAN") return 4
+  if (c ~ /^E_LOG_/) return 8
+  if (c ~ /^E_CLAIM_/) return 9
   if (c ~ /^E_(POLICY|STATE|SCN_POLICY|INTERRUPTED)$/) return 8
   if (c ~ /^E_(REPR_.*|PATH_MISMATCH|BACKEND|SCN_BACKEND)$/) return 9
   return 10
