@@ -13,6 +13,8 @@
 */
 #include "scenario.h"
 
+#include "compress_cmd.h"
+
 #include "../engine/engine.h"
 #include "../engine/residency.h"
 
@@ -1537,9 +1539,39 @@ static lsim_err lsim__cross_compression(const lsim__ctx *c,
     return lsim__bad(c, LSIM_E_CMP_SERVE_CONFLICT, p,
                      "hotswaps replace one adapter's artifact; a compressed "
                      "collection changes by a new bundle version instead");
-  if (cs->bundle[0])
-    return 0; /* its shapes are checked against the model when it is read */
   char kp[LSIM__PATHBUF];
+  if (cs->bundle[0]) {
+    /* read and verified now, so a bad bundle is refused before a run
+    ** writes anything (the replay reads it again) */
+    lsim__key_path(kp, p, "bundle");
+    lsim_compress_serve b;
+    lsim_errbuf be = LSIM_ERRBUF_INIT;
+    lsim_err rc = lsim_compress_bundle_read(cs->bundle, &b, &be);
+    if (rc)
+      return lsim__bad(c, rc, kp, "%s", be.msg);
+    if (b.n != sc->adapters)
+      rc = lsim__bad(c, LSIM_E_CMP_SERVE_MISMATCH, kp,
+                     "the bundle has %d sources, $.adapters.count is %d", b.n,
+                     sc->adapters);
+    for (int i = 0; !rc && i < sc->ntargets; i++)
+      if (sc->targets[i].d_in != b.d_in || sc->targets[i].d_out != b.d_out)
+        rc = lsim__bad(c, LSIM_E_CMP_SERVE_MISMATCH, kp,
+                       "the bundle fits a %d x %d module, target %s is "
+                       "%" PRId64 " x %" PRId64,
+                       b.d_in, b.d_out, sc->targets[i].name,
+                       sc->targets[i].d_in, sc->targets[i].d_out);
+    int method = b.method == 1 ? LSIM_CMPM_JD_FULL : LSIM_CMPM_JD_DIAG;
+    int64_t need = lsim_scenario_adapter_pages(sc, b.R) +
+                   lsim_scenario_core_pages(sc, method, b.R);
+    if (!rc && need + sc->guard_pages > sc->pool_pages)
+      rc = lsim__bad(c, LSIM_E_CMP_SERVE_CAPACITY, kp,
+                     "a basis and one core of rank %d need %" PRId64
+                     " pages (plus %" PRId64 " guard) but a worker's pool "
+                     "has %" PRId64,
+                     b.R, need, sc->guard_pages, sc->pool_pages);
+    lsim_compress_serve_release(&b);
+    return rc;
+  }
   if (cs->clusters > sc->adapters) {
     lsim__key_path(kp, p, "clusters");
     return lsim__bad(c, LSIM_E_CMP_CLUSTERS, kp,
