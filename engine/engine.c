@@ -746,6 +746,10 @@ lsim_err lsim_engine_hotswap(lsim_engine *e, lsim_tick now, int a, int mode,
                              lsim_hs_copy *copies, int maxcopies,
                              int *ncopies, lsim_errbuf *eb) {
   *ncopies = 0;
+  if (e->k)
+    return lsim_fail(eb, LSIM_E_CMP_SERVE_CONFLICT,
+                     "hotswap of adapter %d: a compressed collection changes "
+                     "by a new bundle version, not one core at a time", a);
   if (a < 0 || a >= e->cfg.nadapters || !lsim_hs_mode_name(mode))
     return lsim_fail(eb, LSIM_E_STATE, "hotswap: adapter %d or mode %d", a,
                      mode);

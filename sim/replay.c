@@ -293,6 +293,9 @@ static int lsim__copy_outcome(lsim__world *W, lsim_tick start) {
   if (sc->digest_failure_rate > 0 &&
       lsim_rng_unit(&W->faults) < sc->digest_failure_rate)
     return LSIM_LOAD_DIGEST_BAD;
+  if (sc->stale_basis_rate > 0 &&
+      lsim_rng_unit(&W->faults) < sc->stale_basis_rate)
+    return LSIM_LOAD_STALE_BASIS;
   return LSIM_LOAD_OK;
 }
 
@@ -442,6 +445,9 @@ static lsim_err lsim__on_load_done(lsim__world *W, int w, int adapter,
   else if (outcome == LSIM_LOAD_DIGEST_BAD)
     rc = lsim_engine_fault(W->eng, w, W->now, adapter, LSIM_NONE,
                            "digest_failure", 0, eb);
+  else if (outcome == LSIM_LOAD_STALE_BASIS)
+    rc = lsim_engine_fault(W->eng, w, W->now, adapter, LSIM_NONE,
+                           "stale_basis", 0, eb);
   if (!rc)
     rc = lsim_engine_load_result(W->eng, w, adapter, W->now, outcome, eb);
   if (!rc)

@@ -1362,6 +1362,8 @@ static lsim_err lsim__faults(const lsim__ctx *c, const cJSON *root,
        &sc->h2d_slowdown_until_tick},
       {"cancel_during_load_rate", LSIM__NUM, LSIM__HI_OPEN, 0, 1, 0,
        &sc->cancel_during_load_rate},
+      {"stale_basis_rate", LSIM__NUM, LSIM__HI_OPEN, 0, 1, 0,
+       &sc->stale_basis_rate},
   };
   static const char *const extra[] = {"copy_fail_ticks", "digest_fail_ticks",
                                       NULL};
@@ -1524,8 +1526,13 @@ static lsim_err lsim__cross(const lsim__ctx *c, lsim_scenario *sc) {
 static lsim_err lsim__cross_compression(const lsim__ctx *c,
                                         const lsim_scenario *sc) {
   const lsim_compression_spec *cs = &sc->compression;
-  if (!cs->on)
+  if (!cs->on) {
+    if (sc->stale_basis_rate > 0)
+      return lsim__bad(c, LSIM_E_CMP_SERVE_CONFLICT, "$.faults.stale_basis_rate",
+                       "only a compressed collection ($.adapters.compression) "
+                       "has bases to be stale");
     return 0;
+  }
   const char *p = "$.adapters.compression";
   if (sc->tp_degree > 1)
     return lsim__bad(c, LSIM_E_CMP_SERVE_CONFLICT, p,

@@ -159,6 +159,8 @@ typedef struct lsim_scenario {
   double h2d_slowdown;      /* copy-time factor (>= 1) inside the window */
   int64_t h2d_slowdown_from_tick, h2d_slowdown_until_tick; /* until 0: open */
   double cancel_during_load_rate; /* a loading request is cancelled mid-copy */
+  double stale_basis_rate;  /* compressed: a copied core arrives paired with
+                               another basis version (E_CMP_STALE_BASIS) */
 
   /* $.hotswaps (optional) */
   int nhotswaps;

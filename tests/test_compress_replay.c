@@ -471,6 +471,44 @@ Test(replay, compressed_quickstart_saves_bytes_and_repeats, .init = mk_tmp,
   cr_assert_eq(c1.transfer_bytes, c2.transfer_bytes);
 }
 
+Test(replay, stale_basis_faults_roll_back_and_the_run_completes,
+     .init = mk_tmp, .fini = rm_tmp) {
+  static lsim_scenario sc;
+  lsim_errbuf eb = LSIM_ERRBUF_INIT;
+  cr_assert_eq(lsim_scenario_load(&sc, LSIM_TEST_DIR
+                                  "/../scenarios/quickstart-compressed.json",
+                                  &eb),
+               0, "%s", eb.msg);
+  sc.load_failure_rate = 0;
+  sc.stale_basis_rate = 0.3;
+  char db[400];
+  snprintf(db, sizeof db, "%s/stale.db", tmpdir);
+  lsim_replay_opts o = {.db_path = db};
+  lsim_summary s;
+  cr_assert_eq(lsim_replay_run(&sc, &o, &s, &eb), 0, "%s", eb.msg);
+  cr_assert_str_eq(s.status, "ok");
+  cr_assert_gt(s.load_failures, 0);
+  cr_assert_eq(s.completed + s.rejected + s.unfinished, s.arrived);
+  sqlite3 *h;
+  cr_assert_eq(sqlite3_open(db, &h), SQLITE_OK);
+  sqlite3_stmt *st;
+  cr_assert_eq(sqlite3_prepare_v2(h,
+                                  "SELECT (SELECT count(*) FROM events_named "
+                                  "WHERE kind_name='adapter_load_failed' AND "
+                                  "detail='stale_basis'), (SELECT count(*) "
+                                  "FROM events_named WHERE "
+                                  "kind_name='fault_injected' AND "
+                                  "detail='stale_basis')",
+                                  -1, &st, NULL),
+               SQLITE_OK);
+  cr_assert_eq(sqlite3_step(st), SQLITE_ROW);
+  cr_assert_gt(sqlite3_column_int(st, 0), 0);
+  cr_assert_eq(sqlite3_column_int(st, 0), sqlite3_column_int(st, 1),
+               "every injected stale basis is a failed, rolled-back load");
+  sqlite3_finalize(st);
+  sqlite3_close(h);
+}
+
 /* ---- scenario validation ------------------------------------------------- */
 
 static char *read_file(const char *path) {
@@ -550,6 +588,8 @@ Test(scenario, compression_validated) {
       "\"clusters\": 2}", "\"max_batch_requests\": 48",
       "\"max_batch_requests\": 48, \"tp_degree\": 2",
       LSIM_E_CMP_SERVE_CONFLICT, P);
+  bad("", "\"load_failure_rate\": 0.02", "\"stale_basis_rate\": 0.1",
+      LSIM_E_CMP_SERVE_CONFLICT, "$.faults.stale_basis_rate");
   /* a basis of rank 1024 needs more than the 768-page pool */
   bad(", \"compression\": {\"method\": \"jd_full\", \"rank\": 1024, "
       "\"clusters\": 2}", NULL, NULL, LSIM_E_CMP_SERVE_CAPACITY,
