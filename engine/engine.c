@@ -63,6 +63,7 @@ typedef struct lsim__req {
   int svc_in;          /* prompt tokens already debited as input service */
   int preemptions;
   lsim_tick preempted_at;
+  int preempted_on;    /* the worker that preempted it */
   lsim_cmp_lease cmp;  /* compressed: lease on the collection generation */
   int cmp_bound;       /* holds cmp (and a reference on its basis object) */
   struct lsim__req *prev, *next; /* waiting or running list */
@@ -2158,6 +2159,7 @@ static lsim_err lsim__preempt(lsim_engine *e, int wi, lsim__req *r,
   r->kv_pages = lsim__kv_pages(e, (int64_t)r->prompt + r->recomp + 1);
   r->preemptions++;
   r->preempted_at = now;
+  r->preempted_on = wi;
   int to = wi;
   if (e->cfg.workers > 1) {
     lsim_res_view v;
@@ -2403,8 +2405,10 @@ static lsim_err lsim__select(lsim_engine *e, int wi, lsim_tick now,
       continue;
     if (w->hsw.drain[r->adapter])
       continue; /* drain_then_overwrite: new work waits for the swap */
-    if (r->preemptions && r->preempted_at == now)
-      continue; /* not back in the step that preempted it */
+    if (r->preemptions && r->preempted_at == now && r->preempted_on == wi)
+      continue; /* not back in the step that preempted it (a request that
+                   migrated may run where it went: nothing else would wake
+                   that worker for it) */
     lsim__cand_fill(e, w, r, 1, &e->cands[n]);
     e->cand_req[n++] = r;
   }

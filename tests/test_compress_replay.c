@@ -509,6 +509,26 @@ Test(replay, stale_basis_faults_roll_back_and_the_run_completes,
   sqlite3_close(h);
 }
 
+/* Two workers, incremental KV (preemption and migration), affinity with
+** slora_cluster, copy, digest, cancel and stale-basis faults: bases come
+** and go under pressure and every request ends.  (It found a stall: a
+** request migrated by recompute was skipped by its new worker's step in
+** the tick it arrived, and nothing woke that worker again.) */
+Test(replay, compressed_under_pressure_on_two_workers, .init = mk_tmp,
+     .fini = rm_tmp) {
+  char db[400];
+  snprintf(db, sizeof db, "%s/multi.db", tmpdir);
+  lsim_summary s;
+  run(LSIM_TEST_DIR "/fixtures/replay/compressed-multi.json", db, &s);
+  cr_assert_str_eq(s.status, "ok");
+  cr_assert_eq(s.unfinished, 0, "every request ends");
+  cr_assert_eq(s.completed + s.rejected, s.arrived);
+  cr_assert_gt(s.basis_evictions, 0, "bases left under pressure");
+  cr_assert_gt(s.basis_loads, s.basis_evictions);
+  cr_assert_gt(s.preemptions, 0);
+  cr_assert_gt(s.migrations, 0);
+}
+
 /* ---- scenario validation ------------------------------------------------- */
 
 static char *read_file(const char *path) {
