@@ -99,6 +99,7 @@ struct lsim_res {
   int nrl;
   int *comp;      /* [nadapters] companion or -1; NULL: none at all */
   int *depchk;    /* [nadapters] scratch of the R6 recount */
+  unsigned char *iscomp; /* [nadapters] some object names it as companion */
   /* scratch */
   int *cand;
   int *vict;
@@ -450,13 +451,19 @@ lsim_err lsim_res_set_companions(lsim_res *r, const int *companion,
   }
   r->comp = malloc((size_t)n * sizeof *r->comp);
   r->depchk = malloc((size_t)n * sizeof *r->depchk);
-  if (!r->comp || !r->depchk) {
+  r->iscomp = calloc((size_t)n, 1);
+  if (!r->comp || !r->depchk || !r->iscomp) {
     free(r->comp);
     free(r->depchk);
+    free(r->iscomp);
     r->comp = r->depchk = NULL;
+    r->iscomp = NULL;
     return lsim_fail(eb, LSIM_E_NOMEM, "out of memory setting companions");
   }
   memcpy(r->comp, companion, (size_t)n * sizeof *r->comp);
+  for (int i = 0; i < n; i++)
+    if (companion[i] >= 0)
+      r->iscomp[companion[i]] = 1;
   return 0;
 }
 
@@ -530,6 +537,7 @@ void lsim_res_release(lsim_res *r) {
   free(r->cand);
   free(r->comp);
   free(r->depchk);
+  free(r->iscomp);
   free(r->vict);
   free(r->rlist);
   free(r->rin);
@@ -1269,12 +1277,16 @@ lsim_err lsim_res_commit(lsim_res *r, int64_t id, lsim_tick now, int *kvout,
 }
 
 /* A victim of t that a rollback drops instead of restoring: a companion
-** taken as a victim, or a victim whose companion is a victim too. */
+** (a basis restored alone would serve nothing, and with its cores it
+** could become visible after them), or a victim whose companion is a
+** victim too. */
 static int lsim__dropped(const lsim_res *r, const lsim__txn *t, int v) {
   if (!r->comp)
     return 0;
+  if (r->iscomp[v])
+    return 1;
   for (int k = 0; k < t->nvictims; k++)
-    if (r->comp[t->victim[k]] == v || t->victim[k] == r->comp[v])
+    if (t->victim[k] == r->comp[v])
       return 1;
   return 0;
 }

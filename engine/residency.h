@@ -144,8 +144,8 @@ void lsim_res_release(lsim_res *r);
 **     stays while any of its cores is resident, loading or retiring,
 **     except that a begin which takes its last cores as victims may
 **     take it as a victim too, in the same txn
-**   - a rollback does not restore a companion victim nor the victims
-**     that name it: they go to ABSENT (their old bytes are gone and a
+**   - a rollback does not restore a companion victim nor a victim whose
+**     companion is a victim too: they go to ABSENT (their old bytes are gone and a
 **     core restored before its basis would be visible without it)
 ** So a visible object's companion is always visible. */
 lsim_err lsim_res_set_companions(lsim_res *r, const int *companion,
