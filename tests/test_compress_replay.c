@@ -338,6 +338,90 @@ Test(engine, core_against_wrong_basis_version_rolls_back) {
   cdrv_free(&d);
 }
 
+/* ---- the pool's companions, directly --------------------------------- */
+
+static lsim_digest dg(int i) {
+  lsim_digest d;
+  char id[16];
+  int n = snprintf(id, sizeof id, "obj%d", i);
+  cr_assert_eq(lsim_sha256(id, (size_t)n, &d, NULL), 0);
+  return d;
+}
+
+/* A basis whose cores left earlier, taken alone as a victim by a load that
+** then fails: dropped, never restored (a restore of a basis would be a
+** copy of no adapter, and a basis alone serves nothing). */
+Test(residency, basis_taken_alone_is_dropped_on_rollback) {
+  /* objects 0, 1: cores of bases 2, 3; cores 1 page, bases 4; pool 6 */
+  int64_t pages[4] = {1, 1, 4, 4};
+  int comp[4] = {2, 3, -1, -1};
+  lsim_digest k = dg(99), d[4];
+  for (int i = 0; i < 4; i++)
+    d[i] = dg(i);
+  lsim_res_cfg cfg = {6, 4096, 4, pages, 0, k};
+  lsim_res *r;
+  lsim_errbuf eb = LSIM_ERRBUF_INIT;
+  cr_assert_eq(lsim_res_new(&r, &cfg, &eb), 0, "%s", eb.msg);
+  cr_assert_eq(lsim_res_set_companions(r, comp, &eb), 0, "%s", eb.msg);
+  for (int i = 0; i < 4; i++)
+    cr_assert_eq(lsim_res_register(r, i, &d[i], &k, &eb), 0, "%s", eb.msg);
+  /* core 0 and basis 2: one txn, one publication */
+  lsim_res_req q = {LSIM_TXN_PREFETCH, 0, -1, 0, 0};
+  int64_t t, gen;
+  int kv, nr;
+  cr_assert_eq(lsim_res_begin_with(r, &q, NULL, 0, &t, &eb), 0, "%s", eb.msg);
+  lsim_res_txn_view tv;
+  cr_assert_eq(lsim_res_txn(r, t, &tv, &eb), 0);
+  cr_assert_eq(tv.with, 2);
+  cr_assert_eq(tv.demand.adapter, 5);
+  cr_assert_eq(lsim_res_copy_start(r, t, &eb), 0, "%s", eb.msg);
+  cr_assert_eq(lsim_res_copy_done(r, t, &eb), 0, "%s", eb.msg);
+  cr_assert_eq(lsim_res_validate(r, t, &d[0], &eb), LSIM_E_RES_DIGEST,
+               "the basis's bytes must be checked too");
+  cr_assert_eq(lsim_res_validate_with(r, t, &d[0], &d[2], &eb), 0, "%s",
+               eb.msg);
+  cr_assert_eq(lsim_res_publish(r, t, 1, &gen, &eb), 0, "%s", eb.msg);
+  cr_assert_eq(lsim_res_commit(r, t, 1, &kv, &eb), 0, "%s", eb.msg);
+  lsim_res_adapter_view v;
+  lsim_res_adapter(r, 2, &v);
+  cr_assert_eq(v.state, LSIM_RS_PUBLISHED);
+  cr_assert_eq(v.deps, 1);
+  cr_assert_eq(lsim_res_eligible(r, 2), LSIM_E_RES_PINNED);
+  /* core 0 alone leaves (a KV need of one page, core 0 the named victim) */
+  lsim_res_req kq = {LSIM_TXN_KV, 2, 7, 2, 0};
+  int v0 = 0;
+  cr_assert_eq(lsim_res_begin_with(r, &kq, &v0, 1, &t, &eb), 0, "%s", eb.msg);
+  cr_assert_eq(lsim_res_commit(r, t, 2, &kv, &eb), 0, "%s", eb.msg);
+  cr_assert_eq(lsim_res_kv_release(r, kv, &eb), 0, "%s", eb.msg);
+  cr_assert_eq(lsim_res_unbind(r, 2, 2, &eb), 0, "%s", eb.msg);
+  lsim_res_adapter(r, 2, &v);
+  cr_assert_eq(v.deps, 0);
+  cr_assert_eq(lsim_res_eligible(r, 2), 0, "no core holds it any more");
+  /* core 1 with basis 3 needs 5 pages: basis 2 goes, alone */
+  cr_assert_eq(lsim_res_register(r, 0, &d[0], &k, &eb), 0, "%s", eb.msg);
+  q.adapter = 1;
+  int victims[4], nv;
+  cr_assert_eq(lsim_res_begin(r, &q, NULL, NULL, &t, victims, 4, &nv, &eb), 0,
+               "%s", eb.msg);
+  cr_assert_eq(nv, 1);
+  cr_assert_eq(victims[0], 2);
+  cr_assert_eq(lsim_res_copy_start(r, t, &eb), 0, "%s", eb.msg);
+  int64_t rest[4];
+  cr_assert_eq(lsim_res_rollback(r, t, rest, 4, &nr, &eb), 0, "%s", eb.msg);
+  cr_assert_eq(nr, 0, "a basis is never restored");
+  int pend[4];
+  cr_assert_eq(lsim_res_pending_restores(r, pend, 4), 0);
+  lsim_res_adapter(r, 2, &v);
+  cr_assert_eq(v.state, LSIM_RS_ABSENT);
+  lsim_res_adapter(r, 3, &v);
+  cr_assert_eq(v.state, LSIM_RS_HOST_READY, "the companion's attempt ends");
+  lsim_res_view rv;
+  lsim_res_view_get(r, &rv);
+  cr_assert_eq(rv.free, 6);
+  cr_assert_eq(lsim_res_check(r, &eb), 0, "%s", eb.msg);
+  lsim_res_release(r);
+}
+
 /* ---- scheduler: affinity after the predicates -------------------------- */
 
 /* a0 (cluster 0) runs a long request; a1 and a2 were served before, so
