@@ -15,6 +15,11 @@
 **       `queued` flag is set.
 **   I4  a request with an open load txn (`txn` >= 0) is waiting, and that
 **       txn carries it.
+**   I5  compressed collections (engine.h, lsim_engine_cmp): a basis
+**       object's refcount equals the running requests of its cluster
+**       holding a catalog lease, and equals the catalog's in-flight count
+**       of the cluster; the catalog calls a basis resident exactly when
+**       its residency object is visible.
 **
 ** Event order within one call is fixed by the code below, and every list is
 ** walked in insertion order, so the emitted sequence depends only on the
@@ -58,6 +63,9 @@ typedef struct lsim__req {
   int svc_in;          /* prompt tokens already debited as input service */
   int preemptions;
   lsim_tick preempted_at;
+  int preempted_on;    /* the worker that preempted it */
+  lsim_cmp_lease cmp;  /* compressed: lease on the collection generation */
+  int cmp_bound;       /* holds cmp (and a reference on its basis object) */
   struct lsim__req *prev, *next; /* waiting or running list */
 } lsim__req;
 
@@ -91,6 +99,7 @@ typedef struct lsim__hsw {
 typedef struct lsim__worker {
   lsim_res *res;
   lsim__hsw hsw;
+  lsim_cmp_catalog cat; /* compressed collections: this worker's catalog */
   int *attempts;       /* failed copies in the current load sequence [na] */
   lsim__list waiting, running;
   int busy;
@@ -112,6 +121,13 @@ typedef struct lsim__fnode {
 
 struct lsim_engine {
   lsim_engine_cfg cfg;
+  /* residency objects: adapters 0..na-1, then (compressed) one basis per
+  ** cluster, na..na+k-1; bytes, pages and artifact cover all of them */
+  int nobj, k;
+  int *cluster;          /* [na] compressed: cluster of each adapter */
+  lsim_digest bundle;    /* compressed: the collection's bundle */
+  int *bcl;              /* [batch + 1] clusters of the running batch */
+  int nbcl;
   int *rank;
   int64_t *bytes, *pages;
   lsim_digest *artifact; /* per adapter */
@@ -284,6 +300,84 @@ static int lsim__visible(int st) {
   return st == LSIM_RS_PUBLISHED || st == LSIM_RS_ACTIVE || st == LSIM_RS_IDLE;
 }
 
+/* ---- compressed collections (engine.h, lsim_engine_cmp) ----------------- */
+
+/* The basis object of adapter a, or -1 (ordinary adapter; or a is itself
+** a basis). */
+static int lsim__basis_of(const lsim_engine *e, int a) {
+  return e->k && a >= 0 && a < e->cfg.nadapters
+             ? e->cfg.nadapters + e->cluster[a]
+             : -1;
+}
+
+static int lsim__is_basis(const lsim_engine *e, int o) {
+  return o >= e->cfg.nadapters;
+}
+
+int lsim_engine_basis_object(const lsim_engine *e, int c) {
+  return e->k && c >= 0 && c < e->k ? e->cfg.nadapters + c : -1;
+}
+
+const lsim_cmp_catalog *lsim_engine_cmp_catalog(const lsim_engine *e,
+                                                int w) {
+  return e->k && w >= 0 && w < e->cfg.workers ? &e->w[w].cat : NULL;
+}
+
+/* Admission of r to run: a lease on the live collection generation and a
+** reference on its basis object (so neither the catalog nor the pool lets
+** the basis go while r is in flight). */
+static lsim_err lsim__cmp_bind(lsim_engine *e, lsim__worker *w, lsim__req *r,
+                               lsim_tick now, lsim_errbuf *eb) {
+  if (!e->k || r->cmp_bound)
+    return 0;
+  lsim_err rc = lsim_cmp_acquire(&w->cat, r->adapter, &r->cmp, eb);
+  if (rc)
+    return rc;
+  if ((rc = lsim_res_bind(w->res, lsim__basis_of(e, r->adapter), now, eb))) {
+    lsim_cmp_release(&w->cat, &r->cmp, NULL);
+    return rc;
+  }
+  r->cmp_bound = 1;
+  return 0;
+}
+
+static lsim_err lsim__cmp_unbind(lsim_engine *e, lsim__worker *w,
+                                 lsim__req *r, lsim_tick now,
+                                 lsim_errbuf *eb) {
+  if (!r->cmp_bound)
+    return 0;
+  r->cmp_bound = 0;
+  lsim_err rc = lsim_cmp_release(&w->cat, &r->cmp, eb);
+  if (!rc)
+    rc = lsim_res_unbind(w->res, lsim__basis_of(e, r->adapter), now, eb);
+  return rc;
+}
+
+/* I5 and the basis part of the pool (the recount of lsim__worker_sound). */
+static int lsim__cmp_sound(const lsim_engine *e, const lsim__worker *w) {
+  if (!e->k)
+    return 1;
+  const lsim_cmp_gen *g = &w->cat.live;
+  if (!g->number || g->k != e->k)
+    return 0;
+  for (int c = 0; c < e->k; c++) {
+    int64_t held = 0;
+    for (const lsim__req *r = w->running.head; r; r = r->next)
+      held += r->cmp_bound && r->cmp.cluster == c;
+    for (const lsim__req *r = w->waiting.head; r; r = r->next)
+      if (r->cmp_bound)
+        return 0; /* a waiting request holds no lease */
+    lsim_res_adapter_view bv = lsim__av(w, e->cfg.nadapters + c);
+    int64_t inflight = g->inflight[c];
+    if (w->cat.prev.number && c < w->cat.prev.k)
+      inflight += w->cat.prev.inflight[c];
+    if (bv.refcount != held || inflight != held ||
+        !!g->resident[c] != lsim__visible(bv.state))
+      return 0;
+  }
+  return 1;
+}
+
 /* ---- invariants --------------------------------------------------------- */
 
 static int lsim__worker_sound(const lsim_engine *e, const lsim__worker *w) {
@@ -336,7 +430,7 @@ static int lsim__worker_sound(const lsim_engine *e, const lsim__worker *w) {
       ok = 0;
   }
   free(ref);
-  return ok && kv == v.kv;
+  return ok && kv == v.kv && lsim__cmp_sound(e, w);
 }
 
 int lsim_engine_check(const lsim_engine *e) {
@@ -654,6 +748,10 @@ lsim_err lsim_engine_hotswap(lsim_engine *e, lsim_tick now, int a, int mode,
                              lsim_hs_copy *copies, int maxcopies,
                              int *ncopies, lsim_errbuf *eb) {
   *ncopies = 0;
+  if (e->k)
+    return lsim_fail(eb, LSIM_E_CMP_SERVE_CONFLICT,
+                     "hotswap of adapter %d: a compressed collection changes "
+                     "by a new bundle version, not one core at a time", a);
   if (a < 0 || a >= e->cfg.nadapters || !lsim_hs_mode_name(mode))
     return lsim_fail(eb, LSIM_E_STATE, "hotswap: adapter %d or mode %d", a,
                      mode);
@@ -828,6 +926,37 @@ lsim_err lsim_engine_hotswap_done(lsim_engine *e, int wi, int a,
 
 static void *lsim__policy_state(size_t n) { return calloc(1, n ? n : 1); }
 
+/* A worker's catalog at start: the collection's version registered, its
+** bases and cores staged and published as generation 1 (its identity,
+** checked on every load and launch); no basis is resident on the device
+** yet, that follows the pool. */
+static lsim_err lsim__cmp_setup(lsim_engine *e, lsim__worker *w,
+                                const lsim_engine_cmp *cm, lsim_errbuf *eb) {
+  lsim_cmp_catalog *cat = &w->cat;
+  int na = e->cfg.nadapters;
+  lsim_err rc;
+  if ((rc = lsim_cmp_register_version(cat, cm->version, &cm->source_set,
+                                      &cm->bundle, eb)) ||
+      (rc = lsim_cmp_stage_begin(cat, cm->version, &cm->bundle, e->k, na,
+                                 eb)))
+    return rc;
+  for (int c = 0; c < e->k; c++)
+    if ((rc = lsim_cmp_stage_basis(cat, c, &cm->basis[c], eb)))
+      return rc;
+  for (int a = 0; a < na; a++)
+    if ((rc = lsim_cmp_stage_core(cat, a, cm->cluster[a],
+                                  &cm->basis[cm->cluster[a]], &cm->core[a],
+                                  eb)))
+      return rc;
+  lsim_cmp_catalog *ranks[1] = {cat};
+  if ((rc = lsim_cmp_tp_publish(ranks, 1, eb)))
+    return rc;
+  for (int c = 0; c < e->k; c++)
+    if ((rc = lsim_cmp_basis_evict(cat, c, eb)))
+      return rc;
+  return 0;
+}
+
 lsim_err lsim_engine_new(lsim_engine **out, const lsim_engine_cfg *cfg,
                          lsim_errbuf *eb) {
   *out = NULL;
@@ -839,23 +968,49 @@ lsim_err lsim_engine_new(lsim_engine **out, const lsim_engine_cfg *cfg,
   if (!e)
     return lsim_fail(eb, LSIM_E_NOMEM, "out of memory creating engine");
   e->cfg = *cfg;
+  e->cfg.compress = NULL;
   int na = cfg->nadapters;
+  const lsim_engine_cmp *cm = cfg->compress;
+  if (cm) {
+    if (cm->clusters < 1 || cm->clusters > na || !cm->cluster ||
+        !cm->basis_bytes || !cm->basis_pages || !cm->basis || !cm->core ||
+        !cm->version || cm->affinity_weight < 0) {
+      free(e);
+      return lsim_fail(eb, LSIM_E_USAGE,
+                       "compressed collection configuration incomplete");
+    }
+    for (int a = 0; a < na; a++)
+      if (cm->cluster[a] < 0 || cm->cluster[a] >= cm->clusters) {
+        free(e);
+        return lsim_fail(eb, LSIM_E_CMP_CLUSTERS,
+                         "adapter %d: cluster %d outside 0..%d", a,
+                         cm->cluster[a], cm->clusters - 1);
+      }
+    e->k = cm->clusters;
+    e->bundle = cm->bundle;
+    e->cfg.sched_params.affinity_weight = cm->affinity_weight;
+  } else {
+    e->cfg.sched_params.affinity_weight = 0;
+  }
+  int nobj = e->nobj = na + e->k;
   e->rank = malloc((size_t)na * sizeof *e->rank);
-  e->bytes = malloc((size_t)na * sizeof *e->bytes);
-  e->pages = malloc((size_t)na * sizeof *e->pages);
-  e->artifact = calloc((size_t)na, sizeof *e->artifact);
+  e->bytes = malloc((size_t)nobj * sizeof *e->bytes);
+  e->pages = malloc((size_t)nobj * sizeof *e->pages);
+  e->artifact = calloc((size_t)nobj, sizeof *e->artifact);
   e->w = calloc((size_t)cfg->workers, sizeof *e->w);
   e->cands = malloc(2 * LSIM_ENGINE_WINDOW * sizeof *e->cands);
   e->cand_req = malloc(2 * LSIM_ENGINE_WINDOW * sizeof *e->cand_req);
   e->order = malloc(2 * LSIM_ENGINE_WINDOW * sizeof *e->order);
-  e->ecands = malloc((size_t)na * sizeof *e->ecands);
+  e->ecands = malloc((size_t)nobj * sizeof *e->ecands);
   e->admitted = malloc(2 * LSIM_ENGINE_WINDOW * sizeof *e->admitted);
-  e->prop = malloc((size_t)na * sizeof *e->prop);
+  e->prop = malloc((size_t)nobj * sizeof *e->prop);
   e->nudge = malloc((size_t)cfg->workers * sizeof *e->nudge);
   e->nudged = calloc((size_t)cfg->workers, 1);
-  e->vict = malloc((size_t)na * sizeof *e->vict);
-  e->vict_done = malloc((size_t)na * sizeof *e->vict_done);
-  e->rest = malloc((size_t)na * sizeof *e->rest);
+  e->vict = malloc((size_t)nobj * sizeof *e->vict);
+  e->vict_done = malloc((size_t)nobj * sizeof *e->vict_done);
+  e->rest = malloc((size_t)nobj * sizeof *e->rest);
+  e->cluster = e->k ? malloc((size_t)na * sizeof *e->cluster) : NULL;
+  e->bcl = malloc(((size_t)cfg->max_batch_requests + 1) * sizeof *e->bcl);
   e->fhead = malloc((size_t)na * sizeof *e->fhead);
   e->ftail = malloc((size_t)na * sizeof *e->ftail);
   e->cfg.sched_params.ntenants = cfg->ntenants;
@@ -871,7 +1026,8 @@ lsim_err lsim_engine_new(lsim_engine **out, const lsim_engine_cfg *cfg,
   int ok = e->rank && e->bytes && e->pages && e->artifact && e->w &&
            e->cands && e->cand_req && e->order && e->ecands && e->admitted &&
            e->prop && e->nudge && e->nudged && e->vict && e->vict_done && e->rest && e->fhead && e->ftail && e->sched_st && e->prefetch_st &&
-           e->fair && e->pcands && e->pseen;
+           e->fair && e->pcands && e->pseen && e->bcl &&
+           (!e->k || e->cluster);
   if (ok) {
     for (int a = 0; a < na; a++) {
       e->rank[a] = cfg->adapter_rank[a];
@@ -886,8 +1042,17 @@ lsim_err lsim_engine_new(lsim_engine **out, const lsim_engine_cfg *cfg,
       char id[96];
       int n = snprintf(id, sizeof id, "lorasim-artifact:%d:rank=%d:bytes=%lld",
                        a, e->rank[a], (long long)e->bytes[a]);
-      if (lsim_sha256(id, (size_t)n, &e->artifact[a], NULL))
+      if (cm) /* a core is identified by its digest in the bundle */
+        e->artifact[a] = cm->core[a];
+      else if (lsim_sha256(id, (size_t)n, &e->artifact[a], NULL))
         ok = 0;
+      if (cm)
+        e->cluster[a] = cm->cluster[a];
+    }
+    for (int c = 0; cm && c < e->k; c++) {
+      e->bytes[na + c] = cm->basis_bytes[c];
+      e->pages[na + c] = cm->basis_pages[c];
+      e->artifact[na + c] = cm->basis[c];
     }
     static const char kabi[] = "lorasim-kernel-abi:model:v1";
     if (lsim_sha256(kabi, sizeof kabi - 1, &e->kabi, NULL))
@@ -896,25 +1061,41 @@ lsim_err lsim_engine_new(lsim_engine **out, const lsim_engine_cfg *cfg,
   e->ffree = -1;
   if (ok && !lsim__hs_setup(e))
     ok = 0;
-  size_t est = lsim_evict_state_bytes(cfg->evict, na);
+  size_t est = lsim_evict_state_bytes(cfg->evict, nobj);
+  int *comp = NULL;
+  if (ok && e->k) {
+    comp = malloc((size_t)nobj * sizeof *comp);
+    if (!comp)
+      ok = 0;
+    for (int o = 0; comp && o < nobj; o++)
+      comp[o] = o < na ? na + e->cluster[o] : -1;
+  }
   for (int i = 0; ok && i < cfg->workers; i++) {
     lsim__worker *w = &e->w[i];
-    lsim_res_cfg rc = {cfg->pool_pages, cfg->page_bytes, na, e->pages,
+    lsim_res_cfg rc = {cfg->pool_pages, cfg->page_bytes, nobj, e->pages,
                        cfg->guard_pages, e->kabi};
-    if (lsim_res_new(&w->res, &rc, eb)) {
+    lsim_err rrc = lsim_res_new(&w->res, &rc, eb);
+    if (!rrc && comp)
+      rrc = lsim_res_set_companions(w->res, comp, eb);
+    if (!rrc && cm)
+      rrc = lsim__cmp_setup(e, w, cm, eb);
+    if (rrc) {
+      free(comp);
       lsim_engine_release(e);
-      return eb ? eb->code : LSIM_E_USAGE;
+      return rrc;
     }
     w->attempts = calloc((size_t)na, sizeof *w->attempts);
     w->batch = malloc(((size_t)cfg->max_batch_requests + 1) * sizeof *w->batch);
-    w->launched =
-        malloc(((size_t)cfg->max_batch_requests + 1) * sizeof *w->launched);
+    /* the launch names its adapters and, compressed, their bases */
+    w->launched = malloc(2 * ((size_t)cfg->max_batch_requests + 1) *
+                         sizeof *w->launched);
     w->evict_st = lsim__policy_state(est);
     ok = w->attempts && w->batch && w->launched && w->evict_st &&
          lsim__hs_worker_init(e, &w->hsw);
-    if (ok && lsim_evict_init(cfg->evict, w->evict_st, na))
+    if (ok && lsim_evict_init(cfg->evict, w->evict_st, nobj))
       ok = -1;
   }
+  free(comp);
   if (ok != 1) {
     int pol = ok == -1;
     lsim_engine_release(e);
@@ -956,7 +1137,10 @@ void lsim_engine_release(lsim_engine *e) {
     free(e->w[i].launched);
     free(e->w[i].evict_st);
     lsim__hs_worker_release(&e->w[i].hsw);
+    lsim_cmp_catalog_release(&e->w[i].cat);
   }
+  free(e->cluster);
+  free(e->bcl);
   free(e->hs_version);
   free(e->hs_alias_adapter);
   lsim__free_list(e->freelist);
@@ -1081,7 +1265,7 @@ static int lsim__rank(void *ud, const int *cand, int n) {
     c->total_uses = v.total_uses;
     c->load_cost = e->bytes[a];
     c->next_use = LSIM_TICK_NEVER;
-    if (e->cfg.evict->needs_future && e->fhead[a] >= 0)
+    if (e->cfg.evict->needs_future && a < e->cfg.nadapters && e->fhead[a] >= 0)
       c->next_use = e->fnode[e->fhead[a]].tick;
   }
   int k = lsim_evict_pick(e->cfg.evict, w->evict_st, e->rank_now, e->ecands, n);
@@ -1099,6 +1283,21 @@ static lsim_err lsim__emit_victims(lsim_engine *e, int wi, lsim_tick now,
   lsim__worker *w = &e->w[wi];
   for (int k = 0; k < nv; k++) {
     lsim_res_adapter_view av = lsim__av(w, v[k]);
+    if (lsim__is_basis(e, v[k])) {
+      /* the catalog agrees (no request of the cluster in flight), or the
+      ** pool and the catalog disagree: a broken invariant (I5) */
+      int c = v[k] - e->cfg.nadapters;
+      lsim_err rc = lsim_cmp_basis_evict(&w->cat, c, eb);
+      if (rc)
+        return rc;
+      /* adapter: none; value: the cluster */
+      if ((rc = lsim__emit(e, now, LSIM_EV_BASIS_EVICTED, wi, LSIM_NONE,
+                           LSIM_NONE, LSIM_NONE, av.generation, 0,
+                           e->pages[v[k]], e->bytes[v[k]], c,
+                           relaxed ? "relaxed" : e->cfg.evict->name, eb)))
+        return rc;
+      continue;
+    }
     lsim_err rc = lsim__emit(e, now, LSIM_EV_ADAPTER_EVICTED, wi, LSIM_NONE,
                              lsim__tenant_of(e, v[k]), v[k], av.generation, 0,
                              e->pages[v[k]], e->bytes[v[k]], av.uses,
@@ -1126,6 +1325,8 @@ static lsim_err lsim__emit_retired(lsim_engine *e, int wi, lsim_tick now,
                                    const int *v, int nv, lsim_errbuf *eb) {
   lsim__worker *w = &e->w[wi];
   for (int k = 0; k < nv; k++) {
+    if (lsim__is_basis(e, v[k]))
+      continue; /* basis_evicted said it */
     lsim_res_adapter_view av = lsim__av(w, v[k]);
     lsim_err rc = lsim__emit(e, now, LSIM_EV_ADAPTER_RETIRED, wi, LSIM_NONE,
                              lsim__tenant_of(e, v[k]), v[k], av.generation, 0,
@@ -1410,6 +1611,12 @@ lsim_err lsim_engine_arrive(lsim_engine *e, lsim_tick now,
 ** (a reload after a hotswap loads the new version, not the catalog's). */
 static lsim_err lsim__ensure_host(lsim_engine *e, lsim__worker *w, int a,
                                   lsim_errbuf *eb) {
+  int b = lsim__basis_of(e, a);
+  if (b >= 0 && lsim__av(w, b).state == LSIM_RS_ABSENT) {
+    lsim_err rc = lsim_res_register(w->res, b, &e->artifact[b], &e->kabi, eb);
+    if (rc)
+      return rc;
+  }
   if (lsim__av(w, a).state != LSIM_RS_ABSENT)
     return 0;
   int v = w->hsw.ver ? w->hsw.ver[w->hsw.alias[a]] : 0;
@@ -1424,12 +1631,12 @@ static lsim_err lsim__ensure_host(lsim_engine *e, lsim__worker *w, int a,
 
 static void lsim__load_out(lsim_engine *e, int wi, int a, int attempt,
                            int64_t pages, int64_t request, int restore,
-                           lsim_load_start *loads, int *nloads) {
+                           int with, lsim_load_start *loads, int *nloads) {
   lsim_load_start *ls = &loads[(*nloads)++];
   ls->worker = wi;
   ls->adapter = a;
   ls->attempt = attempt;
-  ls->bytes = e->bytes[a];
+  ls->bytes = e->bytes[a] + (with >= 0 ? e->bytes[with] : 0);
   ls->pages = pages;
   ls->request = request;
   ls->restore = restore;
@@ -1451,13 +1658,32 @@ static void lsim__cand_fill(const lsim_engine *e, const lsim__worker *w,
   c->resident = ready;
   c->urgency = 0;
   c->cost.load_bytes = ready ? 0 : e->bytes[a];
-  c->cost.basis_bytes = 0;
+  int b = lsim__basis_of(e, a);
+  c->cost.basis_bytes =
+      b >= 0 && !lsim__visible(lsim__av(w, b).state) ? e->bytes[b] : 0;
+  c->cost.affinity =
+      b >= 0 && e->cfg.sched_params.affinity_weight > 0
+          ? lsim_cmp_affinity(&w->cat, a, e->bcl, e->nbcl,
+                              e->cfg.sched_params.affinity_weight)
+          : 0;
   c->cost.added_runs = av.refcount > 0 ? 0 : 1;
   c->cost.true_rank = e->rank[a];
   c->cost.padded_rank = e->rank[a];
   c->cost.adapter_pages = e->pages[a];
   c->cost.kv_pages = r->kv_pages;
   c->cost.collective_bytes = 0;
+}
+
+/* Adapter a's basis is in a transaction (loading with another core, or
+** retiring): a's load waits until it is resident or gone. */
+static int lsim__basis_busy(const lsim_engine *e, const lsim__worker *w,
+                            int a) {
+  int b = lsim__basis_of(e, a);
+  if (b < 0)
+    return 0;
+  int st = lsim__av(w, b).state;
+  return st != LSIM_RS_ABSENT && st != LSIM_RS_HOST_READY &&
+         !lsim__visible(st);
 }
 
 static int lsim__stuck(const lsim__worker *w) {
@@ -1490,7 +1716,7 @@ static lsim_err lsim__start_loads(lsim_engine *e, int wi, lsim_tick now,
                          lsim__tenant_of(e, a), a, av.generation + 1, 1,
                          tv.nslots, e->bytes[a], 0, "restore", eb)))
       return rc;
-    lsim__load_out(e, wi, a, 1, tv.nslots, LSIM_NONE, 1, loads, nloads);
+    lsim__load_out(e, wi, a, 1, tv.nslots, LSIM_NONE, 1, -1, loads, nloads);
   }
   /* 2. demand loads, one txn per absent adapter, for the first waiter */
   int scanned = 0;
@@ -1501,6 +1727,8 @@ static lsim_err lsim__start_loads(lsim_engine *e, int wi, lsim_tick now,
     int st = lsim__av(w, a).state;
     if (st != LSIM_RS_ABSENT && st != LSIM_RS_HOST_READY)
       continue;
+    if (lsim__basis_busy(e, w, a))
+      continue; /* its basis is loading or leaving: wait for it */
     /* r is load-eligible; the scheduler's gate may withhold the load (it
     ** can never make r ready) */
     if (e->cfg.sched->load_ok) {
@@ -1533,13 +1761,16 @@ static lsim_err lsim__start_loads(lsim_engine *e, int wi, lsim_tick now,
     if ((rc = lsim__emit_victims(e, wi, now, victims, nv, relaxed_used, eb)))
       return rc;
     assert(lsim__worker_sound(e, w));
+    /* bytes: the one copy, core and (when it comes along) basis */
     rc = lsim__emit(e, now, LSIM_EV_ADAPTER_LOAD_STARTED, wi, r->id,
                     lsim__tenant_of(e, a), a, av.generation + 1,
-                    w->attempts[a], tv.nslots, e->bytes[a], 0, NULL, eb);
+                    w->attempts[a], tv.nslots,
+                    e->bytes[a] + (tv.with >= 0 ? e->bytes[tv.with] : 0), 0,
+                    tv.with >= 0 ? "with_basis" : NULL, eb);
     if (rc)
       return rc;
-    lsim__load_out(e, wi, a, w->attempts[a], tv.nslots, r->id, 0, loads,
-                   nloads);
+    lsim__load_out(e, wi, a, w->attempts[a], tv.nslots, r->id, 0, tv.with,
+                   loads, nloads);
   }
   /* 3. prefetch proposals draw from the same ledger, free slots only */
   int np = 0;
@@ -1586,27 +1817,33 @@ static lsim_err lsim__start_loads(lsim_engine *e, int wi, lsim_tick now,
     int st = lsim__av(w, a).state;
     if (st != LSIM_RS_ABSENT && st != LSIM_RS_HOST_READY)
       continue;
+    if (lsim__basis_busy(e, w, a))
+      continue;
     if ((rc = lsim__ensure_host(e, w, a, eb)))
       return rc;
     lsim_res_req q = {LSIM_TXN_PREFETCH, a, -1, 0, 0};
     int64_t txn;
     if (lsim_res_begin_with(w->res, &q, NULL, 0, &txn, NULL))
       continue;
-    if ((rc = lsim_res_copy_start(w->res, txn, eb)))
+    lsim_res_txn_view tv;
+    if ((rc = lsim_res_txn(w->res, txn, &tv, eb)) ||
+        (rc = lsim_res_copy_start(w->res, txn, eb)))
       return rc;
     w->inflight_copies++;
     w->attempts[a]++;
     lsim_res_adapter_view av = lsim__av(w, a);
+    int64_t pages = e->pages[a] + (tv.with >= 0 ? e->pages[tv.with] : 0);
+    int64_t bytes = e->bytes[a] + (tv.with >= 0 ? e->bytes[tv.with] : 0);
     if ((rc = lsim__emit(e, now, LSIM_EV_PREFETCH_RESERVED, wi, LSIM_NONE,
                          lsim__tenant_of(e, a), a, av.generation + 1, 0,
-                         e->pages[a], e->bytes[a], 0, NULL, eb)) ||
+                         pages, bytes, 0, NULL, eb)) ||
         (rc = lsim__emit(e, now, LSIM_EV_ADAPTER_LOAD_STARTED, wi, LSIM_NONE,
                          lsim__tenant_of(e, a), a, av.generation + 1,
-                         w->attempts[a], e->pages[a], e->bytes[a], 0,
+                         w->attempts[a], pages, bytes, 0,
                          "prefetch", eb)))
       return rc;
-    lsim__load_out(e, wi, a, w->attempts[a], e->pages[a], LSIM_NONE, 0, loads,
-                   nloads);
+    lsim__load_out(e, wi, a, w->attempts[a], pages, LSIM_NONE, 0, tv.with,
+                   loads, nloads);
   }
   return 0;
 }
@@ -1654,6 +1891,9 @@ static lsim_err lsim__rollback(lsim_engine *e, int wi, int a, lsim_tick now,
                   restore ? "restore_dropped" : NULL, eb);
   for (int k = 0; !rc && k < nv; k++) {
     lsim_res_adapter_view vv = lsim__av(w, victims[k]);
+    if (vv.state != LSIM_RS_RESERVED)
+      continue; /* a basis taken with its last cores, and those cores:
+                   dropped, not restored (residency.h, "Companions") */
     rc = lsim__emit(e, now, LSIM_EV_ADAPTER_RESTORING, wi, LSIM_NONE,
                     lsim__tenant_of(e, victims[k]), victims[k],
                     vv.generation + 1, 0, e->pages[victims[k]],
@@ -1711,7 +1951,29 @@ lsim_err lsim_engine_load_result(lsim_engine *e, int wi, int a, lsim_tick now,
   if (outcome == LSIM_LOAD_DIGEST_BAD)
     staged.b[0] ^= 0x01; /* the world corrupted the staged bytes */
   lsim_errbuf vb = LSIM_ERRBUF_INIT;
-  rc = lsim_res_validate(w->res, txn, &staged, &vb);
+  if (e->k) {
+    /* the staged core names the basis it was fitted against: it must be
+    ** the live generation's (the catalog's identity check) */
+    int c = e->cluster[a];
+    lsim_digest claimed = w->cat.live.basis[c];
+    if (outcome == LSIM_LOAD_STALE_BASIS)
+      claimed.b[31] ^= 0x01; /* the world staged a core of another version */
+    rc = lsim_cmp_check_core(&w->cat, a, &e->bundle, &claimed, &staged, &vb);
+    if (rc == LSIM_E_CMP_STALE_BASIS)
+      return lsim__rollback(e, wi, a, now, txn, "stale_basis", eb);
+    if (rc) {
+      if (eb)
+        *eb = vb;
+      return rc;
+    }
+  } else if (outcome == LSIM_LOAD_STALE_BASIS) {
+    return lsim_fail(eb, LSIM_E_STATE,
+                     "stale basis outcome for adapter %d of a collection "
+                     "that is not compressed", a);
+  }
+  rc = tv.with >= 0 ? lsim_res_validate_with(w->res, txn, &staged,
+                                              &e->artifact[tv.with], &vb)
+                    : lsim_res_validate(w->res, txn, &staged, &vb);
   if (rc == LSIM_E_RES_DIGEST)
     return lsim__rollback(e, wi, a, now, txn, "digest_failed", eb);
   if (rc) {
@@ -1720,9 +1982,11 @@ lsim_err lsim_engine_load_result(lsim_engine *e, int wi, int a, lsim_tick now,
     return rc;
   }
   lsim_res_adapter_view av = lsim__av(w, a);
+  int with = tv.with;
+  int64_t copied = e->bytes[a] + (with >= 0 ? e->bytes[with] : 0);
   if ((rc = lsim__emit(e, now, LSIM_EV_ADAPTER_LOAD_COMPLETED, wi, LSIM_NONE,
                        tenant, a, av.generation + 1, attempt, tv.nslots,
-                       e->bytes[a], 0, restore ? "restore" : NULL, eb)) ||
+                       copied, 0, restore ? "restore" : NULL, eb)) ||
       (rc = lsim__emit(e, now, LSIM_EV_ADAPTER_VALIDATED, wi, LSIM_NONE,
                        tenant, a, av.generation + 1, attempt, e->pages[a],
                        e->bytes[a], w->hsw.reg_ver ? w->hsw.reg_ver[a] : 0,
@@ -1739,6 +2003,18 @@ lsim_err lsim_engine_load_result(lsim_engine *e, int wi, int a, lsim_tick now,
                        LSIM_NONE, tenant, a, gen, 0, e->pages[a], e->bytes[a],
                        0, restore ? "restore" : NULL, eb)))
     return rc;
+  if (with >= 0) {
+    /* the same publication made the basis visible: the catalog's device
+    ** residency follows, and the event comes after its core's */
+    int c = with - e->cfg.nadapters;
+    if ((rc = lsim_cmp_basis_load(&w->cat, c, eb)) ||
+        (rc = lsim__emit(e, now, LSIM_EV_BASIS_PUBLISHED, wi, LSIM_NONE,
+                         LSIM_NONE, a, lsim__av(w, with).generation, 0,
+                         e->pages[with], e->bytes[with], c, NULL, eb)))
+      return rc;
+    lsim_evict_on_use(e->cfg.evict, w->evict_st, with, now, e->pages[with],
+                      e->bytes[with]);
+  }
   lsim_evict_on_use(e->cfg.evict, w->evict_st, a, now, e->pages[a],
                     e->bytes[a]);
   /* liveness: the load interval closes; a's cold waiters become ready */
@@ -1836,7 +2112,8 @@ static lsim_err lsim__drop_running(lsim_engine *e, int wi, lsim__req *r,
   if ((rc = lsim_res_kv_pages(w->res, r->kv, &owned, &used, eb)) ||
       (rc = lsim_res_kv_release(w->res, r->kv, eb)) ||
       (rc = lsim_res_unbind(w->res, r->adapter, now, eb)) ||
-      (rc = lsim__hs_unbind(e, wi, r, now, eb)))
+      (rc = lsim__hs_unbind(e, wi, r, now, eb)) ||
+      (rc = lsim__cmp_unbind(e, w, r, now, eb)))
     return rc;
   r->kv = -1;
   assert(lsim__worker_sound(e, w));
@@ -1873,7 +2150,8 @@ static lsim_err lsim__preempt(lsim_engine *e, int wi, lsim__req *r,
   lsim__list_remove(&w->running, r);
   if ((rc = lsim_res_kv_pages(w->res, r->kv, &owned, &used, eb)) ||
       (rc = lsim_res_kv_release(w->res, r->kv, eb)) ||
-      (rc = lsim_res_unbind(w->res, r->adapter, now, eb)))
+      (rc = lsim_res_unbind(w->res, r->adapter, now, eb)) ||
+      (rc = lsim__cmp_unbind(e, w, r, now, eb)))
     return rc;
   r->kv = -1;
   r->recomp = r->produced;
@@ -1882,6 +2160,7 @@ static lsim_err lsim__preempt(lsim_engine *e, int wi, lsim__req *r,
   r->kv_pages = lsim__kv_pages(e, (int64_t)r->prompt + r->recomp + 1);
   r->preemptions++;
   r->preempted_at = now;
+  r->preempted_on = wi;
   int to = wi;
   if (e->cfg.workers > 1) {
     lsim_res_view v;
@@ -2090,6 +2369,15 @@ static lsim_err lsim__select(lsim_engine *e, int wi, lsim_tick now,
   int slots = e->cfg.max_batch_requests - w->running.n;
   int nadmit = 0;
   int *victims = e->vict;
+  /* compressed: the clusters of the running batch, for the affinity cost */
+  e->nbcl = 0;
+  for (lsim__req *r = e->k ? w->running.head : NULL; r; r = r->next) {
+    int c = e->cluster[r->adapter], seen = 0;
+    for (int j = 0; j < e->nbcl && !seen; j++)
+      seen = e->bcl[j] == c;
+    if (!seen && e->nbcl <= e->cfg.max_batch_requests)
+      e->bcl[e->nbcl++] = c;
+  }
 
   /* S-LoRA-style early abort (option): a waiting request that can no
   ** longer meet its latency budget is rejected before it costs a row. */
@@ -2118,8 +2406,10 @@ static lsim_err lsim__select(lsim_engine *e, int wi, lsim_tick now,
       continue;
     if (w->hsw.drain[r->adapter])
       continue; /* drain_then_overwrite: new work waits for the swap */
-    if (r->preemptions && r->preempted_at == now)
-      continue; /* not back in the step that preempted it */
+    if (r->preemptions && r->preempted_at == now && r->preempted_on == wi)
+      continue; /* not back in the step that preempted it (a request that
+                   migrated may run where it went: nothing else would wake
+                   that worker for it) */
     lsim__cand_fill(e, w, r, 1, &e->cands[n]);
     e->cand_req[n++] = r;
   }
@@ -2208,6 +2498,10 @@ static lsim_err lsim__select(lsim_engine *e, int wi, lsim_tick now,
     }
     lsim_evict_on_use(e->cfg.evict, w->evict_st, r->adapter, now,
                       e->pages[r->adapter], e->bytes[r->adapter]);
+    int b = lsim__basis_of(e, r->adapter);
+    if (b >= 0)
+      lsim_evict_on_use(e->cfg.evict, w->evict_st, b, now, e->pages[b],
+                        e->bytes[b]);
     /* the first request bound to a prefetched generation makes it useful */
     if (lsim_fair_prefetch_used(e->fair, wi, r->adapter) &&
         (rc = lsim__emit(e, now, LSIM_EV_PREFETCH_RELEASED, wi, r->id,
@@ -2224,6 +2518,8 @@ static lsim_err lsim__select(lsim_engine *e, int wi, lsim_tick now,
     lsim__list_push(&w->running, r);
     /* a preempted request keeps the lease it was admitted with */
     if (!r->lease.bound && (rc = lsim__hs_bind(e, wi, r, now, eb)))
+      return rc;
+    if ((rc = lsim__cmp_bind(e, w, r, now, eb)))
       return rc;
     assert(lsim__worker_sound(e, w));
     e->admitted[nadmit++] = r;
@@ -2298,6 +2594,28 @@ static lsim_err lsim__select(lsim_engine *e, int wi, lsim_tick now,
     w->launched[w->nlaunched++] = a;
     if ((rc = lsim_res_launch(w->res, a, +1, eb)))
       return rc;
+  }
+  if (e->k) {
+    /* compressed: the launch names the bases of its clusters too, and
+    ** every row's lease must still match the live generation (one rank
+    ** per worker here: the TP check is over that one catalog) */
+    int nad = w->nlaunched;
+    for (int j = 0; j < nad; j++) {
+      int b = lsim__basis_of(e, w->launched[j]), seen = 0;
+      for (int i = nad; i < w->nlaunched && !seen; i++)
+        seen = w->launched[i] == b;
+      if (seen)
+        continue;
+      w->launched[w->nlaunched++] = b;
+      if ((rc = lsim_res_launch(w->res, b, +1, eb)))
+        return rc;
+    }
+    lsim_cmp_catalog *ranks[1] = {&w->cat};
+    if ((rc = lsim_cmp_tp_check(ranks, 1, eb)))
+      return rc;
+    for (int i = 0; i < w->nbatch; i++)
+      if ((rc = lsim_cmp_launch_check(&w->cat, &w->batch[i]->cmp, eb)))
+        return rc;
   }
   if ((rc = lsim__hs_launch(e, w, eb)))
     return rc;
@@ -2425,7 +2743,8 @@ lsim_err lsim_engine_iter_done(lsim_engine *e, int wi, lsim_tick now, int ok,
     lsim__list_remove(&w->running, r);
     if ((rc = lsim_res_kv_release(w->res, r->kv, eb)) ||
         (rc = lsim_res_unbind(w->res, r->adapter, now, eb)) ||
-        (rc = lsim__hs_unbind(e, wi, r, now, eb)))
+        (rc = lsim__hs_unbind(e, wi, r, now, eb)) ||
+        (rc = lsim__cmp_unbind(e, w, r, now, eb)))
       return rc;
     r->kv = -1;
     assert(lsim__worker_sound(e, w));
@@ -2472,6 +2791,7 @@ lsim_err lsim_engine_finish(lsim_engine *e, lsim_tick now, lsim_errbuf *eb) {
           if (k == 1)
             w->admitted_waiting--;
         }
+        lsim__cmp_unbind(e, w, r, now, &tmp);
         if (k == 1)
           lsim__unwait(e, now, w, r, &tmp);
         else

@@ -46,11 +46,14 @@
 #ifndef LSIM_ENGINE_H
 #define LSIM_ENGINE_H
 
+#include "compress_res.h"
 #include "event.h"
 #include "lsim.h"
 #include "plan.h"
 #include "policy/policy.h"
 #include "residency.h"
+
+typedef struct lsim_engine lsim_engine;
 
 /* How many waiting requests one selection looks at, from the queue head. */
 #define LSIM_ENGINE_WINDOW 256
@@ -92,7 +95,52 @@ typedef struct lsim_engine_cfg {
                             per prefill row, the rest in later iterations
                             (the first token comes with the last chunk);
                             0: the whole prompt in one row */
+  /* A compressed collection (docs/COMPRESSION.md, "Serving"); NULL:
+  ** ordinary LoRA adapters.  Copied (its arrays too). */
+  const struct lsim_engine_cmp *compress;
 } lsim_engine_cfg;
+
+/*
+** A collection served compressed: adapter a is a core (adapter_bytes[a],
+** adapter_pages[a]: R x R or R elements per module) that is useless
+** without the shared basis of its cluster.  Each cluster's basis (U, V) is
+** a residency object of its own in every worker's joint pool, object
+** nadapters + c (lsim_engine_basis_object):
+**   - a core whose basis is not resident loads together with it, in one
+**     transaction and one copy (lsim_load_start.bytes = core + basis),
+**     and both are published at one point: adapter_generation_published
+**     for the core, then basis_published (never the basis first);
+**   - a basis stays resident while any core of its cluster is resident,
+**     loading or retiring (residency.h, "Companions"), and while any
+**     request of its cluster is in flight: admission takes a catalog lease
+**     (lsim_cmp_acquire) and binds the basis object, the finish (or
+**     preemption, cancellation) releases both; the catalog's
+**     lsim_cmp_basis_evict must agree when it goes (basis_evicted);
+**   - every load's staged core is checked against the worker's catalog
+**     (lsim_cmp_check_core): a core paired with another basis version
+**     (LSIM_LOAD_STALE_BASIS) fails E_CMP_STALE_BASIS and the load is
+**     rolled back like a corrupt copy;
+**   - with affinity_weight > 0 a ready candidate's cost vector carries
+**     lsim_cmp_affinity (0 when its cluster is in the running batch,
+**     weight / 2 otherwise); schedulers that use it (resident_greedy,
+**     slora_cluster) only ever see candidates that passed the predicates.
+*/
+typedef struct lsim_engine_cmp {
+  int clusters;               /* k, 1 <= k <= nadapters */
+  const int *cluster;         /* [nadapters] cluster of each adapter */
+  const int64_t *basis_bytes; /* [clusters] U and V of one cluster */
+  const int64_t *basis_pages; /* [clusters] pool pages of one basis */
+  const char *version;        /* collection version label */
+  lsim_digest bundle, source_set;
+  const lsim_digest *basis;   /* [clusters] basis digests */
+  const lsim_digest *core;    /* [nadapters] core digests */
+  int64_t affinity_weight;    /* >= 0; 0: no affinity cost */
+} lsim_engine_cmp;
+
+/* The residency object of cluster c's basis (nadapters + c), or -1. */
+int lsim_engine_basis_object(const lsim_engine *e, int cluster);
+/* Worker w's collection catalog (NULL when not compressed). */
+const lsim_cmp_catalog *lsim_engine_cmp_catalog(const lsim_engine *e, int w);
 
 /* Multi-worker placement of an arriving request (docs/SCHEDULING.md). */
 enum lsim_placement {
@@ -140,10 +188,10 @@ typedef struct lsim_load_start {
 enum lsim_load_outcome {
   LSIM_LOAD_COPY_FAILED = 0, /* the copy itself failed */
   LSIM_LOAD_OK = 1,          /* copied; the staged digest matches */
-  LSIM_LOAD_DIGEST_BAD = 2   /* copied, but the staged bytes are corrupt */
+  LSIM_LOAD_DIGEST_BAD = 2,  /* copied, but the staged bytes are corrupt */
+  LSIM_LOAD_STALE_BASIS = 3  /* copied, but the core was fitted against
+                                another basis version (compressed only) */
 };
-
-typedef struct lsim_engine lsim_engine;
 
 /* Allocate and initialise an engine.  *out is released with
 ** lsim_engine_release. */

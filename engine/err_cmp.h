@@ -37,4 +37,7 @@
   X(LSIM_E_CMP_SYNTHETIC,      -527, "E_CMP_SYNTHETIC")                     \
   X(LSIM_E_CMP_REFCOUNT,       -528, "E_CMP_REFCOUNT")                      \
   X(LSIM_E_CMP_NOT_RESIDENT,   -529, "E_CMP_NOT_RESIDENT")                  \
-  X(LSIM_E_CMP_BUNDLE,         -530, "E_CMP_BUNDLE")
+  X(LSIM_E_CMP_BUNDLE,         -530, "E_CMP_BUNDLE")                        \
+  X(LSIM_E_CMP_SERVE_CONFLICT, -531, "E_CMP_SERVE_CONFLICT")                \
+  X(LSIM_E_CMP_SERVE_CAPACITY, -532, "E_CMP_SERVE_CAPACITY")                \
+  X(LSIM_E_CMP_SERVE_MISMATCH, -533, "E_CMP_SERVE_MISMATCH")

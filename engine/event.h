@@ -57,7 +57,10 @@
   X(LSIM_EV_LEASE_BOUND, 29, "lease_bound")                               \
   X(LSIM_EV_LEASE_RELEASED, 30, "lease_released")                         \
   /* preemption by recompute (docs/SCHEDULING.md) */                      \
-  X(LSIM_EV_REQUEST_PREEMPTED, 31, "request_preempted")
+  X(LSIM_EV_REQUEST_PREEMPTED, 31, "request_preempted")                  \
+  /* compressed collections: shared bases (docs/COMPRESSION.md) */        \
+  X(LSIM_EV_BASIS_PUBLISHED, 32, "basis_published")                      \
+  X(LSIM_EV_BASIS_EVICTED, 33, "basis_evicted")
 
 enum lsim_event_kind {
 #define LSIM__EVK(sym, val, name) sym = val,

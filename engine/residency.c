@@ -22,6 +22,9 @@
 **       txn; a visible adapter owns exactly its demand in slots.
 **   R5  refcount, pins, queued, inflight and launches are >= 0; refcount is
 **       0 unless the adapter is ACTIVE or RETIRING.
+**   R6  companions (residency.h): an object's deps equals the number of
+**       objects naming it as companion that are neither ABSENT nor
+**       HOST_READY, and a visible object's companion is visible.
 **
 ** Slots are handed out lowest index first and every list is kept sorted,
 ** so the physical layout depends only on the call sequence.
@@ -50,6 +53,7 @@ typedef struct lsim__adp {
   int64_t txn;    /* txn it belongs to (load/restore) or that retires it */
   lsim_tick last_use, published_tick;
   int64_t uses, total_uses;
+  int deps;       /* R6 */
 } lsim__adp;
 
 typedef struct lsim__kv {
@@ -70,6 +74,7 @@ typedef struct lsim__txn {
   int *victim;
   int nvictims;
   int copied, published;
+  int with;       /* companion loaded with the adapter, or -1 */
 } lsim__txn;
 
 struct lsim_res {
@@ -92,6 +97,9 @@ struct lsim_res {
   int *rlist;
   unsigned char *rin;
   int nrl;
+  int *comp;      /* [nadapters] companion or -1; NULL: none at all */
+  int *depchk;    /* [nadapters] scratch of the R6 recount */
+  unsigned char *iscomp; /* [nadapters] some object names it as companion */
   /* scratch */
   int *cand;
   int *vict;
@@ -183,6 +191,11 @@ static lsim__txn *lsim__txn_find(const lsim_res *r, int64_t id) {
 
 static int lsim__listed(const int64_t *list, int64_t n, int64_t x) {
   return bsearch(&x, list, (size_t)n, sizeof *list, lsim__cmp64) != NULL;
+}
+
+/* A state in which an object holds its companion (R6). */
+static int lsim__holds(int st) {
+  return st != LSIM_RS_ABSENT && st != LSIM_RS_HOST_READY;
 }
 
 static lsim_err lsim__check(const lsim_res *r, lsim_errbuf *eb) {
@@ -320,7 +333,28 @@ static lsim_err lsim__check(const lsim_res *r, lsim_errbuf *eb) {
                          (long long)i);
     }
   }
-  /* 4. R1 */
+  /* 4. R6: companions */
+  if (r->comp) {
+    int *deps = r->depchk;
+    memset(deps, 0, (size_t)r->cfg.nadapters * sizeof *deps);
+    for (int j = 0; j < r->cfg.nadapters; j++)
+      if (r->comp[j] >= 0 && lsim__holds(r->a[j].state))
+        deps[r->comp[j]]++;
+    for (int i = 0; i < r->cfg.nadapters; i++)
+      if (deps[i] != r->a[i].deps)
+        return lsim_fail(eb, LSIM_E_RES_CONSERVATION,
+                         "object %d counts %d dependants, %d hold it", i,
+                         r->a[i].deps, deps[i]);
+  }
+  for (int i = 0; r->comp && i < r->cfg.nadapters; i++) {
+    if (r->comp[i] >= 0 && lsim__visible(r->a[i].state) &&
+        !lsim__visible(r->a[r->comp[i]].state))
+      return lsim_fail(eb, LSIM_E_RES_OWNERSHIP,
+                       "object %d is visible without its companion %d (%s)",
+                       i, r->comp[i],
+                       lsim_res_state_name(r->a[r->comp[i]].state));
+  }
+  /* 5. R1 */
   if (c[0] != r->nfree || c[1] != r->nres || c[2] != r->nadp ||
       c[3] != r->nkv || c[0] + c[1] + c[2] + c[3] != r->cfg.slots)
     return lsim_fail(eb, LSIM_E_RES_CONSERVATION,
@@ -402,14 +436,47 @@ lsim_err lsim_res_new(lsim_res **out, const lsim_res_cfg *cfg,
   return 0;
 }
 
+lsim_err lsim_res_set_companions(lsim_res *r, const int *companion,
+                                 lsim_errbuf *eb) {
+  int n = r->cfg.nadapters;
+  if (r->comp || r->ntxn || r->nkvobj)
+    return lsim_fail(eb, LSIM_E_USAGE, "companions are set once, first");
+  for (int i = 0; i < n; i++) {
+    int c = companion[i];
+    if (c < -1 || c >= n || c == i || (c >= 0 && companion[c] != -1) ||
+        r->a[i].state != LSIM_RS_ABSENT)
+      return lsim_fail(eb, LSIM_E_USAGE,
+                       "object %d: companion %d is out of range, itself, "
+                       "or has a companion of its own", i, c);
+  }
+  r->comp = malloc((size_t)n * sizeof *r->comp);
+  r->depchk = malloc((size_t)n * sizeof *r->depchk);
+  r->iscomp = calloc((size_t)n, 1);
+  if (!r->comp || !r->depchk || !r->iscomp) {
+    free(r->comp);
+    free(r->depchk);
+    free(r->iscomp);
+    r->comp = r->depchk = NULL;
+    r->iscomp = NULL;
+    return lsim_fail(eb, LSIM_E_NOMEM, "out of memory setting companions");
+  }
+  memcpy(r->comp, companion, (size_t)n * sizeof *r->comp);
+  for (int i = 0; i < n; i++)
+    if (companion[i] >= 0)
+      r->iscomp[companion[i]] = 1;
+  return 0;
+}
+
 /* Set an adapter's state, keeping the resident (PUBLISHED/IDLE) list. */
 static void lsim__adp_set(lsim_res *r, lsim__adp *a, int st) {
   int was = a->state == LSIM_RS_PUBLISHED || a->state == LSIM_RS_IDLE;
   int now = st == LSIM_RS_PUBLISHED || st == LSIM_RS_IDLE;
+  int i = (int)(a - r->a);
+  if (r->comp && r->comp[i] >= 0 && lsim__holds(a->state) != lsim__holds(st))
+    r->a[r->comp[i]].deps += lsim__holds(st) ? 1 : -1;
   a->state = st;
   if (was == now)
     return;
-  int i = (int)(a - r->a);
   int lo = 0, hi = r->nrl; /* where i is, or goes, in the sorted list */
   while (lo < hi) {
     int m = lo + (hi - lo) / 2;
@@ -435,14 +502,20 @@ static void lsim__adp_set(lsim_res *r, lsim__adp *a, int st) {
 ** returns the count.  Ascending order (the resident list's own) keeps
 ** rankings and event order exactly what a scan of the whole catalog would
 ** give. */
-static int lsim__eligible_sorted(const lsim_res *r, int exclude, int *out) {
+static int lsim__eligible_sorted(const lsim_res *r, int exclude, int keep,
+                                 int *out) {
   int n = 0;
   for (int k = 0; k < r->nrl; k++) {
     int i = r->rlist[k];
-    if (i != exclude && lsim_res_eligible(r, i) == 0)
+    if (i != exclude && i != keep && lsim_res_eligible(r, i) == 0)
       out[n++] = i;
   }
   return n;
+}
+
+/* The companion of object i, or -1. */
+static int lsim__comp(const lsim_res *r, int i) {
+  return r->comp && i >= 0 ? r->comp[i] : -1;
 }
 
 void lsim_res_release(lsim_res *r) {
@@ -462,6 +535,9 @@ void lsim_res_release(lsim_res *r) {
   free(r->mark);
   free(r->a);
   free(r->cand);
+  free(r->comp);
+  free(r->depchk);
+  free(r->iscomp);
   free(r->vict);
   free(r->rlist);
   free(r->rin);
@@ -487,6 +563,7 @@ void lsim_res_adapter(const lsim_res *r, int i, lsim_res_adapter_view *o) {
   o->published_tick = a->published_tick;
   o->uses = a->uses;
   o->total_uses = a->total_uses;
+  o->deps = a->deps;
 }
 
 void lsim_res_view_get(const lsim_res *r, lsim_res_view *o) {
@@ -611,7 +688,9 @@ lsim_err lsim_res_launch(lsim_res *r, int i, int d, lsim_errbuf *eb) {
   return rc;
 }
 
-lsim_err lsim_res_eligible(const lsim_res *r, int i) {
+/* The eviction predicate with `gone` of i's dependants counted as leaving
+** (victims of the same txn). */
+static lsim_err lsim__eligible(const lsim_res *r, int i, int gone) {
   if (i < 0 || i >= r->cfg.nadapters)
     return LSIM_E_USAGE;
   const lsim__adp *a = &r->a[i];
@@ -619,7 +698,7 @@ lsim_err lsim_res_eligible(const lsim_res *r, int i) {
     return LSIM_E_RES_REFCOUNT;
   if (a->state != LSIM_RS_PUBLISHED && a->state != LSIM_RS_IDLE)
     return LSIM_E_RES_NOT_ELIGIBLE;
-  if (a->pins)
+  if (a->pins || a->deps > gone) /* pinned, or a basis its cores hold */
     return LSIM_E_RES_PINNED;
   if (a->queued)
     return LSIM_E_RES_QUEUED;
@@ -630,6 +709,10 @@ lsim_err lsim_res_eligible(const lsim_res *r, int i) {
   if (!a->host)
     return LSIM_E_RES_HOST_SOURCE;
   return 0;
+}
+
+lsim_err lsim_res_eligible(const lsim_res *r, int i) {
+  return lsim__eligible(r, i, 0);
 }
 
 int64_t lsim_res_reclaimable(const lsim_res *r, int exclude) {
@@ -676,6 +759,10 @@ lsim_err lsim_res_demand_of(const lsim_res *r, const lsim_res_req *q,
     return lsim_fail(eb, LSIM_E_USAGE, "malformed transaction request");
   const lsim__adp *a = &r->a[q->adapter];
   d->adapter = lsim__visible(a->state) ? 0 : a->need;
+  int c = lsim__comp(r, q->adapter);
+  if (q->kind != LSIM_TXN_KV && d->adapter && c >= 0 &&
+      !lsim__visible(r->a[c].state))
+    d->adapter += r->a[c].need; /* the companion comes in the same txn */
   d->kv_initial = q->kv_initial;
   d->kv_growth = q->kv_growth;
   d->guard = r->cfg.guard_pages;
@@ -702,6 +789,7 @@ static lsim__txn *lsim__txn_new(lsim_res *r) {
   t->nslots = 0;
   t->nvictims = 0;
   t->copied = t->published = 0;
+  t->with = -1;
   return t;
 }
 
@@ -736,6 +824,14 @@ static lsim_err lsim__validate_identity(const lsim_res *r, const lsim__adp *a,
   return 0;
 }
 
+/* How many of vict[0..nv) name i as their companion. */
+static int lsim__gone(const lsim_res *r, int i, const int *vict, int nv) {
+  int n = 0;
+  for (int k = 0; r->comp && k < nv; k++)
+    n += r->comp[vict[k]] == i;
+  return n;
+}
+
 /* The common part of begin: victims chosen and checked, then everything
 ** happens at once. */
 static lsim_err lsim__begin(lsim_res *r, const lsim_res_req *q,
@@ -743,10 +839,11 @@ static lsim_err lsim__begin(lsim_res *r, const lsim_res_req *q,
                             int nv, int64_t *txn, lsim_errbuf *eb) {
   int load = q->kind != LSIM_TXN_KV;
   lsim__adp *a = &r->a[q->adapter];
+  int keep = lsim__comp(r, q->adapter);
   int64_t vpages = 0;
   for (int k = 0; k < nv; k++) {
     int v = victims[k];
-    if (v < 0 || v >= r->cfg.nadapters || v == q->adapter)
+    if (v < 0 || v >= r->cfg.nadapters || v == q->adapter || v == keep)
       return lsim_fail(eb, LSIM_E_RES_NOT_ELIGIBLE,
                        "victim %d is not a legal victim for adapter %d", v,
                        q->adapter);
@@ -755,7 +852,7 @@ static lsim_err lsim__begin(lsim_res *r, const lsim_res_req *q,
         return lsim_fail(eb, LSIM_E_RES_DUP_VICTIM,
                          "victim %d listed twice (its pages would count twice)",
                          v);
-    lsim_err why = lsim_res_eligible(r, v);
+    lsim_err why = lsim__eligible(r, v, lsim__gone(r, v, victims, nv));
     if (why)
       return lsim_fail(eb, why, "adapter %d fails the eviction predicate (%s)",
                        v, lsim_err_name(why));
@@ -803,6 +900,11 @@ static lsim_err lsim__begin(lsim_res *r, const lsim_res_req *q,
   if (load) {
     lsim__adp_set(r, a, LSIM_RS_RESERVED);
     a->txn = t->id;
+    if (keep >= 0 && !lsim__visible(r->a[keep].state)) {
+      t->with = keep; /* basis and core: one txn, one publication */
+      lsim__adp_set(r, &r->a[keep], LSIM_RS_RESERVED);
+      r->a[keep].txn = t->id;
+    }
   }
   *txn = t->id;
   assert(lsim__sound(r));
@@ -826,6 +928,13 @@ static lsim_err lsim__begin_prep(lsim_res *r, const lsim_res_req *q,
   }
   if (a->state != LSIM_RS_HOST_READY)
     return lsim__illegal(q->adapter, a->state, "begin (reserve)", eb);
+  int c = lsim__comp(r, q->adapter);
+  if (c >= 0 && !lsim__visible(r->a[c].state)) {
+    if (r->a[c].state != LSIM_RS_HOST_READY)
+      return lsim__illegal(c, r->a[c].state, "begin (companion)", eb);
+    if ((rc = lsim__validate_identity(r, &r->a[c], c, eb)))
+      return rc;
+  }
   return lsim__validate_identity(r, a, q->adapter, eb);
 }
 
@@ -854,18 +963,37 @@ lsim_err lsim_res_begin(lsim_res *r, const lsim_res_req *q,
   /* Step 1, eligibility (here); step 2, ranking (the caller's policy). */
   int nv = 0;
   /* candidates matter only when the free slots alone cannot cover it */
+  int keep = lsim__comp(r, q->adapter);
   int nc = r->nfree >= d.total + d.guard
                ? 0
-               : lsim__eligible_sorted(r, q->adapter, r->cand);
+               : lsim__eligible_sorted(r, q->adapter, keep, r->cand);
   int64_t have = r->nfree;
   while (have < d.total + d.guard && nc > 0) {
     int k = nc == 1 || !rank ? 0 : rank(ud, r->cand, nc);
     if (k < 0 || k >= nc)
       return lsim_fail(eb, LSIM_E_POLICY, "eviction ranking out of range");
-    r->vict[nv++] = r->cand[k];
-    have += r->a[r->cand[k]].npages;
+    int v = r->cand[k];
+    r->vict[nv++] = v;
+    have += r->a[v].npages;
     memmove(&r->cand[k], &r->cand[k + 1], (size_t)(nc - k - 1) * sizeof *r->cand);
     nc--;
+    /* the last core of a basis going makes the basis a candidate (in
+    ** ascending order, where a catalog scan would have put it) */
+    int b = lsim__comp(r, v);
+    if (b >= 0 && b != keep && b != q->adapter && r->rin[b] &&
+        lsim__eligible(r, b, lsim__gone(r, b, r->vict, nv)) == 0) {
+      int at = 0, dup = 0;
+      for (int j = 0; j < nv && !dup; j++)
+        dup = r->vict[j] == b;
+      while (!dup && at < nc && r->cand[at] < b)
+        at++;
+      if (!dup && (at == nc || r->cand[at] != b)) {
+        memmove(&r->cand[at + 1], &r->cand[at],
+                (size_t)(nc - at) * sizeof *r->cand);
+        r->cand[at] = b;
+        nc++;
+      }
+    }
   }
   if (have < d.total + d.guard)
     return lsim_fail(eb, LSIM_E_RES_NOSPACE,
@@ -900,6 +1028,7 @@ lsim_err lsim_res_txn(const lsim_res *r, int64_t id, lsim_res_txn_view *o,
   o->nvictims = t->nvictims;
   o->victim = t->victim;
   o->copied = t->copied;
+  o->with = t->with;
   return 0;
 }
 
@@ -937,6 +1066,10 @@ lsim_err lsim_res_copy_start(lsim_res *r, int64_t id, lsim_errbuf *eb) {
                          "copy start", eb);
   lsim__adp_set(r, a, LSIM_RS_LOADING);
   a->inflight++;
+  if (t->with >= 0) {
+    lsim__adp_set(r, &r->a[t->with], LSIM_RS_LOADING);
+    r->a[t->with].inflight++;
+  }
   assert(lsim__sound(r));
   return 0;
 }
@@ -953,11 +1086,20 @@ lsim_err lsim_res_copy_done(lsim_res *r, int64_t id, lsim_errbuf *eb) {
                      (long long)id);
   t->copied = 1;
   a->inflight--;
+  if (t->with >= 0)
+    r->a[t->with].inflight--;
   return 0;
 }
 
 lsim_err lsim_res_validate(lsim_res *r, int64_t id, const lsim_digest *staged,
                            lsim_errbuf *eb) {
+  return lsim_res_validate_with(r, id, staged, NULL, eb);
+}
+
+lsim_err lsim_res_validate_with(lsim_res *r, int64_t id,
+                                const lsim_digest *staged,
+                                const lsim_digest *staged_with,
+                                lsim_errbuf *eb) {
   lsim__txn *t;
   lsim_err rc = lsim__txn_get(r, id, &t, eb);
   if (rc)
@@ -975,7 +1117,14 @@ lsim_err lsim_res_validate(lsim_res *r, int64_t id, const lsim_digest *staged,
     return lsim_fail(eb, LSIM_E_RES_DIGEST,
                      "adapter %d: staged bytes do not match the artifact digest",
                      t->adapter);
+  if (t->with >= 0 &&
+      (!staged_with || !lsim_digest_eq(staged_with, &r->a[t->with].artifact)))
+    return lsim_fail(eb, LSIM_E_RES_DIGEST,
+                     "adapter %d: the staged bytes of its companion %d do not "
+                     "match that artifact digest", t->adapter, t->with);
   lsim__adp_set(r, a, LSIM_RS_VALIDATED);
+  if (t->with >= 0)
+    lsim__adp_set(r, &r->a[t->with], LSIM_RS_VALIDATED);
   return 0;
 }
 
@@ -999,9 +1148,27 @@ lsim_err lsim_res_publish(lsim_res *r, int64_t id, lsim_tick now, int64_t *gen,
     a->slot[a->npages++] = t->slot[k];
     lsim__set(r, t->slot[k], LSIM_SLOT_ADAPTER, t->adapter, a->gen);
   }
-  memmove(t->slot, t->slot + a->need,
-          (size_t)(t->nslots - a->need) * sizeof *t->slot);
-  t->nslots -= a->need;
+  int64_t took = a->need;
+  if (t->with >= 0) {
+    /* the companion, right after: visible at the same point as its core,
+    ** never before it */
+    lsim__adp *c = &r->a[t->with];
+    c->gen++;
+    c->npages = 0;
+    for (int64_t k = 0; k < c->need; k++) {
+      c->slot[c->npages++] = t->slot[took + k];
+      lsim__set(r, t->slot[took + k], LSIM_SLOT_ADAPTER, t->with, c->gen);
+    }
+    took += c->need;
+    lsim__adp_set(r, c, LSIM_RS_PUBLISHED);
+    c->txn = -1;
+    c->published_tick = now;
+    c->last_use = now;
+    c->uses = 0;
+  }
+  memmove(t->slot, t->slot + took,
+          (size_t)(t->nslots - took) * sizeof *t->slot);
+  t->nslots -= took;
   /* the victims can no longer be restored (rollback is closed from here):
   ** they forget their old slots, some of which the adapter now owns */
   for (int k = 0; k < t->nvictims; k++)
@@ -1109,6 +1276,21 @@ lsim_err lsim_res_commit(lsim_res *r, int64_t id, lsim_tick now, int *kvout,
   return 0;
 }
 
+/* A victim of t that a rollback drops instead of restoring: a companion
+** (a basis restored alone would serve nothing, and with its cores it
+** could become visible after them), or a victim whose companion is a
+** victim too. */
+static int lsim__dropped(const lsim_res *r, const lsim__txn *t, int v) {
+  if (!r->comp)
+    return 0;
+  if (r->iscomp[v])
+    return 1;
+  for (int k = 0; k < t->nvictims; k++)
+    if (t->victim[k] == r->comp[v])
+      return 1;
+  return 0;
+}
+
 lsim_err lsim_res_rollback(lsim_res *r, int64_t id, int64_t *restore,
                            int max_restore, int *nrestore, lsim_errbuf *eb) {
   lsim__txn *t;
@@ -1126,18 +1308,26 @@ lsim_err lsim_res_rollback(lsim_res *r, int64_t id, int64_t *restore,
     return lsim_fail(eb, LSIM_E_USAGE, "no room for restore transactions");
   lsim__adp *a = &r->a[t->adapter];
   /* cancel / wait the txn's device events */
-  if (t->kind != LSIM_TXN_KV && a->state == LSIM_RS_LOADING && !t->copied)
+  if (t->kind != LSIM_TXN_KV && a->state == LSIM_RS_LOADING && !t->copied) {
     a->inflight--;
-  /* victims keep their slots: each gets a restore txn over them */
+    if (t->with >= 0)
+      r->a[t->with].inflight--;
+  }
+  /* victims keep their slots: each gets a restore txn over them, except
+  ** a companion taken with its last dependants, and those dependants:
+  ** they go to ABSENT (residency.h) */
   for (int64_t j = 0; j < t->nslots; j++)
     r->mark[t->slot[j]] = 0;
   for (int k = 0; k < t->nvictims; k++)
-    for (int64_t j = 0; j < r->a[t->victim[k]].npages; j++)
-      r->mark[r->a[t->victim[k]].slot[j]] = 1;
+    if (!lsim__dropped(r, t, t->victim[k]))
+      for (int64_t j = 0; j < r->a[t->victim[k]].npages; j++)
+        r->mark[r->a[t->victim[k]].slot[j]] = 1;
   int nr = 0;
   for (int k = 0; k < t->nvictims; k++) {
     int vi = t->victim[k];
     lsim__adp *v = &r->a[vi];
+    if (lsim__dropped(r, t, vi))
+      continue;
     /* the txn array may move: keep the id and look it up again */
     int64_t tid = t->id;
     lsim__txn *rt = lsim__txn_new(r);
@@ -1166,6 +1356,21 @@ lsim_err lsim_res_rollback(lsim_res *r, int64_t id, int64_t *restore,
   for (int64_t j = 0; j < t->nslots; j++)
     if (!r->mark[t->slot[j]])
       lsim__set(r, t->slot[j], LSIM_SLOT_FREE, -1, 0);
+  for (int k = 0; k < t->nvictims; k++) {
+    lsim__adp *v = &r->a[t->victim[k]];
+    if (v->state != LSIM_RS_RETIRING)
+      continue; /* restoring */
+    lsim__adp_set(r, v, LSIM_RS_ABSENT);
+    v->npages = 0;
+    v->txn = -1;
+    v->host = 0;
+  }
+  if (t->with >= 0) {
+    lsim__adp *c = &r->a[t->with];
+    c->gen++; /* burnt with the core's attempt */
+    lsim__adp_set(r, c, LSIM_RS_HOST_READY);
+    c->txn = -1;
+  }
   /* a failed load attempt burns the generation it was loading (article
   ** 0x09L: load-D-1 fails, load-D-2 publishes generation 2), so no two
   ** attempts ever share a generation number */

@@ -129,6 +129,28 @@ lsim_err lsim_res_new(lsim_res **out, const lsim_res_cfg *cfg,
                       lsim_errbuf *eb);
 void lsim_res_release(lsim_res *r);
 
+/* Companions (docs/COMPRESSION.md, "Serving"): companion[a] is the
+** object a cannot be used without (a compressed core's shared basis),
+** or -1.  Set once with lsim_res_set_companions, before any other call;
+** copied.  A companion is a residency object of its
+** own, with the rules below:
+**   - a LOAD/PREFETCH txn of a whose companion is not visible loads the
+**     companion in the same txn (its slots are part of the adapter
+**     demand) and lsim_res_publish makes both visible at one point; the
+**     companion must then be HOST_READY (ABSENT, or a transitional
+**     state: LSIM_E_RES_ILLEGAL, the caller waits)
+**   - while any object naming it is neither ABSENT nor HOST_READY, the
+**     companion fails the eviction predicate (E_RES_PINNED): a basis
+**     stays while any of its cores is resident, loading or retiring,
+**     except that a begin which takes its last cores as victims may
+**     take it as a victim too, in the same txn
+**   - a rollback does not restore a companion victim nor a victim whose
+**     companion is a victim too: they go to ABSENT (their old bytes are gone and a
+**     core restored before its basis would be visible without it)
+** So a visible object's companion is always visible. */
+lsim_err lsim_res_set_companions(lsim_res *r, const int *companion,
+                                 lsim_errbuf *eb);
+
 /* ABSENT -> HOST_READY: the host copy is verified; artifact is its
 ** content digest, kernel_abi the layout it was converted for (either may be
 ** all-zero only if the worker has no kernel ABI; a zero artifact digest is
@@ -147,6 +169,7 @@ typedef struct lsim_res_adapter_view {
   int64_t txn;          /* id of the txn it belongs to, or -1 */
   lsim_tick last_use, published_tick;
   int64_t uses, total_uses;
+  int deps; /* objects naming it as companion that are not ABSENT/HOST_READY */
 } lsim_res_adapter_view;
 void lsim_res_adapter(const lsim_res *r, int a, lsim_res_adapter_view *out);
 
@@ -241,6 +264,7 @@ typedef struct lsim_res_txn_view {
   int nvictims;
   const int *victim;
   int copied;          /* the copy-complete event fired */
+  int with;            /* companion loaded by this txn, or -1 */
 } lsim_res_txn_view;
 lsim_err lsim_res_txn(const lsim_res *r, int64_t txn, lsim_res_txn_view *out,
                       lsim_errbuf *eb);
@@ -258,6 +282,14 @@ lsim_err lsim_res_copy_done(lsim_res *r, int64_t txn, lsim_errbuf *eb);
 ** copy event: E_RES_PUBLISH_EARLY. */
 lsim_err lsim_res_validate(lsim_res *r, int64_t txn,
                            const lsim_digest *staged, lsim_errbuf *eb);
+/* The same for a txn that also loads a companion: staged_with is the
+** companion's staged digest (both must match; NULL for a txn without a
+** companion).  lsim_res_validate on a txn with a companion fails
+** E_RES_DIGEST: the companion's bytes would go unchecked. */
+lsim_err lsim_res_validate_with(lsim_res *r, int64_t txn,
+                                const lsim_digest *staged,
+                                const lsim_digest *staged_with,
+                                lsim_errbuf *eb);
 /* VALIDATED -> PUBLISHED with generation + 1 (*gen); the adapter owns the
 ** first `adapter` reserved slots.  Any earlier stage: E_RES_PUBLISH_EARLY. */
 lsim_err lsim_res_publish(lsim_res *r, int64_t txn, lsim_tick now,

@@ -552,8 +552,10 @@ static int lsim__hex_is(const cJSON *j, const lsim_digest *d) {
   return cJSON_IsString(j) && strcmp(j->valuestring, lsim_digest_hex(d, h)) == 0;
 }
 
-/* Rebuild a result from a bundle's JSON and re-derive every digest. */
-static lsim_err lsim__verify(const cJSON *o, lsim__coll *c, lsim_errbuf *eb) {
+/* Rebuild a result from a bundle's JSON and re-derive every digest; with
+** `out`, hand over its serving identity instead of printing. */
+static lsim_err lsim__verify(const cJSON *o, lsim__coll *c,
+                             lsim_compress_serve *out, lsim_errbuf *eb) {
   static const char *const top[] = {"format", "version", "bundle_sha256",
       "base", "module", "method", "d_in", "d_out", "rank", "clusters",
       "max_iterations", "max_rounds", "seed", "normalization",
@@ -738,10 +740,26 @@ static lsim_err lsim__verify(const cJSON *o, lsim__coll *c, lsim_errbuf *eb) {
                   "does not match the bundle contents");
     goto out;
   }
-  char h[LSIM_DIGEST_HEX_SIZE];
-  printf("bundle %s ok: %s, R %d, %d cluster(s), %d sources\n",
-         lsim_digest_hex(&b.id, h), lsim_jd_method_name(r.method), r.R, r.k,
-         r.n);
+  if (out) {
+    out->method = r.method;
+    out->R = r.R;
+    out->k = r.k;
+    out->n = r.n;
+    out->d_in = r.d_in;
+    out->d_out = r.d_out;
+    out->bundle = b.id;
+    out->source_set = b.set;
+    out->cluster = r.cluster;
+    r.cluster = NULL;
+    out->basis = b.bases;
+    out->core = b.cores;
+    b.bases = b.cores = NULL;
+  } else {
+    char h[LSIM_DIGEST_HEX_SIZE];
+    printf("bundle %s ok: %s, R %d, %d cluster(s), %d sources\n",
+           lsim_digest_hex(&b.id, h), lsim_jd_method_name(r.method), r.R, r.k,
+           r.n);
+  }
 out:
   lsim_jd_result_release(&r);
   lsim__bundle_release(&b);
@@ -1089,7 +1107,7 @@ int lsim_compress_main(int argc, char **argv) {
     }
   }
   if (verify) {
-    lsim_err rc = lsim__verify(root, &col, &eb);
+    lsim_err rc = lsim__verify(root, &col, NULL, &eb);
     status = rc ? lsim__fail_out(file, &col, &eb,
                                  rc == LSIM_E_NOMEM ? 1 : 2)
                 : 0;
@@ -1209,4 +1227,47 @@ done:
   free(text);
   lsim__coll_release(&col);
   return status;
+}
+
+/* ---- serving a bundle (sim/replay.c) ---------------------------------------- */
+
+void lsim_compress_serve_release(lsim_compress_serve *s) {
+  free(s->cluster);
+  free(s->basis);
+  free(s->core);
+  memset(s, 0, sizeof *s);
+}
+
+lsim_err lsim_compress_bundle_read(const char *file, lsim_compress_serve *out,
+                                   lsim_errbuf *eb) {
+  memset(out, 0, sizeof *out);
+  size_t len = 0;
+  char *text = lsim__slurp(file, &len, eb);
+  if (!text)
+    return eb ? eb->code : LSIM_E_IO;
+  const char *end = NULL;
+  cJSON *root = cJSON_ParseWithLengthOpts(text, len + 1, &end, 1);
+  if (!root) {
+    int line = 1;
+    for (const char *s = text; end && s < end; s++)
+      line += *s == '\n';
+    free(text);
+    return lsim_fail(eb, LSIM_E_CMP_JSON,
+                     "bundle %s: invalid JSON near line %d", file, line);
+  }
+  lsim__coll col;
+  memset(&col, 0, sizeof col);
+  lsim_err rc = lsim__verify(root, &col, out, eb);
+  if (rc && eb) {
+    char msg[sizeof eb->msg];
+    snprintf(msg, sizeof msg, "%s", eb->msg);
+    lsim_fail(eb, rc, "bundle %s: %s: %s", file,
+              col.path[0] ? col.path : "$", msg);
+  }
+  lsim__coll_release(&col);
+  cJSON_Delete(root);
+  free(text);
+  if (rc)
+    lsim_compress_serve_release(out);
+  return rc;
 }

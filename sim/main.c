@@ -131,6 +131,8 @@ static int lsim__die(const char *prog, lsim_err code, const char *msg) {
     return 130;
   if (code <= LSIM_E_SCN_JSON && code > LSIM_E_BACKEND)
     return 2; /* scenario and trace input */
+  if (code <= LSIM_E_CMP_JSON && code >= -559 && code != LSIM_E_CMP_LAPACK)
+    return 2; /* a compressed collection that cannot be served as given */
   return code == LSIM_E_USAGE ? 2 : 1;
 }
 

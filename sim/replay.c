@@ -38,6 +38,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,6 +49,7 @@
 #include "../engine/engine.h"
 #include "../engine/tp.h"
 #include "../traces/trace.h"
+#include "compress_cmd.h"
 #include "db.h"
 #include "queue.h"
 #include "rng.h"
@@ -66,6 +68,15 @@ typedef struct lsim__ahead {
   int64_t id, arrival_ns, deadline_ns, cancel_ns;
   int tenant, adapter, prompt, output;
 } lsim__ahead;
+
+/* The serving side of a compressed collection, owned by the replay. */
+typedef struct lsim__cmpset {
+  lsim_engine_cmp cfg;
+  int *cluster;
+  int64_t *basis_bytes, *basis_pages;
+  lsim_digest *basis, *core;
+  int method, R;       /* for the cost model and the report */
+} lsim__cmpset;
 
 typedef struct lsim__world {
   const lsim_scenario *sc;
@@ -91,6 +102,7 @@ typedef struct lsim__world {
   int64_t arrived, iterations, queue_events;
   int64_t events;          /* every event the sink saw (logged or not) */
   int *rank;               /* [adapters] the catalog's ranks */
+  lsim__cmpset cmp;        /* $.adapters.compression (cfg.clusters 0: off) */
   lsim_err sink_rc;        /* first sink failure */
   int next_copy_fail, next_digest_fail; /* indices into the fault ticks */
   int64_t tp_gen;          /* TP: generations published through snapshots */
@@ -281,6 +293,9 @@ static int lsim__copy_outcome(lsim__world *W, lsim_tick start) {
   if (sc->digest_failure_rate > 0 &&
       lsim_rng_unit(&W->faults) < sc->digest_failure_rate)
     return LSIM_LOAD_DIGEST_BAD;
+  if (sc->stale_basis_rate > 0 &&
+      lsim_rng_unit(&W->faults) < sc->stale_basis_rate)
+    return LSIM_LOAD_STALE_BASIS;
   return LSIM_LOAD_OK;
 }
 
@@ -430,6 +445,9 @@ static lsim_err lsim__on_load_done(lsim__world *W, int w, int adapter,
   else if (outcome == LSIM_LOAD_DIGEST_BAD)
     rc = lsim_engine_fault(W->eng, w, W->now, adapter, LSIM_NONE,
                            "digest_failure", 0, eb);
+  else if (outcome == LSIM_LOAD_STALE_BASIS)
+    rc = lsim_engine_fault(W->eng, w, W->now, adapter, LSIM_NONE,
+                           "stale_basis", 0, eb);
   if (!rc)
     rc = lsim_engine_load_result(W->eng, w, adapter, W->now, outcome, eb);
   if (!rc)
@@ -573,6 +591,195 @@ static void lsim__progress(lsim__world *W, double t0, double *last) {
   fflush(stderr);
 }
 
+/* ---- compressed collections ($.adapters.compression) ------------------------ */
+
+static void lsim__cmpset_release(lsim__cmpset *cs) {
+  free(cs->cluster);
+  free(cs->basis_bytes);
+  free(cs->basis_pages);
+  free(cs->basis);
+  free(cs->core);
+  memset(cs, 0, sizeof *cs);
+}
+
+static lsim_err lsim__sha(lsim_digest *out, lsim_errbuf *eb, const char *fmt,
+                          ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+static lsim_err lsim__sha(lsim_digest *out, lsim_errbuf *eb, const char *fmt,
+                          ...) {
+  char id[256];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(id, sizeof id, fmt, ap);
+  va_end(ap);
+  if (n < 0 || (size_t)n >= sizeof id)
+    return LSIM_BUG(eb, "identity string too long");
+  return lsim_sha256(id, (size_t)n, out, eb);
+}
+
+/*
+** The synthetic form: adapters are dealt to clusters by a seeded shuffle
+** (stream LSIM_RNG_CLUSTERS of $.adapters.compression.seed), cluster
+** i mod k for the i-th adapter of the shuffled order, so every cluster is
+** used and the assignment depends on the seed only.  Identities are
+** digests of what the collection is (method, R, k, seed, n), so a run
+** repeats them bit for bit.
+*/
+static lsim_err lsim__cmp_synthetic(const lsim_scenario *sc, lsim__cmpset *cs,
+                                    lsim_errbuf *eb) {
+  const lsim_compression_spec *sp = &sc->compression;
+  int na = sc->adapters, k = sp->clusters;
+  int *perm = malloc((size_t)na * sizeof *perm);
+  if (!perm)
+    return lsim_fail(eb, LSIM_E_NOMEM, "out of memory for the clusters");
+  for (int i = 0; i < na; i++)
+    perm[i] = i;
+  lsim_rng g;
+  lsim_rng_init(&g, sp->seed, LSIM_RNG_CLUSTERS);
+  for (int i = na - 1; i > 0; i--) {
+    int j = (int)lsim_rng_below(&g, (uint64_t)i + 1);
+    int t = perm[i];
+    perm[i] = perm[j];
+    perm[j] = t;
+  }
+  for (int i = 0; i < na; i++)
+    cs->cluster[perm[i]] = i % k;
+  free(perm);
+  const char *mn = sp->method == LSIM_CMPM_JD_FULL ? "jd-full" : "jd-diag";
+  lsim_err rc = lsim__sha(&cs->cfg.bundle, eb,
+                          "lorasim-synthetic-bundle:%s:R=%d:k=%d:seed=%llu:"
+                          "n=%d", mn, sp->rank, k,
+                          (unsigned long long)sp->seed, na);
+  if (!rc)
+    rc = lsim__sha(&cs->cfg.source_set, eb,
+                   "lorasim-synthetic-source-set:n=%d:seed=%llu", na,
+                   (unsigned long long)sc->seed);
+  char h[LSIM_DIGEST_HEX_SIZE];
+  lsim_digest_hex(&cs->cfg.bundle, h);
+  for (int c = 0; !rc && c < k; c++)
+    rc = lsim__sha(&cs->basis[c], eb, "%s:basis:%d", h, c);
+  for (int a = 0; !rc && a < na; a++)
+    rc = lsim__sha(&cs->core[a], eb, "%s:core:%d:cluster=%d", h, a,
+                   cs->cluster[a]);
+  return rc;
+}
+
+/*
+** The bundle form: a `lorasim compress` bundle, verified digest by digest;
+** its source i is the scenario's adapter i (the counts must agree), and
+** its one fitted module shape stands for every target of $.model (each
+** must have the bundle's d_in x d_out), layer by layer.
+*/
+static lsim_err lsim__cmp_bundle(const lsim_scenario *sc, lsim__cmpset *cs,
+                                 lsim_errbuf *eb) {
+  const char *p = "$.adapters.compression.bundle";
+  lsim_compress_serve b;
+  lsim_err rc = lsim_compress_bundle_read(sc->compression.bundle, &b, eb);
+  if (rc)
+    return rc;
+  if (b.n != sc->adapters)
+    rc = lsim_fail(eb, LSIM_E_CMP_SERVE_MISMATCH,
+                   "%s: %s: the bundle has %d sources, $.adapters.count is %d",
+                   sc->path, p, b.n, sc->adapters);
+  for (int i = 0; !rc && i < sc->ntargets; i++)
+    if (sc->targets[i].d_in != b.d_in || sc->targets[i].d_out != b.d_out)
+      rc = lsim_fail(eb, LSIM_E_CMP_SERVE_MISMATCH,
+                     "%s: %s: the bundle fits a %d x %d module, target %s is "
+                     "%lld x %lld", sc->path, p, b.d_in, b.d_out,
+                     sc->targets[i].name, (long long)sc->targets[i].d_in,
+                     (long long)sc->targets[i].d_out);
+  int method = b.method == 1 ? LSIM_CMPM_JD_FULL : LSIM_CMPM_JD_DIAG;
+  int64_t need = lsim_scenario_adapter_pages(sc, b.R) +
+                 lsim_scenario_core_pages(sc, method, b.R);
+  if (!rc && need + sc->guard_pages > sc->pool_pages)
+    rc = lsim_fail(eb, LSIM_E_CMP_SERVE_CAPACITY,
+                   "%s: %s: a basis and one core of rank %d need %lld pages "
+                   "(plus %lld guard) but a worker's pool has %lld", sc->path,
+                   p, b.R, (long long)need, (long long)sc->guard_pages,
+                   (long long)sc->pool_pages);
+  if (rc) {
+    lsim_compress_serve_release(&b);
+    return rc;
+  }
+  cs->method = method;
+  cs->R = b.R;
+  cs->cfg.clusters = b.k;
+  cs->cfg.bundle = b.bundle;
+  cs->cfg.source_set = b.source_set;
+  cs->cluster = b.cluster;
+  cs->basis = b.basis;
+  cs->core = b.core;
+  return 0;
+}
+
+/* The rank, in the cost model's units (rows x rank of an ordinary LoRA
+** row, i.e. sum over targets of d_in + d_out per rank), of one row of the
+** three-stage operator: V projection and U expansion are R units, the
+** per-adapter core R x R (JD-Full) or R (JD-Diag) multiply-adds per target
+** on top.  A model of the arithmetic, not a measurement: docs/BENCHMARKS.md
+** has the measured CUDA ratios (1.0-2.0x LoRA time). */
+static int lsim__cmp_model_rank(const lsim_scenario *sc, int method, int R) {
+  int64_t S = 0;
+  for (int i = 0; i < sc->ntargets; i++)
+    S += sc->targets[i].d_in + sc->targets[i].d_out;
+  int64_t core = sc->ntargets * (method == LSIM_CMPM_JD_FULL ? (int64_t)R * R
+                                                              : R);
+  return (int)(R + (core + S - 1) / S);
+}
+
+static lsim_err lsim__cmp_setup(const lsim_scenario *sc, lsim__cmpset *cs,
+                                int *rank, int64_t *bytes, int64_t *pages,
+                                lsim_errbuf *eb) {
+  const lsim_compression_spec *sp = &sc->compression;
+  int na = sc->adapters;
+  memset(cs, 0, sizeof *cs);
+  lsim_err rc;
+  if (sp->bundle[0]) {
+    rc = lsim__cmp_bundle(sc, cs, eb);
+    if (rc)
+      return rc;
+  } else {
+    int k = sp->clusters;
+    cs->method = sp->method;
+    cs->R = sp->rank;
+    cs->cfg.clusters = k;
+    cs->cluster = malloc((size_t)na * sizeof *cs->cluster);
+    cs->basis = calloc((size_t)k, sizeof *cs->basis);
+    cs->core = calloc((size_t)na, sizeof *cs->core);
+    if (!cs->cluster || !cs->basis || !cs->core)
+      return lsim_fail(eb, LSIM_E_NOMEM, "out of memory for the collection");
+    if ((rc = lsim__cmp_synthetic(sc, cs, eb)))
+      return rc;
+  }
+  int k = cs->cfg.clusters;
+  cs->basis_bytes = malloc((size_t)k * sizeof *cs->basis_bytes);
+  cs->basis_pages = malloc((size_t)k * sizeof *cs->basis_pages);
+  if (!cs->basis_bytes || !cs->basis_pages)
+    return lsim_fail(eb, LSIM_E_NOMEM, "out of memory for the collection");
+  for (int c = 0; c < k; c++) {
+    /* U [d_out][R] and V [d_in][R] per target and layer: a rank-R adapter */
+    cs->basis_bytes[c] = lsim_scenario_adapter_bytes(sc, cs->R);
+    cs->basis_pages[c] = lsim_scenario_adapter_pages(sc, cs->R);
+  }
+  int mr = lsim__cmp_model_rank(sc, cs->method, cs->R);
+  for (int a = 0; a < na; a++) {
+    rank[a] = mr;
+    bytes[a] = lsim_scenario_core_bytes(sc, cs->method, cs->R);
+    pages[a] = lsim_scenario_core_pages(sc, cs->method, cs->R);
+  }
+  cs->cfg.cluster = cs->cluster;
+  cs->cfg.basis_bytes = cs->basis_bytes;
+  cs->cfg.basis_pages = cs->basis_pages;
+  cs->cfg.version = sp->version;
+  cs->cfg.basis = cs->basis;
+  cs->cfg.core = cs->core;
+  cs->cfg.affinity_weight = sp->affinity_weight;
+  return 0;
+}
+
 /* ---- setup and the loop ----------------------------------------------------- */
 
 static lsim_err lsim__setup(lsim__world *W, lsim_errbuf *eb) {
@@ -611,6 +818,17 @@ static lsim_err lsim__setup(lsim__world *W, lsim_errbuf *eb) {
     pages[a] = lsim_scenario_adapter_pages(sc, rank[a]);
   }
   lsim_rng_init(&W->faults, sc->seed, LSIM_RNG_FAULTS);
+  /* a compressed collection: cores instead of the drawn adapters (the
+  ** draw above still runs, so the other streams are the same) */
+  if (sc->compression.on) {
+    lsim_err rc = lsim__cmp_setup(sc, &W->cmp, rank, bytes, pages, eb);
+    if (rc) {
+      free(rank);
+      free(bytes);
+      free(pages);
+      return rc;
+    }
+  }
 
   lsim_engine_cfg cfg = {
       .workers = sc->workers,
@@ -641,6 +859,7 @@ static lsim_err lsim__setup(lsim__world *W, lsim_errbuf *eb) {
       .kv_incremental = sc->kv_incremental,
       .max_hotswaps = sc->nhotswaps,
       .log_leases = sc->nhotswaps > 0,
+      .compress = sc->compression.on ? &W->cmp.cfg : NULL,
   };
   lsim_err rc = lsim_engine_new(&W->eng, &cfg, eb);
   W->rank = rank; /* the metrics' rank buckets read it; freed at teardown */
@@ -771,6 +990,7 @@ static void lsim__teardown(lsim__world *W) {
   free(W->backend_ns);
   free(W->ring);
   free(W->rank);
+  lsim__cmpset_release(&W->cmp);
   lsim_queue_release(&W->q);
   lsim_metrics_release(&W->m);
 }

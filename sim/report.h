@@ -73,6 +73,10 @@ typedef struct lsim_metrics {
   int64_t max_prompt;          /* longest prompt seen at enqueue */
   int64_t max_wait_ticks;      /* longest arrival -> first token (or end) */
   int64_t preemptions, migrations, recompute_tokens; /* request_preempted */
+  /* adapter (and basis) bytes resident over all workers: + at
+  ** adapter_generation_published and basis_published, - at
+  ** adapter_evicted and basis_evicted; the largest sum seen */
+  int64_t resident_bytes, resident_peak;
 } lsim_metrics;
 
 /* Give the registry the run's shape (after lsim_metrics_init). */
@@ -136,6 +140,10 @@ typedef struct lsim_summary {
   int64_t backlog_gap, vtc_bound;
   /* preemption by recompute ($.workers.kv_reserve "incremental") */
   int64_t preemptions, migrations, recompute_tokens;
+  /* bytes: the peak of adapter + basis bytes resident (all workers) and
+  ** the bytes copied host to device (every adapter_load_started); for a
+  ** compressed collection also the basis loads and evictions */
+  int64_t resident_peak_bytes, transfer_bytes, basis_loads, basis_evictions;
 } lsim_summary;
 
 /* Percentiles and totals from the database and the metrics registry. */

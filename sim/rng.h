@@ -19,7 +19,8 @@ enum lsim_rng_stream {
   LSIM_RNG_LENGTHS = 4,
   LSIM_RNG_FAULTS = 5,
   LSIM_RNG_TENSORS = 6,
-  LSIM_RNG_CATALOG = 7
+  LSIM_RNG_CATALOG = 7,
+  LSIM_RNG_CLUSTERS = 8 /* compressed collections: cluster assignment */
 };
 
 typedef struct lsim_rng {

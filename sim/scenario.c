@@ -13,6 +13,8 @@
 */
 #include "scenario.h"
 
+#include "compress_cmd.h"
+
 #include "../engine/engine.h"
 #include "../engine/residency.h"
 
@@ -578,9 +580,180 @@ static lsim_err lsim__cost(const lsim__ctx *c, const cJSON *root,
   return 0;
 }
 
+/* ---- $.adapters.compression (codes of engine/err_cmp.h) ----------------- */
+
+/* An optional integer obj[key] in [lo, hi] (def when absent); a value out
+** of range is `range_code`. */
+static lsim_err lsim__cmp_int(const lsim__ctx *c, const cJSON *obj,
+                              const char *path, const char *key, int req,
+                              double lo, double hi, int64_t def,
+                              lsim_err range_code, int64_t *out) {
+  char kp[LSIM__PATHBUF], got[40], a[40], b[40];
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+  lsim__key_path(kp, path, key);
+  *out = def;
+  if (!v)
+    return req ? lsim__bad(c, LSIM_E_CMP_MISSING, kp, "required key is missing")
+               : 0;
+  if (!cJSON_IsNumber(v))
+    return lsim__bad(c, LSIM_E_CMP_TYPE, kp, "must be an integer (got %s)",
+                     lsim__type_name(v));
+  double d = v->valuedouble;
+  if (d != floor(d) || !(fabs(d) <= LSIM__INT_LIMIT))
+    return lsim__bad(c, LSIM_E_CMP_TYPE, kp, "must be an integer (got %s)",
+                     lsim__num_str(d, got));
+  if (d < lo || d > hi)
+    return lsim__bad(c, range_code, kp, "must be an integer in [%s, %s] (got %s)",
+                     lsim__num_str(lo, a), lsim__num_str(hi, b),
+                     lsim__num_str(d, got));
+  *out = (int64_t)d;
+  return 0;
+}
+
+/* An optional string obj[key] of 1..size-1 bytes into dst (unchanged when
+** absent). */
+static lsim_err lsim__cmp_str(const lsim__ctx *c, const cJSON *obj,
+                              const char *path, const char *key, int req,
+                              char *dst, size_t size) {
+  char kp[LSIM__PATHBUF];
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+  lsim__key_path(kp, path, key);
+  if (!v)
+    return req ? lsim__bad(c, LSIM_E_CMP_MISSING, kp, "required key is missing")
+               : 0;
+  if (!cJSON_IsString(v))
+    return lsim__bad(c, LSIM_E_CMP_TYPE, kp, "must be a string (got %s)",
+                     lsim__type_name(v));
+  size_t n = strlen(v->valuestring);
+  if (n == 0 || n >= size)
+    return lsim__bad(c, LSIM_E_CMP_TYPE, kp,
+                     "must be 1 to %zu bytes long (got %zu)", size - 1, n);
+  memcpy(dst, v->valuestring, n + 1);
+  return 0;
+}
+
+/*
+** $.adapters.compression: the synthetic form {method, rank, clusters,
+** seed?} or the bundle form {bundle}, either with affinity_weight? and
+** version?.  Cross-section checks (the model's shapes, the pool, features
+** that cannot serve it) are in lsim__cross_compression.
+*/
+static lsim_err lsim__compression(const lsim__ctx *c, const cJSON *adp,
+                                  const char *apath, const char *basedir,
+                                  lsim_scenario *sc) {
+  lsim_compression_spec *cs = &sc->compression;
+  const cJSON *o = cJSON_GetObjectItemCaseSensitive(adp, "compression");
+  char p[LSIM__PATHBUF], kp[LSIM__PATHBUF];
+  lsim__key_path(p, apath, "compression");
+  if (!o)
+    return 0;
+  if (!cJSON_IsObject(o))
+    return lsim__bad(c, LSIM_E_CMP_TYPE, p, "must be an object (got %s)",
+                     lsim__type_name(o));
+  static const char *const keys[] = {"method", "rank", "clusters", "seed",
+                                     "bundle", "affinity_weight", "version",
+                                     NULL};
+  for (const cJSON *k = o->child; k; k = k->next) {
+    int known = 0;
+    for (int i = 0; keys[i] && !known; i++)
+      known = strcmp(k->string, keys[i]) == 0;
+    lsim__key_path(kp, p, k->string);
+    if (!known) {
+      char list[200];
+      lsim__join(list, sizeof list, keys);
+      return lsim__bad(c, LSIM_E_CMP_UNKNOWN_KEY, kp,
+                       "unknown key (allowed: %s)", list);
+    }
+    for (const cJSON *q = o->child; q != k; q = q->next)
+      if (strcmp(q->string, k->string) == 0)
+        return lsim__bad(c, LSIM_E_CMP_UNKNOWN_KEY, kp, "duplicate key");
+  }
+  memset(cs, 0, sizeof *cs);
+  cs->on = 1;
+  snprintf(cs->version, sizeof cs->version, "v1");
+  int64_t v;
+  lsim_err err;
+  if ((err = lsim__cmp_int(c, o, p, "affinity_weight", 0, 0, 1e12, 0,
+                           LSIM_E_CMP_TYPE, &cs->affinity_weight)) ||
+      (err = lsim__cmp_str(c, o, p, "version", 0, cs->version,
+                           sizeof cs->version)))
+    return err;
+  const cJSON *bundle = cJSON_GetObjectItemCaseSensitive(o, "bundle");
+  if (bundle) {
+    static const char *const synth[] = {"method", "rank", "clusters", "seed",
+                                        NULL};
+    for (int i = 0; synth[i]; i++)
+      if (cJSON_GetObjectItemCaseSensitive(o, synth[i])) {
+        lsim__key_path(kp, p, synth[i]);
+        return lsim__bad(c, LSIM_E_CMP_SERVE_CONFLICT, kp,
+                         "a bundle brings its own method, rank, clusters and "
+                         "assignment: give either 'bundle' or the synthetic "
+                         "form");
+      }
+    char f[LSIM_PATH_MAX];
+    lsim__key_path(kp, p, "bundle");
+    if ((err = lsim__cmp_str(c, o, p, "bundle", 1, f, sizeof f)))
+      return err;
+    int n;
+    if (f[0] == '/' || !basedir || !basedir[0] || strcmp(basedir, ".") == 0) {
+      n = snprintf(cs->bundle, sizeof cs->bundle, "%s", f);
+    } else {
+      size_t bl = strlen(basedir);
+      n = snprintf(cs->bundle, sizeof cs->bundle, "%s%s%s", basedir,
+                   basedir[bl - 1] == '/' ? "" : "/", f);
+    }
+    if (n < 0 || (size_t)n >= sizeof cs->bundle)
+      return lsim__bad(c, LSIM_E_CMP_TYPE, kp,
+                       "resolved path is longer than %d bytes",
+                       LSIM_PATH_MAX - 1);
+    FILE *fp = fopen(cs->bundle, "rb");
+    if (!fp) {
+      char q[200], why[128];
+      return lsim__bad(c, LSIM_E_CMP_BUNDLE, kp, "cannot open '%s': %s",
+                       lsim__quote(cs->bundle, q, sizeof q),
+                       lsim__os_err(errno, why));
+    }
+    fclose(fp);
+    return 0;
+  }
+  const cJSON *m = cJSON_GetObjectItemCaseSensitive(o, "method");
+  lsim__key_path(kp, p, "method");
+  if (!m)
+    return lsim__bad(c, LSIM_E_CMP_MISSING, kp,
+                     "required key is missing (or give 'bundle')");
+  if (!cJSON_IsString(m))
+    return lsim__bad(c, LSIM_E_CMP_TYPE, kp, "must be a string (got %s)",
+                     lsim__type_name(m));
+  if (strcmp(m->valuestring, "jd_full") == 0)
+    cs->method = LSIM_CMPM_JD_FULL;
+  else if (strcmp(m->valuestring, "jd_diag") == 0)
+    cs->method = LSIM_CMPM_JD_DIAG;
+  else {
+    char q[64];
+    return lsim__bad(c, LSIM_E_CMP_METHOD, kp,
+                     "must be 'jd_full' or 'jd_diag' (got '%s')",
+                     lsim__quote(m->valuestring, q, sizeof q));
+  }
+  if ((err = lsim__cmp_int(c, o, p, "rank", 1, 1, 4096, 0, LSIM_E_CMP_RANK,
+                           &v)))
+    return err;
+  cs->rank = (int)v;
+  if ((err = lsim__cmp_int(c, o, p, "clusters", 1, 1, 1e6, 0,
+                           LSIM_E_CMP_CLUSTERS, &v)))
+    return err;
+  cs->clusters = (int)v;
+  if ((err = lsim__cmp_int(c, o, p, "seed", 0, 0, LSIM__INT_LIMIT, -1,
+                           LSIM_E_CMP_TYPE, &v)))
+    return err;
+  cs->seed = v < 0 ? 0 : (uint64_t)v;
+  if (v < 0)
+    cs->seed = ~(uint64_t)0; /* the scenario seed, filled in by the root */
+  return 0;
+}
+
 static lsim_err lsim__adapters(const lsim__ctx *c, const cJSON *root,
-                               lsim_scenario *sc) {
-  static const char *const extra[] = {"ranks", NULL};
+                               const char *basedir, lsim_scenario *sc) {
+  static const char *const extra[] = {"ranks", "compression", NULL};
   const lsim__field f[] = {
       {"count", LSIM__I32, LSIM__REQ, 1, 1e6, 0, &sc->adapters},
       {"zipf_s", LSIM__NUM, 0, 0, 10, 0, &sc->zipf_s},
@@ -611,7 +784,7 @@ static lsim_err lsim__adapters(const lsim__ctx *c, const cJSON *root,
                          "duplicate rank %d (also at [%d])", rc->rank, j);
       }
   }
-  return 0;
+  return lsim__compression(c, o, p, basedir, sc);
 }
 
 static lsim_err lsim__tenants(const lsim__ctx *c, const cJSON *root,
@@ -1189,6 +1362,8 @@ static lsim_err lsim__faults(const lsim__ctx *c, const cJSON *root,
        &sc->h2d_slowdown_until_tick},
       {"cancel_during_load_rate", LSIM__NUM, LSIM__HI_OPEN, 0, 1, 0,
        &sc->cancel_during_load_rate},
+      {"stale_basis_rate", LSIM__NUM, LSIM__HI_OPEN, 0, 1, 0,
+       &sc->stale_basis_rate},
   };
   static const char *const extra[] = {"copy_fail_ticks", "digest_fail_ticks",
                                       NULL};
@@ -1347,6 +1522,94 @@ static lsim_err lsim__cross(const lsim__ctx *c, lsim_scenario *sc) {
   return 0;
 }
 
+/* A compressed collection against the rest of the scenario. */
+static lsim_err lsim__cross_compression(const lsim__ctx *c,
+                                        const lsim_scenario *sc) {
+  const lsim_compression_spec *cs = &sc->compression;
+  if (!cs->on) {
+    if (sc->stale_basis_rate > 0)
+      return lsim__bad(c, LSIM_E_CMP_SERVE_CONFLICT, "$.faults.stale_basis_rate",
+                       "only a compressed collection ($.adapters.compression) "
+                       "has bases to be stale");
+    return 0;
+  }
+  const char *p = "$.adapters.compression";
+  if (sc->tp_degree > 1)
+    return lsim__bad(c, LSIM_E_CMP_SERVE_CONFLICT, p,
+                     "a compressed collection is served on one GPU per "
+                     "worker ($.workers.tp_degree must be 1)");
+  if (sc->adapter_layout == LSIM_LAYOUT_SLORA)
+    return lsim__bad(c, LSIM_E_CMP_SERVE_CONFLICT, p,
+                     "cores and bases use the tensor page layout "
+                     "($.workers.adapter_layout must be 'tensor')");
+  if (sc->nhotswaps > 0)
+    return lsim__bad(c, LSIM_E_CMP_SERVE_CONFLICT, p,
+                     "hotswaps replace one adapter's artifact; a compressed "
+                     "collection changes by a new bundle version instead");
+  char kp[LSIM__PATHBUF];
+  if (cs->bundle[0]) {
+    /* read and verified now, so a bad bundle is refused before a run
+    ** writes anything (the replay reads it again) */
+    lsim__key_path(kp, p, "bundle");
+    lsim_compress_serve b;
+    lsim_errbuf be = LSIM_ERRBUF_INIT;
+    lsim_err rc = lsim_compress_bundle_read(cs->bundle, &b, &be);
+    if (rc)
+      return lsim__bad(c, rc, kp, "%s", be.msg);
+    if (b.n != sc->adapters)
+      rc = lsim__bad(c, LSIM_E_CMP_SERVE_MISMATCH, kp,
+                     "the bundle has %d sources, $.adapters.count is %d", b.n,
+                     sc->adapters);
+    for (int i = 0; !rc && i < sc->ntargets; i++)
+      if (sc->targets[i].d_in != b.d_in || sc->targets[i].d_out != b.d_out)
+        rc = lsim__bad(c, LSIM_E_CMP_SERVE_MISMATCH, kp,
+                       "the bundle fits a %d x %d module, target %s is "
+                       "%" PRId64 " x %" PRId64,
+                       b.d_in, b.d_out, sc->targets[i].name,
+                       sc->targets[i].d_in, sc->targets[i].d_out);
+    int method = b.method == 1 ? LSIM_CMPM_JD_FULL : LSIM_CMPM_JD_DIAG;
+    int64_t need = lsim_scenario_adapter_pages(sc, b.R) +
+                   lsim_scenario_core_pages(sc, method, b.R);
+    if (!rc && need + sc->guard_pages > sc->pool_pages)
+      rc = lsim__bad(c, LSIM_E_CMP_SERVE_CAPACITY, kp,
+                     "a basis and one core of rank %d need %" PRId64
+                     " pages (plus %" PRId64 " guard) but a worker's pool "
+                     "has %" PRId64,
+                     b.R, need, sc->guard_pages, sc->pool_pages);
+    lsim_compress_serve_release(&b);
+    return rc;
+  }
+  if (cs->clusters > sc->adapters) {
+    lsim__key_path(kp, p, "clusters");
+    return lsim__bad(c, LSIM_E_CMP_CLUSTERS, kp,
+                     "must be at most $.adapters.count (%d) (got %d)",
+                     sc->adapters, cs->clusters);
+  }
+  for (int i = 0; i < sc->ntargets; i++) {
+    int64_t lim = sc->targets[i].d_in < sc->targets[i].d_out
+                      ? sc->targets[i].d_in
+                      : sc->targets[i].d_out;
+    if (cs->rank > lim) {
+      lsim__key_path(kp, p, "rank");
+      return lsim__bad(c, LSIM_E_CMP_RANK, kp,
+                       "must be at most min(d_in, d_out) = %" PRId64
+                       " of target %s (got %d)",
+                       lim, sc->targets[i].name, cs->rank);
+    }
+  }
+  int64_t need = lsim_scenario_adapter_pages(sc, cs->rank) +
+                 lsim_scenario_core_pages(sc, cs->method, cs->rank);
+  if (need + sc->guard_pages > sc->pool_pages) {
+    lsim__key_path(kp, p, "rank");
+    return lsim__bad(c, LSIM_E_CMP_SERVE_CAPACITY, kp,
+                     "a basis and one core of rank %d need %" PRId64
+                     " pages (plus %" PRId64 " guard) but a worker's pool "
+                     "has %" PRId64,
+                     cs->rank, need, sc->guard_pages, sc->pool_pages);
+  }
+  return 0;
+}
+
 static lsim_err lsim__root(const lsim__ctx *c, const cJSON *root,
                            const char *basedir, lsim_scenario *sc) {
   static const char *const extra[] = {"name",  "backend", "policies", "workers",
@@ -1374,14 +1637,17 @@ static lsim_err lsim__root(const lsim__ctx *c, const cJSON *root,
       (err = lsim__named(c, root, "$", &backend)) ||
       (err = lsim__policies(c, root, sc)) ||
       (err = lsim__workers(c, root, sc)) || (err = lsim__model(c, root, sc)) ||
-      (err = lsim__cost(c, root, basedir, sc)) || (err = lsim__adapters(c, root, sc)) ||
+      (err = lsim__cost(c, root, basedir, sc)) || (err = lsim__adapters(c, root, basedir, sc)) ||
       (err = lsim__tenants(c, root, sc)) ||
       (err = lsim__trace(c, root, basedir, sc)) ||
       (err = lsim__faults(c, root, sc)) ||
       (err = lsim__hotswaps(c, root, sc)) ||
-      (err = lsim__fairness(c, root, sc)) || (err = lsim__cross(c, sc)))
+      (err = lsim__fairness(c, root, sc)) || (err = lsim__cross(c, sc)) ||
+      (err = lsim__cross_compression(c, sc)))
     return err;
   sc->seed = (uint64_t)seed;
+  if (sc->compression.on && sc->compression.seed == ~(uint64_t)0)
+    sc->compression.seed = sc->seed;
   return 0;
 }
 
@@ -1577,6 +1843,18 @@ int64_t lsim_scenario_adapter_pages(const lsim_scenario *sc, int rank) {
                              sc->targets[i].d_in / n, sc->targets[i].d_out / n};
   int64_t H = sc->page_bytes / sc->dtype_bytes;
   return lsim_res_pages_tensor(m, sc->ntargets, H < 1 ? 1 : H);
+}
+
+int64_t lsim_scenario_core_bytes(const lsim_scenario *sc, int method,
+                                 int R) {
+  int64_t per = method == LSIM_CMPM_JD_FULL ? (int64_t)R * R : R;
+  return (int64_t)sc->layers * sc->ntargets * per * sc->dtype_bytes;
+}
+
+int64_t lsim_scenario_core_pages(const lsim_scenario *sc, int method, int R) {
+  int64_t b = lsim_scenario_core_bytes(sc, method, R);
+  int64_t p = (b + sc->page_bytes - 1) / sc->page_bytes;
+  return p < 1 ? 1 : p;
 }
 
 int64_t lsim_scenario_kv_bytes_per_token(const lsim_scenario *sc) {

@@ -51,6 +51,23 @@ typedef struct lsim_rank_choice {
   int64_t weight; /* relative frequency in the synthetic catalog */
 } lsim_rank_choice;
 
+/* $.adapters.compression (docs/SCENARIO.md, docs/COMPRESSION.md): the
+** collection is served compressed.  Either synthetic (method, rank,
+** clusters, seed: a seeded cluster assignment of the scenario's adapters)
+** or a bundle made by `lorasim compress` (bundle != ""), whose method,
+** rank, clusters, assignment and digests are used. */
+enum { LSIM_CMPM_JD_FULL = 1, LSIM_CMPM_JD_DIAG = 2 };
+typedef struct lsim_compression_spec {
+  int on;                  /* the key is present */
+  int method;              /* LSIM_CMPM_* (synthetic) */
+  int rank;                /* shared rank R (synthetic) */
+  int clusters;            /* k (synthetic) */
+  uint64_t seed;           /* cluster assignment stream (synthetic) */
+  int64_t affinity_weight; /* scheduler affinity cost weight, >= 0 */
+  char version[LSIM_NAME_MAX];  /* collection version label */
+  char bundle[LSIM_PATH_MAX];   /* resolved bundle path, or "" */
+} lsim_compression_spec;
+
 typedef struct lsim_tenant {
   char name[LSIM_NAME_MAX];
   int64_t traffic_weight; /* relative share of arrivals */
@@ -111,6 +128,7 @@ typedef struct lsim_scenario {
   int nranks;
   lsim_rank_choice ranks[LSIM_MAX_RANK_CHOICES];
   double zipf_s; /* adapter popularity exponent within a tenant; 0 = uniform */
+  lsim_compression_spec compression;
 
   /* $.tenants */
   int ntenants;
@@ -141,6 +159,8 @@ typedef struct lsim_scenario {
   double h2d_slowdown;      /* copy-time factor (>= 1) inside the window */
   int64_t h2d_slowdown_from_tick, h2d_slowdown_until_tick; /* until 0: open */
   double cancel_during_load_rate; /* a loading request is cancelled mid-copy */
+  double stale_basis_rate;  /* compressed: a copied core arrives paired with
+                               another basis version (E_CMP_STALE_BASIS) */
 
   /* $.hotswaps (optional) */
   int nhotswaps;
@@ -186,6 +206,13 @@ int64_t lsim_scenario_adapter_bytes(const lsim_scenario *sc, int rank);
 ** (docs/RESIDENCY.md, "Page demand"), in one GPU's pool: with tp_degree
 ** N > 1 the pages of that GPU's shard (docs/TP.md). */
 int64_t lsim_scenario_adapter_pages(const lsim_scenario *sc, int rank);
+
+/* Compressed collections (synthetic form, or a bundle's R and method):
+** bytes and pool pages of one adapter's core (R x R or R elements per
+** module and layer) and of one cluster's basis (U and V: the size of a
+** rank-R adapter). */
+int64_t lsim_scenario_core_bytes(const lsim_scenario *sc, int method, int R);
+int64_t lsim_scenario_core_pages(const lsim_scenario *sc, int method, int R);
 
 /* KV bytes one token occupies over all layers (K and V), on one GPU: with
 ** tp_degree N > 1 its ceil(kv_heads / N) heads. */

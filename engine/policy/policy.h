@@ -34,6 +34,10 @@ typedef struct lsim_adapter_cost {
   int64_t adapter_pages;    /* pool pages of the adapter */
   int64_t kv_pages;         /* pool pages of the request's KV reservation */
   int64_t collective_bytes; /* tensor-parallel traffic (0: one device) */
+  /* compressed collections: basis-cluster affinity (lsim_cmp_affinity:
+  ** 0 when the candidate's cluster is in the running batch, else weight/2
+  ** or weight); 0 for ordinary adapters or affinity_weight 0 */
+  int64_t affinity;
 } lsim_adapter_cost;
 
 /* Lexicographic comparison of two cost vectors: <0, 0, >0. */
@@ -66,6 +70,8 @@ typedef struct lsim_sched_params {
   const int64_t *tenant_weight; /* ntenants entries >= 1; NULL: all 1 */
   int64_t age_ticks;            /* deficit_aging: age class width (>= 1) */
   int cluster_window;           /* slora_cluster: same-adapter window */
+  int64_t affinity_weight;      /* compressed collections: > 0 when the
+                                   cost vectors carry basis affinity */
 } lsim_sched_params;
 
 typedef struct lsim_sched_ops {

@@ -99,13 +99,13 @@ void lsim_sched_on_backlog(const lsim_sched_ops *o, void *st, int tenant,
 }
 int lsim_adapter_cost_cmp(const lsim_adapter_cost *a,
                           const lsim_adapter_cost *b) {
-  const int64_t x[8] = {a->load_bytes,    a->basis_bytes, a->added_runs,
+  const int64_t x[9] = {a->load_bytes,    a->basis_bytes, a->added_runs,
                         a->true_rank,     a->padded_rank, a->adapter_pages,
-                        a->kv_pages,      a->collective_bytes};
-  const int64_t y[8] = {b->load_bytes,    b->basis_bytes, b->added_runs,
+                        a->kv_pages,      a->collective_bytes, a->affinity};
+  const int64_t y[9] = {b->load_bytes,    b->basis_bytes, b->added_runs,
                         b->true_rank,     b->padded_rank, b->adapter_pages,
-                        b->kv_pages,      b->collective_bytes};
-  for (int i = 0; i < 8; i++)
+                        b->kv_pages,      b->collective_bytes, b->affinity};
+  for (int i = 0; i < 9; i++)
     if (x[i] != y[i])
       return x[i] < y[i] ? -1 : 1;
   return 0;

@@ -2,7 +2,11 @@
 ** sched_resident_greedy.c: prefer what is already resident and running.
 **
 ** Order among ready candidates: fewest added runs (an adapter the running
-** batch already uses first), then arrival, then id.  Demand loads start
+** batch already uses first), then, for a compressed collection with an
+** affinity weight, the basis-cluster affinity cost (a cluster the running
+** batch already uses first: its shared V and U stages are paid already),
+** then arrival, then id.  Only candidates that passed every predicate
+** are ordered, so affinity never admits one that failed.  Demand loads start
 ** only when the worker has no execution-eligible work at all, and the
 ** policy never ages a cold request: as long as resident work keeps coming,
 ** a cold adapter is never loaded.  This is the baseline the article's
@@ -17,6 +21,8 @@ static int lsim__greedy_cmp(const void *ctx, int i, int j) {
     return a->resident ? -1 : 1;
   if (a->cost.added_runs != b->cost.added_runs)
     return a->cost.added_runs < b->cost.added_runs ? -1 : 1;
+  if (a->cost.affinity != b->cost.affinity)
+    return a->cost.affinity < b->cost.affinity ? -1 : 1;
   if (a->arrival_tick != b->arrival_tick)
     return a->arrival_tick < b->arrival_tick ? -1 : 1;
   return a->request < b->request ? -1 : a->request > b->request;

@@ -9,13 +9,22 @@
 ** arrival order.  The window bounds how far clustering can defer an older
 ** request: at most cluster_window - 1 candidates overtake it per iteration.
 ** Loads are on demand (no gate).  Fewer adapters per batch is an
-** efficiency objective here, not a fairness rule.
+** efficiency objective here, not a fairness rule.  With a compressed
+** collection and an affinity weight, a candidate whose basis cluster the
+** running batch already uses (affinity cost 0) moves forward too.
 */
 #include "policy.h"
 
 typedef struct lsim__cluster {
   int window;
+  int affinity; /* basis-cluster affinity counts (compressed collections) */
 } lsim__cluster;
+
+static int lsim__near(const lsim__cluster *s, const lsim_sched_cand *x,
+                      int head) {
+  return x->adapter == head || x->cost.added_runs == 0 ||
+         (s->affinity && x->cost.affinity == 0);
+}
 
 static int lsim__fifo_cmp(const void *ctx, int i, int j) {
   const lsim_sched_cand *a = (const lsim_sched_cand *)ctx + i;
@@ -28,6 +37,7 @@ static int lsim__fifo_cmp(const void *ctx, int i, int j) {
 static lsim_err lsim__cluster_init(void *state, const lsim_sched_params *p) {
   lsim__cluster *s = state;
   s->window = p->cluster_window > 0 ? p->cluster_window : 1;
+  s->affinity = p->affinity_weight > 0;
   return 0;
 }
 
@@ -46,12 +56,12 @@ static void lsim__cluster_order(void *state, lsim_tick now,
   int k = 0;
   for (int i = 0; i < win; i++) {
     const lsim_sched_cand *x = &c[order[i]];
-    if (x->adapter == head || x->cost.added_runs == 0)
+    if (lsim__near(s, x, head))
       tmp[k++] = order[i];
   }
   for (int i = 0; i < win; i++) {
     const lsim_sched_cand *x = &c[order[i]];
-    if (!(x->adapter == head || x->cost.added_runs == 0))
+    if (!lsim__near(s, x, head))
       tmp[k++] = order[i];
   }
   for (int i = 0; i < win; i++)
