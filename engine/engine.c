@@ -35,6 +35,7 @@
 #include "hotswap.h"
 #include "fair.h"
 #include "identity.h"
+#include "prefix.h"
 
 enum { LSIM__WAITING = 0, LSIM__RUNNING = 1 };
 
@@ -66,6 +67,16 @@ typedef struct lsim__req {
   int preempted_on;    /* the worker that preempted it */
   lsim_cmp_lease cmp;  /* compressed: lease on the collection generation */
   int cmp_bound;       /* holds cmp (and a reference on its basis object) */
+  /* prefix cache (engine.h, lsim_engine_prefix) */
+  int64_t *px_tok;     /* full blocks' hashes as pseudo tokens, or NULL */
+  int px_n;
+  int reuse;           /* prompt tokens its current admission reuses */
+  int px_held;         /* holds a receipt (from admission to leaving) */
+  int px_pub;          /* its blocks were published this admission */
+  int64_t px_pages;    /* KV pages it gave up because the cache's blocks
+                          hold those rows (its receipt's blocks) */
+  lsim_prefix_receipt px_rc;
+  lsim_kv_keys px_keys, px_truth; /* until the publication */
   struct lsim__req *prev, *next; /* waiting or running list */
 } lsim__req;
 
@@ -98,6 +109,7 @@ typedef struct lsim__hsw {
 
 typedef struct lsim__worker {
   lsim_res *res;
+  lsim_prefix *pc; /* prefix cache on this pool, or NULL (off) */
   lsim__hsw hsw;
   lsim_cmp_catalog cat; /* compressed collections: this worker's catalog */
   int *attempts;       /* failed copies in the current load sequence [na] */
@@ -165,11 +177,20 @@ struct lsim_engine {
   int *nudge;      /* [workers] stack */
   int nnudge;
   unsigned char *nudged; /* [workers] */
+  /* prefix cache (engine.h, lsim_engine_prefix); px_mode 0: off */
+  int px_mode;
+  int64_t px_bt;  /* prompt tokens per block */
+  int64_t px_ppb; /* pool pages per block */
+  lsim_kv_graph px_graph;
+  lsim_kv_manifest px_m; /* the manifest every request's keys start from */
+  lsim_kv_adapter *px_ad; /* [na] */
   /* ranking context */
   int rank_worker;
   lsim_tick rank_now;
   int rank_bad;
 };
+
+static int64_t lsim__kv_pages(const lsim_engine *e, int64_t tokens);
 
 /* ---- lists and request pool -------------------------------------------- */
 
@@ -224,6 +245,12 @@ static lsim__req *lsim__req_alloc(lsim_engine *e) {
 }
 
 static void lsim__req_free(lsim_engine *e, lsim__req *r) {
+  /* a receipt was released where the request left; its keys with it */
+  lsim_kv_keys_release(&r->px_keys);
+  lsim_kv_keys_release(&r->px_truth);
+  free(r->px_tok);
+  r->px_tok = NULL;
+  r->px_n = 0;
   r->next = e->freelist;
   e->freelist = r;
 }
@@ -282,6 +309,185 @@ static lsim_err lsim__record(lsim_engine *e, const lsim__req *r,
     return lsim_fail(eb, rc, "request sink failed on request %lld",
                      (long long)r->id);
   return 0;
+}
+
+/* ---- prefix cache (engine.h, lsim_engine_prefix) -------------------------- */
+
+/* prefix_evicted for the blocks the cache evicted since its counter read
+** `before` (value: tokens; generation: blocks). */
+static lsim_err lsim__px_evicted(lsim_engine *e, int wi, lsim_tick now,
+                                 int64_t before, const char *why,
+                                 lsim_errbuf *eb) {
+  lsim_prefix_stats st;
+  lsim_prefix_stats_get(e->w[wi].pc, &st);
+  int64_t n = st.evictions - before;
+  if (n <= 0)
+    return 0;
+  return lsim__emit(e, now, LSIM_EV_PREFIX_EVICTED, wi, LSIM_NONE, LSIM_NONE,
+                    LSIM_NONE, n, 0, n * e->px_ppb,
+                    n * e->px_ppb * e->cfg.page_bytes, n * e->px_bt, why, eb);
+}
+
+/* Make `want` slots free on worker wi by evicting unreferenced blocks
+** (least recently released first), before a transaction or a decode page
+** would otherwise find too few. */
+static lsim_err lsim__px_reclaim(lsim_engine *e, int wi, lsim_tick now,
+                                 int64_t want, lsim_errbuf *eb) {
+  lsim__worker *w = &e->w[wi];
+  if (!w->pc)
+    return 0;
+  lsim_res_view v;
+  lsim_res_view_get(w->res, &v);
+  if (v.free >= want)
+    return 0;
+  lsim_prefix_stats st;
+  lsim_prefix_stats_get(w->pc, &st);
+  lsim_err rc = lsim_prefix_reclaim(w->pc, want, NULL, eb);
+  if (rc)
+    return rc;
+  return lsim__px_evicted(e, wi, now, st.evictions, "reclaim", eb);
+}
+
+/* The request keeps no copy of rows its receipt's blocks hold: its KV
+** object gives `want` pages (at most all but one) to the pool, or takes
+** back what it gave beyond `want`. */
+static lsim_err lsim__px_give(lsim_engine *e, int wi, lsim__req *r,
+                              int64_t want, lsim_errbuf *eb) {
+  lsim__worker *w = &e->w[wi];
+  int64_t cap = r->px_pages + r->kv_pages - 1;
+  if (want > cap)
+    want = cap;
+  if (want < 0)
+    want = 0;
+  lsim_err rc = 0;
+  if (want > r->px_pages)
+    rc = lsim_res_kv_shrink(w->res, r->kv, want - r->px_pages, eb);
+  else if (want < r->px_pages)
+    rc = lsim_res_kv_extend(w->res, r->kv, r->px_pages - want, eb);
+  if (rc)
+    return rc;
+  r->kv_pages -= want - r->px_pages;
+  r->px_pages = want;
+  return 0;
+}
+
+/* Decode pages of r for `tokens` tokens, less what the cache holds. */
+static int64_t lsim__own_pages(const lsim_engine *e, const lsim__req *r,
+                               int64_t tokens) {
+  int64_t p = lsim__kv_pages(e, tokens) - r->px_pages;
+  return p > 0 ? p : 0;
+}
+
+/* Admission: look the request's full blocks up and size its first row.
+** Emits prefix_hit (generation: hit blocks, attempt: full blocks looked
+** up, pages: the hit's pages, value: reused tokens) and, for a hit whose
+** rows another adapter's execution computed (oblivious keys only),
+** prefix_corrupt (generation: such blocks, value: their tokens). */
+static lsim_err lsim__px_admit(lsim_engine *e, int wi, lsim__req *r,
+                               lsim_tick now, lsim_errbuf *eb) {
+  lsim__worker *w = &e->w[wi];
+  r->reuse = 0;
+  if (!w->pc || r->px_n < 1 || r->px_held)
+    return 0;
+  lsim_kv_manifest m = e->px_m;
+  m.adapter = &e->px_ad[r->adapter];
+  m.tokens = r->px_tok;
+  m.ntokens = r->px_n;
+  lsim_err rc = lsim_kv_keys_derive(&m, e->px_mode, &r->px_keys, eb);
+  const lsim_kv_keys *truth = NULL;
+  if (!rc && e->px_mode == LSIM_KV_KEYS_OBLIVIOUS) {
+    /* the correct keys beside the study's: a hit is corrupt when the
+    ** block's own correct key differs from the requester's */
+    rc = lsim_kv_keys_derive(&m, LSIM_KV_KEYS_ALORA, &r->px_truth, eb);
+    truth = &r->px_truth;
+  }
+  if (!rc)
+    rc = lsim_prefix_lookup(w->pc, 0, &m.isolation, &r->px_keys, truth,
+                            r->adapter, &r->px_rc, eb);
+  if (rc) {
+    lsim_kv_keys_release(&r->px_keys);
+    lsim_kv_keys_release(&r->px_truth);
+    return rc;
+  }
+  r->px_held = 1;
+  r->px_pub = 0;
+  int64_t hit = r->px_rc.hit_blocks, t = hit * e->px_bt;
+  if (hit > 0 && (rc = lsim__px_give(e, wi, r, hit * e->px_ppb, eb)))
+    return rc;
+  r->reuse = (int)(t < r->prompt - 1 ? t : r->prompt - 1);
+  rc = lsim__emit(e, now, LSIM_EV_PREFIX_HIT, wi, r->id, r->tenant,
+                  r->adapter, hit, r->px_n, hit * e->px_ppb,
+                  hit * e->px_ppb * e->cfg.page_bytes, r->reuse,
+                  hit ? "hit" : "miss", eb);
+  int64_t bad = r->px_rc.corrupt_blocks;
+  if (!rc && bad > 0)
+    rc = lsim__emit(e, now, LSIM_EV_PREFIX_CORRUPT, wi, r->id, r->tenant,
+                    r->adapter, bad, 0, bad * e->px_ppb,
+                    bad * e->px_ppb * e->cfg.page_bytes, bad * e->px_bt,
+                    "oblivious", eb);
+  return rc;
+}
+
+/* The first row completed: publish the request's full blocks past its
+** hit.  prefix_published: generation = blocks newly published (new pool
+** pages), attempt = blocks another request had published meanwhile
+** (shared, no pages), value = tokens of the new blocks. */
+static lsim_err lsim__px_publish(lsim_engine *e, int wi, lsim__req *r,
+                                 lsim_tick now, lsim_errbuf *eb) {
+  lsim__worker *w = &e->w[wi];
+  if (!w->pc || !r->px_held || r->px_pub)
+    return 0;
+  lsim_prefix_stats s0, s1;
+  lsim_prefix_stats_get(w->pc, &s0);
+  int64_t n = 0;
+  /* the request's own copy of the blocks it is about to publish goes
+  ** first, so that publishing moves rows instead of doubling them */
+  lsim_err rc = lsim__px_give(e, wi, r, r->px_n * e->px_ppb, eb);
+  if (rc)
+    return rc;
+  rc = lsim_prefix_publish(
+      w->pc, &r->px_rc, &r->px_keys, r->px_truth.key ? &r->px_truth : NULL,
+      r->adapter, -1, &n, eb);
+  r->px_pub = 1;
+  lsim_kv_keys_release(&r->px_keys);
+  lsim_kv_keys_release(&r->px_truth);
+  /* what did not get published (pool or index full) stays the request's */
+  if (!rc)
+    rc = lsim__px_give(e, wi, r, r->px_rc.nblocks * e->px_ppb, eb);
+  if (rc)
+    return rc;
+  lsim_prefix_stats_get(w->pc, &s1);
+  if ((rc = lsim__px_evicted(e, wi, now, s0.evictions, "publish", eb)))
+    return rc;
+  int64_t shared = s1.shared_publish - s0.shared_publish, fresh = n - shared;
+  if (n <= 0)
+    return 0;
+  return lsim__emit(e, now, LSIM_EV_PREFIX_PUBLISHED, wi, r->id, r->tenant,
+                    r->adapter, fresh, (int)shared, fresh * e->px_ppb,
+                    fresh * e->px_ppb * e->cfg.page_bytes, fresh * e->px_bt,
+                    NULL, eb);
+}
+
+/* The request leaves (finish, cancel, preemption, end of run): its
+** references go back; published blocks stay cached until evicted. */
+static lsim_err lsim__px_release(lsim_engine *e, int wi, lsim__req *r,
+                                 lsim_errbuf *eb) {
+  lsim_kv_keys_release(&r->px_keys);
+  lsim_kv_keys_release(&r->px_truth);
+  r->reuse = 0;
+  if (!r->px_held)
+    return 0;
+  r->px_held = r->px_pub = 0;
+  r->px_pages = 0; /* its KV object goes back right after */
+  return lsim_prefix_release(e->w[wi].pc, &r->px_rc, eb);
+}
+
+void lsim_engine_prefix_stats(const lsim_engine *e, int w,
+                              lsim_prefix_stats *out) {
+  if (e->w[w].pc)
+    lsim_prefix_stats_get(e->w[w].pc, out);
+  else
+    memset(out, 0, sizeof *out);
 }
 
 /* ---- small views ---------------------------------------------------------- */
@@ -430,6 +636,15 @@ static int lsim__worker_sound(const lsim_engine *e, const lsim__worker *w) {
       ok = 0;
   }
   free(ref);
+  /* prefix cache blocks are KV objects of the same pool (I2 counts them;
+  ** lsim_prefix_check checks the cache's own index, LRU and references) */
+  if (w->pc) {
+    lsim_prefix_stats ps;
+    lsim_prefix_stats_get(w->pc, &ps);
+    kv += ps.pool_pages;
+    if (lsim_prefix_check(w->pc, NULL))
+      ok = 0;
+  }
   return ok && kv == v.kv && lsim__cmp_sound(e, w);
 }
 
@@ -926,6 +1141,74 @@ lsim_err lsim_engine_hotswap_done(lsim_engine *e, int wi, int a,
 
 static void *lsim__policy_state(size_t n) { return calloc(1, n ? n : 1); }
 
+static lsim_digest lsim__px_dg(const char *what, int a) {
+  char buf[96];
+  lsim_digest d;
+  int n = snprintf(buf, sizeof buf, "lorasim-replay-prefix:%s:%d", what, a);
+  lsim_sha256(buf, (size_t)n, &d, NULL);
+  return d;
+}
+
+/* Every catalog adapter as an ordinary LoRA on q, k, v and o of layer 0
+** (K/V change from layer 0: nothing is shared with another adapter or
+** the base under a correct key mode). */
+static const lsim_kv_target lsim__px_targets[4] = {
+    {0, LSIM_KV_Q}, {0, LSIM_KV_K}, {0, LSIM_KV_V}, {0, LSIM_KV_O}};
+
+static lsim_err lsim__px_setup(lsim_engine *e, const lsim_engine_prefix *p,
+                               lsim_errbuf *eb) {
+  if (!lsim_kv_key_mode_name(p->mode) || p->block_tokens < 1 ||
+      p->max_blocks < 0 || p->layers < 1 || p->layers > LSIM_KV_MAX_LAYERS)
+    return lsim_fail(eb, LSIM_E_KV_CFG, "prefix cache: mode %d, block_tokens "
+                     "%lld, max_blocks %lld, layers %d", p->mode,
+                     (long long)p->block_tokens, (long long)p->max_blocks,
+                     p->layers);
+  int na = e->cfg.nadapters;
+  e->px_mode = p->mode;
+  e->px_bt = p->block_tokens;
+  e->px_ppb = lsim__kv_pages(e, p->block_tokens);
+  if (e->px_ppb < 1)
+    e->px_ppb = 1;
+  int64_t maxb = p->max_blocks ? p->max_blocks : e->cfg.pool_pages / e->px_ppb;
+  if (maxb < 1)
+    return lsim_fail(eb, LSIM_E_KV_CFG, "prefix cache: a block of %lld "
+                     "tokens takes %lld pages, more than the pool's %lld",
+                     (long long)p->block_tokens, (long long)e->px_ppb,
+                     (long long)e->cfg.pool_pages);
+  e->px_ad = calloc((size_t)na, sizeof *e->px_ad);
+  if (!e->px_ad)
+    return lsim_fail(eb, LSIM_E_NOMEM, "prefix cache: out of memory");
+  e->px_graph.arch = LSIM_KV_ARCH_SERIAL;
+  e->px_graph.layers = p->layers;
+  e->px_graph.revision = lsim__px_dg("graph", 0);
+  memset(&e->px_m, 0, sizeof e->px_m);
+  e->px_m.base_abi = lsim__px_dg("base", 0);
+  e->px_m.cache_abi = lsim__px_dg("cache", 0);
+  e->px_m.graph = &e->px_graph;
+  e->px_m.side_inputs = lsim__px_dg("no side inputs", 0);
+  e->px_m.isolation = lsim__px_dg("namespace", 0);
+  e->px_m.block_tokens = 1; /* one block hash is one pseudo token */
+  for (int a = 0; a < na; a++) {
+    lsim_kv_adapter *x = &e->px_ad[a];
+    x->kind = LSIM_KV_LORA;
+    x->artifact = e->artifact[a];
+    x->semantic = lsim__px_dg("semantic", a);
+    x->raw_id = lsim__px_dg("alias", a);
+    x->targets = lsim__px_targets;
+    x->ntargets = 4;
+    x->explicit_start = -1;
+  }
+  lsim_prefix_grant g = {0, e->px_m.isolation};
+  lsim_prefix_cfg pc = {1, e->px_ppb, maxb, na, NULL, &g, 1};
+  for (int i = 0; i < e->cfg.workers; i++) {
+    pc.pool = e->w[i].res;
+    lsim_err rc = lsim_prefix_new(&e->w[i].pc, &pc, eb);
+    if (rc)
+      return rc;
+  }
+  return 0;
+}
+
 /* A worker's catalog at start: the collection's version registered, its
 ** bases and cores staged and published as generation 1 (its identity,
 ** checked on every load and launch); no basis is resident on the device
@@ -1113,6 +1396,11 @@ lsim_err lsim_engine_new(lsim_engine **out, const lsim_engine_cfg *cfg,
     lsim_engine_release(e);
     return lsim_fail(eb, LSIM_E_POLICY, "policy initialisation failed");
   }
+  if (cfg->prefix && (rc = lsim__px_setup(e, cfg->prefix, eb))) {
+    lsim_engine_release(e);
+    return rc;
+  }
+  e->cfg.prefix = NULL;
   *out = e;
   return 0;
 }
@@ -1129,8 +1417,18 @@ void lsim_engine_release(lsim_engine *e) {
   if (!e)
     return;
   for (int i = 0; e->w && i < e->cfg.workers; i++) {
+    lsim__list *lists[2] = {&e->w[i].waiting, &e->w[i].running};
+    for (int k = 0; k < 2; k++)
+      for (lsim__req *r = lists[k]->head; r; r = r->next) {
+        if (r->px_held)
+          lsim__px_release(e, i, r, NULL);
+        lsim_kv_keys_release(&r->px_keys);
+        lsim_kv_keys_release(&r->px_truth);
+        free(r->px_tok);
+      }
     lsim__free_list(e->w[i].waiting.head);
     lsim__free_list(e->w[i].running.head);
+    lsim_prefix_free(e->w[i].pc);
     lsim_res_release(e->w[i].res);
     free(e->w[i].attempts);
     free(e->w[i].batch);
@@ -1166,6 +1464,7 @@ void lsim_engine_release(lsim_engine *e) {
   free(e->sched_st);
   free(e->prefetch_st);
   lsim_fair_release(e->fair);
+  free(e->px_ad);
   free(e->pcands);
   free(e->pseen);
   free(e);
@@ -1233,7 +1532,8 @@ static int lsim__first_chunk(const lsim_engine *e, int64_t prompt) {
 ** chunk, or, after a preemption, its prompt and the tokens it had
 ** produced, recomputed in one row. */
 static int lsim__admit_rows(const lsim_engine *e, const lsim__req *r) {
-  return r->recomp > 0 ? r->prompt + r->recomp : lsim__first_chunk(e, r->prompt);
+  int p = r->prompt - r->reuse; /* prefix-cache hit: rows not computed */
+  return r->recomp > 0 ? p + r->recomp : lsim__first_chunk(e, p);
 }
 
 /* A running request whose first row (its prefill, or its recompute after a
@@ -1388,6 +1688,13 @@ static lsim_err lsim__begin(lsim_engine *e, int wi, lsim_tick now,
   lsim__worker *w = &e->w[wi];
   *ok = 0;
   *used_relaxed = 0;
+  if (w->pc) {
+    /* cached prefix blocks give way before any adapter is evicted */
+    lsim_res_demand d;
+    lsim_err prc = lsim_res_demand_of(w->res, q, &d, NULL);
+    if (!prc && (prc = lsim__px_reclaim(e, wi, now, d.total + d.guard, eb)))
+      return prc;
+  }
   e->rank_worker = wi;
   e->rank_now = now;
   e->rank_bad = 0;
@@ -1547,6 +1854,13 @@ static int lsim__place(const lsim_engine *e, int adapter) {
 lsim_err lsim_engine_arrive(lsim_engine *e, lsim_tick now,
                             const lsim_arrival *a, int *worker,
                             lsim_errbuf *eb) {
+  return lsim_engine_arrive_blocks(e, now, a, NULL, 0, worker, eb);
+}
+
+lsim_err lsim_engine_arrive_blocks(lsim_engine *e, lsim_tick now,
+                                   const lsim_arrival *a,
+                                   const uint64_t *blocks, int nblocks,
+                                   int *worker, lsim_errbuf *eb) {
   *worker = -1;
   if (a->adapter < 0 || a->adapter >= e->cfg.nadapters || a->tenant < 0 ||
       a->tenant >= e->cfg.ntenants || a->prompt_tokens < 1 ||
@@ -1575,6 +1889,23 @@ lsim_err lsim_engine_arrive(lsim_engine *e, lsim_tick now,
                     ? lsim__kv_pages(e, (int64_t)a->prompt_tokens + 1)
                     : whole;
   r->worker = LSIM_NONE;
+  /* prefix cache: the hashes of the prompt's full blocks (a partial last
+  ** block is never published nor matched) */
+  if (e->px_mode && blocks && nblocks > 0) {
+    int64_t full = a->prompt_tokens / e->px_bt;
+    int n = (int)(full < nblocks ? full : nblocks);
+    if (n > 0) {
+      r->px_tok = malloc((size_t)n * sizeof *r->px_tok);
+      if (!r->px_tok) {
+        lsim__req_free(e, r);
+        e->live--;
+        return lsim_fail(eb, LSIM_E_NOMEM, "out of memory admitting request");
+      }
+      for (int i = 0; i < n; i++)
+        r->px_tok[i] = (int64_t)(blocks[i] & (uint64_t)INT64_MAX);
+      r->px_n = n;
+    }
+  }
   if (lsim__first_chunk(e, a->prompt_tokens) > e->cfg.max_batch_tokens)
     return lsim__reject(e, r, now, "prompt_over_batch_budget", eb);
   if (whole + e->pages[a->adapter] + e->cfg.guard_pages > e->cfg.pool_pages)
@@ -2109,7 +2440,8 @@ static lsim_err lsim__drop_running(lsim_engine *e, int wi, lsim__req *r,
   int64_t owned, used;
   lsim_err rc;
   lsim__list_remove(&w->running, r);
-  if ((rc = lsim_res_kv_pages(w->res, r->kv, &owned, &used, eb)) ||
+  if ((rc = lsim__px_release(e, wi, r, eb)) ||
+      (rc = lsim_res_kv_pages(w->res, r->kv, &owned, &used, eb)) ||
       (rc = lsim_res_kv_release(w->res, r->kv, eb)) ||
       (rc = lsim_res_unbind(w->res, r->adapter, now, eb)) ||
       (rc = lsim__hs_unbind(e, wi, r, now, eb)) ||
@@ -2148,7 +2480,8 @@ static lsim_err lsim__preempt(lsim_engine *e, int wi, lsim__req *r,
   int64_t owned, used;
   lsim_err rc;
   lsim__list_remove(&w->running, r);
-  if ((rc = lsim_res_kv_pages(w->res, r->kv, &owned, &used, eb)) ||
+  if ((rc = lsim__px_release(e, wi, r, eb)) ||
+      (rc = lsim_res_kv_pages(w->res, r->kv, &owned, &used, eb)) ||
       (rc = lsim_res_kv_release(w->res, r->kv, eb)) ||
       (rc = lsim_res_unbind(w->res, r->adapter, now, eb)) ||
       (rc = lsim__cmp_unbind(e, w, r, now, eb)))
@@ -2240,11 +2573,13 @@ static lsim_err lsim__grow_running(lsim_engine *e, int wi, lsim_tick now,
     nx = r->next;
     if (r->produced == 0)
       continue; /* mid-prefill (chunked): its prompt pages are held */
-    int64_t need = lsim__kv_pages(e, (int64_t)r->prompt + r->produced + 1);
+    int64_t need = lsim__own_pages(e, r, (int64_t)r->prompt + r->produced + 1);
     while (need > r->kv_pages) {
       lsim_res_view v;
-      lsim_res_view_get(w->res, &v);
       int64_t add = need - r->kv_pages;
+      if ((rc = lsim__px_reclaim(e, wi, now, add + e->cfg.guard_pages, eb)))
+        return rc;
+      lsim_res_view_get(w->res, &v);
       if (v.free - e->cfg.guard_pages >= add) {
         if ((rc = lsim_res_kv_extend(w->res, r->kv, add, eb)))
           return rc;
@@ -2363,7 +2698,7 @@ static lsim_err lsim__select(lsim_engine *e, int wi, lsim_tick now,
   int64_t tokens = w->running.n;
   for (lsim__req *r = w->running.head; r; r = r->next)
     if (lsim__mid_prefill(r))
-      tokens += lsim__chunk_of(e, r->prompt - r->prefilled) - 1;
+      tokens += lsim__chunk_of(e, r->prompt - r->reuse - r->prefilled) - 1;
     else if (lsim__first_row_pending(r))
       tokens += lsim__admit_rows(e, r) - 1;
   int slots = e->cfg.max_batch_requests - w->running.n;
@@ -2521,6 +2856,13 @@ static lsim_err lsim__select(lsim_engine *e, int wi, lsim_tick now,
       return rc;
     if ((rc = lsim__cmp_bind(e, w, r, now, eb)))
       return rc;
+    /* prefix cache: a hit shortens the first row (never past the budget
+    ** checked above, which assumed no hit) */
+    if (w->pc) {
+      if ((rc = lsim__px_admit(e, wi, r, now, eb)))
+        return rc;
+      first = lsim__admit_rows(e, r);
+    }
     assert(lsim__worker_sound(e, w));
     e->admitted[nadmit++] = r;
     tokens += first;
@@ -2561,7 +2903,7 @@ static lsim_err lsim__select(lsim_engine *e, int wi, lsim_tick now,
     for (lsim__req *r = w->running.head; r; r = r->next) {
       if (!lsim__mid_prefill(r))
         continue;
-      r->planned = lsim__chunk_of(e, r->prompt - r->prefilled);
+      r->planned = lsim__chunk_of(e, r->prompt - r->reuse - r->prefilled);
       lsim_plan_entry pe = {r->id, r->tenant, r->adapter, e->rank[r->adapter],
                             LSIM_PHASE_PREFILL, r->planned, r->version};
       if ((rc = lsim_plan_push(plan, &pe, eb)))
@@ -2683,7 +3025,7 @@ lsim_err lsim_engine_iter_done(lsim_engine *e, int wi, lsim_tick now, int ok,
   for (int i = 0; i < w->nbatch; i++) {
     lsim__req *r = w->batch[i];
     int64_t units = r->planned;
-    if (r->produced == 0 && r->prefilled + r->planned < r->prompt) {
+    if (r->produced == 0 && r->prefilled + r->planned < r->prompt - r->reuse) {
       /* a prefill chunk that is not the last: input service, no token
       ** (after a preemption, only the part not debited before) */
       r->prefilled += r->planned;
@@ -2706,9 +3048,13 @@ lsim_err lsim_engine_iter_done(lsim_engine *e, int wi, lsim_tick now, int ok,
     if (prefill) {
       r->prefilled = r->prompt;
       r->first_token = now; /* a preempted request with a token recomputes */
-      /* the prompt's input not debited yet (all of it, or the last chunk) */
-      units = r->prompt - r->svc_in;
-      r->svc_in = r->prompt;
+      /* the prompt's input not debited yet (all of it, or the last chunk);
+      ** tokens a prefix-cache hit reused were not computed */
+      units = r->prompt - r->reuse - r->svc_in;
+      if (units < 0)
+        units = 0;
+      if (r->svc_in < r->prompt - r->reuse)
+        r->svc_in = r->prompt - r->reuse;
     } else if (r->recomp > 0) {
       /* a recompute row: the recomputed tokens were served before; the
       ** service is the one new token */
@@ -2722,6 +3068,9 @@ lsim_err lsim_engine_iter_done(lsim_engine *e, int wi, lsim_tick now, int ok,
                     prefill ? "prefill" : "decode", eb);
     if (rc)
       return rc;
+    /* prefix cache: the first row's blocks become reusable */
+    if ((rc = lsim__px_publish(e, wi, r, now, eb)))
+      return rc;
     /* completed service, at its publication only: the prefill's input
     ** (its first token counts as input work), then one output per decode */
     lsim_sched_on_service(e->cfg.sched, e->sched_st, r->tenant, r->adapter,
@@ -2731,7 +3080,7 @@ lsim_err lsim_engine_iter_done(lsim_engine *e, int wi, lsim_tick now, int ok,
     /* decode growth draws on the request's own reserve */
     if ((rc = lsim_res_kv_grow(
              w->res, r->kv,
-             lsim__kv_pages(e, (int64_t)r->prompt + r->produced), eb)))
+             lsim__own_pages(e, r, (int64_t)r->prompt + r->produced), eb)))
       return rc;
     if (r->produced < r->output) {
       if (r->cancel && (rc = lsim__drop_running(e, wi, r, now, eb)))
@@ -2741,7 +3090,8 @@ lsim_err lsim_engine_iter_done(lsim_engine *e, int wi, lsim_tick now, int ok,
     /* finished: close KV ownership and the adapter reference (a request
     ** cancelled during its last iteration finished first) */
     lsim__list_remove(&w->running, r);
-    if ((rc = lsim_res_kv_release(w->res, r->kv, eb)) ||
+    if ((rc = lsim__px_release(e, wi, r, eb)) ||
+        (rc = lsim_res_kv_release(w->res, r->kv, eb)) ||
         (rc = lsim_res_unbind(w->res, r->adapter, now, eb)) ||
         (rc = lsim__hs_unbind(e, wi, r, now, eb)) ||
         (rc = lsim__cmp_unbind(e, w, r, now, eb)))
@@ -2785,6 +3135,7 @@ lsim_err lsim_engine_finish(lsim_engine *e, lsim_tick now, lsim_errbuf *eb) {
         ** final conservation check sees the pool the run ended with */
         lsim_err rc = lsim__record(e, r, now, "unfinished", eb);
         lsim_errbuf tmp = LSIM_ERRBUF_INIT;
+        lsim__px_release(e, i, r, &tmp);
         if (r->kv >= 0) {
           lsim_res_kv_release(w->res, r->kv, &tmp);
           lsim_res_unbind(w->res, r->adapter, now, &tmp);

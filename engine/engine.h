@@ -98,7 +98,51 @@ typedef struct lsim_engine_cfg {
   /* A compressed collection (docs/COMPRESSION.md, "Serving"); NULL:
   ** ordinary LoRA adapters.  Copied (its arrays too). */
   const struct lsim_engine_cmp *compress;
+  /* The adapter-aware prefix cache (docs/PREFIX.md, "The prefix cache in
+  ** the replay"); NULL: off.  Copied. */
+  const struct lsim_engine_prefix *prefix;
 } lsim_engine_cfg;
+
+/*
+** The prefix cache of each worker (engine/prefix.h) in the replay.  Every
+** request's prompt is cut into blocks of block_tokens tokens named by the
+** trace's prefix block hashes (lsim_arrival.blocks; only full blocks
+** count).  The keys are lsim_kv_keys_derive's under `mode` with one hash
+** as one pseudo token; every catalog adapter is an ordinary LoRA on
+** q/k/v/o of layer 0 with its own semantic ABI.
+**
+**   admission   the worker's cache is looked up (prefix_hit); the
+**               request's first row is prompt - reusable tokens, reusable
+**               = hit blocks * block_tokens capped at prompt - 1; under
+**               `oblivious` keys a hit computed under another adapter is
+**               counted (prefix_corrupt), never silently taken
+**   first row   when the prefill (or a recompute) completes, the
+**               request's full blocks are published (prefix_published;
+**               prefix_evicted when least recently released blocks made
+**               room)
+**   leaving     finish, cancellation, preemption and the end of the run
+**               release the request's references
+**   pressure    before a load or KV transaction, or a decode page, finds
+**               too few free slots, unreferenced blocks are reclaimed
+**               (prefix_evicted "reclaim")
+**
+** Cache pages are KV objects of the worker's joint pool, so the pool's
+** conservation and the engine's recount cover them.  A request still
+** reserves KV for its whole prompt (it holds its own copy of the rows):
+** reuse saves prefill work, the cache costs pool pages.
+*/
+typedef struct lsim_engine_prefix {
+  int mode;             /* enum lsim_kv_key_mode (kv.h), >= 1 */
+  int64_t block_tokens; /* prompt tokens one block hash covers, >= 1 */
+  int64_t max_blocks;   /* per worker; 0: pool_pages / pages per block */
+  int layers;           /* the model's layers (the key's graph), >= 1 */
+} lsim_engine_prefix;
+
+/* Worker w's prefix cache counters (engine/prefix.h); all zero when the
+** cache is off. */
+struct lsim_prefix_stats;
+void lsim_engine_prefix_stats(const lsim_engine *e, int w,
+                              struct lsim_prefix_stats *out);
 
 /*
 ** A collection served compressed: adapter a is a core (adapter_bytes[a],
@@ -205,6 +249,13 @@ void lsim_engine_release(lsim_engine *e);
 lsim_err lsim_engine_arrive(lsim_engine *e, lsim_tick now,
                             const lsim_arrival *a, int *worker,
                             lsim_errbuf *eb);
+/* The same with the request's prefix block hashes in prompt order (the
+** prefix cache reads the full blocks' hashes; borrowed for the call;
+** ignored when the cache is off). */
+lsim_err lsim_engine_arrive_blocks(lsim_engine *e, lsim_tick now,
+                                   const lsim_arrival *a,
+                                   const uint64_t *blocks, int nblocks,
+                                   int *worker, lsim_errbuf *eb);
 
 /* Decide for worker w at tick now: the copies to start (written to
 ** loads[0..*nloads), at most maxloads) and, when the worker is idle, the

@@ -77,4 +77,8 @@
   X(LSIM_E_KV_POOL,             -488, "E_KV_POOL")                          \
   X(LSIM_E_KV_WITNESS_SHAPE,    -489, "E_KV_WITNESS_SHAPE")                 \
   X(LSIM_E_KV_WITNESS_INEXACT,  -490, "E_KV_WITNESS_INEXACT")               \
-  X(LSIM_E_KV_WITNESS_BASE,     -491, "E_KV_WITNESS_BASE")
+  X(LSIM_E_KV_WITNESS_BASE,     -491, "E_KV_WITNESS_BASE")                  \
+  X(LSIM_E_KV_SCN_TYPE,         -492, "E_KV_SCN_TYPE")                      \
+  X(LSIM_E_KV_SCN_MODE,         -493, "E_KV_SCN_MODE")                      \
+  X(LSIM_E_KV_SCN_RANGE,        -494, "E_KV_SCN_RANGE")                     \
+  X(LSIM_E_KV_SCN_TRACE,        -495, "E_KV_SCN_TRACE")

@@ -28,4 +28,5 @@
   X(LSIM_E_LOG_LEASE,          -679, "E_LOG_LEASE")                         \
   X(LSIM_E_LOG_HOTSWAP_ORDER,  -680, "E_LOG_HOTSWAP_ORDER")                 \
   X(LSIM_E_LOG_CATALOG,        -681, "E_LOG_CATALOG")                       \
-  X(LSIM_E_LOG_RECLAIM,        -682, "E_LOG_RECLAIM")
+  X(LSIM_E_LOG_RECLAIM,        -682, "E_LOG_RECLAIM")                       \
+  X(LSIM_E_LOG_PREFIX,         -683, "E_LOG_PREFIX")

@@ -60,7 +60,12 @@
   X(LSIM_EV_REQUEST_PREEMPTED, 31, "request_preempted")                  \
   /* compressed collections: shared bases (docs/COMPRESSION.md) */        \
   X(LSIM_EV_BASIS_PUBLISHED, 32, "basis_published")                      \
-  X(LSIM_EV_BASIS_EVICTED, 33, "basis_evicted")
+  X(LSIM_EV_BASIS_EVICTED, 33, "basis_evicted")                         \
+  /* the adapter-aware prefix cache in the replay (docs/PREFIX.md) */     \
+  X(LSIM_EV_PREFIX_HIT, 34, "prefix_hit")                                \
+  X(LSIM_EV_PREFIX_PUBLISHED, 35, "prefix_published")                    \
+  X(LSIM_EV_PREFIX_EVICTED, 36, "prefix_evicted")                        \
+  X(LSIM_EV_PREFIX_CORRUPT, 37, "prefix_corrupt")
 
 enum lsim_event_kind {
 #define LSIM__EVK(sym, val, name) sym = val,

@@ -20,6 +20,9 @@ typedef struct lsim__lreq {
   int state, closed_by;
   int tenant, adapter;
   int enqueued, recorded, kv, admitted, leased;
+  /* prefix cache: a lookup open for the current admission, published */
+  int px_open, px_pub;
+  int64_t px_hit, px_full;
   lsim_tick enqueue_tick, finish_tick;
   int64_t finish_value;
   /* the handle of lease_bound: worker, catalog gen, version, slot, ptr gen,
@@ -55,6 +58,7 @@ typedef struct lsim__lworker {
   lsim_tick done_tick;
   int done_ok, done_valid;
   int64_t catalog;
+  int64_t px_blocks; /* prefix blocks cached: + published, - evicted */
 } lsim__lworker;
 
 struct lsim_ledger {
@@ -218,6 +222,8 @@ static int lsim__detail_ok(int kind, const char *d) {
   static const char *const hit[] = {"hit", "miss", NULL};
   static const char *const used[] = {"used", "wasted", NULL};
   static const char *const preempt[] = {"recompute", "migrate", NULL};
+  static const char *const pxevict[] = {"publish", "reclaim", NULL};
+  static const char *const pxbad[] = {"oblivious", NULL};
   switch (kind) {
   case LSIM_EV_QUEUE_ENQUEUED:
     return lsim__is(d, hit);
@@ -238,7 +244,14 @@ static int lsim__detail_ok(int kind, const char *d) {
   case LSIM_EV_REQUEST_FINISHED:
     return d && strcmp(d, "ok") == 0;
   case LSIM_EV_ITERATION_SELECTED:
+  case LSIM_EV_PREFIX_PUBLISHED:
     return d == NULL;
+  case LSIM_EV_PREFIX_HIT:
+    return lsim__is(d, hit);
+  case LSIM_EV_PREFIX_EVICTED:
+    return lsim__is(d, pxevict);
+  case LSIM_EV_PREFIX_CORRUPT:
+    return lsim__is(d, pxbad);
   default:
     return 1;
   }
@@ -254,6 +267,9 @@ static int lsim__request_kind(int kind) {
   case LSIM_EV_LEASE_BOUND:
   case LSIM_EV_LEASE_RELEASED:
   case LSIM_EV_REQUEST_PREEMPTED:
+  case LSIM_EV_PREFIX_HIT:
+  case LSIM_EV_PREFIX_PUBLISHED:
+  case LSIM_EV_PREFIX_CORRUPT:
     return 1;
   default:
     return 0;
@@ -472,6 +488,7 @@ lsim_err lsim_ledger_event(lsim_ledger *l, const lsim_event *ev,
     return 0;
   case LSIM_EV_KV_RELEASED:
   case LSIM_EV_REQUEST_PREEMPTED:
+    r->px_open = 0; /* leaving releases its prefix references */
     if (!r->kv)
       return LSIM__F(LSIM_E_LOG_KV_ORPHAN,
                      "event seq %lld (%s): request %lld holds no KV", s, kn,
@@ -491,6 +508,7 @@ lsim_err lsim_ledger_event(lsim_ledger *l, const lsim_event *ev,
       L->pages -= ev->pages;
     }
     r->kv = 0;
+    r->px_open = 0;
     r->state = LSIM__R_CLOSED;
     r->closed_by = LSIM__C_CANCELLED;
     return 0;
@@ -503,6 +521,60 @@ lsim_err lsim_ledger_event(lsim_ledger *l, const lsim_event *ev,
     r->closed_by = LSIM__C_FINISHED;
     r->finish_tick = ev->tick;
     r->finish_value = ev->value;
+    return 0;
+
+  /* ---- the prefix cache (docs/PREFIX.md) ---- */
+  case LSIM_EV_PREFIX_HIT:
+    /* one lookup per admission, by a request holding its KV; hit blocks
+    ** within the full blocks looked up; "hit" exactly when one matched */
+    if (!r->kv || r->px_open || ev->generation < 0 ||
+        ev->generation > ev->attempt || ev->attempt < 1 ||
+        (ev->generation > 0) != (strcmp(ev->detail, "hit") == 0))
+      return LSIM__F(LSIM_E_LOG_PREFIX,
+                     "event seq %lld: request %lld prefix lookup of %lld "
+                     "blocks with %lld hits (%s, %s)", s,
+                     (long long)ev->request, (long long)ev->attempt,
+                     (long long)ev->generation,
+                     r->kv ? "admitted" : "no admission",
+                     r->px_open ? "a lookup already open" : "first lookup");
+    r->px_open = 1;
+    r->px_pub = 0;
+    r->px_hit = ev->generation;
+    r->px_full = ev->attempt;
+    return 0;
+  case LSIM_EV_PREFIX_CORRUPT:
+    if (!r->px_open || r->px_pub || ev->generation < 1 ||
+        ev->generation > r->px_hit)
+      return LSIM__F(LSIM_E_LOG_PREFIX,
+                     "event seq %lld: request %lld reports %lld corrupt "
+                     "blocks of a %lld-block hit", s, (long long)ev->request,
+                     (long long)ev->generation,
+                     r->px_open ? (long long)r->px_hit : 0LL);
+    return 0;
+  case LSIM_EV_PREFIX_PUBLISHED:
+    /* once per admission, after its lookup, never past its full blocks */
+    if (!r->px_open || r->px_pub || ev->generation < 0 ||
+        ev->generation + ev->attempt < 1 ||
+        r->px_hit + ev->generation + ev->attempt > r->px_full)
+      return LSIM__F(LSIM_E_LOG_PREFIX,
+                     "event seq %lld: request %lld publishes %lld + %lld "
+                     "shared blocks (lookup %s, %lld of %lld hit)", s,
+                     (long long)ev->request, (long long)ev->generation,
+                     (long long)ev->attempt,
+                     r->px_open ? (r->px_pub ? "already published" : "open")
+                                : "missing",
+                     (long long)r->px_hit, (long long)r->px_full);
+    r->px_pub = 1;
+    W->px_blocks += ev->generation;
+    return 0;
+  case LSIM_EV_PREFIX_EVICTED:
+    if (!W || ev->request != LSIM_NONE || ev->generation < 1 ||
+        ev->generation > W->px_blocks)
+      return LSIM__F(LSIM_E_LOG_PREFIX,
+                     "event seq %lld: %lld prefix blocks evicted on worker %d "
+                     "holding %lld", s, (long long)ev->generation, wk,
+                     W ? (long long)W->px_blocks : 0LL);
+    W->px_blocks -= ev->generation;
     return 0;
 
   /* ---- leases and slots ---- */

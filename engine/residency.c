@@ -1547,6 +1547,23 @@ lsim_err lsim_res_kv_release(lsim_res *r, int kv, lsim_errbuf *eb) {
   return 0;
 }
 
+lsim_err lsim_res_kv_shrink(lsim_res *r, int kv, int64_t give,
+                            lsim_errbuf *eb) {
+  lsim_err rc = lsim__kv_get(r, kv, eb);
+  if (rc)
+    return rc;
+  lsim__kv *k = &r->kv[kv];
+  if (give < 0 || give >= k->n)
+    return lsim_fail(eb, LSIM_E_USAGE, "kv_shrink: %lld of %lld pages",
+                     (long long)give, (long long)k->n);
+  for (; give > 0; give--)
+    lsim__set(r, k->slot[--k->n], LSIM_SLOT_FREE, -1, 0);
+  if (k->used > k->n)
+    k->used = k->n;
+  assert(lsim__sound(r));
+  return 0;
+}
+
 /* A KV object taken straight from free slots (prefix-cache blocks): no
 ** transaction, no adapter, no eviction of adapters; lowest free first. */
 lsim_err lsim_res_kv_alloc(lsim_res *r, int64_t owner, int64_t pages, int *kv,

@@ -331,6 +331,11 @@ lsim_err lsim_res_kv_absorb(lsim_res *r, int dst, int src, lsim_errbuf *eb);
 lsim_err lsim_res_kv_grow(lsim_res *r, int kv, int64_t used, lsim_errbuf *eb);
 /* Free a KV object's slots (KV -> FREE). */
 lsim_err lsim_res_kv_release(lsim_res *r, int kv, lsim_errbuf *eb);
+/* Give `give` slots of KV object kv back to FREE (its highest ones; 0 <=
+** give < owned): the prefix cache took over rows the request no longer
+** keeps a copy of.  Used pages are clamped to what is left. */
+lsim_err lsim_res_kv_shrink(lsim_res *r, int kv, int64_t give,
+                            lsim_errbuf *eb);
 
 /* A KV object of `pages` slots taken from FREE slots only (lowest index
 ** first), outside any transaction: the prefix cache's blocks (prefix.h).

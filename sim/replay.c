@@ -557,7 +557,8 @@ static lsim_err lsim__on_arrival(lsim__world *W, lsim_errbuf *eb) {
   if (W->ring)
     lsim_engine_future_pop(W->eng, a.adapter);
   int w;
-  lsim_err rc = lsim_engine_arrive(W->eng, W->now, &a, &w, eb);
+  lsim_err rc = lsim_engine_arrive_blocks(W->eng, W->now, &a, W->next.blocks,
+                                          W->next.nblocks, &w, eb);
   if (rc)
     return rc;
   if ((rc = lsim__push_withdraws(W, eb)))
@@ -830,6 +831,8 @@ static lsim_err lsim__setup(lsim__world *W, lsim_errbuf *eb) {
     }
   }
 
+  lsim_engine_prefix pxc = {sc->prefix_mode, sc->prefix_block_tokens,
+                            sc->prefix_max_blocks, sc->layers};
   lsim_engine_cfg cfg = {
       .workers = sc->workers,
       .pool_pages = sc->pool_pages,
@@ -860,6 +863,7 @@ static lsim_err lsim__setup(lsim__world *W, lsim_errbuf *eb) {
       .max_hotswaps = sc->nhotswaps,
       .log_leases = sc->nhotswaps > 0,
       .compress = sc->compression.on ? &W->cmp.cfg : NULL,
+      .prefix = sc->prefix_mode ? &pxc : NULL,
   };
   lsim_err rc = lsim_engine_new(&W->eng, &cfg, eb);
   W->rank = rank; /* the metrics' rank buckets read it; freed at teardown */

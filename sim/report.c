@@ -3,6 +3,8 @@
 */
 #include "report.h"
 
+#include "../engine/kv.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -193,6 +195,23 @@ void lsim_metrics_event(lsim_metrics *m, const lsim_event *ev) {
         lsim__backlog(m, ev->tenant, +1);
       }
     }
+    break;
+  case LSIM_EV_PREFIX_HIT:
+    m->px_lookups++;
+    m->px_hits += ev->generation > 0;
+    m->px_lookup_blocks += ev->attempt;
+    m->px_hit_blocks += ev->generation;
+    m->px_reused_tokens += ev->value;
+    break;
+  case LSIM_EV_PREFIX_CORRUPT:
+    m->px_corrupt_blocks += ev->generation;
+    m->px_corrupt_requests++;
+    break;
+  case LSIM_EV_PREFIX_PUBLISHED:
+    m->px_published_blocks += ev->generation;
+    break;
+  case LSIM_EV_PREFIX_EVICTED:
+    m->px_evicted_blocks += ev->generation;
     break;
   case LSIM_EV_REQUEST_PREEMPTED: {
     m->preemptions++;
@@ -556,6 +575,19 @@ lsim_err lsim_report_summarize(sqlite3 *db, const lsim_scenario *sc,
   s->transfer_bytes = m->h2d_bytes;
   s->basis_loads = m->by_kind[LSIM_EV_BASIS_PUBLISHED];
   s->basis_evictions = m->by_kind[LSIM_EV_BASIS_EVICTED];
+  s->prefix_on = sc->prefix_mode != 0;
+  s->prefix_lookups = m->px_lookups;
+  s->prefix_hit_rate =
+      m->px_lookups > 0 ? (double)m->px_hits / (double)m->px_lookups : -1;
+  s->prefix_block_hit_rate =
+      m->px_lookup_blocks > 0
+          ? (double)m->px_hit_blocks / (double)m->px_lookup_blocks
+          : -1;
+  s->prefix_reused_tokens = m->px_reused_tokens;
+  s->prefix_corrupt_reuses = m->px_corrupt_blocks;
+  s->prefix_corrupt_requests = m->px_corrupt_requests;
+  s->prefix_published_blocks = m->px_published_blocks;
+  s->prefix_evicted_blocks = m->px_evicted_blocks;
   s->load_failures = m->by_kind[LSIM_EV_ADAPTER_LOAD_FAILED];
   s->evictions = m->by_kind[LSIM_EV_ADAPTER_EVICTED];
   s->hit_rate = m->hits + m->misses
@@ -638,11 +670,21 @@ lsim_err lsim_report_store(struct lsim_db *db, const lsim_summary *s,
             {"adapter_resident_bytes_peak", (double)s->resident_peak_bytes},
             {"adapter_transfer_bytes", (double)s->transfer_bytes},
             {"basis_loads", (double)s->basis_loads},
-            {"basis_evictions", (double)s->basis_evictions}};
-  enum { NKV = sizeof kv / sizeof kv[0] };
+            {"basis_evictions", (double)s->basis_evictions},
+            /* the prefix cache: last, stored only when it is on */
+            {"prefix_lookups", (double)s->prefix_lookups},
+            {"prefix_hit_rate", s->prefix_hit_rate},
+            {"prefix_block_hit_rate", s->prefix_block_hit_rate},
+            {"prefix_reused_tokens", (double)s->prefix_reused_tokens},
+            {"prefix_corrupt_reuses", (double)s->prefix_corrupt_reuses},
+            {"prefix_corrupt_requests", (double)s->prefix_corrupt_requests},
+            {"prefix_published_blocks", (double)s->prefix_published_blocks},
+            {"prefix_evicted_blocks", (double)s->prefix_evicted_blocks}};
+  enum { NKV_ALL = sizeof kv / sizeof kv[0], NPX = 8 };
+  const size_t NKV = s->prefix_on ? NKV_ALL : NKV_ALL - NPX;
   /* each figure's evidence class (sim/audit.c): audited before anything is
   ** written, so a figure that claims more than its source never lands */
-  lsim_claim claims[NKV];
+  lsim_claim claims[NKV_ALL];
   for (size_t i = 0; i < NKV; i++)
     claims[i] = lsim_summary_claim(kv[i].k);
   char backend[64] = "";
@@ -663,7 +705,7 @@ lsim_err lsim_report_store(struct lsim_db *db, const lsim_summary *s,
     if (lsim_db_summary(db, kv[i].k, kv[i].v))
       return lsim_fail(eb, LSIM_E_DB, "storing summary: %s",
                        lsim_db_errmsg(db));
-  return lsim_claims_store(db, backend, claims, NKV, eb);
+  return lsim_claims_store(db, backend, claims, (int)NKV, eb);
 }
 
 /* ---- printing ------------------------------------------------------------ */
@@ -721,6 +763,26 @@ void lsim_report_print(FILE *f, const lsim_scenario *sc,
     fprintf(f, ": %lld basis loads, %lld basis evictions; kernel time "
                "modeled (three-stage arithmetic), not measured\n",
             (long long)s->basis_loads, (long long)s->basis_evictions);
+  }
+  if (s->prefix_on) {
+    /* only oblivious keys can take rows another adapter computed */
+    fprintf(f, "  prefix      %s keys, %lld-token blocks: %lld lookups, hit "
+               "rate ", lsim_kv_key_mode_name(sc->prefix_mode),
+            (long long)sc->prefix_block_tokens, (long long)s->prefix_lookups);
+    if (s->prefix_hit_rate < 0)
+      fprintf(f, "-");
+    else
+      fprintf(f, "%.1f%% (blocks %.1f%%)", 100.0 * s->prefix_hit_rate,
+              100.0 * s->prefix_block_hit_rate);
+    fprintf(f, ", %lld tokens reused, %lld blocks published, %lld evicted, "
+               "%lld corrupt reuses%s\n",
+            (long long)s->prefix_reused_tokens,
+            (long long)s->prefix_published_blocks,
+            (long long)s->prefix_evicted_blocks,
+            (long long)s->prefix_corrupt_reuses,
+            s->prefix_corrupt_reuses > 0 ? " (UNSAFE: rows of another "
+                                           "adapter's execution)"
+                                         : "");
   }
   if (sc->slo_ttft_ms > 0 || sc->slo_tbt_ms > 0) {
     struct {

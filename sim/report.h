@@ -77,6 +77,11 @@ typedef struct lsim_metrics {
   ** adapter_generation_published and basis_published, - at
   ** adapter_evicted and basis_evicted; the largest sum seen */
   int64_t resident_bytes, resident_peak;
+  /* the prefix cache (docs/PREFIX.md), at prefix_hit, prefix_corrupt,
+  ** prefix_published and prefix_evicted */
+  int64_t px_lookups, px_hits, px_lookup_blocks, px_hit_blocks,
+      px_reused_tokens, px_corrupt_blocks, px_corrupt_requests,
+      px_published_blocks, px_evicted_blocks;
 } lsim_metrics;
 
 /* Give the registry the run's shape (after lsim_metrics_init). */
@@ -144,6 +149,17 @@ typedef struct lsim_summary {
   ** the bytes copied host to device (every adapter_load_started); for a
   ** compressed collection also the basis loads and evictions */
   int64_t resident_peak_bytes, transfer_bytes, basis_loads, basis_evictions;
+  /* the prefix cache ($.prefix_cache; stored and printed only when on):
+  ** lookups at admission, the share with at least one hit block (-1: no
+  ** lookup), hit blocks / looked-up blocks, prompt tokens not recomputed,
+  ** hit blocks another adapter's execution computed (oblivious keys: the
+  ** correctness violation, counted) and the requests that took them,
+  ** blocks published and evicted */
+  int prefix_on;
+  int64_t prefix_lookups;
+  double prefix_hit_rate, prefix_block_hit_rate;
+  int64_t prefix_reused_tokens, prefix_corrupt_reuses,
+      prefix_corrupt_requests, prefix_published_blocks, prefix_evicted_blocks;
 } lsim_summary;
 
 /* Percentiles and totals from the database and the metrics registry. */

@@ -16,6 +16,7 @@
 #include "compress_cmd.h"
 
 #include "../engine/engine.h"
+#include "../engine/kv.h"
 #include "../engine/residency.h"
 
 #include "../backends/backend.h"
@@ -1610,12 +1611,115 @@ static lsim_err lsim__cross_compression(const lsim__ctx *c,
   return 0;
 }
 
+/* ---- $.prefix_cache (codes of engine/err_kv.h) --------------------------- */
+
+/* An optional integer o[key] in [lo, hi]; absent leaves *out unchanged. */
+static lsim_err lsim__px_int(const lsim__ctx *c, const cJSON *o,
+                             const char *path, const char *key, double lo,
+                             double hi, int64_t *out) {
+  char kp[LSIM__PATHBUF], got[40], a[40], b[40];
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+  lsim__key_path(kp, path, key);
+  if (!v)
+    return 0;
+  if (!cJSON_IsNumber(v))
+    return lsim__bad(c, LSIM_E_KV_SCN_TYPE, kp, "must be an integer (got %s)",
+                     lsim__type_name(v));
+  double d = v->valuedouble;
+  if (d != floor(d) || !(fabs(d) <= LSIM__INT_LIMIT))
+    return lsim__bad(c, LSIM_E_KV_SCN_TYPE, kp, "must be an integer (got %s)",
+                     lsim__num_str(d, got));
+  if (d < lo || d > hi)
+    return lsim__bad(c, LSIM_E_KV_SCN_RANGE, kp,
+                     "must be an integer in [%s, %s] (got %s)",
+                     lsim__num_str(lo, a), lsim__num_str(hi, b),
+                     lsim__num_str(d, got));
+  *out = (int64_t)d;
+  return 0;
+}
+
+/*
+** $.prefix_cache: {mode, block_tokens?, max_blocks?}.  mode "off" (the
+** default) leaves the replay exactly as without the key; the other modes
+** are lsim_kv_key_mode's names.  The blocks are the trace's prefix block
+** hashes, so a generated trace (which has none) is refused.
+*/
+static lsim_err lsim__prefix_cache(const lsim__ctx *c, const cJSON *root,
+                                   lsim_scenario *sc) {
+  const cJSON *o = cJSON_GetObjectItemCaseSensitive(root, "prefix_cache");
+  const char *p = "$.prefix_cache";
+  char kp[LSIM__PATHBUF], q[80];
+  sc->prefix_mode = 0;
+  sc->prefix_block_tokens =
+      sc->trace_block_tokens > 0 ? sc->trace_block_tokens : 512;
+  sc->prefix_max_blocks = 0;
+  if (!o)
+    return 0;
+  if (!cJSON_IsObject(o))
+    return lsim__bad(c, LSIM_E_KV_SCN_TYPE, p, "must be an object (got %s)",
+                     lsim__type_name(o));
+  static const char *const keys[] = {"mode", "block_tokens", "max_blocks",
+                                     NULL};
+  for (const cJSON *k = o->child; k; k = k->next) {
+    int known = 0;
+    for (int i = 0; keys[i] && !known; i++)
+      known = strcmp(k->string, keys[i]) == 0;
+    lsim__key_path(kp, p, k->string);
+    if (!known) {
+      char list[200];
+      lsim__join(list, sizeof list, keys);
+      return lsim__bad(c, LSIM_E_KV_SCN_TYPE, kp, "unknown key (allowed: %s)",
+                       list);
+    }
+    for (const cJSON *d = o->child; d != k; d = d->next)
+      if (strcmp(d->string, k->string) == 0)
+        return lsim__bad(c, LSIM_E_KV_SCN_TYPE, kp, "duplicate key");
+  }
+  const cJSON *m = cJSON_GetObjectItemCaseSensitive(o, "mode");
+  lsim__key_path(kp, p, "mode");
+  if (!m)
+    return lsim__bad(c, LSIM_E_KV_SCN_TYPE, kp, "required key is missing");
+  if (!cJSON_IsString(m))
+    return lsim__bad(c, LSIM_E_KV_SCN_TYPE, kp, "must be a string (got %s)",
+                     lsim__type_name(m));
+  int mode = -1;
+  if (strcmp(m->valuestring, "off") == 0)
+    mode = 0;
+  for (int k = LSIM_KV_KEYS_OBLIVIOUS; k <= LSIM_KV_KEYS_ALORA && mode < 0; k++)
+    if (strcmp(m->valuestring, lsim_kv_key_mode_name(k)) == 0)
+      mode = k;
+  if (mode < 0)
+    return lsim__bad(c, LSIM_E_KV_SCN_MODE, kp,
+                     "unknown mode '%s' (allowed: off, oblivious, "
+                     "raw_adapter, semantic, semantic_alora)",
+                     lsim__quote(m->valuestring, q, sizeof q));
+  lsim_err err;
+  if ((err = lsim__px_int(c, o, p, "block_tokens", 1, 1048576,
+                          &sc->prefix_block_tokens)) ||
+      (err = lsim__px_int(c, o, p, "max_blocks", 0, 1e9,
+                          &sc->prefix_max_blocks)))
+    return err;
+  if (mode && sc->trace_format == LSIM_TRACE_GEN)
+    return lsim__bad(c, LSIM_E_KV_SCN_TRACE, p,
+                     "the cache reuses the trace's prefix block hashes; a "
+                     "generated trace has none (use a trace file with a "
+                     "prefix_blocks column or Mooncake hash_ids)");
+  const lsim_evict_ops *ev = lsim_evict_find(sc->evict);
+  if (mode && ev && ev->needs_future)
+    return lsim__bad(c, LSIM_E_KV_SCN_TRACE, p,
+                     "eviction policy '%s' replays through a lookahead that "
+                     "keeps no prefix block hashes; use an online policy",
+                     sc->evict);
+  sc->prefix_mode = mode;
+  return 0;
+}
+
 static lsim_err lsim__root(const lsim__ctx *c, const cJSON *root,
                            const char *basedir, lsim_scenario *sc) {
   static const char *const extra[] = {"name",  "backend", "policies", "workers",
                                       "model", "cost",    "adapters", "tenants",
                                       "trace", "faults",  "hotswaps",
-                                      "fairness", NULL};
+                                      "fairness", "prefix_cache", NULL};
   int64_t seed = 0;
   const lsim__field f[] = {
       {"seed", LSIM__I64, LSIM__REQ, 0, LSIM__INT_LIMIT, 0, &seed},
@@ -1642,7 +1746,8 @@ static lsim_err lsim__root(const lsim__ctx *c, const cJSON *root,
       (err = lsim__trace(c, root, basedir, sc)) ||
       (err = lsim__faults(c, root, sc)) ||
       (err = lsim__hotswaps(c, root, sc)) ||
-      (err = lsim__fairness(c, root, sc)) || (err = lsim__cross(c, sc)) ||
+      (err = lsim__fairness(c, root, sc)) ||
+      (err = lsim__prefix_cache(c, root, sc)) || (err = lsim__cross(c, sc)) ||
       (err = lsim__cross_compression(c, sc)))
     return err;
   sc->seed = (uint64_t)seed;

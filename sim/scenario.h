@@ -174,6 +174,13 @@ typedef struct lsim_scenario {
   int64_t starvation_ticks;      /* interval length judged starved; 0 off */
   int64_t abort_ticks;           /* early abort after this wait; 0 off */
   int64_t slo_ttft_ms, slo_tbt_ms; /* SLO targets; 0: not configured */
+
+  /* $.prefix_cache (optional; docs/PREFIX.md, "The prefix cache in the
+  ** replay"): prefix_mode 0 is off (the default), else an enum
+  ** lsim_kv_key_mode value (engine/kv.h) */
+  int prefix_mode;
+  int64_t prefix_block_tokens; /* tokens per block hash ($.trace's 512) */
+  int64_t prefix_max_blocks;   /* per worker; 0: as many as the pool holds */
 } lsim_scenario;
 
 /* Load and validate path into *sc.  On error *sc is unspecified. */
