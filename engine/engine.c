@@ -390,7 +390,16 @@ static lsim_err lsim__px_admit(lsim_engine *e, int wi, lsim__req *r,
   if (!w->pc || r->px_n < 1 || r->px_held)
     return 0;
   lsim_kv_manifest m = e->px_m;
-  m.adapter = &e->px_ad[r->adapter];
+  /* a hotswapped artifact is another execution: the version its lease
+  ** names enters the semantic ABI (version 0: the catalog's) */
+  lsim_kv_adapter ad = e->px_ad[r->adapter];
+  if (r->version > 0) {
+    char buf[96];
+    int n = snprintf(buf, sizeof buf, "lorasim-replay-prefix:semantic:%d:v%d",
+                     r->adapter, r->version);
+    lsim_sha256(buf, (size_t)n, &ad.semantic, NULL);
+  }
+  m.adapter = &ad;
   m.tokens = r->px_tok;
   m.ntokens = r->px_n;
   lsim_err rc = lsim_kv_keys_derive(&m, e->px_mode, &r->px_keys, eb);

@@ -304,6 +304,22 @@ Test(prefix_replay, deterministic_and_off_is_unchanged) {
                             "kind<=%d", HIT, CORRUPT), 0);
 }
 
+/* A hotswap of adapter 0 between r0 and r2 makes r0's rows another
+** execution's: r2 misses (r3 still finds adapter 1's). */
+Test(prefix_replay, hotswapped_version_is_not_reused) {
+  lsim_summary s;
+  write_trace();
+  write_scenario("hs.json", "t.csv", "",
+                 ",\n \"prefix_cache\": {\"mode\": \"semantic\", "
+                 "\"block_tokens\": 64},\n \"hotswaps\": [{\"at_s\": 1.5, "
+                 "\"adapter\": 0, \"mode\": \"shadow\"}]");
+  replay("hs.json", "hs.db", &s);
+  cr_assert_eq(hit_of("hs.db", 2), 0);
+  cr_assert_eq(hit_of("hs.db", 3), 2);
+  cr_assert_eq(prefill_of("hs.db", 2), 266);
+  audit_clean("hs.db");
+}
+
 /* The audit refuses a publication past the request's full blocks and an
 ** eviction of more blocks than the worker holds. */
 Test(prefix_replay, ledger_refuses_bad_prefix_events) {
