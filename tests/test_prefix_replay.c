@@ -472,6 +472,41 @@ Test(prefix_replay, scenario_validation) {
   }
 }
 
+/* lsim_res_kv_shrink: the highest slots go back to FREE, used pages are
+** clamped, the object keeps at least one slot. */
+Test(prefix_replay, kv_shrink_gives_slots_back) {
+  int64_t ap[1] = {1};
+  lsim_res_cfg rc = {10, 1, 1, ap, 0, LSIM_DIGEST_INIT};
+  lsim_res *r;
+  lsim_errbuf eb = LSIM_ERRBUF_INIT;
+  cr_assert_eq(lsim_res_new(&r, &rc, &eb), 0, "%s", eb.msg);
+  int kv;
+  cr_assert_eq(lsim_res_kv_alloc(r, 7, 6, &kv, &eb), 0, "%s", eb.msg);
+  cr_assert_eq(lsim_res_kv_shrink(r, kv, 2, &eb), 0, "%s", eb.msg);
+  int64_t owned, used;
+  cr_assert_eq(lsim_res_kv_pages(r, kv, &owned, &used, &eb), 0);
+  cr_assert_eq(owned, 4);
+  cr_assert_eq(used, 4);
+  lsim_res_view v;
+  lsim_res_view_get(r, &v);
+  cr_assert_eq(v.free, 6);
+  cr_assert_eq(v.kv, 4);
+  /* the lowest slots stay: 0..3 are KV, 4 and 5 are free again */
+  int st;
+  int64_t own, gen;
+  lsim_res_slot(r, 3, &st, &own, &gen);
+  cr_assert_eq(st, LSIM_SLOT_KV);
+  lsim_res_slot(r, 4, &st, &own, &gen);
+  cr_assert_eq(st, LSIM_SLOT_FREE);
+  cr_assert_eq(lsim_res_kv_shrink(r, kv, 4, &eb), LSIM_E_USAGE);
+  cr_assert_eq(lsim_res_kv_shrink(r, kv, -1, &eb), LSIM_E_USAGE);
+  cr_assert_eq(lsim_res_check(r, &eb), 0, "%s", eb.msg);
+  cr_assert_eq(lsim_res_kv_release(r, kv, &eb), 0);
+  lsim_res_view_get(r, &v);
+  cr_assert_eq(v.free, 10);
+  lsim_res_release(r);
+}
+
 /* ---- a hand-driven engine: release and reclaim conserve the pool --------- */
 
 typedef struct pxd {
