@@ -58,12 +58,13 @@
 #include <unistd.h>
 
 /* PRAGMA user_version of the schema below; bump on any schema change. */
-#define LSIM__SCHEMA_VERSION 1
+#define LSIM__SCHEMA_VERSION 2
 #define LSIM__RUN_ID 1 /* the INSERTs below spell it as the literal 1 */
 #define LSIM__ROWS 64       /* events per multi-row INSERT */
-#define LSIM__EV_COLS 13    /* bound columns per event row (run_id is literal) */
+#define LSIM__EV_COLS 10    /* bound columns per event_log row, seq included */
 #define LSIM__MAX_COLS 14   /* bound columns of the widest row (iterations) */
 #define LSIM__PAGE_SIZE 8192
+#define LSIM__DCACHE 64     /* detail pointer cache slots (a power of 2) */
 #define LSIM__CACHE_KIB 65536
 
 enum { LSIM__OPEN = 0, LSIM__RUNNING = 1, LSIM__ENDED = 2 };
@@ -85,6 +86,16 @@ typedef struct lsim__iv_row {
   char kind[LSIM__WORD];
   char closed_by[LSIM__WORD];
 } lsim__iv_row;
+
+/* An event as event_log stores it (docs/SCHEMA.md): v[0] tick,
+** v[1] kind | detail code << 16, v[2] worker << 32 | tenant (each as 32
+** bits), v[3] adapter << 32 | attempt, then request, generation, pages,
+** bytes, value (LSIM_NONE stored as NULL).  Packed when appended. */
+#define LSIM__EV_V 9
+typedef struct lsim__ev_row {
+  int64_t seq;
+  int64_t v[LSIM__EV_V];
+} lsim__ev_row;
 
 /* What a multi-row statement has bound, parameter by parameter: SQLite
 ** keeps bindings across sqlite3_reset, so a parameter whose value is the
@@ -118,7 +129,15 @@ struct lsim_db {
   int64_t batch_rows; /* rows appended since the last commit */
   int64_t events;     /* events accepted by lsim_db_event */
   int64_t max_seq;    /* largest seq in the events table; LSIM__NO_SEQ */
-  lsim_event pend[LSIM__ROWS];
+  lsim__ev_row pend[LSIM__ROWS];
+  struct {
+    const char *p; /* a detail string seen before (static, see event.h) */
+    int64_t code;
+  } dcache[LSIM__DCACHE];
+  int ndcache;        /* filled dcache slots */
+  char **words;       /* event_details: words[c - 1] has code c */
+  int nwords, capwords;
+  sqlite3_stmt *det;  /* INSERT INTO event_details */
   lsim__bound ev1_b, evn_b, eva_b; /* what ev1, evn and eva have bound */
   lsim__bound iter_b, itn_b, req_b, reqn_b, stv_b, stvn_b;
   int nitpend;        /* buffered iteration rows */
@@ -155,21 +174,21 @@ static const char lsim__schema[] =
     "CREATE TABLE event_kinds("
     " kind INTEGER PRIMARY KEY,"
     " name TEXT UNIQUE NOT NULL);"
-    "CREATE TABLE events("
-    " run_id INTEGER NOT NULL,"
-    " seq INTEGER NOT NULL PRIMARY KEY,"
-    " tick INTEGER NOT NULL,"
-    " kind INTEGER NOT NULL,"
-    " worker INTEGER,"
-    " request INTEGER,"
-    " tenant INTEGER,"
-    " adapter INTEGER,"
-    " generation INTEGER,"
-    " attempt INTEGER,"
-    " pages INTEGER,"
-    " bytes INTEGER,"
-    " value INTEGER,"
-    " detail TEXT);"
+    /* the events as stored; readers use the `events` view below */
+    "CREATE TABLE event_log("
+    " seq INTEGER PRIMARY KEY,"
+    " tick,"
+    " kind_detail,"
+    " worker_tenant,"
+    " adapter_attempt,"
+    " request,"
+    " generation,"
+    " pages,"
+    " bytes,"
+    " value);"
+    "CREATE TABLE event_details("
+    " code INTEGER PRIMARY KEY,"
+    " word TEXT UNIQUE NOT NULL);"
     "CREATE TABLE requests("
     " run_id INTEGER NOT NULL,"
     " request INTEGER NOT NULL,"
@@ -221,6 +240,19 @@ static const char lsim__schema[] =
     " key TEXT NOT NULL,"
     " value REAL,"
     " PRIMARY KEY(run_id, key));"
+    "CREATE VIEW events AS SELECT"
+    " 1 AS run_id, e.seq AS seq, e.tick AS tick,"
+    " e.kind_detail & 65535 AS kind,"
+    " nullif(e.worker_tenant >> 32, -1) AS worker,"
+    " e.request AS request,"
+    " nullif((e.worker_tenant << 32) >> 32, -1) AS tenant,"
+    " nullif(e.adapter_attempt >> 32, -1) AS adapter,"
+    " e.generation AS generation,"
+    " nullif((e.adapter_attempt << 32) >> 32, -1) AS attempt,"
+    " e.pages AS pages, e.bytes AS bytes, e.value AS value,"
+    " d.word AS detail"
+    " FROM event_log AS e"
+    " LEFT JOIN event_details AS d ON d.code = e.kind_detail >> 16;"
     "CREATE VIEW events_named AS SELECT"
     " e.run_id, e.seq, e.tick, e.kind, k.name AS kind_name, e.worker,"
     " e.request, e.tenant, e.adapter, e.generation, e.attempt, e.pages,"
@@ -241,13 +273,13 @@ static const struct {
 ** which is the next event's seq whenever the stream is contiguous (see
 ** lsim__flush_events). */
 #define LSIM__EV_SQL_COLS                                                  \
-  "INSERT INTO events(run_id,seq,tick,kind,worker,request,tenant,adapter," \
-  "generation,attempt,pages,bytes,value,detail) VALUES"
-#define LSIM__EV_SQL_ROW "(1,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+  "INSERT INTO event_log(seq,tick,kind_detail,worker_tenant,"               \
+  "adapter_attempt,request,generation,pages,bytes,value) VALUES"
+#define LSIM__EV_SQL_ROW "(?,?,?,?,?,?,?,?,?,?)"
 #define LSIM__EVA_SQL_COLS                                                 \
-  "INSERT INTO events(run_id,tick,kind,worker,request,tenant,adapter,"     \
-  "generation,attempt,pages,bytes,value,detail) VALUES"
-#define LSIM__EVA_SQL_ROW "(1,?,?,?,?,?,?,?,?,?,?,?,?)"
+  "INSERT INTO event_log(tick,kind_detail,worker_tenant,adapter_attempt,"  \
+  "request,generation,pages,bytes,value) VALUES"
+#define LSIM__EVA_SQL_ROW "(?,?,?,?,?,?,?,?,?)"
 #define LSIM__RQ_COLS 11 /* bound columns per request row */
 #define LSIM__RQ_SQL_COLS                                                  \
   "INSERT INTO requests(run_id,request,tenant,adapter,worker,arrival_tick," \
@@ -367,26 +399,19 @@ static void lsim__rebind_opt(sqlite3_stmt *st, lsim__bound *b, int i,
     lsim__bind_opt(st, i, v);
 }
 
-/* Bind event ev as row `row` (0-based) of statement st; with_seq 0 for the
-** `eva` statement, which has no seq column.  b: what st has bound. */
+/* Bind event row r as row `row` (0-based) of statement st; with_seq 0 for
+** the `eva` statement, which has no seq column.  b: what st has bound.
+** The packed words and the tick are never NULL; the rest map LSIM_NONE
+** to NULL. */
 static void lsim__bind_event(sqlite3_stmt *st, lsim__bound *b, int row,
-                             const lsim_event *ev, int with_seq) {
+                             const lsim__ev_row *r, int with_seq) {
   int o = row * (LSIM__EV_COLS - 1 + with_seq) + 1;
   if (with_seq)
-    lsim__rebind_int(st, b, o++, ev->seq);
-  lsim__rebind_int(st, b, o, ev->tick);
-  lsim__rebind_int(st, b, o + 1, ev->kind);
-  lsim__rebind_opt(st, b, o + 2, ev->worker);
-  lsim__rebind_opt(st, b, o + 3, ev->request);
-  lsim__rebind_opt(st, b, o + 4, ev->tenant);
-  lsim__rebind_opt(st, b, o + 5, ev->adapter);
-  lsim__rebind_opt(st, b, o + 6, ev->generation);
-  lsim__rebind_opt(st, b, o + 7, ev->attempt);
-  lsim__rebind_opt(st, b, o + 8, ev->pages);
-  lsim__rebind_opt(st, b, o + 9, ev->bytes);
-  lsim__rebind_opt(st, b, o + 10, ev->value);
-  if (!lsim__same(b, o + 11, (int64_t)(intptr_t)ev->detail))
-    lsim__bind_str(st, o + 11, ev->detail);
+    lsim__rebind_int(st, b, o++, r->seq);
+  for (int i = 0; i < 4; i++)
+    lsim__rebind_int(st, b, o + i, r->v[i]);
+  for (int i = 4; i < LSIM__EV_V; i++)
+    lsim__rebind_opt(st, b, o + i, r->v[i]);
 }
 
 static lsim_err lsim__step(lsim_db *db, sqlite3_stmt *st, const char *what) {
@@ -473,7 +498,7 @@ static void lsim__bind_interval(sqlite3_stmt *st, lsim__bound *b, int k,
 static lsim_err lsim__flush_events(lsim_db *db) {
   lsim_err rc = 0;
   int n = db->npend;
-  const lsim_event *p = db->pend;
+  const lsim__ev_row *p = db->pend;
   db->npend = 0;
   if (n == LSIM__ROWS) {
     int contiguous = db->max_seq != LSIM__NO_SEQ &&
@@ -702,6 +727,9 @@ static lsim_err lsim__setup(lsim_db *db, lsim_errbuf *eb) {
       (rc = lsim__prepare_multi(db, LSIM__IV_SQL_COLS, LSIM__IV_SQL_ROW,
                                 &db->stvn, eb)) ||
       (rc = lsim__prepare(db,
+                          "INSERT INTO event_details(code,word) VALUES(?,?)",
+                          &db->det, eb)) ||
+      (rc = lsim__prepare(db,
                           "INSERT OR REPLACE INTO runs_summary(run_id,key,"
                           "value) VALUES(1,?,?)",
                           &db->sum, eb)))
@@ -772,8 +800,12 @@ void lsim_db_close(lsim_db *db) {
     sqlite3_finalize(db->val);
     sqlite3_finalize(db->stv);
     sqlite3_finalize(db->stvn);
+    sqlite3_finalize(db->det);
     sqlite3_close_v2(db->h);
   }
+  for (int i = 0; i < db->nwords; i++)
+    free(db->words[i]);
+  free(db->words);
   free(db->path);
   free(db);
 }
@@ -824,6 +856,76 @@ lsim_err lsim_db_begin_run(lsim_db *db, const lsim_run_info *info,
   return 0;
 }
 
+/* Two ints in one column: hi in the upper 32 bits, lo in the lower, each
+** as 32-bit two's complement; the events view takes them apart with
+** arithmetic shifts (LSIM_NONE, -1, comes back as NULL). */
+static int64_t lsim__pair(int hi, int lo) {
+  return (int64_t)((uint64_t)(uint32_t)hi << 32 | (uint32_t)lo);
+}
+
+/* The event_details code of word w, from 1, assigned in order of first
+** use and inserted in the open batch (so it commits with, or before, the
+** first event that names it).  Details are static strings (event.h): a
+** pointer seen before is looked up in a small cache, a new pointer by
+** content. */
+static lsim_err lsim__detail_code(lsim_db *db, const char *w, int64_t *code) {
+  unsigned h = (unsigned)(((uintptr_t)w >> 3) * 2654435761u) &
+               (LSIM__DCACHE - 1);
+  for (unsigned i = h;; i = (i + 1) & (LSIM__DCACHE - 1)) {
+    if (db->dcache[i].p == w) {
+      *code = db->dcache[i].code;
+      return 0;
+    }
+    if (!db->dcache[i].p)
+      break;
+  }
+  int c = 0;
+  for (int i = 0; i < db->nwords && !c; i++)
+    if (strcmp(db->words[i], w) == 0)
+      c = i + 1;
+  if (!c) {
+    if (db->nwords == db->capwords) {
+      int cap = db->capwords ? 2 * db->capwords : 32;
+      char **nw = realloc(db->words, (size_t)cap * sizeof *nw);
+      if (!nw) {
+        snprintf(db->err, sizeof db->err, "%s: out of memory", db->path);
+        db->broken = 1;
+        return LSIM_E_NOMEM;
+      }
+      db->words = nw;
+      db->capwords = cap;
+    }
+    size_t n = strlen(w) + 1;
+    char *copy = malloc(n);
+    if (!copy) {
+      snprintf(db->err, sizeof db->err, "%s: out of memory", db->path);
+      db->broken = 1;
+      return LSIM_E_NOMEM;
+    }
+    memcpy(copy, w, n);
+    db->words[db->nwords++] = copy;
+    c = db->nwords;
+    sqlite3_bind_int(db->det, 1, c);
+    sqlite3_bind_text(db->det, 2, copy, -1, SQLITE_STATIC);
+    lsim_err rc = lsim__step(db, db->det, "insert event detail");
+    if (rc)
+      return rc;
+  }
+  /* remember the pointer; a full cache starts over (the words stay) */
+  if (db->ndcache >= LSIM__DCACHE / 2) {
+    memset(db->dcache, 0, sizeof db->dcache);
+    db->ndcache = 0;
+  }
+  unsigned i = h;
+  while (db->dcache[i].p)
+    i = (i + 1) & (LSIM__DCACHE - 1);
+  db->dcache[i].p = w;
+  db->dcache[i].code = c;
+  db->ndcache++;
+  *code = c;
+  return 0;
+}
+
 lsim_err lsim_db_event(void *ud, const lsim_event *ev) {
   lsim_db *db = ud;
   lsim_err rc = lsim__append_ok(db, "lsim_db_event");
@@ -835,7 +937,20 @@ lsim_err lsim_db_event(void *ud, const lsim_event *ev) {
              (long long)ev->seq, ev->kind, db->path);
     return LSIM_E_BUG;
   }
-  db->pend[db->npend++] = *ev;
+  int64_t code = 0;
+  if (ev->detail && (rc = lsim__detail_code(db, ev->detail, &code)))
+    return rc;
+  lsim__ev_row *r = &db->pend[db->npend++];
+  r->seq = ev->seq;
+  r->v[0] = ev->tick;
+  r->v[1] = (int64_t)ev->kind | code << 16;
+  r->v[2] = lsim__pair(ev->worker, ev->tenant);
+  r->v[3] = lsim__pair(ev->adapter, ev->attempt);
+  r->v[4] = ev->request;
+  r->v[5] = ev->generation;
+  r->v[6] = ev->pages;
+  r->v[7] = ev->bytes;
+  r->v[8] = ev->value;
   db->events++;
   if (db->npend == LSIM__ROWS && (rc = lsim__flush_events(db)))
     return rc;

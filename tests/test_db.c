@@ -241,7 +241,7 @@ Test(db, round_trip) {
 
   sqlite3 *h = ro_open(t.db);
   char s[256];
-  cr_assert_eq(q_int(h, "PRAGMA user_version"), 1);
+  cr_assert_eq(q_int(h, "PRAGMA user_version"), 2);
 
   /* the run row */
   q_text(h, "SELECT status FROM runs WHERE run_id=1", s, sizeof s);
@@ -266,7 +266,7 @@ Test(db, round_trip) {
                                   "SELECT run_id, seq, tick, kind, worker, "
                                   "request, tenant, adapter, generation, "
                                   "attempt, pages, bytes, value, detail "
-                                  "FROM events ORDER BY rowid",
+                                  "FROM events ORDER BY seq",
                                   -1, &st, NULL),
                SQLITE_OK);
   int64_t row = 0;
