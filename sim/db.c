@@ -64,7 +64,8 @@
 #define LSIM__EV_COLS 10    /* bound columns per event_log row, seq included */
 #define LSIM__MAX_COLS 14   /* bound columns of the widest row (iterations) */
 #define LSIM__PAGE_SIZE 8192
-#define LSIM__DCACHE 64     /* detail pointer cache slots (a power of 2) */
+#define LSIM__DCACHE 64     /* word pointer cache slots (a power of 2) */
+#define LSIM__MAX_WORDS 65535 /* codes fit 16 bits (starvation_log.codes) */
 #define LSIM__CACHE_KIB 65536
 
 enum { LSIM__OPEN = 0, LSIM__RUNNING = 1, LSIM__ENDED = 2 };
@@ -79,12 +80,21 @@ typedef struct lsim__req_row {
   char outcome[LSIM__WORD];
 } lsim__req_row;
 
-/* A buffered starvation interval, its words copied likewise. */
+/* An iteration row as iteration_log stores it: iter, worker << 32 |
+** result code, start and end ticks, prefill and decode rows,
+** prefill_reqs << 32 | decode_reqs, distinct_adapters << 32 | segments,
+** true and padded rank rows, backend_ns (LSIM_NONE stored as NULL). */
+#define LSIM__IT_COLS 11
+typedef struct lsim__it_row {
+  int64_t v[LSIM__IT_COLS];
+} lsim__it_row;
+
+/* A starvation interval as starvation_log stores it: worker << 32 |
+** entity, start and end ticks, starved << 32 | closed_by code << 16 |
+** kind code. */
+#define LSIM__IV_COLS 4
 typedef struct lsim__iv_row {
-  lsim_interval iv;
-  int starved;
-  char kind[LSIM__WORD];
-  char closed_by[LSIM__WORD];
+  int64_t v[LSIM__IV_COLS];
 } lsim__iv_row;
 
 /* An event as event_log stores it (docs/SCHEMA.md): v[0] tick,
@@ -135,13 +145,13 @@ struct lsim_db {
     int64_t code;
   } dcache[LSIM__DCACHE];
   int ndcache;        /* filled dcache slots */
-  char **words;       /* event_details: words[c - 1] has code c */
+  char **words;       /* the words table: words[c - 1] has code c */
   int nwords, capwords;
-  sqlite3_stmt *det;  /* INSERT INTO event_details */
+  sqlite3_stmt *det;  /* INSERT INTO words */
   lsim__bound ev1_b, evn_b, eva_b; /* what ev1, evn and eva have bound */
   lsim__bound iter_b, itn_b, req_b, reqn_b, stv_b, stvn_b;
   int nitpend;        /* buffered iteration rows */
-  lsim_iter_record itpend[LSIM__ROWS];
+  lsim__it_row itpend[LSIM__ROWS];
   int nrqpend;        /* buffered request rows */
   lsim__req_row rqpend[LSIM__ROWS];
   int nivpend;        /* buffered starvation intervals */
@@ -186,7 +196,7 @@ static const char lsim__schema[] =
     " pages,"
     " bytes,"
     " value);"
-    "CREATE TABLE event_details("
+    "CREATE TABLE words("
     " code INTEGER PRIMARY KEY,"
     " word TEXT UNIQUE NOT NULL);"
     "CREATE TABLE requests("
@@ -202,22 +212,18 @@ static const char lsim__schema[] =
     " output_tokens INTEGER,"
     " loads_waited INTEGER,"
     " outcome TEXT);"
-    "CREATE TABLE iterations("
-    " run_id INTEGER NOT NULL,"
-    " iter INTEGER NOT NULL,"
-    " worker INTEGER,"
-    " start_tick INTEGER,"
-    " end_tick INTEGER,"
-    " prefill_rows INTEGER,"
-    " decode_rows INTEGER,"
-    " prefill_reqs INTEGER,"
-    " decode_reqs INTEGER,"
-    " distinct_adapters INTEGER,"
-    " segments INTEGER,"
-    " true_rank_rows INTEGER,"
-    " padded_rank_rows INTEGER,"
-    " backend_ns INTEGER,"
-    " result TEXT);"
+    "CREATE TABLE iteration_log("
+    " iter,"
+    " worker_result,"
+    " start_tick,"
+    " end_tick,"
+    " prefill_rows,"
+    " decode_rows,"
+    " reqs,"
+    " adapters_segments,"
+    " true_rank_rows,"
+    " padded_rank_rows,"
+    " backend_ns);"
     "CREATE TABLE validations("
     " run_id INTEGER NOT NULL,"
     " iter INTEGER NOT NULL,"
@@ -226,15 +232,11 @@ static const char lsim__schema[] =
     " max_abs_err REAL,"
     " max_rel_err REAL,"
     " exact INTEGER NOT NULL);"
-    "CREATE TABLE starvation("
-    " run_id INTEGER NOT NULL,"
-    " kind TEXT NOT NULL,"
-    " worker INTEGER,"
-    " entity INTEGER NOT NULL,"
-    " start_tick INTEGER NOT NULL,"
-    " end_tick INTEGER NOT NULL,"
-    " closed_by TEXT NOT NULL,"
-    " starved INTEGER NOT NULL);"
+    "CREATE TABLE starvation_log("
+    " worker_entity,"
+    " start_tick,"
+    " end_tick,"
+    " codes);"
     "CREATE TABLE runs_summary("
     " run_id INTEGER NOT NULL,"
     " key TEXT NOT NULL,"
@@ -250,9 +252,34 @@ static const char lsim__schema[] =
     " e.generation AS generation,"
     " nullif((e.adapter_attempt << 32) >> 32, -1) AS attempt,"
     " e.pages AS pages, e.bytes AS bytes, e.value AS value,"
-    " (SELECT d.word FROM event_details AS d"
+    " (SELECT d.word FROM words AS d"
     "  WHERE d.code = e.kind_detail >> 16) AS detail"
     " FROM event_log AS e;"
+    "CREATE VIEW iterations AS SELECT"
+    " 1 AS run_id, i.iter AS iter,"
+    " nullif(i.worker_result >> 32, -1) AS worker,"
+    " i.start_tick AS start_tick, i.end_tick AS end_tick,"
+    " i.prefill_rows AS prefill_rows, i.decode_rows AS decode_rows,"
+    " i.reqs >> 32 AS prefill_reqs,"
+    " (i.reqs << 32) >> 32 AS decode_reqs,"
+    " i.adapters_segments >> 32 AS distinct_adapters,"
+    " (i.adapters_segments << 32) >> 32 AS segments,"
+    " i.true_rank_rows AS true_rank_rows,"
+    " i.padded_rank_rows AS padded_rank_rows,"
+    " i.backend_ns AS backend_ns,"
+    " (SELECT w.word FROM words AS w"
+    "  WHERE w.code = i.worker_result & 4294967295) AS result"
+    " FROM iteration_log AS i;"
+    "CREATE VIEW starvation AS SELECT"
+    " 1 AS run_id,"
+    " (SELECT w.word FROM words AS w WHERE w.code = s.codes & 65535) AS kind,"
+    " nullif(s.worker_entity >> 32, -1) AS worker,"
+    " (s.worker_entity << 32) >> 32 AS entity,"
+    " s.start_tick AS start_tick, s.end_tick AS end_tick,"
+    " (SELECT w.word FROM words AS w"
+    "  WHERE w.code = (s.codes >> 16) & 65535) AS closed_by,"
+    " s.codes >> 32 AS starved"
+    " FROM starvation_log AS s;"
     "CREATE VIEW events_named AS SELECT"
     " e.run_id, e.seq, e.tick, e.kind, k.name AS kind_name, e.worker,"
     " e.request, e.tenant, e.adapter, e.generation, e.attempt, e.pages,"
@@ -286,11 +313,10 @@ static const struct {
   "first_token_tick,finish_tick,prompt_tokens,output_tokens,loads_waited," \
   "outcome) VALUES"
 #define LSIM__RQ_SQL_ROW "(1,?,?,?,?,?,?,?,?,?,?,?)"
-#define LSIM__IV_COLS 7 /* bound columns per starvation row */
 #define LSIM__IV_SQL_COLS                                                  \
-  "INSERT INTO starvation(run_id,kind,worker,entity,start_tick,end_tick,"   \
-  "closed_by,starved) VALUES"
-#define LSIM__IV_SQL_ROW "(1,?,?,?,?,?,?,?)"
+  "INSERT INTO starvation_log(worker_entity,start_tick,end_tick,codes) "    \
+  "VALUES"
+#define LSIM__IV_SQL_ROW "(?,?,?,?)"
 
 /* ---- helpers -------------------------------------------------------------- */
 
@@ -422,37 +448,25 @@ static lsim_err lsim__step(lsim_db *db, sqlite3_stmt *st, const char *what) {
   return 0;
 }
 
-#define LSIM__IT_COLS 14 /* bound columns per iteration row */
 _Static_assert(LSIM__IT_COLS <= LSIM__MAX_COLS &&
                    LSIM__EV_COLS <= LSIM__MAX_COLS &&
                    LSIM__RQ_COLS <= LSIM__MAX_COLS &&
                    LSIM__IV_COLS <= LSIM__MAX_COLS,
                "lsim__bound holds the widest row");
 #define LSIM__IT_SQL_COLS                                                   \
-  "INSERT INTO iterations(run_id,iter,worker,start_tick,end_tick,"           \
-  "prefill_rows,decode_rows,prefill_reqs,decode_reqs,distinct_adapters,"     \
-  "segments,true_rank_rows,padded_rank_rows,backend_ns,result) VALUES"
-#define LSIM__IT_SQL_ROW "(1,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+  "INSERT INTO iteration_log(iter,worker_result,start_tick,end_tick,"        \
+  "prefill_rows,decode_rows,reqs,adapters_segments,true_rank_rows,"          \
+  "padded_rank_rows,backend_ns) VALUES"
+#define LSIM__IT_SQL_ROW "(?,?,?,?,?,?,?,?,?,?,?)"
 
-/* Bind iteration row `it` as the k-th row of a (multi-row) INSERT. */
+/* Bind iteration row q as the k-th row of a (multi-row) INSERT: every
+** column as it is, backend_ns with LSIM_NONE as NULL. */
 static void lsim__bind_iter(sqlite3_stmt *st, lsim__bound *b, int k,
-                            const lsim_iter_record *it) {
-  int o = k * LSIM__IT_COLS;
-  lsim__rebind_int(st, b, o + 1, it->iter);
-  lsim__rebind_opt(st, b, o + 2, it->worker);
-  lsim__rebind_int(st, b, o + 3, it->start_tick);
-  lsim__rebind_int(st, b, o + 4, it->end_tick);
-  lsim__rebind_int(st, b, o + 5, it->prefill_rows);
-  lsim__rebind_int(st, b, o + 6, it->decode_rows);
-  lsim__rebind_int(st, b, o + 7, it->prefill_reqs);
-  lsim__rebind_int(st, b, o + 8, it->decode_reqs);
-  lsim__rebind_int(st, b, o + 9, it->distinct_adapters);
-  lsim__rebind_int(st, b, o + 10, it->segments);
-  lsim__rebind_int(st, b, o + 11, it->true_rank_rows);
-  lsim__rebind_int(st, b, o + 12, it->padded_rank_rows);
-  lsim__rebind_opt(st, b, o + 13, it->backend_ns);
-  if (!lsim__same(b, o + 14, (int64_t)(intptr_t)it->result))
-    lsim__bind_str(st, o + 14, it->result);
+                            const lsim__it_row *q) {
+  int o = k * LSIM__IT_COLS + 1;
+  for (int i = 0; i < LSIM__IT_COLS - 1; i++)
+    lsim__rebind_int(st, b, o + i, q->v[i]);
+  lsim__rebind_opt(st, b, o + LSIM__IT_COLS - 1, q->v[LSIM__IT_COLS - 1]);
 }
 
 /* Bind request row q as the k-th row of a (multi-row) INSERT.  The outcome
@@ -474,19 +488,12 @@ static void lsim__bind_request(sqlite3_stmt *st, lsim__bound *b, int k,
   lsim__bind_str(st, o + 11, rec->outcome);
 }
 
-/* Bind starvation row q as the k-th row of a (multi-row) INSERT (the words
-** are copies in the buffer slot: always bound). */
+/* Bind starvation row q as the k-th row of a (multi-row) INSERT. */
 static void lsim__bind_interval(sqlite3_stmt *st, lsim__bound *b, int k,
                                 const lsim__iv_row *q) {
-  const lsim_interval *iv = &q->iv;
-  int o = k * LSIM__IV_COLS;
-  lsim__bind_str(st, o + 1, iv->kind);
-  lsim__rebind_opt(st, b, o + 2, iv->worker);
-  lsim__rebind_int(st, b, o + 3, iv->entity);
-  lsim__rebind_int(st, b, o + 4, iv->start);
-  lsim__rebind_int(st, b, o + 5, iv->end);
-  lsim__bind_str(st, o + 6, iv->closed_by);
-  lsim__rebind_int(st, b, o + 7, q->starved);
+  int o = k * LSIM__IV_COLS + 1;
+  for (int i = 0; i < LSIM__IV_COLS; i++)
+    lsim__rebind_int(st, b, o + i, q->v[i]);
 }
 
 /* Write the buffered events.  A full buffer goes in one multi-row INSERT:
@@ -727,7 +734,7 @@ static lsim_err lsim__setup(lsim_db *db, lsim_errbuf *eb) {
       (rc = lsim__prepare_multi(db, LSIM__IV_SQL_COLS, LSIM__IV_SQL_ROW,
                                 &db->stvn, eb)) ||
       (rc = lsim__prepare(db,
-                          "INSERT INTO event_details(code,word) VALUES(?,?)",
+                          "INSERT INTO words(code,word) VALUES(?,?)",
                           &db->det, eb)) ||
       (rc = lsim__prepare(db,
                           "INSERT OR REPLACE INTO runs_summary(run_id,key,"
@@ -863,66 +870,81 @@ static int64_t lsim__pair(int hi, int lo) {
   return (int64_t)((uint64_t)(uint32_t)hi << 32 | (uint32_t)lo);
 }
 
-/* The event_details code of word w, from 1, assigned in order of first
-** use and inserted in the open batch (so it commits with, or before, the
-** first event that names it).  Details are static strings (event.h): a
-** pointer seen before is looked up in a small cache, a new pointer by
-** content. */
-static lsim_err lsim__detail_code(lsim_db *db, const char *w, int64_t *code) {
+/* The code of word w in the words table, from 1, assigned in order of
+** first use and inserted in the open batch (so it commits with, or
+** before, the first row that names it).  Looked up by content: w need
+** not outlive the call. */
+static lsim_err lsim__word_code(lsim_db *db, const char *w, int64_t *code) {
+  for (int i = 0; i < db->nwords; i++)
+    if (strcmp(db->words[i], w) == 0) {
+      *code = i + 1;
+      return 0;
+    }
+  if (db->nwords >= LSIM__MAX_WORDS) {
+    snprintf(db->err, sizeof db->err,
+             "bug: more than %d distinct words in one run (%s)",
+             LSIM__MAX_WORDS, db->path);
+    return LSIM_E_BUG;
+  }
+  if (db->nwords == db->capwords) {
+    int cap = db->capwords ? 2 * db->capwords : 32;
+    char **nw = realloc(db->words, (size_t)cap * sizeof *nw);
+    if (!nw)
+      goto nomem;
+    db->words = nw;
+    db->capwords = cap;
+  }
+  size_t n = strlen(w) + 1;
+  char *copy = malloc(n);
+  if (!copy)
+    goto nomem;
+  memcpy(copy, w, n);
+  db->words[db->nwords++] = copy;
+  sqlite3_bind_int(db->det, 1, db->nwords);
+  sqlite3_bind_text(db->det, 2, copy, -1, SQLITE_STATIC);
+  *code = db->nwords;
+  return lsim__step(db, db->det, "insert word");
+nomem:
+  snprintf(db->err, sizeof db->err, "%s: out of memory", db->path);
+  db->broken = 1;
+  return LSIM_E_NOMEM;
+}
+
+/* lsim__word_code through a small cache keyed by the string's address.
+** A static string (an event detail, an iteration result: event.h, db.h)
+** is found there without comparing text; a caller's buffer (starvation
+** words) is checked against the cached word, since the same buffer may
+** hold another word next time. */
+static lsim_err lsim__cached_code(lsim_db *db, const char *w, int is_static,
+                                  int64_t *code) {
   unsigned h = (unsigned)(((uintptr_t)w >> 3) * 2654435761u) &
                (LSIM__DCACHE - 1);
-  for (unsigned i = h;; i = (i + 1) & (LSIM__DCACHE - 1)) {
+  unsigned i = h;
+  for (;; i = (i + 1) & (LSIM__DCACHE - 1)) {
     if (db->dcache[i].p == w) {
       *code = db->dcache[i].code;
-      return 0;
+      if (is_static || strcmp(db->words[*code - 1], w) == 0)
+        return 0;
+      break; /* the buffer holds another word now: look it up again */
     }
     if (!db->dcache[i].p)
       break;
   }
-  int c = 0;
-  for (int i = 0; i < db->nwords && !c; i++)
-    if (strcmp(db->words[i], w) == 0)
-      c = i + 1;
-  if (!c) {
-    if (db->nwords == db->capwords) {
-      int cap = db->capwords ? 2 * db->capwords : 32;
-      char **nw = realloc(db->words, (size_t)cap * sizeof *nw);
-      if (!nw) {
-        snprintf(db->err, sizeof db->err, "%s: out of memory", db->path);
-        db->broken = 1;
-        return LSIM_E_NOMEM;
-      }
-      db->words = nw;
-      db->capwords = cap;
+  lsim_err rc = lsim__word_code(db, w, code);
+  if (rc)
+    return rc;
+  if (db->dcache[i].p != w) {
+    /* a new address; a full cache starts over (the words stay) */
+    if (db->ndcache >= LSIM__DCACHE / 2) {
+      memset(db->dcache, 0, sizeof db->dcache);
+      db->ndcache = 0;
     }
-    size_t n = strlen(w) + 1;
-    char *copy = malloc(n);
-    if (!copy) {
-      snprintf(db->err, sizeof db->err, "%s: out of memory", db->path);
-      db->broken = 1;
-      return LSIM_E_NOMEM;
-    }
-    memcpy(copy, w, n);
-    db->words[db->nwords++] = copy;
-    c = db->nwords;
-    sqlite3_bind_int(db->det, 1, c);
-    sqlite3_bind_text(db->det, 2, copy, -1, SQLITE_STATIC);
-    lsim_err rc = lsim__step(db, db->det, "insert event detail");
-    if (rc)
-      return rc;
+    for (i = h; db->dcache[i].p; i = (i + 1) & (LSIM__DCACHE - 1))
+      ;
+    db->dcache[i].p = w;
+    db->ndcache++;
   }
-  /* remember the pointer; a full cache starts over (the words stay) */
-  if (db->ndcache >= LSIM__DCACHE / 2) {
-    memset(db->dcache, 0, sizeof db->dcache);
-    db->ndcache = 0;
-  }
-  unsigned i = h;
-  while (db->dcache[i].p)
-    i = (i + 1) & (LSIM__DCACHE - 1);
-  db->dcache[i].p = w;
-  db->dcache[i].code = c;
-  db->ndcache++;
-  *code = c;
+  db->dcache[i].code = *code;
   return 0;
 }
 
@@ -938,7 +960,7 @@ lsim_err lsim_db_event(void *ud, const lsim_event *ev) {
     return LSIM_E_BUG;
   }
   int64_t code = 0;
-  if (ev->detail && (rc = lsim__detail_code(db, ev->detail, &code)))
+  if (ev->detail && (rc = lsim__cached_code(db, ev->detail, 1, &code)))
     return rc;
   lsim__ev_row *r = &db->pend[db->npend++];
   r->seq = ev->seq;
@@ -1001,7 +1023,21 @@ lsim_err lsim_db_iteration(lsim_db *db, const lsim_iter_record *it) {
   if (rc)
     return rc;
   /* buffered like events; `result` is a static string (db.h) */
-  db->itpend[db->nitpend++] = *it;
+  int64_t code = 0;
+  if (it->result && (rc = lsim__cached_code(db, it->result, 1, &code)))
+    return rc;
+  int64_t *v = db->itpend[db->nitpend++].v;
+  v[0] = it->iter;
+  v[1] = lsim__pair(it->worker, (int)code);
+  v[2] = it->start_tick;
+  v[3] = it->end_tick;
+  v[4] = it->prefill_rows;
+  v[5] = it->decode_rows;
+  v[6] = lsim__pair(it->prefill_reqs, it->decode_reqs);
+  v[7] = lsim__pair(it->distinct_adapters, it->segments);
+  v[8] = it->true_rank_rows;
+  v[9] = it->padded_rank_rows;
+  v[10] = it->backend_ns;
   if (db->nitpend == LSIM__ROWS && (rc = lsim__flush_iters(db)))
     return rc;
   return lsim__count_row(db);
@@ -1027,22 +1063,23 @@ lsim_err lsim_db_interval(lsim_db *db, const lsim_interval *iv, int starved) {
   lsim_err rc = lsim__append_ok(db, "lsim_db_interval");
   if (rc)
     return rc;
-  lsim__iv_row *q = &db->ivpend[db->nivpend];
-  q->iv = *iv;
-  q->starved = starved;
-  if (!lsim__word(q->kind, iv->kind) ||
-      !lsim__word(q->closed_by, iv->closed_by)) {
-    if ((rc = lsim__flush_intervals(db)))
-      return rc;
-    lsim__iv_row one = {*iv, starved, {0}, {0}};
-    db->stv_b.primed = 0; /* bound outside the shadow */
-    lsim__bind_interval(db->stv, &db->stv_b, 0, &one);
-    if ((rc = lsim__step(db, db->stv, "insert starvation interval")))
-      return rc;
-    return lsim__count_row(db);
+  /* the words are coded at once (their text need not outlive the call);
+  ** both are required, as the columns were NOT NULL */
+  int64_t kind = 0, closed = 0;
+  if (!iv->kind || !iv->closed_by) {
+    snprintf(db->err, sizeof db->err,
+             "bug: starvation interval without a kind or closed_by (%s)",
+             db->path);
+    return LSIM_E_BUG;
   }
-  q->iv.kind = iv->kind ? q->kind : NULL;
-  q->iv.closed_by = iv->closed_by ? q->closed_by : NULL;
+  if ((rc = lsim__cached_code(db, iv->kind, 0, &kind)) ||
+      (rc = lsim__cached_code(db, iv->closed_by, 0, &closed)))
+    return rc;
+  int64_t *v = db->ivpend[db->nivpend].v;
+  v[0] = lsim__pair(iv->worker, iv->entity);
+  v[1] = iv->start;
+  v[2] = iv->end;
+  v[3] = (int64_t)((uint64_t)(uint32_t)starved << 32) | closed << 16 | kind;
   if (++db->nivpend == LSIM__ROWS && (rc = lsim__flush_intervals(db)))
     return rc;
   return lsim__count_row(db);

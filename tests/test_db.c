@@ -709,7 +709,7 @@ Test(db, seq_gaps_and_buffered_rows) {
   cr_assert_eq(sqlite3_prepare_v2(h,
                                   "SELECT kind, worker, entity, start_tick, "
                                   "end_tick, closed_by, starved "
-                                  "FROM starvation ORDER BY rowid",
+                                  "FROM starvation ORDER BY start_tick",
                                   -1, &st, NULL),
                SQLITE_OK);
   for (n = 0; sqlite3_step(st) == SQLITE_ROW; n++) {
