@@ -99,7 +99,8 @@ typedef struct lsim__iv_row {
 
 /* An event as event_log stores it (docs/SCHEMA.md): v[0] tick,
 ** v[1] kind | detail code << 16, v[2] worker << 32 | tenant (each as 32
-** bits), v[3] adapter << 32 | attempt, then request, generation, pages,
+** bits), v[3] attempt << 32 | adapter (attempt is mostly 0, so the
+** value is small), then request, generation, pages,
 ** bytes, value (LSIM_NONE stored as NULL).  Packed when appended. */
 #define LSIM__EV_V 9
 typedef struct lsim__ev_row {
@@ -190,7 +191,7 @@ static const char lsim__schema[] =
     " tick,"
     " kind_detail,"
     " worker_tenant,"
-    " adapter_attempt,"
+    " attempt_adapter,"
     " request,"
     " generation,"
     " pages,"
@@ -248,9 +249,9 @@ static const char lsim__schema[] =
     " nullif(e.worker_tenant >> 32, -1) AS worker,"
     " e.request AS request,"
     " nullif((e.worker_tenant << 32) >> 32, -1) AS tenant,"
-    " nullif(e.adapter_attempt >> 32, -1) AS adapter,"
+    " nullif((e.attempt_adapter << 32) >> 32, -1) AS adapter,"
     " e.generation AS generation,"
-    " nullif((e.adapter_attempt << 32) >> 32, -1) AS attempt,"
+    " nullif(e.attempt_adapter >> 32, -1) AS attempt,"
     " e.pages AS pages, e.bytes AS bytes, e.value AS value,"
     " (SELECT d.word FROM words AS d"
     "  WHERE d.code = e.kind_detail >> 16) AS detail"
@@ -301,10 +302,10 @@ static const struct {
 ** lsim__flush_events). */
 #define LSIM__EV_SQL_COLS                                                  \
   "INSERT INTO event_log(seq,tick,kind_detail,worker_tenant,"               \
-  "adapter_attempt,request,generation,pages,bytes,value) VALUES"
+  "attempt_adapter,request,generation,pages,bytes,value) VALUES"
 #define LSIM__EV_SQL_ROW "(?,?,?,?,?,?,?,?,?,?)"
 #define LSIM__EVA_SQL_COLS                                                 \
-  "INSERT INTO event_log(tick,kind_detail,worker_tenant,adapter_attempt,"  \
+  "INSERT INTO event_log(tick,kind_detail,worker_tenant,attempt_adapter,"  \
   "request,generation,pages,bytes,value) VALUES"
 #define LSIM__EVA_SQL_ROW "(?,?,?,?,?,?,?,?,?)"
 #define LSIM__RQ_COLS 11 /* bound columns per request row */
@@ -967,7 +968,7 @@ lsim_err lsim_db_event(void *ud, const lsim_event *ev) {
   r->v[0] = ev->tick;
   r->v[1] = (int64_t)ev->kind | code << 16;
   r->v[2] = lsim__pair(ev->worker, ev->tenant);
-  r->v[3] = lsim__pair(ev->adapter, ev->attempt);
+  r->v[3] = lsim__pair(ev->attempt, ev->adapter); /* mostly 0 | adapter */
   r->v[4] = ev->request;
   r->v[5] = ev->generation;
   r->v[6] = ev->pages;

@@ -65,7 +65,7 @@ q "SELECT 'events ' || count(*) FROM events;
 # view's own expressions for worker, adapter and kind, so that the
 # correlated look-ups below (p.worker = k.worker ...) use it.
 q "CREATE INDEX IF NOT EXISTS fc_wak ON event_log(nullif(worker_tenant >> 32, -1),
-   nullif(adapter_attempt >> 32, -1), kind_detail & 65535, seq);"
+   nullif((attempt_adapter << 32) >> 32, -1), kind_detail & 65535, seq);"
 
 echo "faults injected (fault_injected rows):"
 q "SELECT '  ' || detail || ' ' || count(*) FROM events WHERE kind=20
