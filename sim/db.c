@@ -33,10 +33,14 @@
 ** statement; page sizes 4K..32K were within noise of each other, 64K was
 ** slower; synchronous OFF vs NORMAL within noise).  Iteration, request and
 ** starvation rows are buffered and written the same way, each buffer on
-** its own when it fills.  Buffering keeps each event's `detail` pointer
-** until the flush; event.h guarantees it is a static string (request
-** outcomes and interval words are copied into the buffer).  `seq` is the
-** events table's rowid (INTEGER PRIMARY KEY): appends in seq order go to
+** its own when it fills.  Rows are stored narrow (docs/SCHEMA.md, "How
+** the rows are stored"): SQLite's cost per row grows with its bound
+** columns, so pairs of ints share a column and words (event details,
+** iteration results, starvation words) are codes into the words table,
+** assigned when first appended; the views events, iterations and
+** starvation give back the version-1 columns.  Request outcomes are
+** copied into the buffer.  `seq` is
+** event_log's rowid (INTEGER PRIMARY KEY): appends in seq order go to
 ** the right edge of one B-tree, and no separate (run_id, seq) index is
 ** needed -- building that index at end of run cost more than half of the
 ** insert time again.  A full buffer whose seqs continue the table is
@@ -70,7 +74,7 @@
 
 enum { LSIM__OPEN = 0, LSIM__RUNNING = 1, LSIM__ENDED = 2 };
 
-#define LSIM__NO_SEQ INT64_MIN /* max_seq of an empty events table */
+#define LSIM__NO_SEQ INT64_MIN /* max_seq of an empty event_log */
 #define LSIM__WORD 24          /* longest buffered outcome / interval word + 1 */
 
 /* A buffered request row: the record with its outcome copied, since the
@@ -139,7 +143,7 @@ struct lsim_db {
   int npend;          /* buffered events, not yet in the table */
   int64_t batch_rows; /* rows appended since the last commit */
   int64_t events;     /* events accepted by lsim_db_event */
-  int64_t max_seq;    /* largest seq in the events table; LSIM__NO_SEQ */
+  int64_t max_seq;    /* largest seq in event_log; LSIM__NO_SEQ */
   lsim__ev_row pend[LSIM__ROWS];
   struct {
     const char *p; /* a detail string seen before (static, see event.h) */
