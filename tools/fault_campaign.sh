@@ -120,6 +120,12 @@ q "SELECT '  (completed requests with exactly prompt + produced - 1 service: ' |
    sum(CASE WHEN d.detail='decode' THEN d.value ELSE 0 END) sd
    FROM requests r JOIN events d ON d.kind=8 AND d.request=r.request
    WHERE r.outcome='ok' GROUP BY r.request) WHERE sp = p AND sd = o - 1"
+set +e
+"$bin" audit "$db" > "$db.audit.txt" 2>&1
+ast=$?
+set -e
+[ "$ast" -eq 0 ] && :; check A1 $? "lorasim audit: every event obeys its kind's rules, every figure its evidence ceiling ($(tail -1 "$db.audit.txt"))"
+[ "$ast" -eq 0 ] || head -20 "$db.audit.txt"
 unf=$(q "SELECT count(*) FROM requests WHERE outcome='unfinished'")
 [ "$unf" -eq 0 ] || echo "  note: $unf requests unfinished at the end of the run (liveness, not one of the invariants above)"
 [ $bad -eq 0 ] && echo "fault campaign: ok" || { echo "fault campaign: FAILED"; exit 1; }
