@@ -896,7 +896,10 @@ static lsim_err lsim__begin(lsim_res *r, const lsim_res_req *q,
     r->free_hint = i + 1;
     need--;
   }
-  qsort(t->slot, (size_t)t->nslots, sizeof *t->slot, lsim__cmp64);
+  /* the free slots were taken in increasing order: only victims' slots
+  ** can put the list out of order */
+  if (nv > 0)
+    qsort(t->slot, (size_t)t->nslots, sizeof *t->slot, lsim__cmp64);
   if (load) {
     lsim__adp_set(r, a, LSIM_RS_RESERVED);
     a->txn = t->id;

@@ -33,10 +33,14 @@
 ** statement; page sizes 4K..32K were within noise of each other, 64K was
 ** slower; synchronous OFF vs NORMAL within noise).  Iteration, request and
 ** starvation rows are buffered and written the same way, each buffer on
-** its own when it fills.  Buffering keeps each event's `detail` pointer
-** until the flush; event.h guarantees it is a static string (request
-** outcomes and interval words are copied into the buffer).  `seq` is the
-** events table's rowid (INTEGER PRIMARY KEY): appends in seq order go to
+** its own when it fills.  Rows are stored narrow (docs/SCHEMA.md, "How
+** the rows are stored"): SQLite's cost per row grows with its bound
+** columns, so pairs of ints share a column and words (event details,
+** iteration results, starvation words) are codes into the words table,
+** assigned when first appended; the views events, iterations and
+** starvation give back the version-1 columns.  Request outcomes are
+** copied into the buffer.  `seq` is
+** event_log's rowid (INTEGER PRIMARY KEY): appends in seq order go to
 ** the right edge of one B-tree, and no separate (run_id, seq) index is
 ** needed -- building that index at end of run cost more than half of the
 ** insert time again.  A full buffer whose seqs continue the table is
@@ -58,17 +62,19 @@
 #include <unistd.h>
 
 /* PRAGMA user_version of the schema below; bump on any schema change. */
-#define LSIM__SCHEMA_VERSION 1
+#define LSIM__SCHEMA_VERSION 2
 #define LSIM__RUN_ID 1 /* the INSERTs below spell it as the literal 1 */
 #define LSIM__ROWS 64       /* events per multi-row INSERT */
-#define LSIM__EV_COLS 13    /* bound columns per event row (run_id is literal) */
+#define LSIM__EV_COLS 10    /* bound columns per event_log row, seq included */
 #define LSIM__MAX_COLS 14   /* bound columns of the widest row (iterations) */
 #define LSIM__PAGE_SIZE 8192
+#define LSIM__DCACHE 64     /* word pointer cache slots (a power of 2) */
+#define LSIM__MAX_WORDS 65535 /* codes fit 16 bits (starvation_log.codes) */
 #define LSIM__CACHE_KIB 65536
 
 enum { LSIM__OPEN = 0, LSIM__RUNNING = 1, LSIM__ENDED = 2 };
 
-#define LSIM__NO_SEQ INT64_MIN /* max_seq of an empty events table */
+#define LSIM__NO_SEQ INT64_MIN /* max_seq of an empty event_log */
 #define LSIM__WORD 24          /* longest buffered outcome / interval word + 1 */
 
 /* A buffered request row: the record with its outcome copied, since the
@@ -78,13 +84,33 @@ typedef struct lsim__req_row {
   char outcome[LSIM__WORD];
 } lsim__req_row;
 
-/* A buffered starvation interval, its words copied likewise. */
+/* An iteration row as iteration_log stores it: iter, worker << 32 |
+** result code, start and end ticks, prefill and decode rows,
+** prefill_reqs << 32 | decode_reqs, distinct_adapters << 32 | segments,
+** true and padded rank rows, backend_ns (LSIM_NONE stored as NULL). */
+#define LSIM__IT_COLS 11
+typedef struct lsim__it_row {
+  int64_t v[LSIM__IT_COLS];
+} lsim__it_row;
+
+/* A starvation interval as starvation_log stores it: worker << 32 |
+** entity, start and end ticks, starved << 32 | closed_by code << 16 |
+** kind code. */
+#define LSIM__IV_COLS 4
 typedef struct lsim__iv_row {
-  lsim_interval iv;
-  int starved;
-  char kind[LSIM__WORD];
-  char closed_by[LSIM__WORD];
+  int64_t v[LSIM__IV_COLS];
 } lsim__iv_row;
+
+/* An event as event_log stores it (docs/SCHEMA.md): v[0] tick,
+** v[1] kind | detail code << 16, v[2] worker << 32 | tenant (each as 32
+** bits), v[3] attempt << 32 | adapter (attempt is mostly 0, so the
+** value is small), then request, generation, pages,
+** bytes, value (LSIM_NONE stored as NULL).  Packed when appended. */
+#define LSIM__EV_V 9
+typedef struct lsim__ev_row {
+  int64_t seq;
+  int64_t v[LSIM__EV_V];
+} lsim__ev_row;
 
 /* What a multi-row statement has bound, parameter by parameter: SQLite
 ** keeps bindings across sqlite3_reset, so a parameter whose value is the
@@ -117,12 +143,20 @@ struct lsim_db {
   int npend;          /* buffered events, not yet in the table */
   int64_t batch_rows; /* rows appended since the last commit */
   int64_t events;     /* events accepted by lsim_db_event */
-  int64_t max_seq;    /* largest seq in the events table; LSIM__NO_SEQ */
-  lsim_event pend[LSIM__ROWS];
+  int64_t max_seq;    /* largest seq in event_log; LSIM__NO_SEQ */
+  lsim__ev_row pend[LSIM__ROWS];
+  struct {
+    const char *p; /* a detail string seen before (static, see event.h) */
+    int64_t code;
+  } dcache[LSIM__DCACHE];
+  int ndcache;        /* filled dcache slots */
+  char **words;       /* the words table: words[c - 1] has code c */
+  int nwords, capwords;
+  sqlite3_stmt *det;  /* INSERT INTO words */
   lsim__bound ev1_b, evn_b, eva_b; /* what ev1, evn and eva have bound */
   lsim__bound iter_b, itn_b, req_b, reqn_b, stv_b, stvn_b;
   int nitpend;        /* buffered iteration rows */
-  lsim_iter_record itpend[LSIM__ROWS];
+  lsim__it_row itpend[LSIM__ROWS];
   int nrqpend;        /* buffered request rows */
   lsim__req_row rqpend[LSIM__ROWS];
   int nivpend;        /* buffered starvation intervals */
@@ -155,21 +189,21 @@ static const char lsim__schema[] =
     "CREATE TABLE event_kinds("
     " kind INTEGER PRIMARY KEY,"
     " name TEXT UNIQUE NOT NULL);"
-    "CREATE TABLE events("
-    " run_id INTEGER NOT NULL,"
-    " seq INTEGER NOT NULL PRIMARY KEY,"
-    " tick INTEGER NOT NULL,"
-    " kind INTEGER NOT NULL,"
-    " worker INTEGER,"
-    " request INTEGER,"
-    " tenant INTEGER,"
-    " adapter INTEGER,"
-    " generation INTEGER,"
-    " attempt INTEGER,"
-    " pages INTEGER,"
-    " bytes INTEGER,"
-    " value INTEGER,"
-    " detail TEXT);"
+    /* the events as stored; readers use the `events` view below */
+    "CREATE TABLE event_log("
+    " seq INTEGER PRIMARY KEY,"
+    " tick,"
+    " kind_detail,"
+    " worker_tenant,"
+    " attempt_adapter,"
+    " request,"
+    " generation,"
+    " pages,"
+    " bytes,"
+    " value);"
+    "CREATE TABLE words("
+    " code INTEGER PRIMARY KEY,"
+    " word TEXT UNIQUE NOT NULL);"
     "CREATE TABLE requests("
     " run_id INTEGER NOT NULL,"
     " request INTEGER NOT NULL,"
@@ -183,22 +217,18 @@ static const char lsim__schema[] =
     " output_tokens INTEGER,"
     " loads_waited INTEGER,"
     " outcome TEXT);"
-    "CREATE TABLE iterations("
-    " run_id INTEGER NOT NULL,"
-    " iter INTEGER NOT NULL,"
-    " worker INTEGER,"
-    " start_tick INTEGER,"
-    " end_tick INTEGER,"
-    " prefill_rows INTEGER,"
-    " decode_rows INTEGER,"
-    " prefill_reqs INTEGER,"
-    " decode_reqs INTEGER,"
-    " distinct_adapters INTEGER,"
-    " segments INTEGER,"
-    " true_rank_rows INTEGER,"
-    " padded_rank_rows INTEGER,"
-    " backend_ns INTEGER,"
-    " result TEXT);"
+    "CREATE TABLE iteration_log("
+    " iter,"
+    " worker_result,"
+    " start_tick,"
+    " end_tick,"
+    " prefill_rows,"
+    " decode_rows,"
+    " reqs,"
+    " adapters_segments,"
+    " true_rank_rows,"
+    " padded_rank_rows,"
+    " backend_ns);"
     "CREATE TABLE validations("
     " run_id INTEGER NOT NULL,"
     " iter INTEGER NOT NULL,"
@@ -207,20 +237,54 @@ static const char lsim__schema[] =
     " max_abs_err REAL,"
     " max_rel_err REAL,"
     " exact INTEGER NOT NULL);"
-    "CREATE TABLE starvation("
-    " run_id INTEGER NOT NULL,"
-    " kind TEXT NOT NULL,"
-    " worker INTEGER,"
-    " entity INTEGER NOT NULL,"
-    " start_tick INTEGER NOT NULL,"
-    " end_tick INTEGER NOT NULL,"
-    " closed_by TEXT NOT NULL,"
-    " starved INTEGER NOT NULL);"
+    "CREATE TABLE starvation_log("
+    " worker_entity,"
+    " start_tick,"
+    " end_tick,"
+    " codes);"
     "CREATE TABLE runs_summary("
     " run_id INTEGER NOT NULL,"
     " key TEXT NOT NULL,"
     " value REAL,"
     " PRIMARY KEY(run_id, key));"
+    "CREATE VIEW events AS SELECT"
+    " 1 AS run_id, e.seq AS seq, e.tick AS tick,"
+    " e.kind_detail & 65535 AS kind,"
+    " nullif(e.worker_tenant >> 32, -1) AS worker,"
+    " e.request AS request,"
+    " nullif((e.worker_tenant << 32) >> 32, -1) AS tenant,"
+    " nullif((e.attempt_adapter << 32) >> 32, -1) AS adapter,"
+    " e.generation AS generation,"
+    " nullif(e.attempt_adapter >> 32, -1) AS attempt,"
+    " e.pages AS pages, e.bytes AS bytes, e.value AS value,"
+    " (SELECT d.word FROM words AS d"
+    "  WHERE d.code = e.kind_detail >> 16) AS detail"
+    " FROM event_log AS e;"
+    "CREATE VIEW iterations AS SELECT"
+    " 1 AS run_id, i.iter AS iter,"
+    " nullif(i.worker_result >> 32, -1) AS worker,"
+    " i.start_tick AS start_tick, i.end_tick AS end_tick,"
+    " i.prefill_rows AS prefill_rows, i.decode_rows AS decode_rows,"
+    " i.reqs >> 32 AS prefill_reqs,"
+    " (i.reqs << 32) >> 32 AS decode_reqs,"
+    " i.adapters_segments >> 32 AS distinct_adapters,"
+    " (i.adapters_segments << 32) >> 32 AS segments,"
+    " i.true_rank_rows AS true_rank_rows,"
+    " i.padded_rank_rows AS padded_rank_rows,"
+    " i.backend_ns AS backend_ns,"
+    " (SELECT w.word FROM words AS w"
+    "  WHERE w.code = i.worker_result & 4294967295) AS result"
+    " FROM iteration_log AS i;"
+    "CREATE VIEW starvation AS SELECT"
+    " 1 AS run_id,"
+    " (SELECT w.word FROM words AS w WHERE w.code = s.codes & 65535) AS kind,"
+    " nullif(s.worker_entity >> 32, -1) AS worker,"
+    " (s.worker_entity << 32) >> 32 AS entity,"
+    " s.start_tick AS start_tick, s.end_tick AS end_tick,"
+    " (SELECT w.word FROM words AS w"
+    "  WHERE w.code = (s.codes >> 16) & 65535) AS closed_by,"
+    " s.codes >> 32 AS starved"
+    " FROM starvation_log AS s;"
     "CREATE VIEW events_named AS SELECT"
     " e.run_id, e.seq, e.tick, e.kind, k.name AS kind_name, e.worker,"
     " e.request, e.tenant, e.adapter, e.generation, e.attempt, e.pages,"
@@ -241,24 +305,23 @@ static const struct {
 ** which is the next event's seq whenever the stream is contiguous (see
 ** lsim__flush_events). */
 #define LSIM__EV_SQL_COLS                                                  \
-  "INSERT INTO events(run_id,seq,tick,kind,worker,request,tenant,adapter," \
-  "generation,attempt,pages,bytes,value,detail) VALUES"
-#define LSIM__EV_SQL_ROW "(1,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+  "INSERT INTO event_log(seq,tick,kind_detail,worker_tenant,"               \
+  "attempt_adapter,request,generation,pages,bytes,value) VALUES"
+#define LSIM__EV_SQL_ROW "(?,?,?,?,?,?,?,?,?,?)"
 #define LSIM__EVA_SQL_COLS                                                 \
-  "INSERT INTO events(run_id,tick,kind,worker,request,tenant,adapter,"     \
-  "generation,attempt,pages,bytes,value,detail) VALUES"
-#define LSIM__EVA_SQL_ROW "(1,?,?,?,?,?,?,?,?,?,?,?,?)"
+  "INSERT INTO event_log(tick,kind_detail,worker_tenant,attempt_adapter,"  \
+  "request,generation,pages,bytes,value) VALUES"
+#define LSIM__EVA_SQL_ROW "(?,?,?,?,?,?,?,?,?)"
 #define LSIM__RQ_COLS 11 /* bound columns per request row */
 #define LSIM__RQ_SQL_COLS                                                  \
   "INSERT INTO requests(run_id,request,tenant,adapter,worker,arrival_tick," \
   "first_token_tick,finish_tick,prompt_tokens,output_tokens,loads_waited," \
   "outcome) VALUES"
 #define LSIM__RQ_SQL_ROW "(1,?,?,?,?,?,?,?,?,?,?,?)"
-#define LSIM__IV_COLS 7 /* bound columns per starvation row */
 #define LSIM__IV_SQL_COLS                                                  \
-  "INSERT INTO starvation(run_id,kind,worker,entity,start_tick,end_tick,"   \
-  "closed_by,starved) VALUES"
-#define LSIM__IV_SQL_ROW "(1,?,?,?,?,?,?,?)"
+  "INSERT INTO starvation_log(worker_entity,start_tick,end_tick,codes) "    \
+  "VALUES"
+#define LSIM__IV_SQL_ROW "(?,?,?,?)"
 
 /* ---- helpers -------------------------------------------------------------- */
 
@@ -367,26 +430,19 @@ static void lsim__rebind_opt(sqlite3_stmt *st, lsim__bound *b, int i,
     lsim__bind_opt(st, i, v);
 }
 
-/* Bind event ev as row `row` (0-based) of statement st; with_seq 0 for the
-** `eva` statement, which has no seq column.  b: what st has bound. */
+/* Bind event row r as row `row` (0-based) of statement st; with_seq 0 for
+** the `eva` statement, which has no seq column.  b: what st has bound.
+** The packed words and the tick are never NULL; the rest map LSIM_NONE
+** to NULL. */
 static void lsim__bind_event(sqlite3_stmt *st, lsim__bound *b, int row,
-                             const lsim_event *ev, int with_seq) {
+                             const lsim__ev_row *r, int with_seq) {
   int o = row * (LSIM__EV_COLS - 1 + with_seq) + 1;
   if (with_seq)
-    lsim__rebind_int(st, b, o++, ev->seq);
-  lsim__rebind_int(st, b, o, ev->tick);
-  lsim__rebind_int(st, b, o + 1, ev->kind);
-  lsim__rebind_opt(st, b, o + 2, ev->worker);
-  lsim__rebind_opt(st, b, o + 3, ev->request);
-  lsim__rebind_opt(st, b, o + 4, ev->tenant);
-  lsim__rebind_opt(st, b, o + 5, ev->adapter);
-  lsim__rebind_opt(st, b, o + 6, ev->generation);
-  lsim__rebind_opt(st, b, o + 7, ev->attempt);
-  lsim__rebind_opt(st, b, o + 8, ev->pages);
-  lsim__rebind_opt(st, b, o + 9, ev->bytes);
-  lsim__rebind_opt(st, b, o + 10, ev->value);
-  if (!lsim__same(b, o + 11, (int64_t)(intptr_t)ev->detail))
-    lsim__bind_str(st, o + 11, ev->detail);
+    lsim__rebind_int(st, b, o++, r->seq);
+  for (int i = 0; i < 4; i++)
+    lsim__rebind_int(st, b, o + i, r->v[i]);
+  for (int i = 4; i < LSIM__EV_V; i++)
+    lsim__rebind_opt(st, b, o + i, r->v[i]);
 }
 
 static lsim_err lsim__step(lsim_db *db, sqlite3_stmt *st, const char *what) {
@@ -397,37 +453,25 @@ static lsim_err lsim__step(lsim_db *db, sqlite3_stmt *st, const char *what) {
   return 0;
 }
 
-#define LSIM__IT_COLS 14 /* bound columns per iteration row */
 _Static_assert(LSIM__IT_COLS <= LSIM__MAX_COLS &&
                    LSIM__EV_COLS <= LSIM__MAX_COLS &&
                    LSIM__RQ_COLS <= LSIM__MAX_COLS &&
                    LSIM__IV_COLS <= LSIM__MAX_COLS,
                "lsim__bound holds the widest row");
 #define LSIM__IT_SQL_COLS                                                   \
-  "INSERT INTO iterations(run_id,iter,worker,start_tick,end_tick,"           \
-  "prefill_rows,decode_rows,prefill_reqs,decode_reqs,distinct_adapters,"     \
-  "segments,true_rank_rows,padded_rank_rows,backend_ns,result) VALUES"
-#define LSIM__IT_SQL_ROW "(1,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+  "INSERT INTO iteration_log(iter,worker_result,start_tick,end_tick,"        \
+  "prefill_rows,decode_rows,reqs,adapters_segments,true_rank_rows,"          \
+  "padded_rank_rows,backend_ns) VALUES"
+#define LSIM__IT_SQL_ROW "(?,?,?,?,?,?,?,?,?,?,?)"
 
-/* Bind iteration row `it` as the k-th row of a (multi-row) INSERT. */
+/* Bind iteration row q as the k-th row of a (multi-row) INSERT: every
+** column as it is, backend_ns with LSIM_NONE as NULL. */
 static void lsim__bind_iter(sqlite3_stmt *st, lsim__bound *b, int k,
-                            const lsim_iter_record *it) {
-  int o = k * LSIM__IT_COLS;
-  lsim__rebind_int(st, b, o + 1, it->iter);
-  lsim__rebind_opt(st, b, o + 2, it->worker);
-  lsim__rebind_int(st, b, o + 3, it->start_tick);
-  lsim__rebind_int(st, b, o + 4, it->end_tick);
-  lsim__rebind_int(st, b, o + 5, it->prefill_rows);
-  lsim__rebind_int(st, b, o + 6, it->decode_rows);
-  lsim__rebind_int(st, b, o + 7, it->prefill_reqs);
-  lsim__rebind_int(st, b, o + 8, it->decode_reqs);
-  lsim__rebind_int(st, b, o + 9, it->distinct_adapters);
-  lsim__rebind_int(st, b, o + 10, it->segments);
-  lsim__rebind_int(st, b, o + 11, it->true_rank_rows);
-  lsim__rebind_int(st, b, o + 12, it->padded_rank_rows);
-  lsim__rebind_opt(st, b, o + 13, it->backend_ns);
-  if (!lsim__same(b, o + 14, (int64_t)(intptr_t)it->result))
-    lsim__bind_str(st, o + 14, it->result);
+                            const lsim__it_row *q) {
+  int o = k * LSIM__IT_COLS + 1;
+  for (int i = 0; i < LSIM__IT_COLS - 1; i++)
+    lsim__rebind_int(st, b, o + i, q->v[i]);
+  lsim__rebind_opt(st, b, o + LSIM__IT_COLS - 1, q->v[LSIM__IT_COLS - 1]);
 }
 
 /* Bind request row q as the k-th row of a (multi-row) INSERT.  The outcome
@@ -449,19 +493,12 @@ static void lsim__bind_request(sqlite3_stmt *st, lsim__bound *b, int k,
   lsim__bind_str(st, o + 11, rec->outcome);
 }
 
-/* Bind starvation row q as the k-th row of a (multi-row) INSERT (the words
-** are copies in the buffer slot: always bound). */
+/* Bind starvation row q as the k-th row of a (multi-row) INSERT. */
 static void lsim__bind_interval(sqlite3_stmt *st, lsim__bound *b, int k,
                                 const lsim__iv_row *q) {
-  const lsim_interval *iv = &q->iv;
-  int o = k * LSIM__IV_COLS;
-  lsim__bind_str(st, o + 1, iv->kind);
-  lsim__rebind_opt(st, b, o + 2, iv->worker);
-  lsim__rebind_int(st, b, o + 3, iv->entity);
-  lsim__rebind_int(st, b, o + 4, iv->start);
-  lsim__rebind_int(st, b, o + 5, iv->end);
-  lsim__bind_str(st, o + 6, iv->closed_by);
-  lsim__rebind_int(st, b, o + 7, q->starved);
+  int o = k * LSIM__IV_COLS + 1;
+  for (int i = 0; i < LSIM__IV_COLS; i++)
+    lsim__rebind_int(st, b, o + i, q->v[i]);
 }
 
 /* Write the buffered events.  A full buffer goes in one multi-row INSERT:
@@ -473,7 +510,7 @@ static void lsim__bind_interval(sqlite3_stmt *st, lsim__bound *b, int k,
 static lsim_err lsim__flush_events(lsim_db *db) {
   lsim_err rc = 0;
   int n = db->npend;
-  const lsim_event *p = db->pend;
+  const lsim__ev_row *p = db->pend;
   db->npend = 0;
   if (n == LSIM__ROWS) {
     int contiguous = db->max_seq != LSIM__NO_SEQ &&
@@ -702,6 +739,9 @@ static lsim_err lsim__setup(lsim_db *db, lsim_errbuf *eb) {
       (rc = lsim__prepare_multi(db, LSIM__IV_SQL_COLS, LSIM__IV_SQL_ROW,
                                 &db->stvn, eb)) ||
       (rc = lsim__prepare(db,
+                          "INSERT INTO words(code,word) VALUES(?,?)",
+                          &db->det, eb)) ||
+      (rc = lsim__prepare(db,
                           "INSERT OR REPLACE INTO runs_summary(run_id,key,"
                           "value) VALUES(1,?,?)",
                           &db->sum, eb)))
@@ -772,8 +812,12 @@ void lsim_db_close(lsim_db *db) {
     sqlite3_finalize(db->val);
     sqlite3_finalize(db->stv);
     sqlite3_finalize(db->stvn);
+    sqlite3_finalize(db->det);
     sqlite3_close_v2(db->h);
   }
+  for (int i = 0; i < db->nwords; i++)
+    free(db->words[i]);
+  free(db->words);
   free(db->path);
   free(db);
 }
@@ -824,6 +868,91 @@ lsim_err lsim_db_begin_run(lsim_db *db, const lsim_run_info *info,
   return 0;
 }
 
+/* Two ints in one column: hi in the upper 32 bits, lo in the lower, each
+** as 32-bit two's complement; the events view takes them apart with
+** arithmetic shifts (LSIM_NONE, -1, comes back as NULL). */
+static int64_t lsim__pair(int hi, int lo) {
+  return (int64_t)((uint64_t)(uint32_t)hi << 32 | (uint32_t)lo);
+}
+
+/* The code of word w in the words table, from 1, assigned in order of
+** first use and inserted in the open batch (so it commits with, or
+** before, the first row that names it).  Looked up by content: w need
+** not outlive the call. */
+static lsim_err lsim__word_code(lsim_db *db, const char *w, int64_t *code) {
+  for (int i = 0; i < db->nwords; i++)
+    if (strcmp(db->words[i], w) == 0) {
+      *code = i + 1;
+      return 0;
+    }
+  if (db->nwords >= LSIM__MAX_WORDS) {
+    snprintf(db->err, sizeof db->err,
+             "bug: more than %d distinct words in one run (%s)",
+             LSIM__MAX_WORDS, db->path);
+    return LSIM_E_BUG;
+  }
+  if (db->nwords == db->capwords) {
+    int cap = db->capwords ? 2 * db->capwords : 32;
+    char **nw = realloc(db->words, (size_t)cap * sizeof *nw);
+    if (!nw)
+      goto nomem;
+    db->words = nw;
+    db->capwords = cap;
+  }
+  size_t n = strlen(w) + 1;
+  char *copy = malloc(n);
+  if (!copy)
+    goto nomem;
+  memcpy(copy, w, n);
+  db->words[db->nwords++] = copy;
+  sqlite3_bind_int(db->det, 1, db->nwords);
+  sqlite3_bind_text(db->det, 2, copy, -1, SQLITE_STATIC);
+  *code = db->nwords;
+  return lsim__step(db, db->det, "insert word");
+nomem:
+  snprintf(db->err, sizeof db->err, "%s: out of memory", db->path);
+  db->broken = 1;
+  return LSIM_E_NOMEM;
+}
+
+/* lsim__word_code through a small cache keyed by the string's address.
+** A static string (an event detail, an iteration result: event.h, db.h)
+** is found there without comparing text; a caller's buffer (starvation
+** words) is checked against the cached word, since the same buffer may
+** hold another word next time. */
+static lsim_err lsim__cached_code(lsim_db *db, const char *w, int is_static,
+                                  int64_t *code) {
+  unsigned h = (unsigned)(((uintptr_t)w >> 3) * 2654435761u) &
+               (LSIM__DCACHE - 1);
+  unsigned i = h;
+  for (;; i = (i + 1) & (LSIM__DCACHE - 1)) {
+    if (db->dcache[i].p == w) {
+      *code = db->dcache[i].code;
+      if (is_static || strcmp(db->words[*code - 1], w) == 0)
+        return 0;
+      break; /* the buffer holds another word now: look it up again */
+    }
+    if (!db->dcache[i].p)
+      break;
+  }
+  lsim_err rc = lsim__word_code(db, w, code);
+  if (rc)
+    return rc;
+  if (db->dcache[i].p != w) {
+    /* a new address; a full cache starts over (the words stay) */
+    if (db->ndcache >= LSIM__DCACHE / 2) {
+      memset(db->dcache, 0, sizeof db->dcache);
+      db->ndcache = 0;
+    }
+    for (i = h; db->dcache[i].p; i = (i + 1) & (LSIM__DCACHE - 1))
+      ;
+    db->dcache[i].p = w;
+    db->ndcache++;
+  }
+  db->dcache[i].code = *code;
+  return 0;
+}
+
 lsim_err lsim_db_event(void *ud, const lsim_event *ev) {
   lsim_db *db = ud;
   lsim_err rc = lsim__append_ok(db, "lsim_db_event");
@@ -835,7 +964,20 @@ lsim_err lsim_db_event(void *ud, const lsim_event *ev) {
              (long long)ev->seq, ev->kind, db->path);
     return LSIM_E_BUG;
   }
-  db->pend[db->npend++] = *ev;
+  int64_t code = 0;
+  if (ev->detail && (rc = lsim__cached_code(db, ev->detail, 1, &code)))
+    return rc;
+  lsim__ev_row *r = &db->pend[db->npend++];
+  r->seq = ev->seq;
+  r->v[0] = ev->tick;
+  r->v[1] = (int64_t)ev->kind | code << 16;
+  r->v[2] = lsim__pair(ev->worker, ev->tenant);
+  r->v[3] = lsim__pair(ev->attempt, ev->adapter); /* mostly 0 | adapter */
+  r->v[4] = ev->request;
+  r->v[5] = ev->generation;
+  r->v[6] = ev->pages;
+  r->v[7] = ev->bytes;
+  r->v[8] = ev->value;
   db->events++;
   if (db->npend == LSIM__ROWS && (rc = lsim__flush_events(db)))
     return rc;
@@ -886,7 +1028,21 @@ lsim_err lsim_db_iteration(lsim_db *db, const lsim_iter_record *it) {
   if (rc)
     return rc;
   /* buffered like events; `result` is a static string (db.h) */
-  db->itpend[db->nitpend++] = *it;
+  int64_t code = 0;
+  if (it->result && (rc = lsim__cached_code(db, it->result, 1, &code)))
+    return rc;
+  int64_t *v = db->itpend[db->nitpend++].v;
+  v[0] = it->iter;
+  v[1] = lsim__pair(it->worker, (int)code);
+  v[2] = it->start_tick;
+  v[3] = it->end_tick;
+  v[4] = it->prefill_rows;
+  v[5] = it->decode_rows;
+  v[6] = lsim__pair(it->prefill_reqs, it->decode_reqs);
+  v[7] = lsim__pair(it->distinct_adapters, it->segments);
+  v[8] = it->true_rank_rows;
+  v[9] = it->padded_rank_rows;
+  v[10] = it->backend_ns;
   if (db->nitpend == LSIM__ROWS && (rc = lsim__flush_iters(db)))
     return rc;
   return lsim__count_row(db);
@@ -912,22 +1068,23 @@ lsim_err lsim_db_interval(lsim_db *db, const lsim_interval *iv, int starved) {
   lsim_err rc = lsim__append_ok(db, "lsim_db_interval");
   if (rc)
     return rc;
-  lsim__iv_row *q = &db->ivpend[db->nivpend];
-  q->iv = *iv;
-  q->starved = starved;
-  if (!lsim__word(q->kind, iv->kind) ||
-      !lsim__word(q->closed_by, iv->closed_by)) {
-    if ((rc = lsim__flush_intervals(db)))
-      return rc;
-    lsim__iv_row one = {*iv, starved, {0}, {0}};
-    db->stv_b.primed = 0; /* bound outside the shadow */
-    lsim__bind_interval(db->stv, &db->stv_b, 0, &one);
-    if ((rc = lsim__step(db, db->stv, "insert starvation interval")))
-      return rc;
-    return lsim__count_row(db);
+  /* the words are coded at once (their text need not outlive the call);
+  ** both are required, as the columns were NOT NULL */
+  int64_t kind = 0, closed = 0;
+  if (!iv->kind || !iv->closed_by) {
+    snprintf(db->err, sizeof db->err,
+             "bug: starvation interval without a kind or closed_by (%s)",
+             db->path);
+    return LSIM_E_BUG;
   }
-  q->iv.kind = iv->kind ? q->kind : NULL;
-  q->iv.closed_by = iv->closed_by ? q->closed_by : NULL;
+  if ((rc = lsim__cached_code(db, iv->kind, 0, &kind)) ||
+      (rc = lsim__cached_code(db, iv->closed_by, 0, &closed)))
+    return rc;
+  int64_t *v = db->ivpend[db->nivpend].v;
+  v[0] = lsim__pair(iv->worker, iv->entity);
+  v[1] = iv->start;
+  v[2] = iv->end;
+  v[3] = (int64_t)((uint64_t)(uint32_t)starved << 32) | closed << 16 | kind;
   if (++db->nivpend == LSIM__ROWS && (rc = lsim__flush_intervals(db)))
     return rc;
   return lsim__count_row(db);

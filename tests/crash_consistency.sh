@@ -70,6 +70,7 @@ while [ $k -le "$kills" ]; do
   [ "$(q "$db" 'PRAGMA integrity_check')" = ok ] || fail "kill $k: resumed integrity"
   got=$(rows "$db")
   [ "$got" = "$ref" ] || fail "kill $k: resumed rows differ from the reference"
+  "$bin" audit "$db" >/dev/null || fail "kill $k: lorasim audit of the resumed run found something"
   [ ! -e "$db.resume" ] || fail "kill $k: $db.resume left behind"
   echo "crash: kill $k after ${delay} ms: '$st' with $n/$nref events, integrity ok; resumed: rows identical"
   landed=$((landed + 1))

@@ -241,7 +241,7 @@ Test(db, round_trip) {
 
   sqlite3 *h = ro_open(t.db);
   char s[256];
-  cr_assert_eq(q_int(h, "PRAGMA user_version"), 1);
+  cr_assert_eq(q_int(h, "PRAGMA user_version"), 2);
 
   /* the run row */
   q_text(h, "SELECT status FROM runs WHERE run_id=1", s, sizeof s);
@@ -266,7 +266,7 @@ Test(db, round_trip) {
                                   "SELECT run_id, seq, tick, kind, worker, "
                                   "request, tenant, adapter, generation, "
                                   "attempt, pages, bytes, value, detail "
-                                  "FROM events ORDER BY rowid",
+                                  "FROM events ORDER BY seq",
                                   -1, &st, NULL),
                SQLITE_OK);
   int64_t row = 0;
@@ -709,7 +709,7 @@ Test(db, seq_gaps_and_buffered_rows) {
   cr_assert_eq(sqlite3_prepare_v2(h,
                                   "SELECT kind, worker, entity, start_tick, "
                                   "end_tick, closed_by, starved "
-                                  "FROM starvation ORDER BY rowid",
+                                  "FROM starvation ORDER BY start_tick",
                                   -1, &st, NULL),
                SQLITE_OK);
   for (n = 0; sqlite3_step(st) == SQLITE_ROW; n++) {

@@ -552,7 +552,7 @@ Test(malformed_ledger, cli_audit, .init = mk_tmp, .fini = rm_tmp) {
   char path[512], sql[256];
   snprintf(path, sizeof path, "%s/r.db", tmpdir);
   snprintf(sql, sizeof sql,
-           "UPDATE events SET generation = generation + 1 WHERE seq = "
+           "UPDATE event_log SET generation = generation + 1 WHERE seq = "
            "(SELECT min(seq) FROM events WHERE kind = %d)",
            LSIM_EV_ADAPTER_GENERATION_PUBLISHED);
   sqlite3 *h;

@@ -20,6 +20,14 @@
 **       give the floor, max(ideal bytes / bandwidth, flops / rate), ideal
 **       bytes = the adapters' A and B + X read + Y read and written.
 **       --sweep adds rows for other split / column-block settings.
+**       Base GEMM plus branch: every composition of Comp (seq, fork,
+**       forkpdl, seqpdl, side, beta1, chunkC; below) captured as one graph,
+**       checked once against the GEMM's own output plus the float64 delta
+**       (the bf16 bound, CompRef) and timed; exit status 1 if one is
+**       outside the bound.
+**
+**   bench_kernels --compose [--reps N] [--out DIR]
+**       Only the compositions (and the branch alone) at ranks 16 and 64.
 **
 **   bench_kernels --check [--cases N]
 **       The kernel correctness suite without SQLite, GMP or Criterion:
@@ -29,8 +37,11 @@
 **       int64 reference on every path, both 16-bit types and several launch
 **       settings, with the workspace poisoned, NaN in the stride padding of
 **       X, canaries around Y; then random bf16 values, relative error
-**       against a float64 reference (<= 1e-2).  Exit status 1 on any
-**       failure.  Small --cases for compute-sanitizer.
+**       against a float64 reference (<= 1e-2); then every composition of
+**       the base GEMM (cuBLAS) and the branch on three batches (check_compose:
+**       all output rows written, within the bf16 bound of GEMM + delta,
+**       identical when the graph runs again; skipped without cuBLAS).  Exit
+**       status 1 on any failure.  Small --cases for compute-sanitizer.
 */
 #include <cublas_v2.h> /* types only: the library is opened with dlopen */
 #include <cuda_runtime.h>
@@ -43,6 +54,7 @@
 #include <string.h>
 
 #include <algorithm>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -169,6 +181,7 @@ struct Blas {
     f_setstream ss = (f_setstream)dlsym(lib, "cublasSetStream_v2");
     f_setws sw = (f_setws)dlsym(lib, "cublasSetWorkspace_v2");
     gemm = (f_gemmex)dlsym(lib, "cublasGemmEx");
+    setstream = ss;
     if (!cr || !ss || !sw || !gemm) {
       why = "cublas symbols missing";
       return false;
@@ -187,11 +200,20 @@ struct Blas {
   }
   /* Y[n][m] = X[n][k] W^T, W [m][k], all row-major bf16. */
   bool run(int n, int m, int k, const void *X, const void *W, void *Y) {
-    const float one = 1.f, zero = 0.f;
+    return run(n, m, k, X, k, W, Y, m, 0.f);
+  }
+  /* Y[n][m] = X[n][k] W^T + beta Y, row strides ldx and ldy */
+  bool run(int n, int m, int k, const void *X, int ldx, const void *W,
+           void *Y, int ldy, float beta) {
+    const float one = 1.f;
     return gemm(h, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &one, W, CUDA_R_16BF, k,
-                X, CUDA_R_16BF, k, &zero, Y, CUDA_R_16BF, m,
+                X, CUDA_R_16BF, ldx, &beta, Y, CUDA_R_16BF, ldy,
                 CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT) ==
            CUBLAS_STATUS_SUCCESS;
+  }
+  f_setstream setstream = nullptr;
+  bool stream(cudaStream_t s) {
+    return setstream(h, s) == CUBLAS_STATUS_SUCCESS;
   }
 };
 
@@ -256,7 +278,7 @@ struct Timer {
 /* Capture fn() on stream s into an executable graph; false on failure. */
 template <typename F>
 static bool capture(cudaStream_t s, F fn, cudaGraphExec_t *ge,
-                    std::string *why) {
+                    std::string *why, unsigned long long flags = 0) {
   cudaGraph_t g = nullptr;
   cudaError_t e = cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal);
   if (e != cudaSuccess) {
@@ -272,7 +294,7 @@ static bool capture(cudaStream_t s, F fn, cudaGraphExec_t *ge,
     cudaGetLastError();
     return false;
   }
-  e = cudaGraphInstantiate(ge, g, 0);
+  e = cudaGraphInstantiateWithFlags(ge, g, flags);
   cudaGraphDestroy(g);
   if (e != cudaSuccess) {
     *why = cudaGetErrorString(e);
@@ -351,6 +373,430 @@ struct Paged {
   }
 };
 
+/* ---- the base GEMM and the adapter branch in one graph --------------------------------- */
+
+/*
+** How a serving engine runs one target module: Y = X W^T (the base GEMM,
+** cuBLAS), then Y += delta (the branch) in place.  The shrink reads only X
+** and the factors, never Y, so it need not wait for the GEMM.  Compositions
+** (each captured as one graph, launched on one stream):
+**   seq     the GEMM, then the branch (shrink, expand) on the same stream;
+**   fork    the graph forks at its start: the GEMM on a second stream, the
+**           shrink on the first, concurrently; an event joins them before
+**           the expand, which adds into the GEMM's output in place (the
+**           expand is then an ordinary launch: with PDL it would load Y
+**           before waiting, while the GEMM may still write it);
+**   forkpdl the same, but the expand is a programmatic dependent launch
+**           (tune only = 3): it starts while its prerequisites finish,
+**           prefetches its factors, and reads Y and the workspace only
+**           after griddepcontrol.wait;
+**   beta1   the delta first: Y zeroed by a memset (forked beside the
+**           shrink), the expand into it, then the GEMM with beta = 1;
+**   seqpdl  seq with both launches of the branch programmatic dependents
+**           (tune only = 4): the shrink, which does not read Y, may start
+**           as soon as the GEMM's blocks let it and completes only after
+**           the GEMM; the expand reads Y after its wait;
+**   side    the whole branch beside the GEMM: a zeroed buffer D (memset),
+**           the shrink and the expand into D on the first stream while the
+**           GEMM runs on the second; after the join one small kernel adds D
+**           into Y (Y is N rows: small at decode shapes); the delta is
+**           rounded to bf16 in D, then the sum once more;
+**   chunkC  the GEMM in C row chunks on the first stream; chunk j's branch
+**           (its own context and plan over the rows of chunk j) on its own
+**           stream: its shrink forked at the start, its expand after GEMM
+**           chunk j, so that it overlaps GEMM chunk j+1.
+** prio: 0 every stream at the default priority; 1 the branch's stream at
+** the highest; 2 the GEMM's.  Graphs are instantiated with node priorities
+** (stream capture copies each stream's priority into its kernel nodes).
+** splits: the shrink's d_in ranges (0: the chooser's rule); fewer ranges,
+** fewer blocks beside the GEMM.
+*/
+enum {
+  COMP_SEQ,
+  COMP_FORK,
+  COMP_BETA1,
+  COMP_CHUNK,
+  COMP_FORKPDL,
+  COMP_SIDE,
+  COMP_SEQPDL,
+  COMP_DIAG /* not a composition: the GEMM beside the shrink alone */
+};
+
+/* Y[i] += D[i] over n rows of d_out (bf16, fp32 sum rounded once) */
+__global__ void add_rows_kernel(uint16_t *Y, const uint16_t *D, int n,
+                                int d_out, int ldy) {
+  const int per = d_out / 8; /* d_out a multiple of 8 here */
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n * per;
+       i += gridDim.x * blockDim.x) {
+    const size_t off = (size_t)(i / per) * ldy + (size_t)(i % per) * 8;
+    uint4 y = *reinterpret_cast<const uint4 *>(Y + off);
+    const uint4 d = *reinterpret_cast<const uint4 *>(D + off);
+    uint32_t *yw = &y.x;
+    const uint32_t *dw = &d.x;
+    for (int k = 0; k < 4; k++) {
+      float lo = __uint_as_float(yw[k] << 16) + __uint_as_float(dw[k] << 16);
+      float hi = __uint_as_float(yw[k] & 0xffff0000u) +
+                 __uint_as_float(dw[k] & 0xffff0000u);
+      yw[k] = (uint32_t)__bfloat16_as_ushort(__float2bfloat16_rn(lo)) |
+              ((uint32_t)__bfloat16_as_ushort(__float2bfloat16_rn(hi)) << 16);
+    }
+    *reinterpret_cast<uint4 *>(Y + off) = y;
+  }
+}
+struct CompVar {
+  std::string label;
+  int kind, path, splits, prio, chunks;
+};
+
+#define COMP_MAXCH 8
+
+/* The rows [r0, r1) of a batch whose packed order is the plan's default
+** (prefills, then decodes, each in the order of e), as entries of their own. */
+static std::vector<lsim_plan_entry>
+rows_between(const std::vector<lsim_plan_entry> &e, int r0, int r1) {
+  std::vector<lsim_plan_entry> out;
+  int row = 0;
+  for (int ph = 0; ph < 2; ph++)
+    for (const lsim_plan_entry &x : e) {
+      if ((x.phase == LSIM_PHASE_PREFILL) != (ph == 0))
+        continue;
+      int a = std::max(row, r0), b = std::min(row + x.rows, r1);
+      if (a < b) {
+        lsim_plan_entry y = x;
+        y.rows = b - a;
+        out.push_back(y);
+      }
+      row += x.rows;
+    }
+  return out;
+}
+
+struct Comp {
+  Blas *blas = nullptr;
+  cudaStream_t s = nullptr;                    /* L's stream: the origin */
+  cudaStream_t g_lo = nullptr, g_hi = nullptr; /* the GEMM's fork streams */
+  cudaStream_t s_hi = nullptr;                 /* Lhi's stream */
+  cudaStream_t c_st[COMP_MAXCH] = {};          /* chunk contexts' streams */
+  lsim_cuda_lora *L = nullptr, *Lhi = nullptr, *Lc[COMP_MAXCH] = {};
+  cudaEvent_t ev[4 * COMP_MAXCH + 4];
+  int nch = 0;
+  lsim_rowplan cp[COMP_MAXCH];
+  int ncp = 0, cut[COMP_MAXCH + 1];
+  lsim_cuda_lora_tune tune0;
+  uint16_t *D = nullptr; /* the side composition's delta buffer */
+  size_t dcap = 0;
+
+  /* L is the caller's context (stream s); nch chunk contexts */
+  void open(const lsim_cuda_lora_cfg &cfg0, lsim_cuda_lora *L0, Blas *b,
+            int nchunk) {
+    blas = b;
+    L = L0;
+    s = (cudaStream_t)cfg0.stream;
+    nch = nchunk;
+    int least, greatest;
+    CK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+    CK(cudaStreamCreateWithPriority(&g_lo, cudaStreamNonBlocking, least));
+    CK(cudaStreamCreateWithPriority(&g_hi, cudaStreamNonBlocking, greatest));
+    CK(cudaStreamCreateWithPriority(&s_hi, cudaStreamNonBlocking, greatest));
+    lsim_cuda_lora_cfg cfg = cfg0;
+    cfg.stream = s_hi;
+    LK(lsim_cuda_lora_open(&Lhi, &cfg, eb));
+    for (int j = 0; j < nch; j++) {
+      CK(cudaStreamCreateWithPriority(&c_st[j], cudaStreamNonBlocking,
+                                      greatest));
+      cfg.stream = c_st[j];
+      LK(lsim_cuda_lora_open(&Lc[j], &cfg, eb));
+    }
+    for (auto &e : ev)
+      CK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    lsim_cuda_lora_get_tune(L, &tune0);
+    memset(cp, 0, sizeof cp);
+  }
+  void load(int id, int rank, float scale, const uint16_t *A,
+            const uint16_t *B, bool chunks) {
+    LK(lsim_cuda_lora_load(Lhi, id, rank, scale, A, B, eb));
+    for (int j = 0; chunks && j < nch; j++)
+      LK(lsim_cuda_lora_load(Lc[j], id, rank, scale, A, B, eb));
+  }
+  void close() {
+    release_chunks();
+    if (D)
+      cudaFree(D);
+    lsim_cuda_lora_close(Lhi);
+    for (int j = 0; j < nch; j++) {
+      lsim_cuda_lora_close(Lc[j]);
+      cudaStreamDestroy(c_st[j]);
+    }
+    for (auto &e : ev)
+      cudaEventDestroy(e);
+    cudaStreamDestroy(g_lo);
+    cudaStreamDestroy(g_hi);
+    cudaStreamDestroy(s_hi);
+  }
+  void release_chunks() {
+    for (int j = 0; j < ncp; j++)
+      lsim_rowplan_release(&cp[j]);
+    ncp = 0;
+  }
+  /* plan C for v (AUTO: the chooser's pick, or sgmv_mma where it picks the
+  ** one-launch fused path, which cannot be split); false: not applicable */
+  bool plan_one(lsim_cuda_lora *C, const lsim_rowplan *p, const CompVar &v,
+                std::string *why) {
+    lsim_cuda_lora_tune t = tune0;
+    t.shrink_splits = v.splits;
+    lsim_cuda_lora_set_tune(C, &t);
+    lsim_errbuf eb = LSIM_ERRBUF_INIT;
+    if (lsim_cuda_lora_plan(C, p, v.path, &eb)) {
+      *why = eb.msg;
+      return false;
+    }
+    if (v.kind != COMP_SEQ && v.kind != COMP_SIDE &&
+        lsim_cuda_lora_path(C) == LSIM_CUDA_PATH_FUSED &&
+        lsim_cuda_lora_plan(C, p, LSIM_CUDA_PATH_SGMV_MMA, &eb)) {
+      *why = eb.msg;
+      return false;
+    }
+    if (lsim_cuda_lora_sync(C, &eb)) {
+      *why = eb.msg;
+      return false;
+    }
+    return true;
+  }
+  /* prepare the contexts for v: p the whole batch, e its entries */
+  int ldy_max = 0; /* the widest Y row stride the side composition meets */
+  bool prepare(const CompVar &v, const lsim_rowplan *p,
+               const std::vector<lsim_plan_entry> &e, int N,
+               std::string *why) {
+    release_chunks();
+    if (v.kind == COMP_CHUNK) {
+      if (v.chunks > nch) {
+        *why = "too few chunk contexts";
+        return false;
+      }
+      for (int j = 0; j <= v.chunks; j++)
+        cut[j] = (int)((int64_t)N * j / v.chunks);
+      for (int j = 0; j < v.chunks; j++) {
+        std::vector<lsim_plan_entry> ej = rows_between(e, cut[j], cut[j + 1]);
+        lsim_errbuf eb = LSIM_ERRBUF_INIT;
+        if (lsim_rowplan_build(&cp[j], ej.data(), (int)ej.size(), NULL, 0,
+                               &eb)) {
+          *why = eb.msg;
+          return false;
+        }
+        ncp = j + 1;
+        if (!plan_one(Lc[j], &cp[j], v, why))
+          return false;
+      }
+      return true;
+    }
+    if (v.kind == COMP_SIDE && (size_t)N * ldy_max > dcap) {
+      if (D)
+        CK(cudaFree(D));
+      dcap = (size_t)N * ldy_max;
+      CK(cudaMalloc((void **)&D, dcap * 2));
+    }
+    return plan_one((v.kind == COMP_FORK || v.kind == COMP_FORKPDL ||
+                     v.kind == COMP_SIDE || v.kind == COMP_DIAG) &&
+                            v.prio == 1
+                        ? Lhi
+                        : L,
+                    p, v, why);
+  }
+  /* the shrink (only 1), the expand (only 2) or both (0) of C */
+  static bool part(lsim_cuda_lora *C, int only, const void *X, int ldx,
+                   void *Y, int ldy) {
+    lsim_cuda_lora_tune t;
+    lsim_cuda_lora_get_tune(C, &t);
+    t.only = only;
+    lsim_cuda_lora_set_tune(C, &t);
+    bool ok = lsim_cuda_lora_run(C, X, ldx, Y, ldy, NULL) == 0;
+    t.only = 0;
+    lsim_cuda_lora_set_tune(C, &t);
+    return ok;
+  }
+  /* capture v (prepared) into an executable graph */
+  bool build(const CompVar &v, int N, int d_in, int d_out, const uint16_t *X,
+             int ldx, const uint16_t *W, uint16_t *Y, int ldy,
+             cudaGraphExec_t *ge, std::string *why) {
+    auto rec = [&](int i, cudaStream_t st) {
+      return cudaEventRecord(ev[i], st) == cudaSuccess;
+    };
+    auto wt = [&](cudaStream_t st, int i) {
+      return cudaStreamWaitEvent(st, ev[i], 0) == cudaSuccess;
+    };
+    auto gemm = [&](cudaStream_t st, int r0, int r1, float beta) {
+      return blas->stream(st) &&
+             blas->run(r1 - r0, d_out, d_in, X + (size_t)r0 * ldx, ldx, W,
+                       Y + (size_t)r0 * ldy, ldy, beta);
+    };
+    cudaStream_t O = s;
+    std::function<bool()> fn;
+    switch (v.kind) {
+    case COMP_SEQ:
+      fn = [&] {
+        return gemm(s, 0, N, 0.f) &&
+               lsim_cuda_lora_run(L, X, ldx, Y, ldy, NULL) == 0;
+      };
+      break;
+    case COMP_FORK:
+    case COMP_FORKPDL: {
+      lsim_cuda_lora *C = v.prio == 1 ? Lhi : L;
+      O = v.prio == 1 ? s_hi : s;
+      cudaStream_t G = v.prio == 2 ? g_hi : g_lo;
+      const int ex = v.kind == COMP_FORKPDL ? 3 : 2;
+      fn = [=] {
+        return rec(0, O) && wt(G, 0) && gemm(G, 0, N, 0.f) && rec(1, G) &&
+               part(C, 1, X, ldx, Y, ldy) && wt(O, 1) &&
+               part(C, ex, X, ldx, Y, ldy);
+      };
+      break;
+    }
+    case COMP_SEQPDL:
+      fn = [&] { return gemm(s, 0, N, 0.f) && part(L, 4, X, ldx, Y, ldy); };
+      break;
+    case COMP_SIDE:
+    case COMP_DIAG: {
+      lsim_cuda_lora *C = v.prio == 1 ? Lhi : L;
+      O = v.prio == 1 ? s_hi : s;
+      cudaStream_t G = v.prio == 2 ? g_hi : g_lo;
+      uint16_t *Dp = D;
+      const bool diag = v.kind == COMP_DIAG;
+      fn = [=] {
+        if (diag)
+          return rec(0, O) && wt(G, 0) && gemm(G, 0, N, 0.f) && rec(1, G) &&
+                 part(C, 1, X, ldx, Y, ldy) && wt(O, 1);
+        if (!(rec(0, O) && wt(G, 0) && gemm(G, 0, N, 0.f) && rec(1, G) &&
+              cudaMemsetAsync(Dp, 0, (size_t)N * ldy * 2, O) == cudaSuccess &&
+              lsim_cuda_lora_run(C, X, ldx, Dp, ldy, NULL) == 0 && wt(O, 1)))
+          return false;
+        add_rows_kernel<<<264, 256, 0, O>>>(Y, Dp, N, d_out, ldy);
+        return cudaGetLastError() == cudaSuccess;
+      };
+      break;
+    }
+    case COMP_BETA1:
+      fn = [&] {
+        return rec(0, s) && wt(g_lo, 0) &&
+               cudaMemsetAsync(Y, 0, (size_t)N * ldy * 2, g_lo) ==
+                   cudaSuccess &&
+               rec(1, g_lo) && part(L, 1, X, ldx, Y, ldy) && wt(s, 1) &&
+               part(L, 2, X, ldx, Y, ldy) && gemm(s, 0, N, 1.f);
+      };
+      break;
+    case COMP_CHUNK:
+      fn = [&] {
+        const int c = v.chunks;
+        bool ok = rec(0, s);
+        for (int j = 0; ok && j < c; j++)
+          ok = wt(c_st[j], 0) &&
+               part(Lc[j], 1, X + (size_t)cut[j] * ldx, ldx,
+                    Y + (size_t)cut[j] * ldy, ldy);
+        for (int j = 0; ok && j < c; j++)
+          ok = gemm(s, cut[j], cut[j + 1], 0.f) && rec(2 + j, s) &&
+               wt(c_st[j], 2 + j) &&
+               part(Lc[j], 2, X + (size_t)cut[j] * ldx, ldx,
+                    Y + (size_t)cut[j] * ldy, ldy) &&
+               rec(2 + c + j, c_st[j]);
+        for (int j = 0; ok && j < c; j++)
+          ok = wt(s, 2 + c + j);
+        return ok;
+      };
+      break;
+    }
+    bool ok = capture(O, fn, ge, why, cudaGraphInstantiateFlagUseNodePriority);
+    blas->stream(s);
+    return ok;
+  }
+};
+
+/*
+** The reference of a composition: the base GEMM's own output G (bf16, run
+** alone) plus the branch's delta in float64 (the exact factors, scale and
+** X).  The bf16 bound: |y - (G + delta)| <= 2^-7 (|G| + |delta|) + acc,
+** two units in the last place of the larger term: the output is rounded
+** once (G + delta), or, for beta1, delta and the sum each once, and the
+** GEMM's own output may differ from G by one rounding.  acc: where W is
+** known on the host, 2 d_in 2^-24 sum_j |x_j w_j|, what two fp32
+** summations of the same products in different orders (another GEMM
+** algorithm: a row chunk, beta = 1) may differ by; else 0.
+*/
+struct CompRef {
+  int d_in = 0, d_out = 0, N = 0, ldx = 0, ldy = 0;
+  const std::vector<uint16_t> *X = nullptr; /* N x ldx */
+  std::vector<int> row_ad; /* packed row -> adapter index, -1 base */
+  const std::vector<int> *rk = nullptr;
+  const std::vector<float> *sc = nullptr;
+  const std::vector<std::vector<uint16_t>> *A = nullptr, *B = nullptr;
+  std::vector<int> sample;
+  std::vector<double> delta; /* [sample][d_out] */
+  const std::vector<uint16_t> *W = nullptr; /* d_out x d_in, optional */
+  std::vector<double> acc;                  /* [sample][d_out] */
+  void prepare() {
+    delta.assign(sample.size() * (size_t)d_out, 0.0);
+    acc.assign(sample.size() * (size_t)d_out, 0.0);
+    for (size_t si = 0; W && si < sample.size(); si++) {
+      const uint16_t *xr = &(*X)[(size_t)sample[si] * ldx];
+      for (int o = 0; o < d_out; o++) {
+        const uint16_t *wr = &(*W)[(size_t)o * d_in];
+        double sa = 0;
+        for (int c = 0; c < d_in; c++)
+          sa += fabs((double)bf(xr[c]) * (double)bf(wr[c]));
+        acc[si * d_out + o] = ldexp(2.0 * d_in * sa, -24);
+      }
+    }
+    std::vector<double> t;
+    for (size_t si = 0; si < sample.size(); si++) {
+      const int i = sample[si], a = row_ad[i];
+      if (a < 0)
+        continue;
+      const int r = (*rk)[a];
+      t.assign(r, 0.0);
+      const uint16_t *xr = &(*X)[(size_t)i * ldx];
+      for (int k = 0; k < r; k++) {
+        const uint16_t *ar = &(*A)[a][(size_t)k * d_in];
+        double acc = 0;
+        for (int c = 0; c < d_in; c++)
+          acc += (double)bf(xr[c]) * (double)bf(ar[c]);
+        t[k] = acc * (*sc)[a];
+      }
+      for (int o = 0; o < d_out; o++) {
+        double d = 0;
+        for (int k = 0; k < r; k++)
+          d += t[k] * (double)bf((*B)[a][(size_t)o * r + k]);
+        delta[si * d_out + o] = d;
+      }
+    }
+  }
+  /* worst error in units of the bound (<= 1 passes), NaN if any output
+  ** of the N rows is NaN; rel: relative error of the delta part */
+  double compare(const std::vector<uint16_t> &Y, const std::vector<uint16_t> &G,
+                 double *rel) const {
+    for (int i = 0; i < N; i++)
+      for (int o = 0; o < d_out; o++) {
+        float y = bf(Y[(size_t)i * ldy + o]);
+        if (y != y)
+          return NAN;
+      }
+    double worst = 0, e2 = 0, r2 = 0;
+    for (size_t si = 0; si < sample.size(); si++) {
+      const int i = sample[si];
+      for (int o = 0; o < d_out; o++) {
+        const double g = bf(G[(size_t)i * ldy + o]),
+                     d = delta[si * d_out + o],
+                     y = bf(Y[(size_t)i * ldy + o]);
+        const double err = fabs(y - (g + d));
+        const double tol =
+            ldexp(fabs(g) + fabs(d), -7) + acc[si * d_out + o] + 1e-30;
+        worst = std::max(worst, err / tol);
+        e2 += (y - g - d) * (y - g - d);
+        r2 += d * d;
+      }
+    }
+    *rel = r2 > 0 ? sqrt(e2 / r2) : 0.0;
+    return worst;
+  }
+};
+
 /* ---- the benchmark ------------------------------------------------------------------- */
 
 #define H 4096
@@ -426,7 +872,7 @@ static void print_table(const std::vector<Row> &rows, FILE *f, double bw,
   }
 }
 
-static int bench(int sweep, int reps, const char *outdir) {
+static int bench(int sweep, int reps, const char *outdir, int compose) {
   cudaStream_t s;
   CK(cudaSetDevice(0));
   CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
@@ -513,6 +959,12 @@ static int bench(int sweep, int reps, const char *outdir) {
   LK(lsim_cuda_lora_open(&L, &cfg, eb));
   lsim_cuda_lora_tune tune0;
   lsim_cuda_lora_get_tune(L, &tune0);
+  /* the base GEMM plus the branch: the extra contexts of the compositions */
+  Comp comp;
+  if (have_blas) {
+    comp.open(cfg, L, &blas, COMP_MAXCH);
+    comp.ldy_max = H;
+  }
   /* the zero-padded slot layout at the mixed batch's largest rank, for
   ** comparison on the mixed-rank batch */
   lsim_cuda_lora *Lpad = nullptr;
@@ -528,10 +980,11 @@ static int bench(int sweep, int reps, const char *outdir) {
   dev_fill(dW, (size_t)H * H, 99, 1.f / 64.f, s);
 
   std::vector<Row> rows;
+  int comp_failures = 0;
   bool pdl_graph_ok = true;
   std::string pdl_why;
 
-  for (int ri = 0; ri < 4; ri++) {
+  for (int ri = 0; ri < (compose ? 2 : 4); ri++) {
     for (int wi = 0; wi < 3; wi++) {
       const Work &W = WORKS[wi];
       const int rset = RSET[ri];
@@ -561,6 +1014,9 @@ static int bench(int sweep, int reps, const char *outdir) {
         if (rset < 0)
           LK(lsim_cuda_lora_load(Lpad, slots[a], rk[a], sc[a], hA[a].data(),
                                  hB[a].data(), eb));
+        if (have_blas && (!compose || rset == 16 || rset == 64))
+          comp.load(slots[a], rk[a], sc[a], hA[a].data(), hB[a].data(),
+                    W.prefill != 0);
         ad_bytes += (double)rk[a] * (2.0 * H) * 2.0;
       }
       /* the same adapters in a fragmented paged pool (page = h = 4096
@@ -670,11 +1126,11 @@ static int bench(int sweep, int reps, const char *outdir) {
         int layout = 0; /* 0 contiguous, 1 paged, 2 padded slots */
       };
       std::vector<Var> vars;
-      for (int path = 1; path < LSIM_CUDA_PATH__COUNT; path++)
+      for (int path = 1; path < LSIM_CUDA_PATH__COUNT && !compose; path++)
         vars.push_back({path, tune0, lsim_cuda_path_name(path)});
       /* every path again through the page tables, and on the mixed batch
       ** in padded slots */
-      for (int lay = 1; lay <= 2; lay++) {
+      for (int lay = 1; lay <= 2 && !compose; lay++) {
         if (lay == 2 && rset >= 0)
           continue;
         for (int path = 0; path < LSIM_CUDA_PATH__COUNT; path++) {
@@ -687,7 +1143,26 @@ static int bench(int sweep, int reps, const char *outdir) {
       }
       /* the chosen path, and its variants */
       vars.push_back({LSIM_CUDA_PATH_AUTO, tune0, "auto"});
-      {
+      if (compose) {
+        /* the branch alone and each of its launches alone */
+        for (int path : {LSIM_CUDA_PATH_SGMV_MMA, LSIM_CUDA_PATH_DECODE}) {
+          if (path == LSIM_CUDA_PATH_DECODE && W.prefill)
+            continue;
+          vars.push_back({path, tune0, lsim_cuda_path_name(path)});
+          for (int only = 1; only <= 2; only++) {
+            lsim_cuda_lora_tune t = tune0;
+            t.only = only;
+            vars.push_back({path, t,
+                            std::string(lsim_cuda_path_name(path)) +
+                                (only == 1 ? " shrink=only" : " expand=only")});
+          }
+          lsim_cuda_lora_tune t = tune0;
+          t.only = 1;
+          t.shrink_splits = 1;
+          vars.push_back({path, t, std::string(lsim_cuda_path_name(path)) +
+                                       " shrink=only splits=1"});
+        }
+      } else {
         lsim_cuda_lora_tune t = tune0;
         t.pdl = 0;
         vars.push_back({LSIM_CUDA_PATH_AUTO, t, "auto pdl=0"});
@@ -860,6 +1335,130 @@ static int bench(int sweep, int reps, const char *outdir) {
           printf("base+branch capture failed: %s\n", why.c_str());
         }
       }
+      /* base + branch, composed as a serving engine would (Comp): each
+      ** composition checked once against the GEMM's own output plus the
+      ** float64 delta (the bf16 bound), then timed */
+      if (have_blas && (rset == 16 || rset == 64)) {
+        CompRef ref;
+        ref.d_in = H;
+        ref.d_out = H;
+        ref.N = N;
+        ref.ldx = H;
+        ref.ldy = H;
+        ref.X = &hX;
+        ref.row_ad = ad_of_row;
+        ref.rk = &rk;
+        ref.sc = &sc;
+        ref.A = &hA;
+        ref.B = &hB;
+        for (int i = 0; i < N; i += std::max(1, N / 24))
+          ref.sample.push_back(i);
+        ref.prepare();
+        std::vector<uint16_t> hG((size_t)N * H), hY((size_t)N * H);
+        CK(cudaStreamSynchronize(s));
+        if (!blas.run(N, H, H, dX, dW, dYb))
+          printf("base gemm failed\n");
+        CK(cudaStreamSynchronize(s));
+        CK(cudaMemcpy(hG.data(), dYb, hG.size() * 2, cudaMemcpyDeviceToHost));
+        std::vector<CompVar> cv;
+        cv.push_back({"seq", COMP_SEQ, LSIM_CUDA_PATH_AUTO, 0, 0, 0});
+        std::vector<int> fpaths;
+        if (W.prefill)
+          fpaths = {LSIM_CUDA_PATH_SGMV_MMA};
+        else
+          fpaths = {LSIM_CUDA_PATH_DECODE, LSIM_CUDA_PATH_SGMV_MMA,
+                    LSIM_CUDA_PATH_SGMV};
+        for (int path : fpaths)
+          for (int sp : {0, 1, 2}) {
+            if (path == LSIM_CUDA_PATH_DECODE && sp)
+              continue;
+            for (int pr = 0; pr < 3; pr++)
+              cv.push_back({std::string("fork ") + lsim_cuda_path_name(path) +
+                                " splits=" + std::to_string(sp) +
+                                " prio=" + std::to_string(pr),
+                            COMP_FORK, path, sp, pr, 0});
+          }
+        for (int path : fpaths)
+          for (int sp : {0, 2}) {
+            if (sp && !W.prefill)
+              continue;
+            for (int pr = 0; pr < 2; pr++)
+              cv.push_back({std::string("forkpdl ") +
+                                lsim_cuda_path_name(path) + " splits=" +
+                                std::to_string(sp) + " prio=" +
+                                std::to_string(pr),
+                            COMP_FORKPDL, path, sp, pr, 0});
+          }
+        for (int path : {LSIM_CUDA_PATH_AUTO, LSIM_CUDA_PATH_DECODE,
+                         LSIM_CUDA_PATH_SGMV_MMA}) {
+          if (W.prefill && path != LSIM_CUDA_PATH_AUTO)
+            continue;
+          for (int pr = 0; pr < 3; pr++)
+            cv.push_back({std::string("side ") + lsim_cuda_path_name(path) +
+                              " prio=" + std::to_string(pr),
+                          COMP_SIDE, path, 0, pr, 0});
+        }
+        for (int path : fpaths)
+          for (int sp : {0, 2}) {
+            if (sp && !W.prefill)
+              continue;
+            cv.push_back({std::string("seqpdl ") + lsim_cuda_path_name(path) +
+                              " splits=" + std::to_string(sp),
+                          COMP_SEQPDL, path, sp, 0, 0});
+          }
+        cv.push_back({"diag", COMP_DIAG, LSIM_CUDA_PATH_AUTO, 0, 0, 0});
+        cv.push_back({"beta1", COMP_BETA1, LSIM_CUDA_PATH_AUTO, 0, 0, 0});
+        if (W.prefill)
+          for (int c : {2, 4, 8})
+            for (int sp : {0, 1})
+              cv.push_back({"chunk" + std::to_string(c) + " sgmv_mma splits=" +
+                                std::to_string(sp),
+                            COMP_CHUNK, LSIM_CUDA_PATH_SGMV_MMA, sp, 1, c});
+        for (const CompVar &v : cv) {
+          Row r;
+          r.wl = W.name;
+          r.rank = rname;
+          r.path = v.kind == COMP_DIAG
+                       ? "diag: gemm || shrink, no expand (not a result)"
+                       : "base + " + v.label;
+          std::string why;
+          cudaGraphExec_t ge;
+          if (!comp.prepare(v, &p, e, N, &why) ||
+              !comp.build(v, N, H, H, dX, H, dW, dYb, H, &ge, &why)) {
+            r.note = "skipped: " + why;
+            rows.push_back(r);
+            cudaGetLastError();
+            continue;
+          }
+          if (v.kind == COMP_SEQ)
+            r.path += std::string(" ") +
+                      lsim_cuda_path_name(lsim_cuda_lora_path(comp.L));
+          CK(cudaMemsetAsync(dYb, 0xff, (size_t)N * H * 2, s)); /* NaN */
+          CK(cudaGraphLaunch(ge, s));
+          CK(cudaStreamSynchronize(s));
+          CK(cudaMemcpy(hY.data(), dYb, hY.size() * 2,
+                        cudaMemcpyDeviceToHost));
+          double rel = 0, worst = 0;
+          if (v.kind != COMP_DIAG)
+            worst = ref.compare(hY, hG, &rel);
+          r.relerr = rel;
+          char nb[96];
+          snprintf(nb, sizeof nb, "err/bound %.2f", worst);
+          if (!(worst <= 1.0)) {
+            comp_failures++;
+            printf("COMPOSE FAIL %s r=%s %s: %s\n", W.name, rname,
+                   v.label.c_str(), nb);
+          }
+          r.us = tm.median([&] { CK(cudaGraphLaunch(ge, s)); });
+          cudaGraphExecDestroy(ge);
+          r.xbase = r.us / base_us;
+          r.note = std::string(r.xbase <= (W.prefill ? 1.15 : 1.5) ? "MET "
+                                                                   : "MISSED ") +
+                   nb;
+          rows.push_back(r);
+        }
+        comp.release_chunks();
+      }
       pg.release();
       lsim_rowplan_release(&p);
       fflush(stdout);
@@ -959,6 +1558,46 @@ static int bench(int sweep, int reps, const char *outdir) {
     }
     printf("\n");
   }
+  /* base GEMM plus branch: every composition against the GEMM alone */
+  printf("\nbase GEMM + branch, one graph (us; ratio to the GEMM alone; "
+         "targets <= 1.5x decode shapes, <= 1.15x prefill):\n");
+  printf("%-12s %-5s %8s %8s %8s %8s %8s %8s %8s %8s  %s\n", "workload",
+         "rank", "gemm", "branch", "seq", "fork", "side", "beta1", "chunk",
+         "best", "best is");
+  for (int ri = 0; ri < 2; ri++)
+    for (int wi = 0; wi < 3; wi++) {
+      char rb[16];
+      const std::string rk = rset_name(RSET[ri], rb);
+      double base = find(WORKS[wi].name, rk, "base_gemm (cuBLAS)"), br = NAN,
+             best[5] = {NAN, NAN, NAN, NAN, NAN}, top = NAN;
+      std::string top_is;
+      for (const Row &q : rows) {
+        if (q.wl != WORKS[wi].name || q.rank != rk || q.us != q.us)
+          continue;
+        if (q.path.rfind("auto ->", 0) == 0)
+          br = q.us;
+        static const char *pre[5] = {"base + seq ", "base + fork",
+                                     "base + side", "base + beta1",
+                                     "base + chunk"};
+        for (int k = 0; k < 5; k++)
+          if (q.path.rfind(pre[k], 0) == 0 && !(q.us >= best[k]))
+            best[k] = q.us;
+        if (q.path.rfind("base + ", 0) == 0 && !(q.us >= top)) {
+          top = q.us;
+          top_is = q.path.substr(7);
+        }
+      }
+      const double lim = wi == 2 ? 1.15 : 1.5;
+      printf("%-12s %-5s %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f  %s "
+             "(%.2fx; seq %.2fx) %s\n",
+             WORKS[wi].name, rk.c_str(), base, br, best[0], best[1], best[2],
+             best[3], best[4], top, top_is.c_str(), top / base, best[0] / base,
+             top / base <= lim ? "MET" : "MISSED");
+    }
+  if (comp_failures)
+    printf("compositions: %d outside the bf16 bound\n", comp_failures);
+  else
+    printf("compositions: every one within the bf16 bound of GEMM + delta\n");
   if (outdir) {
     std::string f = std::string(outdir) + "/bench_kernels.txt";
     FILE *o = fopen(f.c_str(), "w");
@@ -968,9 +1607,11 @@ static int bench(int sweep, int reps, const char *outdir) {
       fclose(o);
     }
   }
+  if (have_blas)
+    comp.close();
   lsim_cuda_lora_close(L);
   lsim_cuda_lora_close(Lpad);
-  return 0;
+  return comp_failures ? 1 : 0;
 }
 
 /* ---- the correctness suite ----------------------------------------------------------- */
@@ -1340,6 +1981,219 @@ static void run_case(Checker &ck, Case &c, int dtype, int exact,
   CK(cudaFree(dy));
 }
 
+/*
+** The base GEMM plus the branch in one graph (Comp): every composition on
+** three batches (decode-like, mixed with base rows and a non-square module,
+** prefill-like with chunk cuts inside segments), random bf16 values; the
+** output of all rows must be written (poisoned with NaN first), within the
+** bf16 bound of the GEMM's own output plus the float64 delta on every
+** checked row, and identical bit for bit when the graph runs again.
+*/
+static void check_compose(Checker &ck) {
+  cudaStream_t s;
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  Blas blas;
+  if (!blas.open(s)) {
+    printf("compose: skipped, cuBLAS unavailable (%s)\n", blas.why.c_str());
+    CK(cudaStreamDestroy(s));
+    return;
+  }
+  int nvar = 0;
+  double worst_all = 0;
+  for (int cs = 0; cs < 3; cs++) {
+    Rng r(4242 + cs);
+    const int d_in = cs == 1 ? 1000 : 1024, d_out = cs == 1 ? 776 : 1024;
+    const int ldx = round8(d_in) + (cs == 1 ? 8 : 0), ldy = round8(d_out);
+    const int nad = cs == 2 ? 5 : 16 + 8 * cs;
+    std::vector<int> ids(nad), rk(nad);
+    std::vector<float> sc(nad);
+    std::vector<std::vector<uint16_t>> A(nad), B(nad);
+    std::vector<int> slots(64);
+    for (int i = 0; i < 64; i++)
+      slots[i] = i;
+    shuffle(r, slots);
+    static const int rset[4] = {8, 16, 32, 64};
+    for (int a = 0; a < nad; a++) {
+      ids[a] = slots[a];
+      rk[a] = cs == 0 ? 16 : rset[r.below(4)];
+      sc[a] = (float)(0.5 + r.unit());
+      A[a].resize((size_t)rk[a] * d_in);
+      B[a].resize((size_t)d_out * rk[a]);
+      host_fill(A[a], r, 1.f / 32.f);
+      host_fill(B[a], r, 1.f / sqrtf((float)rk[a]));
+    }
+    /* entries: prefills first, then decodes (the default packed order) */
+    std::vector<lsim_plan_entry> e;
+    std::vector<int> row_ad;
+    int uid = 1;
+    auto add = [&](int a, int phase, int rows) {
+      e.push_back(ent(uid++, a < 0 ? LSIM_BASE : ids[a], a < 0 ? 0 : rk[a],
+                      phase, rows));
+    };
+    if (cs == 2) {
+      add(0, LSIM_PHASE_PREFILL, 150);
+      add(-1, LSIM_PHASE_PREFILL, 40);
+      add(1, LSIM_PHASE_PREFILL, 200);
+      add(2, LSIM_PHASE_PREFILL, 96);
+      add(3, LSIM_PHASE_PREFILL, 250);
+      for (int i = 0; i < 12; i++)
+        add(i % 3 == 0 ? -1 : 4, LSIM_PHASE_DECODE, 1);
+    } else {
+      if (cs == 1) {
+        add(r.below(nad), LSIM_PHASE_PREFILL, 5);
+        add(-1, LSIM_PHASE_PREFILL, 7);
+        add(r.below(nad), LSIM_PHASE_PREFILL, 9);
+      }
+      const int nd = cs == 0 ? 56 : 160;
+      for (int i = 0; i < nd; i++)
+        add(r.below(8) == 0 ? -1 : r.below(nad), LSIM_PHASE_DECODE, 1);
+    }
+    for (int ph = 0; ph < 2; ph++)
+      for (const lsim_plan_entry &x : e)
+        if ((x.phase == LSIM_PHASE_PREFILL) == (ph == 0))
+          for (int j = 0; j < x.rows; j++) {
+            int a = -1;
+            for (int q = 0; q < nad; q++)
+              if (x.adapter == ids[q])
+                a = q;
+            row_ad.push_back(x.adapter == LSIM_BASE ? -1 : a);
+          }
+    const int N = (int)row_ad.size();
+    lsim_rowplan p{};
+    LK(lsim_rowplan_build(&p, e.data(), (int)e.size(), NULL, 0, eb));
+    std::vector<uint16_t> hX((size_t)N * ldx, 0), hW((size_t)d_out * d_in);
+    {
+      std::vector<uint16_t> row(d_in);
+      for (int i = 0; i < N; i++) {
+        host_fill(row, r, 1.f);
+        memcpy(&hX[(size_t)i * ldx], row.data(), (size_t)d_in * 2);
+      }
+      host_fill(hW, r, 1.f / 32.f);
+    }
+    uint16_t *dX, *dW, *dY;
+    CK(cudaMalloc(&dX, hX.size() * 2));
+    CK(cudaMalloc(&dW, hW.size() * 2));
+    CK(cudaMalloc(&dY, (size_t)N * ldy * 2));
+    CK(cudaMemcpy(dX, hX.data(), hX.size() * 2, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(dW, hW.data(), hW.size() * 2, cudaMemcpyHostToDevice));
+    lsim_cuda_lora_cfg cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.dtype = LSIM_CUDA_BF16;
+    cfg.d_in = d_in;
+    cfg.d_out = d_out;
+    cfg.max_adapters = 64;
+    cfg.stream = s;
+    lsim_cuda_lora *L = nullptr;
+    LK(lsim_cuda_lora_open(&L, &cfg, eb));
+    Comp comp;
+    comp.open(cfg, L, &blas, COMP_MAXCH);
+    comp.ldy_max = ldy;
+    for (int a = 0; a < nad; a++) {
+      LK(lsim_cuda_lora_load(L, ids[a], rk[a], sc[a], A[a].data(),
+                             B[a].data(), eb));
+      comp.load(ids[a], rk[a], sc[a], A[a].data(), B[a].data(), true);
+    }
+    CompRef ref;
+    ref.d_in = d_in;
+    ref.d_out = d_out;
+    ref.N = N;
+    ref.ldx = ldx;
+    ref.ldy = ldy;
+    ref.X = &hX;
+    ref.row_ad = row_ad;
+    ref.rk = &rk;
+    ref.sc = &sc;
+    ref.A = &A;
+    ref.B = &B;
+    ref.W = &hW;
+    for (int i = 0; i < N; i += (N > 300 ? 3 : 1))
+      ref.sample.push_back(i);
+    ref.prepare();
+    std::vector<uint16_t> hG((size_t)N * ldy), hY(hG.size()), hY2(hG.size());
+    CK(cudaMemset(dY, 0xff, hG.size() * 2));
+    if (!blas.run(N, d_out, d_in, dX, ldx, dW, dY, ldy, 0.f))
+      ck.fail("compose case %d: base gemm failed", cs);
+    CK(cudaStreamSynchronize(s));
+    CK(cudaMemcpy(hG.data(), dY, hG.size() * 2, cudaMemcpyDeviceToHost));
+    std::vector<CompVar> cv;
+    cv.push_back({"seq", COMP_SEQ, LSIM_CUDA_PATH_AUTO, 0, 0, 0});
+    for (int path = 0; path < LSIM_CUDA_PATH__COUNT; path++) {
+      if (path == LSIM_CUDA_PATH_FUSED)
+        continue;
+      for (int pr = 0; pr < 3; pr++)
+        cv.push_back({std::string("fork ") + lsim_cuda_path_name(path) +
+                          " prio=" + std::to_string(pr),
+                      COMP_FORK, path, pr == 1 ? 1 : 0, pr, 0});
+      for (int pr = 0; pr < 2; pr++)
+        cv.push_back({std::string("forkpdl ") + lsim_cuda_path_name(path) +
+                          " prio=" + std::to_string(pr),
+                      COMP_FORKPDL, path, 0, pr, 0});
+    }
+    for (int path : {LSIM_CUDA_PATH_AUTO, LSIM_CUDA_PATH_DECODE,
+                     LSIM_CUDA_PATH_SGMV_MMA, LSIM_CUDA_PATH_FUSED})
+      for (int pr = 0; pr < 2; pr++)
+        cv.push_back({std::string("side ") + lsim_cuda_path_name(path) +
+                          " prio=" + std::to_string(pr),
+                      COMP_SIDE, path, 0, pr, 0});
+    for (int path = 0; path < LSIM_CUDA_PATH__COUNT; path++)
+      if (path != LSIM_CUDA_PATH_FUSED)
+        cv.push_back({std::string("seqpdl ") + lsim_cuda_path_name(path),
+                      COMP_SEQPDL, path, 0, 0, 0});
+    cv.push_back({"beta1", COMP_BETA1, LSIM_CUDA_PATH_AUTO, 0, 0, 0});
+    for (int c : {2, 3, 8})
+      cv.push_back({"chunk" + std::to_string(c), COMP_CHUNK,
+                    LSIM_CUDA_PATH_AUTO, c == 3 ? 1 : 0, 1, c});
+    for (const CompVar &v : cv) {
+      std::string why;
+      cudaGraphExec_t ge;
+      ck.runs++;
+      nvar++;
+      if (!comp.prepare(v, &p, e, N, &why) ||
+          !comp.build(v, N, d_in, d_out, dX, ldx, dW, dY, ldy, &ge, &why)) {
+        ck.fail("compose case %d %s: %s", cs, v.label.c_str(), why.c_str());
+        cudaGetLastError();
+        continue;
+      }
+      for (int k = 0; k < 2; k++) {
+        CK(cudaMemsetAsync(dY, 0xff, hG.size() * 2, s));
+        CK(cudaGraphLaunch(ge, s));
+        CK(cudaStreamSynchronize(s));
+        CK(cudaMemcpy(k ? hY2.data() : hY.data(), dY, hG.size() * 2,
+                      cudaMemcpyDeviceToHost));
+      }
+      cudaGraphExecDestroy(ge);
+      double rel, worst = ref.compare(hY, hG, &rel);
+      if (!(worst <= 1.0))
+        ck.fail("compose case %d (N %d, %dx%d) %s: error %.3g x the bf16 "
+                "bound%s",
+                cs, N, d_in, d_out, v.label.c_str(), worst,
+                worst != worst ? " (an output row left unwritten)" : "");
+      else
+        worst_all = std::max(worst_all, worst);
+      for (int i = 0; i < N; i++)
+        if (memcmp(&hY[(size_t)i * ldy], &hY2[(size_t)i * ldy],
+                   (size_t)d_out * 2)) {
+          ck.fail("compose case %d %s: row %d differs between two runs", cs,
+                  v.label.c_str(), i);
+          break;
+        }
+    }
+    comp.close();
+    lsim_cuda_lora_close(L);
+    lsim_rowplan_release(&p);
+    CK(cudaFree(dX));
+    CK(cudaFree(dW));
+    CK(cudaFree(dY));
+  }
+  printf("compose: %d compositions over 3 batches (seq, fork on every "
+         "two-launch path x 3 priorities, forkpdl x 2, side x 4 paths x 2, "
+         "seqpdl, beta1, chunk2/3/8), "
+         "worst error "
+         "%.2f of the bf16 bound\n",
+         nvar, worst_all);
+  CK(cudaStreamDestroy(s));
+}
+
 static int check(int cases) {
   Checker ck;
   char desc[256];
@@ -1382,6 +2236,7 @@ static int check(int cases) {
     run_case(ck, c, LSIM_CUDA_BF16, 0, tag);
     lsim_rowplan_release(&c.p);
   }
+  check_compose(ck);
   printf("check: %d integer cases (%d skipped: no exact fit), %d random "
          "bf16 cases, %d runs, %d failures; integer mode exact %s; random "
          "bf16 worst relative error %.3e (bound 1e-2)\n",
@@ -1391,7 +2246,7 @@ static int check(int cases) {
 }
 
 int main(int argc, char **argv) {
-  int do_check = 0, cases = 60, sweep = 0, reps = 100;
+  int do_check = 0, cases = 60, sweep = 0, reps = 100, compose = 0;
   const char *out = getenv("OUT");
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--check"))
@@ -1400,15 +2255,19 @@ int main(int argc, char **argv) {
       cases = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--sweep"))
       sweep = 1;
+    else if (!strcmp(argv[i], "--compose"))
+      compose = 1;
     else if (!strcmp(argv[i], "--reps") && i + 1 < argc)
       reps = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--out") && i + 1 < argc)
       out = argv[++i];
     else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-      printf("usage: bench_kernels [--sweep] [--reps N] [--out DIR] | "
+      printf("usage: bench_kernels [--sweep|--compose] [--reps N] [--out DIR] | "
              "--check [--cases N]\n"
              "  (no option)  the kernel table of issue 6 (docs/CUDA.md)\n"
              "  --sweep      add the tuning rows (in DIR/bench_kernels.txt)\n"
+             "  --compose    only the base GEMM + branch compositions (and the\n"
+             "               branch alone) at ranks 16 and 64\n"
              "  --reps N     timed replays per row (median; default 100)\n"
              "  --out DIR    also write the full table there ($OUT)\n"
              "  --check      the correctness suite (exit 1 on a failure)\n"
@@ -1416,7 +2275,7 @@ int main(int argc, char **argv) {
       return 0;
     } else {
       fprintf(stderr,
-              "usage: bench_kernels [--sweep] [--reps N] [--out DIR] | "
+              "usage: bench_kernels [--sweep|--compose] [--reps N] [--out DIR] | "
               "--check [--cases N]\n");
       return 2;
     }
@@ -1428,5 +2287,5 @@ int main(int argc, char **argv) {
     printf("bench_kernels: no CUDA device (%s)\n", desc);
     return 77;
   }
-  return bench(sweep, reps, out);
+  return bench(sweep, reps, out, compose);
 }

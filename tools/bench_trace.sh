@@ -20,7 +20,7 @@
 # per core; the CPU figure is the one to compare across runs on a shared
 # machine (wall time also counts waiting for a core).  The load average is
 # printed before and after.  The files go to a fresh directory under
-# $BENCH_DIR (default: the system temporary directory); about 1.3 GB per
+# $BENCH_DIR (default: the system temporary directory); about 1.4 GB per
 # million requests while it runs.  Needs /usr/bin/time and sqlite3.
 # Build first: sh tools/setup.sh build
 set -eu

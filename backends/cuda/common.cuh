@@ -308,6 +308,16 @@ struct lsim__lora_args {
   int fused_flags; /* fused: 1 prefetch Bt to L2, 2 preload Y and Bt */
   int paged;       /* the table's entries are paged (pt != NULL): the
                    ** CUDA-core kernels' PG instantiation */
+  int y_late;      /* expand: 1 read Y only after griddepcontrol.wait (the
+                   ** launch that precedes it, e.g. the base GEMM, writes
+                   ** Y); 0 read it before, beside the factors */
+  int shrink_pdl;  /* shrink: 1 launched as a programmatic dependent of the
+                   ** launch before it (the base GEMM), which it does not
+                   ** read; every block that computes waits
+                   ** (griddepcontrol.wait) before it exits, so the shrink
+                   ** grid completes only after that launch has completed
+                   ** and flushed: an expand waiting on the shrink then sees
+                   ** the GEMM's Y too */
 };
 
 struct lsim__tile {

@@ -138,7 +138,13 @@ typedef struct lsim_cuda_lora_tune {
   int shrink_splits; /* d_in ranges of the shrink; 0 (default): by shape */
   int expand_cols;   /* _mma expand column blocks; 0 (default): by shape */
   int only;          /* benchmarks only: 1 launch the shrink alone, 2 the
-                     ** expand alone (on a stale workspace); 0 (default): both;
+                     ** expand alone (on a stale workspace), 3 the expand
+                     ** alone as a programmatic dependent of the launch
+                     ** before it, reading Y only after griddepcontrol.wait
+                     ** (bench_kernels: after the base GEMM), 4 both, the
+                     ** shrink too as a programmatic dependent of the launch
+                     ** before it (completing only after it) and the expand
+                     ** reading Y after its wait; 0 (default): both;
                      ** ignored by the one-launch fused path */
   int fused_cs;      /* fused: blocks per cluster (1..16); 0 (default): by
                      ** shape */

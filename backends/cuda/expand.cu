@@ -52,17 +52,23 @@ __global__ void __launch_bounds__(LSIM__THREADS, 3)
   for (int u = 0; u < PRE; u++)
     bpre[u] = act && u < r ? lsim__ldg16(lsim__brow<PG>(ad, u, a.ldb) + o)
                            : make_uint4(0, 0, 0, 0);
+  auto load_y = [&] {
 #pragma unroll
-  for (int j = 0; j < MT; j++)
-    yv[j] = act && j < t.m
-                ? (n == 8 ? *reinterpret_cast<const uint4 *>(yr[j] + o)
-                          : lsim__ld_partial(yr[j] + o, n))
-                : make_uint4(0, 0, 0, 0);
+    for (int j = 0; j < MT; j++)
+      yv[j] = act && j < t.m
+                  ? (n == 8 ? *reinterpret_cast<const uint4 *>(yr[j] + o)
+                            : lsim__ld_partial(yr[j] + o, n))
+                  : make_uint4(0, 0, 0, 0);
+  };
+  if (!a.y_late)
+    load_y();
   if (act)
     for (int k = PRE; k < r; k++)
       lsim__prefetch_l2(lsim__brow<PG>(ad, k, a.ldb) + o);
 
   lsim__pdl_wait(); /* the shrink's workspace is complete from here on */
+  if (a.y_late)
+    load_y(); /* the launch before (the base GEMM) has written Y */
 
   /* t, splits summed, times s: splits outer, 4 independent loads inner */
   const size_t sstride = (size_t)a.nlist * a.ws_ld;
@@ -211,7 +217,10 @@ __global__ void __launch_bounds__(LSIM__THREADS)
     }
   };
 
-  /* Y and Bt do not depend on the shrink: start the pipeline first */
+  /* Y and Bt do not depend on the shrink: start the pipeline first (with
+  ** y_late, Y is written by the launch before: wait first) */
+  if (a.y_late)
+    lsim__pdl_wait();
 #pragma unroll
   for (int s = 0; s < NS - 1; s++) {
     if (s < nch)

@@ -781,7 +781,12 @@ extern "C" lsim_err lsim_cuda_lora_run(lsim_cuda_lora *L, const void *X,
                        cudaGetErrorString(e));
     return 0;
   }
-  if (L->tune.only != 2) {
+  /* only 4: the shrink as a programmatic dependent of the launch before it
+  ** (the base GEMM), completing only after it; the expand as usual after
+  ** the shrink but reading Y only after its wait */
+  L->args.shrink_pdl = L->tune.only == 4;
+  L->args.y_late = L->tune.only == 3 || L->tune.only == 4;
+  if (L->tune.only != 2 && L->tune.only != 3) {
     e = lsim__shrink_launch(L->cfg.dtype, L->kind, L->rc, L->args,
                             L->g_shrink, L->stream);
     if (e != cudaSuccess)
@@ -790,9 +795,14 @@ extern "C" lsim_err lsim_cuda_lora_run(lsim_cuda_lora *L, const void *X,
   }
   if (L->tune.only == 1)
     return 0;
+  /* only 3: the expand alone as a programmatic dependent of whatever
+  ** precedes it on the stream (the base GEMM), Y read after the wait */
   e = lsim__expand_launch(L->cfg.dtype, L->kind, L->rc, L->tune.split_t,
                           L->args, L->g_expand, L->simt_smem,
-                          L->tune.only == 2 ? 0 : L->pdl, L->stream);
+                          L->tune.only == 2 ? 0
+                          : L->tune.only == 3 ? 1
+                                              : L->pdl,
+                          L->stream);
   if (e != cudaSuccess)
     return lsim_fail(eb, LSIM_E_BACKEND, "cuda: expand launch (%s): %s",
                      lsim_cuda_path_name(L->path), cudaGetErrorString(e));

@@ -112,6 +112,8 @@ __global__ void __launch_bounds__(LSIM__THREADS, 3)
     if (j < t.m && k < nk)
       a.ws[((size_t)blockIdx.z * a.nlist + t.p0 + j) * a.ws_ld + k0 + k] = s;
   }
+  if (a.shrink_pdl)
+    lsim__pdl_wait(); /* complete only after the launch before it */
 }
 
 /* ---- tensor-core shrink ------------------------------------------------------- */
@@ -250,6 +252,8 @@ __global__ void __launch_bounds__(LSIM__THREADS)
       }
     }
   }
+  if (a.shrink_pdl)
+    lsim__pdl_wait(); /* complete only after the launch before it */
 }
 
 /* ---- launch ------------------------------------------------------------------------ */
@@ -278,50 +282,65 @@ cudaError_t lsim__shrink_init(void) {
   return e != cudaSuccess ? e : lsim__shrink_init_t<lsim__fp16>();
 }
 
+/* <<<grid, block, smem, s>>>, as a programmatic dependent launch when pdl */
+template <typename K>
+static cudaError_t lsim__sh_launch(K kernel, dim3 grid, size_t smem, int pdl,
+                                   cudaStream_t s, const lsim__lora_args &a) {
+  cudaLaunchConfig_t cfg;
+  cudaLaunchAttribute at[1];
+  cfg.gridDim = grid;
+  cfg.blockDim = dim3(LSIM__THREADS);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = s;
+  at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  at[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = pdl ? at : nullptr;
+  cfg.numAttrs = pdl ? 1 : 0;
+  return cudaLaunchKernelEx(&cfg, kernel, a);
+}
+
 template <typename T>
 static cudaError_t lsim__shrink_launch_t(int kind, int rc,
                                          const lsim__lora_args &a, dim3 grid,
                                          cudaStream_t s) {
-  const dim3 block(LSIM__THREADS);
+  const int pdl = a.shrink_pdl;
   switch (kind) {
   case LSIM__KIND_DECODE:
-    if (a.paged)
-      lsim__shrink_simt<T, 1, LSIM__SIMT_KR, true, true>
-          <<<grid, block, 0, s>>>(a);
-    else
-      lsim__shrink_simt<T, 1, LSIM__SIMT_KR, true, false>
-          <<<grid, block, 0, s>>>(a);
-    break;
+    return a.paged
+               ? lsim__sh_launch(
+                     lsim__shrink_simt<T, 1, LSIM__SIMT_KR, true, true>, grid,
+                     0, pdl, s, a)
+               : lsim__sh_launch(
+                     lsim__shrink_simt<T, 1, LSIM__SIMT_KR, true, false>,
+                     grid, 0, pdl, s, a);
   case LSIM__KIND_SIMT:
-    if (a.paged)
-      lsim__shrink_simt<T, LSIM__SIMT_MT, LSIM__SIMT_KR, false, true>
-          <<<grid, block, 0, s>>>(a);
-    else
-      lsim__shrink_simt<T, LSIM__SIMT_MT, LSIM__SIMT_KR, false, false>
-          <<<grid, block, 0, s>>>(a);
-    break;
+    return a.paged
+               ? lsim__sh_launch(lsim__shrink_simt<T, LSIM__SIMT_MT,
+                                                   LSIM__SIMT_KR, false, true>,
+                                 grid, 0, pdl, s, a)
+               : lsim__sh_launch(lsim__shrink_simt<T, LSIM__SIMT_MT,
+                                                   LSIM__SIMT_KR, false, false>,
+                                 grid, 0, pdl, s, a);
   case LSIM__KIND_MMA:
     switch (rc) {
     case 16:
-      lsim__shrink_mma<T, 16><<<grid, block, lsim__shrink_smem(16), s>>>(a);
-      break;
+      return lsim__sh_launch(lsim__shrink_mma<T, 16>, grid,
+                             lsim__shrink_smem(16), pdl, s, a);
     case 32:
-      lsim__shrink_mma<T, 32><<<grid, block, lsim__shrink_smem(32), s>>>(a);
-      break;
+      return lsim__sh_launch(lsim__shrink_mma<T, 32>, grid,
+                             lsim__shrink_smem(32), pdl, s, a);
     case 64:
-      lsim__shrink_mma<T, 64><<<grid, block, lsim__shrink_smem(64), s>>>(a);
-      break;
+      return lsim__sh_launch(lsim__shrink_mma<T, 64>, grid,
+                             lsim__shrink_smem(64), pdl, s, a);
     case 128:
-      lsim__shrink_mma<T, 128><<<grid, block, lsim__shrink_smem(128), s>>>(a);
-      break;
+      return lsim__sh_launch(lsim__shrink_mma<T, 128>, grid,
+                             lsim__shrink_smem(128), pdl, s, a);
     default:
       return cudaErrorInvalidValue;
     }
-    break;
   default:
     return cudaErrorInvalidValue;
   }
-  return cudaGetLastError();
 }
 
 cudaError_t lsim__shrink_launch(int dtype, int kind, int rc,
