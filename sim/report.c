@@ -930,6 +930,35 @@ lsim_err lsim_report_metrics_file(const char *path, const lsim_scenario *sc,
     if (more[i].v >= 0)
       fprintf(f, "# TYPE %s %s\n%s %.9g\n", more[i].name, more[i].type,
               more[i].name, more[i].v);
+  /* residency bytes (every run) and, when on, the compressed collection
+  ** and the prefix cache (docs/COMPRESSION.md, docs/PREFIX.md) */
+  fprintf(f, "# TYPE adapter_resident_bytes_peak gauge\n"
+             "adapter_resident_bytes_peak %lld\n",
+          (long long)s->resident_peak_bytes);
+  if (s->basis_loads > 0)
+    fprintf(f, "# TYPE adapter_basis_loads_total counter\n"
+               "adapter_basis_loads_total %lld\n"
+               "# TYPE adapter_basis_evictions_total counter\n"
+               "adapter_basis_evictions_total %lld\n",
+            (long long)s->basis_loads, (long long)s->basis_evictions);
+  if (s->prefix_on)
+    fprintf(f, "# TYPE prefix_lookups_total counter\n"
+               "prefix_lookups_total %lld\n"
+               "# TYPE prefix_hit_ratio gauge\n"
+               "prefix_hit_ratio %.9g\n"
+               "# TYPE prefix_reused_tokens_total counter\n"
+               "prefix_reused_tokens_total %lld\n"
+               "# TYPE prefix_corrupt_reuses_total counter\n"
+               "prefix_corrupt_reuses_total %lld\n"
+               "# TYPE prefix_published_blocks_total counter\n"
+               "prefix_published_blocks_total %lld\n"
+               "# TYPE prefix_evicted_blocks_total counter\n"
+               "prefix_evicted_blocks_total %lld\n",
+            (long long)s->prefix_lookups, s->prefix_hit_rate,
+            (long long)s->prefix_reused_tokens,
+            (long long)s->prefix_corrupt_reuses,
+            (long long)s->prefix_published_blocks,
+            (long long)s->prefix_evicted_blocks);
   static const char *const rb[5] = {"le8", "16", "32", "64", "gt64"};
   fprintf(f, "# TYPE adapter_completed_service_rank_units counter\n");
   for (int k = 0; k < 5; k++)

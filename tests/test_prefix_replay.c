@@ -234,6 +234,26 @@ Test(prefix_replay, semantic_hits_only_within_an_adapter) {
   cr_assert_eq(q1("sem.db", "SELECT count(*) FROM events WHERE kind=%d",
                   CORRUPT), 0);
   cr_assert_eq(s.prefix_corrupt_reuses, 0);
+  /* the metrics file carries the same figures (only when the cache is on) */
+  char pp[512], line[256], want[128];
+  snprintf(pp, sizeof pp, "%s/sem.prom", tmpdir);
+  snprintf(want, sizeof want, "prefix_reused_tokens_total %lld\n",
+           (long long)s.prefix_reused_tokens);
+  FILE *pf = fopen(pp, "r");
+  cr_assert_not_null(pf, "%s", pp);
+  int found = 0;
+  while (fgets(line, sizeof line, pf))
+    found |= strcmp(line, want) == 0;
+  fclose(pf);
+  cr_assert(found && s.prefix_reused_tokens > 0, "no '%s' in %s", want, pp);
+  snprintf(pp, sizeof pp, "%s/off.prom", tmpdir);
+  pf = fopen(pp, "r");
+  cr_assert_not_null(pf, "%s", pp);
+  found = 0;
+  while (fgets(line, sizeof line, pf))
+    found |= strncmp(line, "prefix_", 7) == 0;
+  fclose(pf);
+  cr_assert(!found, "the cache is off but %s has prefix metrics", pp);
   /* the first row shrinks by the reused tokens */
   cr_assert_eq(prefill_of("off.db", 2), 266);
   cr_assert_eq(prefill_of("sem.db", 2), 266 - 256);
