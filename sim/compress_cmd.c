@@ -895,12 +895,13 @@ static lsim_err lsim__report(const lsim__coll *c, const lsim_jd_config *base,
         int64_t bytes = 2 * params + (ks[b] > 1 ? 4 * (int64_t)c->n : 0);
         int64_t core_b = 2 * (int64_t)r.core_len;
         int64_t basis_b = 2 * (int64_t)ranks[a] * S;
-        char kbuf[96];
+        char kbuf[160];
         snprintf(kbuf, sizeof kbuf, "not measured");
         for (int t = 0; t < nkt; t++)
           if (kt[t].method == m && kt[t].R == ranks[a] && kt[t].k == ks[b])
             snprintf(kbuf, sizeof kbuf,
-                     "jd %.4f ms, lora %.4f ms (%d tokens, measured)",
+                     "jd %.4f ms, lora %.4f ms (%d tokens, cited: a GPU "
+                     "measurement read from --kernel-times)",
                      kt[t].jd_ms, kt[t].lora_ms, kt[t].tokens);
         printf("%-8s %4d %3d %14lld %8.4f %12lld %12lld %12.4e %9s  %s\n",
                lsim_jd_method_name(m), ranks[a], ks[b], (long long)bytes,
