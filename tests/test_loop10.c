@@ -113,135 +113,18 @@ static void differs_in(const lsim_qmat *want, const lsim_qmat *got,
 ** The base row 3 would receive a nonzero delta from either adapter
 ** (z = (0,-1) under A, (-1,-2) under B), so its sentinel is observable.
 */
-static const char *const L10_X = "1 1 0 -2 | -1 2 0 -2 | 0 3 0 -3 |"
-                                 "0 -1 0 1 | 0 1 1 0";
-static const char *const L10_W = "2 -6 8 -7 | -3 -1 5 -2 | 4 5 1 4 |"
-                                 "1 4 4 3";
-static const char *const L10_AA = "2 -1 0 -1 | -1 1 0 0";
-static const char *const L10_BA = "2 1 | 1 -1 | 0 2 | -1 0";
-static const char *const L10_AB = "0 1 0 0 | 0 1 -1 -1";
-static const char *const L10_BB = "4 -1 | 1 0 | 2 -1 | -1 0";
-static const char *const L10_Z = "3 0 | -2 3 | 3 6 | 1 0"; /* rows 0,1,2,4 */
-static const char *const L10_BASE = "10 0 1 -1 | 0 5 -2 1 | 3 3 3 3 |"
-                                    "-1 -1 -1 -1 | 2 4 6 8";
-/* the article's table (0x0AF) */
-static const char *const L10_DELTA = "3 3/2 0 -3/2 | -1/2 -5/2 3 1 |"
-                                     "9 9/2 0 -9/2 | 0 0 0 0 |"
-                                     "6 3/2 3 -3/2";
-static const char *const L10_Y = "13 3/2 1 -5/2 | -1/2 5/2 1 2 |"
-                                 "12 15/2 3 -3/2 | -1 -1 -1 -1 |"
-                                 "8 11/2 9 13/2";
+#include "loop10_world.h"
 
-enum { T = 5, DIN = 4, DOUT = 4, ID_A = 1, ID_B = 2, VR = 4 };
-static const int ROWS[T] = {ID_A, ID_A, ID_B, BASE, ID_B};
-static const char *const NAMES[T] = {"A", "A", "B", LSIM_REPR_BASE_NAME, "B"};
-static const char *const MODS[2] = {"A", "B"};
-static const int64_t REQ[T] = {11, 11, 22, -1, 22};
-static const int64_t CAT[2] = {11, 22};
-static const int64_t SLOTS[2] = {22, 11}; /* B in slot 0, A in slot 1 */
-
-typedef struct fx {
-  lsim_qmat X, W, base, delta, Y;
-  lsim_qadapter ad[2]; /* [0] A, [1] B */
-  lsim_rowplan p;
-} fx;
-
-static void fx_init(fx *f) {
-  memset(f, 0, sizeof *f);
-  qm(&f->X, T, DIN, L10_X);
-  qm(&f->W, DOUT, DIN, L10_W);
-  qm(&f->base, T, DOUT, L10_BASE);
-  qm(&f->delta, T, DOUT, L10_DELTA);
-  qm(&f->Y, T, DOUT, L10_Y);
-  adapter(&f->ad[0], ID_A, 2, DIN, DOUT, L10_AA, L10_BA, "1/2");
-  adapter(&f->ad[1], ID_B, 2, DIN, DOUT, L10_AB, L10_BB, "3/2");
-  /* five one-row decode requests, packed in scheduler order */
-  lsim_plan_entry e[T];
-  memset(e, 0, sizeof e);
-  for (int i = 0; i < T; i++) {
-    e[i].request = 100 + i;
-    e[i].adapter = ROWS[i];
-    e[i].rank = ROWS[i] == BASE ? 0 : 2;
-    e[i].phase = LSIM_PHASE_DECODE;
-    e[i].rows = 1;
-  }
-  OK(lsim_rowplan_build(&f->p, e, T, NULL, 0, eb));
-}
-
-static void fx_fini(fx *f) {
-  lsim_qmat_clear(&f->X);
-  lsim_qmat_clear(&f->W);
-  lsim_qmat_clear(&f->base);
-  lsim_qmat_clear(&f->delta);
-  lsim_qmat_clear(&f->Y);
-  lsim_qadapter_clear(&f->ad[0]);
-  lsim_qadapter_clear(&f->ad[1]);
-  lsim_rowplan_release(&f->p);
-}
-
-static void build_punica(lsim_repr_punica *r, const fx *f) {
-  OK(lsim_repr_punica_build(r, ROWS, T, f->ad, 2, DIN, DOUT, eb));
-}
-static void build_slora(lsim_repr_slora *r, const fx *f, const int *free_cells,
-                        int ncells) {
-  OK(lsim_repr_slora_build(r, ROWS, T, f->ad, 2, DIN, DOUT, ncells,
-                           free_cells, eb));
-}
-static void build_peft(lsim_repr_peft *r, const fx *f) {
-  OK(lsim_repr_peft_build(r, NAMES, T, MODS, f->ad, 2, DIN, DOUT, eb));
-}
-static void build_vllm(lsim_repr_vllm *r, const fx *f, const int64_t *table) {
-  OK(lsim_repr_vllm_build(r, REQ, T, CAT, f->ad, 2, table, 2, VR, DIN, DOUT,
-                          eb));
-}
-
-/* The four evaluations behind one signature, for loops over layouts. */
-enum { L_PUNICA, L_SLORA, L_PEFT, L_VLLM, L__COUNT };
-static const char *const LNAME[L__COUNT] = {"punica", "slora", "peft", "vllm"};
-
-typedef struct all4 {
-  lsim_repr_punica pu;
-  lsim_repr_slora sl;
-  lsim_repr_peft pf;
-  lsim_repr_vllm vl;
-} all4;
-
-static void all4_build(all4 *a, const fx *f) {
-  build_punica(&a->pu, f);
-  build_slora(&a->sl, f, NULL, 4);
-  build_peft(&a->pf, f);
-  build_vllm(&a->vl, f, SLOTS);
-}
-
-static void all4_release(all4 *a) {
-  lsim_repr_punica_release(&a->pu);
-  lsim_repr_slora_release(&a->sl);
-  lsim_repr_peft_release(&a->pf);
-  lsim_repr_vllm_release(&a->vl);
-}
-
-static lsim_err eval_one(const all4 *a, int which, const lsim_qmat *X,
-                         const lsim_qmat *base, lsim_qmat *out,
-                         lsim_errbuf *eb) {
-  switch (which) {
-  case L_PUNICA:
-    return lsim_repr_punica_eval(&a->pu, X, base, out, eb);
-  case L_SLORA:
-    return lsim_repr_slora_eval(&a->sl, X, base, out, eb);
-  case L_PEFT:
-    return lsim_repr_peft_eval(&a->pf, X, base, out, eb);
-  default:
-    return lsim_repr_vllm_eval(&a->vl, X, base, out, eb);
-  }
-}
+/* rows 0, 1, 2, 4 of the shrink (the base row 3 has none) */
+static const char *const L10_Z = "3 0 | -2 3 | 3 6 | 1 0";
 
 /* ======================================================================== */
 /* 1. the inputs reproduce the article's table                              */
 /* ======================================================================== */
 
 Test(fixture, inputs_reproduce_the_table_through_cpu_ref) {
-  fx f;
-  fx_init(&f);
+  l10fx f;
+  l10fx_init(&f);
   /* Z of the active rows (per_row order: rows 0, 1, 2, 4) */
   lsim_ref_trace t = LSIM_REF_TRACE_INIT;
   lsim_qmat d = LSIM_QMAT_INIT;
@@ -263,7 +146,7 @@ Test(fixture, inputs_reproduce_the_table_through_cpu_ref) {
   qm_is(&y, T, DOUT, L10_Y, "Y");
   lsim_qmat_clear(&y);
   lsim_qmat_clear(&d);
-  fx_fini(&f);
+  l10fx_fini(&f);
 }
 
 /* ======================================================================== */
@@ -277,7 +160,7 @@ static void ints_are(const int *got, const int *want, int n, const char *w) {
 }
 
 /* delta (base NULL), Y (base given), Y in place (out == base) */
-static void exact_table(const all4 *a, int which, const fx *f) {
+static void exact_table(const all4 *a, int which, const l10fx *f) {
   lsim_qmat d = LSIM_QMAT_INIT, y = LSIM_QMAT_INIT, z = LSIM_QMAT_INIT;
   OK(eval_one(a, which, &f->X, NULL, &d, eb));
   qm_is(&d, T, DOUT, L10_DELTA, LNAME[which]);
@@ -292,8 +175,8 @@ static void exact_table(const all4 *a, int which, const fx *f) {
 }
 
 Test(punica, segments_pointers_and_prescaled_store) {
-  fx f;
-  fx_init(&f);
+  l10fx f;
+  l10fx_init(&f);
   all4 a;
   memset(&a, 0, sizeof a);
   build_punica(&a.pu, &f);
@@ -316,12 +199,12 @@ Test(punica, segments_pointers_and_prescaled_store) {
   qm_is(&r->store_A[1], 2, DIN, L10_AB, "A_B");
   exact_table(&a, L_PUNICA, &f);
   all4_release(&a);
-  fx_fini(&f);
+  l10fx_fini(&f);
 }
 
 Test(slora, compact_index_locations_and_true_rank) {
-  fx f;
-  fx_init(&f);
+  l10fx f;
+  l10fx_init(&f);
   all4 a;
   memset(&a, 0, sizeof a);
   build_slora(&a.sl, &f, NULL, 4);
@@ -356,12 +239,12 @@ Test(slora, compact_index_locations_and_true_rank) {
         "pool_B");
   exact_table(&a, L_SLORA, &f);
   all4_release(&a);
-  fx_fini(&f);
+  l10fx_fini(&f);
 }
 
 Test(peft, named_sub_batches_scatter_into_base) {
-  fx f;
-  fx_init(&f);
+  l10fx f;
+  l10fx_init(&f);
   all4 a;
   memset(&a, 0, sizeof a);
   build_peft(&a.pf, &f);
@@ -376,12 +259,12 @@ Test(peft, named_sub_batches_scatter_into_base) {
     cr_assert_str_eq(r->row_name[i], NAMES[i]);
   exact_table(&a, L_PEFT, &f);
   all4_release(&a);
-  fx_fini(&f);
+  l10fx_fini(&f);
 }
 
 Test(vllm, slots_padding_absorbed_scale_and_metadata) {
-  fx f;
-  fx_init(&f);
+  l10fx f;
+  l10fx_init(&f);
   all4 a;
   memset(&a, 0, sizeof a);
   build_vllm(&a.vl, &f, SLOTS);
@@ -407,13 +290,13 @@ Test(vllm, slots_padding_absorbed_scale_and_metadata) {
         "1 1/2 0 0 | 1/2 -1/2 0 0 | 0 1 0 0 | -1/2 0 0 0", "B_pad A");
   exact_table(&a, L_VLLM, &f);
   all4_release(&a);
-  fx_fini(&f);
+  l10fx_fini(&f);
 }
 
 /* Which slot holds which adapter is placement, not identity. */
 Test(vllm, slot_placement_does_not_change_rows) {
-  fx f;
-  fx_init(&f);
+  l10fx f;
+  l10fx_init(&f);
   all4 a;
   memset(&a, 0, sizeof a);
   static const int64_t table[2] = {11, 22};
@@ -430,7 +313,7 @@ Test(vllm, slot_placement_does_not_change_rows) {
   cr_assert_eq(a.vl.slot_rank[0], 0);
   exact_table(&a, L_VLLM, &f);
   all4_release(&a);
-  fx_fini(&f);
+  l10fx_fini(&f);
 }
 
 /* ======================================================================== */
@@ -438,8 +321,8 @@ Test(vllm, slot_placement_does_not_change_rows) {
 /* ======================================================================== */
 
 Test(agree, every_layout_equals_every_ref_family) {
-  fx f;
-  fx_init(&f);
+  l10fx f;
+  l10fx_init(&f);
   all4 a;
   memset(&a, 0, sizeof a);
   all4_build(&a, &f);
@@ -479,7 +362,7 @@ Test(agree, every_layout_equals_every_ref_family) {
   for (int w = 0; w < L__COUNT; w++)
     lsim_qmat_clear(&got[w]);
   all4_release(&a);
-  fx_fini(&f);
+  l10fx_fini(&f);
 }
 
 /* ======================================================================== */
@@ -500,7 +383,7 @@ Test(agree, every_layout_equals_every_ref_family) {
 #define vllm_field vl
 
 /* Evaluate layout `which` (base given) and assert which rows changed. */
-static void changes(const all4 *a, int which, const fx *f, const char *rows,
+static void changes(const all4 *a, int which, const l10fx *f, const char *rows,
                     const char *what) {
   lsim_qmat y = LSIM_QMAT_INIT;
   OK(eval_one(a, which, &f->X, &f->base, &y, eb));
@@ -509,8 +392,8 @@ static void changes(const all4 *a, int which, const fx *f, const char *rows,
 }
 
 Test(negative, one_segment_boundary) {
-  fx f;
-  fx_init(&f);
+  l10fx f;
+  l10fx_init(&f);
   all4 a;
   memset(&a, 0, sizeof a);
   all4_build(&a, &f);
@@ -557,12 +440,12 @@ Test(negative, one_segment_boundary) {
     if (w != L_PUNICA)
       exact_table(&a, w, &f); /* the others untouched */
   all4_release(&a);
-  fx_fini(&f);
+  l10fx_fini(&f);
 }
 
 Test(negative, one_scale) {
-  fx f;
-  fx_init(&f);
+  l10fx f;
+  l10fx_init(&f);
   all4 a;
   memset(&a, 0, sizeof a);
   all4_build(&a, &f);
@@ -592,12 +475,12 @@ Test(negative, one_scale) {
   for (int w = 0; w < L__COUNT; w++)
     changes(&a, w, &f, "00101", LNAME[w]);
   all4_release(&a);
-  fx_fini(&f);
+  l10fx_fini(&f);
 }
 
 Test(negative, one_slot_mapping) {
-  fx f;
-  fx_init(&f);
+  l10fx f;
+  l10fx_init(&f);
   all4 a;
   memset(&a, 0, sizeof a);
   all4_build(&a, &f);
@@ -660,12 +543,12 @@ Test(negative, one_slot_mapping) {
   for (int w = 0; w < L__COUNT; w++)
     exact_table(&a, w, &f);
   all4_release(&a);
-  fx_fini(&f);
+  l10fx_fini(&f);
 }
 
 Test(negative, one_rank_tail) {
-  fx f;
-  fx_init(&f);
+  l10fx f;
+  l10fx_init(&f);
   all4 a;
   memset(&a, 0, sizeof a);
   all4_build(&a, &f);
@@ -754,12 +637,12 @@ Test(negative, one_rank_tail) {
                                                SLOTS, 2, 2, DIN, DOUT, eb));
   lsim_qadapter_clear(&mixed[0]);
   lsim_qadapter_clear(&mixed[1]);
-  fx_fini(&f);
+  l10fx_fini(&f);
 }
 
 Test(negative, base_row_sentinel) {
-  fx f;
-  fx_init(&f);
+  l10fx f;
+  l10fx_init(&f);
   all4 a;
   memset(&a, 0, sizeof a);
   all4_build(&a, &f);
@@ -810,7 +693,7 @@ Test(negative, base_row_sentinel) {
   for (int w = 0; w < L__COUNT; w++)
     changes(&a, w, &f, "00010", LNAME[w]);
   all4_release(&a);
-  fx_fini(&f);
+  l10fx_fini(&f);
 }
 
 /* ======================================================================== */
@@ -818,8 +701,8 @@ Test(negative, base_row_sentinel) {
 /* ======================================================================== */
 
 Test(negative, builder_inputs) {
-  fx f;
-  fx_init(&f);
+  l10fx f;
+  l10fx_init(&f);
   lsim_repr_punica pu = LSIM_REPR_PUNICA_INIT;
   lsim_repr_slora sl = LSIM_REPR_SLORA_INIT;
   lsim_repr_peft pf = LSIM_REPR_PEFT_INIT;
@@ -902,12 +785,12 @@ Test(negative, builder_inputs) {
   cr_assert_null(sl.a_loc);
   cr_assert_null(pf.mod);
   cr_assert_null(vl.slot_A);
-  fx_fini(&f);
+  l10fx_fini(&f);
 }
 
 Test(negative, metadata_and_shapes) {
-  fx f;
-  fx_init(&f);
+  l10fx f;
+  l10fx_init(&f);
   all4 a;
   memset(&a, 0, sizeof a);
   all4_build(&a, &f);
@@ -959,7 +842,7 @@ Test(negative, metadata_and_shapes) {
     exact_table(&a, w, &f);
   all4_release(&a);
   all4_release(&a); /* releasing twice is harmless */
-  fx_fini(&f);
+  l10fx_fini(&f);
 }
 
 /* ======================================================================== */
