@@ -219,12 +219,14 @@ struct Blas {
 
 /* ---- timing ---------------------------------------------------------------------------- */
 
-/* Read n 16-byte vectors (sum into sink so the loads stay). */
+/* Read n 16-byte vectors (sum into sink so the loads stay); CS: streaming
+** loads (ld.global.cs, evict first), else plain read-only ones (__ldg). */
+template <bool CS = true>
 __global__ void read_kernel(const uint4 *p, size_t n, float *sink) {
   uint32_t acc = 0;
   for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
        i += (size_t)gridDim.x * blockDim.x) {
-    uint4 v = __ldcs(p + i);
+    uint4 v = CS ? __ldcs(p + i) : __ldg(p + i);
     acc ^= v.x ^ v.y ^ v.z ^ v.w;
   }
   if (acc == 0x12345678u)
@@ -921,6 +923,9 @@ static int bench(int sweep, int reps, const char *outdir, int compose) {
   }
   printf("ceilings: copy %.0f GB/s, bf16 matmul %.0f TFLOP/s\n", bw / 1e9,
          peak / 1e12);
+  printf("factor loads: L2 hint %d (LSIM_FACTOR_HINT; 0 none, 1 streaming, "
+         "2 evict_first policy)\n",
+         lsim_cuda_factor_hint());
   /* what the flush costs: one read-only kernel over S bytes after the
   ** memset flush (dirty L2 lines to write back) and after a read flush */
   {
@@ -941,6 +946,14 @@ static int bench(int sweep, int reps, const char *outdir, int compose) {
       double c = tm.median(fn);
       tm.clean = false;
       printf("  %zu MB %.2f / %.2f", mb, d, c);
+    }
+    printf("\nflush probe, plain (non-streaming) loads, dirty flush, us:");
+    for (size_t mb : {17, 67}) {
+      size_t n = (mb << 20) / 16;
+      printf("  %zu MB %.2f", mb, tm.median([&] {
+               read_kernel<false>
+                   <<<1024, 256, 0, s>>>((const uint4 *)buf, n, sink2);
+             }));
     }
     printf("\n");
     CK(cudaFree(buf));

@@ -125,6 +125,45 @@ __device__ __forceinline__ uint4 lsim__ldg16(const uint16_t *p) {
   return __ldg(reinterpret_cast<const uint4 *>(p));
 }
 
+/*
+** Factor loads.  A launch reads each adapter factor byte once (or, for the
+** tiled kernels, from a few blocks at about the same time), so the factor
+** loads can ask L2 to give their lines up first and leave what else is
+** there (the base GEMM's output, X, the KV pages a serving engine keeps
+** hot; under the benchmark's memset flush, dirty lines whose write-back the
+** reads would otherwise pay).  LSIM_FACTOR_HINT (compile time) picks how:
+**   0  plain read-only loads (__ldg; cp.async.cg), no hint
+**   1  ld.global.cs (streaming) for the CUDA-core loads; an L2 evict_first
+**      cache policy on the tiled kernels' cp.async
+**   2  an L2 evict_first cache policy on both (ld.global.nc.L2::cache_hint)
+** Measured in docs/BENCHMARKS.md ("L2 eviction hints").
+*/
+#ifndef LSIM_FACTOR_HINT
+#define LSIM_FACTOR_HINT 1
+#endif
+
+__device__ __forceinline__ uint64_t lsim__policy_evict_first() {
+  uint64_t pol;
+  asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(pol));
+  return pol;
+}
+
+/* One 16-byte factor vector (A row or B^T row). */
+__device__ __forceinline__ uint4 lsim__ldf16(const uint16_t *p) {
+#if LSIM_FACTOR_HINT == 1
+  return __ldcs(reinterpret_cast<const uint4 *>(p));
+#elif LSIM_FACTOR_HINT == 2
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 "
+               "{%0,%1,%2,%3}, [%4], %5;\n"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p), "l"(lsim__policy_evict_first()));
+  return v;
+#else
+  return __ldg(reinterpret_cast<const uint4 *>(p));
+#endif
+}
+
 /* n (0..8) elements from p, the rest zero: for the last, partial vector of
 ** a row whose length is not a multiple of 8. */
 __device__ __forceinline__ uint4 lsim__ld_partial(const uint16_t *p, int n) {
@@ -153,6 +192,21 @@ __device__ __forceinline__ void lsim__cp16(uint32_t dst, const void *src,
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst),
                "l"(src), "r"(src_bytes)
                : "memory");
+}
+/* The same for a factor vector: with LSIM_FACTOR_HINT != 0 its L2 line is
+** the first to give up (pol from lsim__policy_evict_first). */
+__device__ __forceinline__ void lsim__cp16f(uint32_t dst, const void *src,
+                                           int src_bytes, uint64_t pol) {
+#if LSIM_FACTOR_HINT != 0
+  asm volatile(
+      "cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;\n" ::
+          "r"(dst),
+      "l"(src), "r"(src_bytes), "l"(pol)
+      : "memory");
+#else
+  (void)pol;
+  lsim__cp16(dst, src, src_bytes);
+#endif
 }
 __device__ __forceinline__ void lsim__cp_commit() {
   asm volatile("cp.async.commit_group;\n" ::: "memory");

@@ -44,6 +44,9 @@ extern "C" { /* rowplan.h and plan.h carry no linkage guards of their own */
 /* Number of visible CUDA devices (0 when none or no driver), and a one-line
 ** description of device 0 (or of why there is none) in buf. */
 int lsim_cuda_describe(char *buf, size_t n);
+/* The L2 hint the factor loads were built with (LSIM_FACTOR_HINT in
+** common.cuh: 0 none, 1 streaming loads, 2 an evict_first policy). */
+int lsim_cuda_factor_hint(void);
 
 /* Run a checked kernel over n elements on device 0 and compare the result
 ** with the CPU exactly.  LSIM_E_BACKEND on any CUDA error or mismatch. */

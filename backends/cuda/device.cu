@@ -6,6 +6,8 @@
 
 #include "common.cuh"
 
+extern "C" int lsim_cuda_factor_hint(void) { return LSIM_FACTOR_HINT; }
+
 extern "C" int lsim_cuda_describe(char *buf, size_t n) {
   int count = 0;
   cudaError_t e = cudaGetDeviceCount(&count);

@@ -50,7 +50,7 @@ __global__ void __launch_bounds__(LSIM__THREADS, 3)
   uint4 bpre[PRE], yv[MT];
 #pragma unroll
   for (int u = 0; u < PRE; u++)
-    bpre[u] = act && u < r ? lsim__ldg16(lsim__brow<PG>(ad, u, a.ldb) + o)
+    bpre[u] = act && u < r ? lsim__ldf16(lsim__brow<PG>(ad, u, a.ldb) + o)
                            : make_uint4(0, 0, 0, 0);
   auto load_y = [&] {
 #pragma unroll
@@ -125,7 +125,7 @@ __global__ void __launch_bounds__(LSIM__THREADS, 3)
     uint4 bv[BATCH];
 #pragma unroll
     for (int u = 0; u < BATCH; u++)
-      bv[u] = k0 + u < r ? lsim__ldg16(lsim__brow<PG>(ad, k0 + u, a.ldb) + o)
+      bv[u] = k0 + u < r ? lsim__ldf16(lsim__brow<PG>(ad, k0 + u, a.ldb) + o)
                          : make_uint4(0, 0, 0, 0);
 #pragma unroll
     for (int u = 0; u < BATCH; u++)
@@ -197,6 +197,7 @@ __global__ void __launch_bounds__(LSIM__THREADS)
     const int k = rbase + 16 * i;
     bsrc[i] = i < nks && k < r ? lsim__brow_rt(ad, k, a.ldb) : nullptr;
   }
+  const uint64_t pol = LSIM_FACTOR_HINT ? lsim__policy_evict_first() : 0;
   auto load = [&](int st, int ci) {
     const uint32_t sy = sbase + st * STAGE, sb = sy + YBYTES;
     const int col = cb0 + ci * LSIM__MMA_KC + ch * 8;
@@ -210,9 +211,9 @@ __global__ void __launch_bounds__(LSIM__THREADS)
       if (i < nks) {
         const int k = rbase + 16 * i;
         const bool ok = bsrc[i] != nullptr && bytes > 0;
-        lsim__cp16(sb + lsim__eswz(k, ch),
-                   ok ? (const void *)(bsrc[i] + col) : (const void *)ad.Bt,
-                   ok ? bytes : 0);
+        lsim__cp16f(sb + lsim__eswz(k, ch),
+                    ok ? (const void *)(bsrc[i] + col) : (const void *)ad.Bt,
+                    ok ? bytes : 0, pol);
       }
     }
   };

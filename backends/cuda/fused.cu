@@ -98,7 +98,7 @@ __global__ void __launch_bounds__(LSIM__THREADS, MT <= 2 ? 4 : 2)
 #pragma unroll
     for (int u = 0; u < 8; u++)
       bpre[u] = live && k0 + u < k1
-                    ? lsim__ldg16(lsim__brow<PG>(ad, k0 + u, a.ldb) + o)
+                    ? lsim__ldf16(lsim__brow<PG>(ad, k0 + u, a.ldb) + o)
                     : make_uint4(0, 0, 0, 0);
 #pragma unroll
     for (int jj = 0; jj < RPT; jj++) {
@@ -143,7 +143,8 @@ __global__ void __launch_bounds__(LSIM__THREADS, MT <= 2 ? 4 : 2)
           const bool in = cc < c1, full = cc + 8 <= c1;
 #pragma unroll
           for (int k = 0; k < KR; k++)
-            av[u][k] = in && k < nk ? lsim__ldcs16(ar[k] + cc)
+            av[u][k] = in && k < nk ? (LSIM_FACTOR_HINT ? lsim__ldf16(ar[k] + cc)
+                                                        : lsim__ldcs16(ar[k] + cc))
                                     : make_uint4(0, 0, 0, 0);
 #pragma unroll
           for (int j = 0; j < MT; j++)
@@ -227,7 +228,7 @@ __global__ void __launch_bounds__(LSIM__THREADS, MT <= 2 ? 4 : 2)
           for (int u = 0; u < 8; u++)
             bv[u] = pre && kb == k0 ? bpre[u]
                     : kb + u < k1
-                        ? lsim__ldg16(lsim__brow<PG>(ad, kb + u, a.ldb) + o)
+                        ? lsim__ldf16(lsim__brow<PG>(ad, kb + u, a.ldb) + o)
                         : make_uint4(0, 0, 0, 0);
 #pragma unroll
           for (int u = 0; u < 8; u++) {

@@ -69,7 +69,7 @@ __global__ void __launch_bounds__(LSIM__THREADS, 3)
       const bool in = cc < c1, full = cc + 8 <= c1;
 #pragma unroll
       for (int k = 0; k < KR; k++)
-        av[u][k] = in && k < nk ? lsim__ldg16(ar[k] + cc)
+        av[u][k] = in && k < nk ? lsim__ldf16(ar[k] + cc)
                                 : make_uint4(0, 0, 0, 0);
 #pragma unroll
       for (int j = 0; j < MT; j++)
@@ -161,6 +161,7 @@ __global__ void __launch_bounds__(LSIM__THREADS)
     asrc[i] = i < np && row < r ? lsim__arow_rt(ad, row, a.lda) : nullptr;
   }
 
+  const uint64_t pol = LSIM_FACTOR_HINT ? lsim__policy_evict_first() : 0;
   auto load = [&](int st, int kc) {
     const uint32_t sx = sbase + st * STAGE, sa = sx + XBYTES;
     const int col = c0 + kc * LSIM__MMA_KC + ch * 8;
@@ -178,9 +179,9 @@ __global__ void __launch_bounds__(LSIM__THREADS)
       if (i < np) {
         const int row = rbase + 16 * i; /* a rank row */
         const bool ok = asrc[i] != nullptr && bytes > 0;
-        lsim__cp16(sa + lsim__swz(row, ch),
-                   ok ? (const void *)(asrc[i] + col) : (const void *)ad.A,
-                   ok ? bytes : 0);
+        lsim__cp16f(sa + lsim__swz(row, ch),
+                    ok ? (const void *)(asrc[i] + col) : (const void *)ad.A,
+                    ok ? bytes : 0, pol);
       }
     }
   };
