@@ -381,7 +381,41 @@ Test(pool, launch_cannot_name_an_adapter_before_copy_event_and_digest,
 
 /* Launch X (slow), retire it, load Y into the same pages; the result of
 ** the launch, compared with X's exact value: mismatching elements. */
-static int reuse_once(int unfenced, int64_t *fenced, double *run_s) {
+/* How a test launches a prepared plan: pool_run, or prepare + launch +
+** mark_used, or the same with the launch captured into a CUDA graph. */
+enum { RUN_DIRECT, RUN_STEPS, RUN_GRAPH };
+
+static void run_mode(lsim_cuda_pool *P, const lsim_rowplan *p, const batch *b,
+                     int mode) {
+  if (mode == RUN_DIRECT) {
+    OK(lsim_cuda_pool_run(P, p, NULL, 0, b->dx, b->ldx, ydev(b), b->ldy, eb));
+    return;
+  }
+  OK(lsim_cuda_pool_prepare(P, p, NULL, 0, b->dx, b->ldx, ydev(b), b->ldy,
+                            eb));
+  if (mode == RUN_GRAPH) {
+    lsim_cuda_graph *gr = NULL;
+    cr_assert(lsim_cuda_pool_prepared_fast(P), "a fast path was prepared");
+    OK(lsim_cuda_graph_open(&gr, eb));
+    OK(lsim_cuda_graph_begin(gr, lsim_cuda_pool_stream(P), eb));
+    lsim_errbuf leb = LSIM_ERRBUF_INIT;
+    lsim_err lr = lsim_cuda_pool_launch(P, &leb);
+    OK(lsim_cuda_graph_end(gr, lsim_cuda_pool_stream(P), lr == 0, eb));
+    cr_assert_eq(lr, 0, "launch under capture: %s", leb.msg);
+    OK(lsim_cuda_graph_launch(gr, lsim_cuda_pool_stream(P), eb));
+    OK(lsim_cuda_pool_mark_used(P, eb));
+    int64_t caps = 0, ups = 0;
+    lsim_cuda_graph_counts(gr, &caps, &ups);
+    cr_assert_eq(caps, p->nactive > 0 ? 1 : 0, "instantiations: %lld", (long long)caps);
+    lsim_cuda_graph_close(gr); /* a launched graph may be destroyed */
+  } else {
+    OK(lsim_cuda_pool_launch(P, eb));
+    OK(lsim_cuda_pool_mark_used(P, eb));
+  }
+}
+
+static int reuse_once(int unfenced, int mode, int64_t *fenced,
+                      double *run_s) {
   const int dt = LSIM_CUDA_FP16, d_in = 24, d_out = 24, r = 8;
   lsim_rng g;
   lsim_rng_init(&g, 11, LSIM_RNG_TENSORS);
@@ -404,7 +438,7 @@ static int reuse_once(int unfenced, int64_t *fenced, double *run_s) {
   lsim_cuda_pool__set_delay(P, 300 * 1000 * 1000LL, 0);
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
-  OK(lsim_cuda_pool_run(P, &p, NULL, 0, b.dx, b.ldx, ydev(&b), b.ldy, eb));
+  run_mode(P, &p, &b, mode);
   clock_gettime(CLOCK_MONOTONIC, &t1);
   *run_s = (double)(t1.tv_sec - t0.tv_sec) +
            1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
@@ -433,13 +467,15 @@ Test(pool, slot_reuse_waits_for_the_last_use_event, .timeout = 120) {
   need_gpu();
   int64_t fenced = 0;
   double run_s = 0;
-  cr_assert_eq(reuse_once(0, &fenced, &run_s), 0,
-               "a launch saw the next adapter's factors");
-  cr_assert_eq(fenced, 1, "reuse was not fenced");
+  for (int mode = RUN_DIRECT; mode <= RUN_GRAPH; mode++) {
+    cr_assert_eq(reuse_once(0, mode, &fenced, &run_s), 0,
+                 "a launch saw the next adapter's factors (mode %d)", mode);
+    cr_assert_eq(fenced, 1, "reuse was not fenced (mode %d)", mode);
+  }
   /* the control: without the fence the same sequence corrupts the launch,
   ** unless launches are serialised (compute-sanitizer): then the slow
   ** launch has ended before the run call returns and there is no window */
-  int bad = reuse_once(1, &fenced, &run_s);
+  int bad = reuse_once(1, RUN_DIRECT, &fenced, &run_s);
   cr_assert_eq(fenced, 0);
   if (run_s >= 0.25) {
     fprintf(stderr, "note: the run call took %.2f s (launches serialised, "
@@ -546,6 +582,18 @@ static void paged_case(int seed, int dt) {
                                              : lsim_cuda_path_name(got),
                  k, bad, d_in, d_out, nad, p.T);
   }
+  /* the chooser's path again, in three steps and captured into a graph */
+  lsim_cuda_pool_set_tune(P, NULL);
+  lsim_cuda_pool_set_path(P, LSIM_CUDA_PATH_AUTO);
+  for (int mode = RUN_STEPS; mode <= RUN_GRAPH; mode++) {
+    batch_reset_y(&b, &p, dt);
+    run_mode(P, &p, &b, mode);
+    OK(lsim_cuda_pool_sync(P, eb));
+    int bad = batch_check(&b, &p, used, nu);
+    cr_assert_eq(bad, 0, "seed %d %s, %s: %d elements differ", seed,
+                 dt ? "fp16" : "bf16",
+                 mode == RUN_GRAPH ? "captured graph" : "three steps", bad);
+  }
   batch_free(&b);
   lsim_rowplan_release(&p);
   for (int a = 0; a < nad; a++)
@@ -589,6 +637,7 @@ Test(pool, every_misuse_has_its_code) {
   FAILS(LSIM_E_USAGE, lsim_cuda_pool_load(P, 0, 4, INFINITY, f.A, f.B, NULL,
                                           eb));
   FAILS(LSIM_E_DEV_NO_LOAD, lsim_cuda_pool_publish(P, 0, 1, NULL, eb));
+  FAILS(LSIM_E_STATE, lsim_cuda_pool_launch(P, eb)); /* nothing prepared */
   /* staging: 16 pages hold two rank-4 images, not a third */
   OK(lsim_cuda_pool_load(P, 0, 4, 1.0f, f.A, f.B, NULL, eb));
   OK(lsim_cuda_pool_load(P, 1, 4, 1.0f, f.A, f.B, NULL, eb));

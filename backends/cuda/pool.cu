@@ -272,6 +272,14 @@ struct lsim_cuda_pool {
   int refs_cap;
   lsim_cuda_lora_tune tune, tune0; /* set, and the context's defaults */
   int have_tune;
+  /* a prepared run (lsim_cuda_pool_prepare): 0 none, 1 fast path planned,
+  ** 2 the paged kernel, 3 nothing to launch; the plan and remap are the
+  ** caller's, valid until lsim_cuda_pool_mark_used */
+  int prep, prep_ntiles, prep_rmax, prep_ldx, prep_ldy;
+  const lsim_rowplan *prep_p;
+  const int *prep_remap;
+  const void *prep_X;
+  void *prep_Y;
 };
 
 extern "C" void lsim_cuda_pool_set_path(lsim_cuda_pool *P, int path) {
@@ -881,9 +889,26 @@ static lsim_err lsim__pg_launch_paged(lsim_cuda_pool *P, const lsim_rowplan *p,
 ** pool base, page-table address, rank and scale per plan id), then its at
 ** most two launches, all on the launch stream.
 */
+/* Launch the fast path planned on P->L (the test hook's delay first). */
+static lsim_err lsim__pg_run_fast(lsim_cuda_pool *P, const void *X, int ldx,
+                                  void *Y, int ldy, lsim_errbuf *eb) {
+  lsim_err rc;
+  if (P->delay_launch > 0) { /* test hook: hold the launch on the device */
+    lsim__pg_delay<<<1, 1, 0, P->s_launch>>>(P->delay_launch);
+    LSIM_CUDA_RET(cudaGetLastError(), eb);
+  }
+  if ((rc = lsim_cuda_lora_run(P->L, X, ldx, Y, ldy, eb)))
+    return rc;
+  P->last_path = lsim_cuda_lora_path(P->L);
+  return 0;
+}
+
+/* Plan p on the fast path (its metadata copy enqueued); timed: also launch
+** it between the pool's two timing events. */
 static lsim_err lsim__pg_launch_fast(lsim_cuda_pool *P, const lsim_rowplan *p,
                                      const int *remap, const void *X, int ldx,
-                                     void *Y, int ldy, lsim_errbuf *eb) {
+                                     void *Y, int ldy, int timed,
+                                     lsim_errbuf *eb) {
   lsim_err rc;
   int nent = 1;
   for (int s = 0; s < p->nseg; s++)
@@ -919,27 +944,27 @@ static lsim_err lsim__pg_launch_fast(lsim_cuda_pool *P, const lsim_rowplan *p,
     lsim_cuda_lora_get_tune(P->L, &P->tune0);
   }
   lsim_cuda_lora_set_tune(P->L, P->have_tune ? &P->tune : &P->tune0);
-  LSIM_CUDA_RET(cudaEventRecord(P->ev0, P->s_launch), eb);
-  if (P->delay_launch > 0) { /* test hook: hold the launch on the device */
-    lsim__pg_delay<<<1, 1, 0, P->s_launch>>>(P->delay_launch);
-    LSIM_CUDA_RET(cudaGetLastError(), eb);
-  }
+  if (timed)
+    LSIM_CUDA_RET(cudaEventRecord(P->ev0, P->s_launch), eb);
   if ((rc = lsim_cuda_lora_plan_paged(P->L, p, P->path, P->d_pool, P->H,
-                                      P->refs, nent, eb)) ||
-      (rc = lsim_cuda_lora_run(P->L, X, ldx, Y, ldy, eb)))
+                                      P->refs, nent, eb)))
+    return rc;
+  if (!timed) /* prepared: lsim__pg_run_fast launches it later */
+    return 0;
+  if ((rc = lsim__pg_run_fast(P, X, ldx, Y, ldy, eb)))
     return rc;
   LSIM_CUDA_RET(cudaEventRecord(P->ev1, P->s_launch), eb);
-  P->last_path = lsim_cuda_lora_path(P->L);
   return 0;
 }
 
-extern "C" lsim_err lsim_cuda_pool_run(lsim_cuda_pool *P, const lsim_rowplan *p,
-                                       const int *remap, int nremap,
-                                       const void *X, int ldx, void *Y, int ldy,
-                                       lsim_errbuf *eb) {
-  lsim_err rc = 0;
-  int ntiles = 0, rmax = 0;
-  P->timed = 0;
+/* The checks every run makes: the launch snapshot of each segment's
+** published generation and its rank; *ntiles and *rmax for the paged
+** kernel. */
+static lsim_err lsim__pg_check(lsim_cuda_pool *P, const lsim_rowplan *p,
+                               const int *remap, int nremap, const void *X,
+                               int ldx, const void *Y, int ldy, int *ntiles,
+                               int *rmax, lsim_errbuf *eb) {
+  *ntiles = *rmax = 0;
   if (!p || (p->nactive > 0 && (!X || !Y)) || ldx < P->cfg.d_in ||
       ldy < P->cfg.d_out)
     return lsim_fail(eb, LSIM_E_USAGE, "pool run: bad plan, pointers or "
@@ -960,13 +985,46 @@ extern "C" lsim_err lsim_cuda_pool_run(lsim_cuda_pool *P, const lsim_rowplan *p,
                        "pool run: adapter %d is resident at rank %d, the plan "
                        "says %d", id, P->obj[P->pub[id]].rank, p->seg_rank[s]);
     int len = p->seg_offsets[s + 1] - p->seg_offsets[s];
-    ntiles += (len + LSIM__PG_TR - 1) / LSIM__PG_TR;
-    if (p->seg_rank[s] > rmax)
-      rmax = p->seg_rank[s];
+    *ntiles += (len + LSIM__PG_TR - 1) / LSIM__PG_TR;
+    if (p->seg_rank[s] > *rmax)
+      *rmax = p->seg_rank[s];
   }
-  if (P->path != LSIM_CUDA_POOL_PAGED && !((uintptr_t)X & 15) &&
-      !((uintptr_t)Y & 15) && !(ldx & 7) && !(ldy & 7)) {
-    if ((rc = lsim__pg_launch_fast(P, p, remap, X, ldx, Y, ldy, eb)))
+  return 0;
+}
+
+static int lsim__pg_fast_ok(const lsim_cuda_pool *P, const void *X, int ldx,
+                            const void *Y, int ldy) {
+  return P->path != LSIM_CUDA_POOL_PAGED && !((uintptr_t)X & 15) &&
+         !((uintptr_t)Y & 15) && !(ldx & 7) && !(ldy & 7);
+}
+
+/* The last-use event of every generation a launch of p named. */
+static lsim_err lsim__pg_mark(lsim_cuda_pool *P, const lsim_rowplan *p,
+                              const int *remap, lsim_errbuf *eb) {
+  for (int s = 0; s < p->nseg; s++) {
+    int id = remap ? remap[p->seg_adapter[s]] : p->seg_adapter[s];
+    lsim__obj *ob = &P->obj[P->pub[id]];
+    LSIM_CUDA_RET(cudaEventRecord(ob->last_use, P->s_launch), eb);
+    ob->used = 1;
+  }
+  return 0;
+}
+
+extern "C" lsim_err lsim_cuda_pool_run(lsim_cuda_pool *P, const lsim_rowplan *p,
+                                       const int *remap, int nremap,
+                                       const void *X, int ldx, void *Y, int ldy,
+                                       lsim_errbuf *eb) {
+  lsim_err rc = 0;
+  int ntiles = 0, rmax = 0;
+  P->timed = 0;
+  P->prep = 0;
+  if ((rc = lsim__pg_check(P, p, remap, nremap, X, ldx, Y, ldy, &ntiles,
+                           &rmax, eb)))
+    return rc;
+  if (p->nactive == 0)
+    return 0;
+  if (lsim__pg_fast_ok(P, X, ldx, Y, ldy)) {
+    if ((rc = lsim__pg_launch_fast(P, p, remap, X, ldx, Y, ldy, 1, eb)))
       return rc;
   } else {
     if ((rc = lsim__pg_launch_paged(P, p, remap, ntiles, rmax, X, ldx, Y,
@@ -974,16 +1032,171 @@ extern "C" lsim_err lsim_cuda_pool_run(lsim_cuda_pool *P, const lsim_rowplan *p,
       return rc;
     P->last_path = LSIM_CUDA_POOL_PAGED;
   }
-  /* the last-use event of every generation this launch named */
-  for (int s = 0; s < p->nseg; s++) {
-    int id = remap ? remap[p->seg_adapter[s]] : p->seg_adapter[s];
-    lsim__obj *ob = &P->obj[P->pub[id]];
-    LSIM_CUDA_RET(cudaEventRecord(ob->last_use, P->s_launch), eb);
-    ob->used = 1;
-  }
+  if ((rc = lsim__pg_mark(P, p, remap, eb)))
+    return rc;
   P->timed = 1;
   P->st.launches++;
   return rc;
+}
+
+extern "C" lsim_err lsim_cuda_pool_prepare(lsim_cuda_pool *P,
+                                           const lsim_rowplan *p,
+                                           const int *remap, int nremap,
+                                           const void *X, int ldx, void *Y,
+                                           int ldy, lsim_errbuf *eb) {
+  lsim_err rc;
+  int ntiles = 0, rmax = 0;
+  P->timed = 0;
+  P->prep = 0;
+  if ((rc = lsim__pg_check(P, p, remap, nremap, X, ldx, Y, ldy, &ntiles,
+                           &rmax, eb)))
+    return rc;
+  P->prep_p = p;
+  P->prep_remap = remap;
+  P->prep_X = X;
+  P->prep_Y = Y;
+  P->prep_ldx = ldx;
+  P->prep_ldy = ldy;
+  P->prep_ntiles = ntiles;
+  P->prep_rmax = rmax;
+  if (p->nactive == 0) {
+    P->prep = 3;
+    return 0;
+  }
+  if (!lsim__pg_fast_ok(P, X, ldx, Y, ldy)) {
+    P->prep = 2;
+    return 0;
+  }
+  if ((rc = lsim__pg_launch_fast(P, p, remap, X, ldx, Y, ldy, 0, eb)))
+    return rc;
+  P->prep = 1;
+  return 0;
+}
+
+extern "C" void *lsim_cuda_pool_stream(const lsim_cuda_pool *P) {
+  return (void *)P->s_launch;
+}
+
+extern "C" int lsim_cuda_pool_prepared_fast(const lsim_cuda_pool *P) {
+  return P->prep == 1 || P->prep == 3;
+}
+
+extern "C" lsim_err lsim_cuda_pool_launch(lsim_cuda_pool *P,
+                                          lsim_errbuf *eb) {
+  lsim_err rc = 0;
+  if (!P->prep)
+    return lsim_fail(eb, LSIM_E_STATE, "pool launch: nothing prepared");
+  if (P->prep == 1)
+    rc = lsim__pg_run_fast(P, P->prep_X, P->prep_ldx, P->prep_Y, P->prep_ldy,
+                           eb);
+  else if (P->prep == 2) {
+    rc = lsim__pg_launch_paged(P, P->prep_p, P->prep_remap, P->prep_ntiles,
+                               P->prep_rmax, P->prep_X, P->prep_ldx,
+                               P->prep_Y, P->prep_ldy, eb);
+    P->last_path = LSIM_CUDA_POOL_PAGED;
+  }
+  return rc;
+}
+
+extern "C" lsim_err lsim_cuda_pool_mark_used(lsim_cuda_pool *P,
+                                             lsim_errbuf *eb) {
+  lsim_err rc = 0;
+  if (P->prep == 1 || P->prep == 2) {
+    rc = lsim__pg_mark(P, P->prep_p, P->prep_remap, eb);
+    P->st.launches++;
+  }
+  P->prep = 0;
+  return rc;
+}
+
+/* ---- one iteration's launches as a CUDA graph ------------------------------ */
+
+struct lsim_cuda_graph {
+  cudaGraphExec_t exec;
+  int empty; /* the last capture held no work: launch is a no-op */
+  int64_t captures, updates;
+};
+
+extern "C" lsim_err lsim_cuda_graph_open(lsim_cuda_graph **g,
+                                         lsim_errbuf *eb) {
+  *g = (lsim_cuda_graph *)calloc(1, sizeof **g);
+  return *g ? 0 : lsim_fail(eb, LSIM_E_NOMEM, "out of memory");
+}
+
+extern "C" lsim_err lsim_cuda_graph_begin(lsim_cuda_graph *g, void *stream,
+                                          lsim_errbuf *eb) {
+  (void)g;
+  LSIM_CUDA_RET(cudaStreamBeginCapture((cudaStream_t)stream,
+                                       cudaStreamCaptureModeThreadLocal),
+                eb);
+  return 0;
+}
+
+extern "C" lsim_err lsim_cuda_graph_end(lsim_cuda_graph *g, void *stream,
+                                        int ok, lsim_errbuf *eb) {
+  cudaGraph_t gr = nullptr;
+  cudaError_t e = cudaStreamEndCapture((cudaStream_t)stream, &gr);
+  lsim_err rc = 0;
+  if (!ok || e != cudaSuccess) {
+    if (gr)
+      cudaGraphDestroy(gr);
+    cudaGetLastError(); /* the capture's error is reported here, not later */
+    return ok ? lsim_fail(eb, LSIM_E_BACKEND, "cuda: graph capture: %s",
+                          cudaGetErrorString(e))
+              : 0;
+  }
+  size_t nodes = 0;
+  if (cudaGraphGetNodes(gr, nullptr, &nodes) == cudaSuccess && nodes == 0) {
+    cudaGraphDestroy(gr); /* nothing was launched: nothing to replay */
+    g->empty = 1;
+    return 0;
+  }
+  g->empty = 0;
+  if (g->exec) { /* same topology as the last iteration: update in place */
+    cudaGraphExecUpdateResultInfo info;
+    if (cudaGraphExecUpdate(g->exec, gr, &info) == cudaSuccess) {
+      g->updates++;
+      cudaGraphDestroy(gr);
+      return 0;
+    }
+    cudaGetLastError();
+    cudaGraphExecDestroy(g->exec);
+    g->exec = nullptr;
+  }
+  e = cudaGraphInstantiateWithFlags(&g->exec, gr, 0);
+  cudaGraphDestroy(gr);
+  if (e != cudaSuccess) {
+    g->exec = nullptr;
+    cudaGetLastError();
+    rc = lsim_fail(eb, LSIM_E_BACKEND, "cuda: graph instantiate: %s",
+                   cudaGetErrorString(e));
+  } else
+    g->captures++;
+  return rc;
+}
+
+extern "C" lsim_err lsim_cuda_graph_launch(lsim_cuda_graph *g, void *stream,
+                                           lsim_errbuf *eb) {
+  if (g->empty)
+    return 0;
+  if (!g->exec)
+    return lsim_fail(eb, LSIM_E_STATE, "graph launch: nothing captured");
+  LSIM_CUDA_RET(cudaGraphLaunch(g->exec, (cudaStream_t)stream), eb);
+  return 0;
+}
+
+extern "C" void lsim_cuda_graph_counts(const lsim_cuda_graph *g,
+                                       int64_t *captures, int64_t *updates) {
+  *captures = g ? g->captures : 0;
+  *updates = g ? g->updates : 0;
+}
+
+extern "C" void lsim_cuda_graph_close(lsim_cuda_graph *g) {
+  if (!g)
+    return;
+  if (g->exec)
+    cudaGraphExecDestroy(g->exec);
+  free(g);
 }
 
 extern "C" lsim_err lsim_cuda_pool_last_ns(lsim_cuda_pool *P, int64_t *ns,

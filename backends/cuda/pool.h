@@ -199,6 +199,50 @@ struct lsim_cuda_lora_tune;
 void lsim_cuda_pool_set_tune(lsim_cuda_pool *P,
                              const struct lsim_cuda_lora_tune *t);
 
+/*
+** The same run in three steps, so that many pools' launches can follow one
+** another with nothing in between (model-shape replay captures them into
+** one CUDA graph):
+**   prepare    the checks of lsim_cuda_pool_run and the plan, whose
+**              metadata copy is enqueued on the launch stream now; p and
+**              remap must stay valid until mark_used
+**   launch     the kernels only (no events, no host synchronisation on the
+**              fast paths: capturable); E_STATE when nothing is prepared
+**   mark_used  the last-use event of every generation the plan named,
+**              recorded on the launch stream (after the graph, when the
+**              launches were captured); ends the prepared run
+** prepared_fast: 1 when the prepared run is a fast path or launches
+** nothing (the paged kernel synchronises on the host: not capturable).
+** lsim_cuda_pool_last_ns does not time such a run.
+*/
+lsim_err lsim_cuda_pool_prepare(lsim_cuda_pool *P, const lsim_rowplan *p,
+                                const int *remap, int nremap, const void *X,
+                                int ldx, void *Y, int ldy, lsim_errbuf *eb);
+int lsim_cuda_pool_prepared_fast(const lsim_cuda_pool *P);
+/* The pool's launch stream (a cudaStream_t): where to capture launches. */
+void *lsim_cuda_pool_stream(const lsim_cuda_pool *P);
+lsim_err lsim_cuda_pool_launch(lsim_cuda_pool *P, lsim_errbuf *eb);
+lsim_err lsim_cuda_pool_mark_used(lsim_cuda_pool *P, lsim_errbuf *eb);
+
+/*
+** Stream capture of launches into one executable graph, kept between
+** captures: a capture of the same topology updates it in place
+** (cudaGraphExecUpdate), another is instantiated anew.  end(ok = 0) ends a
+** capture whose launches failed and keeps nothing.  counts: how many
+** instantiations and in-place updates so far.
+*/
+typedef struct lsim_cuda_graph lsim_cuda_graph;
+lsim_err lsim_cuda_graph_open(lsim_cuda_graph **g, lsim_errbuf *eb);
+lsim_err lsim_cuda_graph_begin(lsim_cuda_graph *g, void *stream,
+                               lsim_errbuf *eb);
+lsim_err lsim_cuda_graph_end(lsim_cuda_graph *g, void *stream, int ok,
+                             lsim_errbuf *eb);
+lsim_err lsim_cuda_graph_launch(lsim_cuda_graph *g, void *stream,
+                                lsim_errbuf *eb);
+void lsim_cuda_graph_counts(const lsim_cuda_graph *g, int64_t *captures,
+                            int64_t *updates);
+void lsim_cuda_graph_close(lsim_cuda_graph *g);
+
 /* Device ns of the last run (waits for it); 0 when it launched nothing. */
 lsim_err lsim_cuda_pool_last_ns(lsim_cuda_pool *P, int64_t *ns,
                                 lsim_errbuf *eb);
