@@ -1038,7 +1038,53 @@ Test(replay, cuda_backend_is_bit_exact_with_cpu_ref_on_every_iteration) {
   cr_assert_eq(system(cmd), 0);
 }
 
+/* ---- the path chooser (host only: runs without a GPU) ---------------------- */
+
+/* The chooser's pick for a batch of npre prefills of pre_rows rows each and
+** ndec decode rows, spread round-robin over nad adapters of rank r (the
+** prefills first, then the decodes, as the engine packs them). */
+static int chosen(int npre, int pre_rows, int ndec, int nad, int r) {
+  lsim_plan_entry e[600];
+  int n = 0;
+  for (int i = 0; i < npre; i++, n++)
+    e[n] = ent(n + 1, i % nad, r, PRE, pre_rows);
+  for (int i = 0; i < ndec; i++, n++)
+    e[n] = ent(n + 1, i % nad, r, DEC, 1);
+  lsim_rowplan p = LSIM_ROWPLAN_INIT;
+  OK(lsim_rowplan_build(&p, e, n, NULL, 0, eb));
+  int path = lsim_cuda_choose_path(&p, r);
+  lsim_rowplan_release(&p);
+  return path;
+}
+
+Test(choose, the_measured_rule_picks_each_path_where_it_won) {
+  /* bench_kernels' workloads keep their paths */
+  cr_assert_eq(chosen(0, 0, 64, 64, 16), LSIM_CUDA_PATH_DECODE); /* decode64 */
+  cr_assert_eq(chosen(0, 0, 64, 64, 64), LSIM_CUDA_PATH_DECODE);
+  cr_assert_eq(chosen(32, 8, 0, 32, 16), LSIM_CUDA_PATH_FUSED); /* mixed256 */
+  cr_assert_eq(chosen(32, 8, 0, 32, 64), LSIM_CUDA_PATH_SGMV_MMA);
+  cr_assert_eq(chosen(8, 512, 0, 8, 16), LSIM_CUDA_PATH_SGMV_MMA); /* prefill */
+  cr_assert_eq(chosen(8, 512, 0, 8, 64), LSIM_CUDA_PATH_SGMV_MMA);
+  /* small batches: never the tensor-core tiles (model-shape sweep) */
+  cr_assert_eq(chosen(0, 0, 8, 4, 64), LSIM_CUDA_PATH_FUSED); /* 2-row segs */
+  cr_assert_eq(chosen(0, 0, 8, 8, 64), LSIM_CUDA_PATH_FUSED); /* 1-row segs */
+  cr_assert_eq(chosen(0, 0, 8, 4, 16), LSIM_CUDA_PATH_DECODE);
+  cr_assert_eq(chosen(1, 16, 0, 1, 8), LSIM_CUDA_PATH_DECODE); /* one prefill */
+  cr_assert_eq(chosen(0, 0, 128, 16, 64), LSIM_CUDA_PATH_FUSED);
+  cr_assert_eq(chosen(4, 32, 0, 4, 64), LSIM_CUDA_PATH_FUSED);
+  /* beyond 128 rows at small rank: decode while rows x rank <= 2560 */
+  cr_assert_eq(chosen(2, 64, 32, 4, 8), LSIM_CUDA_PATH_DECODE);
+  cr_assert_eq(chosen(1, 256, 0, 1, 16), LSIM_CUDA_PATH_SGMV_MMA);
+  cr_assert_eq(chosen(4, 128, 0, 4, 8), LSIM_CUDA_PATH_SGMV_MMA);
+  /* past the tensor-core rank classes */
+  cr_assert_eq(chosen(0, 0, 3, 3, 200), LSIM_CUDA_PATH_DECODE);
+  cr_assert_eq(chosen(2, 40, 0, 2, 200), LSIM_CUDA_PATH_SGMV);
+}
+
 #else
+Test(choose, the_measured_rule_picks_each_path_where_it_won) {
+  cr_skip_test("CUDA backend not built: nvcc was not found at configure time");
+}
 Test(replay, cuda_backend_is_bit_exact_with_cpu_ref_on_every_iteration) {
   cr_skip_test("CUDA backend not built: nvcc was not found at configure time");
 }

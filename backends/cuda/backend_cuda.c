@@ -370,6 +370,24 @@ static lsim_err lsim__cuda_open(void *state, const lsim_backend_cfg *cfg,
       return rc; /* close releases what was opened */
   }
   s->pool = s->pools[0];
+  /* LSIM_CUDA_PATH: every pool runs this path instead of the chooser's
+  ** (a study knob, docs/CUDA.md) */
+  const char *fp = getenv("LSIM_CUDA_PATH");
+  if (fp && *fp) {
+    int path = -1;
+    for (int k = 0; k < LSIM_CUDA_PATH__COUNT; k++)
+      if (!strcmp(fp, lsim_cuda_path_name(k)))
+        path = k;
+    if (!strcmp(fp, "paged"))
+      path = LSIM_CUDA_POOL_PAGED;
+    if (path == -1)
+      return lsim_fail(eb, LSIM_E_BACKEND,
+                       "LSIM_CUDA_PATH: unknown path '%s' (auto, decode, "
+                       "sgmv, indexed, sgmv_mma, indexed_mma, fused, paged)",
+                       fp);
+    for (int m = 0; m < s->nmod; m++)
+      lsim_cuda_pool_set_path(s->pools[m], path);
+  }
   return 0;
 }
 

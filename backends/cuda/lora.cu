@@ -361,38 +361,66 @@ out:
 /* ---- plans ------------------------------------------------------------------------------ */
 
 /*
-** The path chooser (docs/CUDA.md; numbers from docs/BENCHMARKS.md, H200,
-** device time with the L2 flushed).  Batches whose segments are all one
-** row (pure decode) go to the per-row decode kernels: decode64 r16 13.9 us
-** against 18.5 for the 8-row CUDA-core tiles and 24.3 for the tensor-core
-** tiles.  As soon as an adapter owns several rows the tensor-core tiles win
-** at every rank: mixed256 19.3 / 34.5 us at r16 / r64 against 20.5 / 60.4
-** (CUDA-core tiles), prefill4096 37.2 against 114.5.  Ranks above 128 (the
-** tensor-core rank classes end at 128) fall back to the CUDA-core tiles.
-** The indexed realizations run the same kernels over sorted_rows and cost
-** the same (within 1%) when there is no base row; the contiguous-segment
-** metadata is chosen because its row list holds no base rows at all.
+** The path chooser (docs/CUDA.md "The path chooser"; numbers from
+** docs/BENCHMARKS.md, H200, device time with the L2 flushed).  Two sets of
+** measurements set it:
 **
-** The one-launch cluster path (fused) is chosen for short segments (at
-** most 8 rows) at ranks up to 16: mixed256 r16 18.7 us against 19.4 for the
-** tensor-core tiles (same run).  It lost elsewhere (decode64 r16 14.4-15.0
-** against 13.9 for the decode kernels; mixed256 r64 47.7 against 37.0 for
-** the tensor-core tiles, whose mma work it does on CUDA cores).
+** bench_kernels at 4096 x 4096 (one module, large batches): pure decode
+** batches (every segment one row) go to the per-row decode kernels --
+** decode64 r16 13.4 us against 15.4 fused and 24.5 for the tensor-core
+** tiles, r64 31.4 against 34.8 fused.  Once adapters own several rows the
+** tensor-core tiles win at rank > 16 (mixed256 r64 35.6 against 47.8 fused
+** and 55.7 decode; prefill4096 r16 38.1 against 120 for the CUDA-core
+** tiles); at rank <= 16 with segments of at most 8 rows the one-launch
+** cluster path does (mixed256 r16 18.6 against 19.1).
+**
+** The model-shape sweep of `lorasim calibrate` under each path (160
+** iteration shapes x 16 modules of the quickstart's q/k/v/o shapes, the
+** pool's paged plans): small batches are latency-bound, and there the
+** tensor-core tiles' fixed cost loses to everything: 8 decode rows at r64
+** over 4 adapters 363 us against 191 fused and 196 decode; one 16-row
+** prefill at r8 153 us against 80 decode.  So, for batches of at most 128
+** active rows: rank <= 16 -> decode (best, or within 9% of the best, on
+** every such shape), rank <= 128 -> fused (best on every r64 shape up to 128
+** rows, e.g. 128 decode rows over 16 adapters 385 us against 509 decode and
+** 403 tensor-core tiles).  Pure decode at rank > 16 takes fused up to 32
+** rows (r64, 8 rows: 180 against 204 decode) and decode above (decode64
+** r64 above).  Beyond 128 rows at rank <= 16 the decode kernels stay ahead
+** while rows x rank <= 2560 (two 64-row prefills and 32 decodes at r8:
+** 118-125 us against 158-232 for the tensor-core tiles; 296 rows at r8
+** 166-178 against 162-232; 256 rows at r16 lose, 210 against 170).
+**
+** Ranks above 128 (the tensor-core rank classes end at 128) go to the
+** per-row decode kernels or the CUDA-core tiles.  The indexed realizations
+** run the same kernels over sorted_rows and cost the same (within 1%) when
+** there is no base row; the contiguous-segment metadata is chosen because
+** its row list holds no base rows at all.
 */
 static int lsim__choose(const lsim_rowplan *p, int rmax) {
   int maxseg = 0;
-  if (p->nactive == 0)
+  const int n = p->nactive;
+  if (n == 0)
     return LSIM_CUDA_PATH_SGMV;
   for (int t = 0; t < p->nseg; t++) {
     int len = p->seg_offsets[t + 1] - p->seg_offsets[t];
     if (len > maxseg)
       maxseg = len;
   }
+  if (rmax > 128)
+    return maxseg == 1 ? LSIM_CUDA_PATH_DECODE : LSIM_CUDA_PATH_SGMV;
   if (maxseg == 1)
+    return rmax > 16 && n <= 32 ? LSIM_CUDA_PATH_FUSED : LSIM_CUDA_PATH_DECODE;
+  if (n <= 128)
+    return rmax <= 16 ? LSIM_CUDA_PATH_DECODE : LSIM_CUDA_PATH_FUSED;
+  if (rmax <= 16 && (int64_t)n * rmax <= 2560)
     return LSIM_CUDA_PATH_DECODE;
   if (maxseg <= 8 && rmax <= 16)
     return LSIM_CUDA_PATH_FUSED;
-  return rmax <= 128 ? LSIM_CUDA_PATH_SGMV_MMA : LSIM_CUDA_PATH_SGMV;
+  return LSIM_CUDA_PATH_SGMV_MMA;
+}
+
+extern "C" int lsim_cuda_choose_path(const lsim_rowplan *p, int rmax) {
+  return lsim__choose(p, rmax);
 }
 
 static size_t lsim__al4(size_t n) { return (n + 3) & ~(size_t)3; }

