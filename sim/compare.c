@@ -187,6 +187,13 @@ static lsim_err lsim__cmp_csv(const char *path, const lsim_scenario *sc,
              "service_rank_16,service_rank_32,service_rank_64,"
              "service_rank_gt64,backlog_service_gap,vtc_bound,iterations,"
              "events,preemptions,migrations,recompute_tokens");
+  /* the prefix cache's figures, only when it is on (the columns before
+  ** the per-tenant ones stay as they were otherwise) */
+  if (sc->prefix_mode != 0)
+    fputs(",prefix_lookups,prefix_hit_rate,prefix_block_hit_rate,"
+          "prefix_reused_tokens,prefix_corrupt_reuses,"
+          "prefix_corrupt_requests,prefix_published_blocks,"
+          "prefix_evicted_blocks", f);
   for (int t = 0; t < sc->ntenants; t++)
     fprintf(f, ",service_%s", sc->tenants[t].name);
   fputc('\n', f);
@@ -229,6 +236,17 @@ static lsim_err lsim__cmp_csv(const char *path, const lsim_scenario *sc,
     fprintf(f, ",%lld,%lld,%lld,%lld,%lld", (long long)s->iterations,
             (long long)s->events, (long long)s->preemptions,
             (long long)s->migrations, (long long)s->recompute_tokens);
+    if (sc->prefix_mode != 0) {
+      fprintf(f, ",%lld", (long long)s->prefix_lookups);
+      lsim__cmp_csv_num(f, s->prefix_hit_rate, "%.6f");
+      lsim__cmp_csv_num(f, s->prefix_block_hit_rate, "%.6f");
+      fprintf(f, ",%lld,%lld,%lld,%lld,%lld",
+              (long long)s->prefix_reused_tokens,
+              (long long)s->prefix_corrupt_reuses,
+              (long long)s->prefix_corrupt_requests,
+              (long long)s->prefix_published_blocks,
+              (long long)s->prefix_evicted_blocks);
+    }
     for (int t = 0; t < sc->ntenants; t++)
       fprintf(f, ",%lld", (long long)rows[i].service[t]);
     fputc('\n', f);

@@ -31,6 +31,7 @@
 #include "engine/ledger.h"
 #include "engine/prefix.h"
 #include "sim/audit.h"
+#include "sim/compare.h"
 #include "sim/replay.h"
 #include "sim/scenario.h"
 
@@ -660,3 +661,66 @@ Test(prefix_replay, mooncake_slice_hits) {
   cr_assert_eq(s.prefix_corrupt_reuses, 0);
   audit_clean("m.db");
 }
+
+/* `lorasim compare` carries the cache's figures in its CSV when the cache
+** is on (and only then), the same numbers the replay reports. */
+static int csv_col(const char *header, const char *name) {
+  int col = 0;
+  size_t n = strlen(name);
+  for (const char *p = header; *p; col++) {
+    const char *e = strpbrk(p, ",\n");
+    size_t len = e ? (size_t)(e - p) : strlen(p);
+    if (len == n && !strncmp(p, name, n))
+      return col;
+    if (!e || *e == '\n')
+      break;
+    p = e + 1;
+  }
+  return -1;
+}
+
+static long long csv_cell(const char *line, int col) {
+  const char *p = line;
+  for (int c = 0; c < col && p; c++) {
+    p = strchr(p, ',');
+    if (p)
+      p++;
+  }
+  cr_assert_not_null(p, "column %d past the row", col);
+  return atoll(p);
+}
+
+static void compare_of(const char *scen, const char *dir, char *hdr,
+                       char *row, size_t cap) {
+  char sp[512], op[512], cp[600];
+  snprintf(sp, sizeof sp, "%s/%s", tmpdir, scen);
+  snprintf(op, sizeof op, "%s/%s", tmpdir, dir);
+  char *argv[] = {"compare", sp, "--schedulers", "fcfs,deficit_aging",
+                  "--out", op, "--no-plots", NULL};
+  cr_assert_eq(lsim_compare_main(7, argv), 0);
+  snprintf(cp, sizeof cp, "%s/compare.csv", op);
+  FILE *f = fopen(cp, "r");
+  cr_assert_not_null(f, "%s", cp);
+  cr_assert_not_null(fgets(hdr, (int)cap, f));
+  cr_assert_not_null(fgets(row, (int)cap, f));
+  fclose(f);
+}
+
+Test(prefix_replay, compare_csv_carries_the_prefix_figures) {
+  static char hdr[8192], row[8192];
+  lsim_summary s, off;
+  run_mode("semantic", "sem.db", &s);
+  run_mode("off", "off.db", &off);
+  compare_of("s-semantic.json", "cmp-sem", hdr, row, sizeof hdr);
+  int lk = csv_col(hdr, "prefix_lookups"), rt = csv_col(hdr,
+                                                        "prefix_reused_tokens");
+  int pb = csv_col(hdr, "prefix_published_blocks");
+  cr_assert(lk > 0 && rt > 0 && pb > 0, "%s", hdr);
+  cr_assert_lt(lk, csv_col(hdr, "service_t"), "tenant columns stay last");
+  cr_assert_eq(csv_cell(row, lk), s.prefix_lookups);
+  cr_assert_eq(csv_cell(row, rt), s.prefix_reused_tokens);
+  cr_assert_eq(csv_cell(row, pb), s.prefix_published_blocks);
+  compare_of("s-off.json", "cmp-off", hdr, row, sizeof hdr);
+  cr_assert_null(strstr(hdr, "prefix_"), "cache off: %s", hdr);
+}
+
