@@ -141,6 +141,12 @@ __device__ __forceinline__ uint4 lsim__ldg16(const uint16_t *p) {
 #ifndef LSIM_FACTOR_HINT
 #define LSIM_FACTOR_HINT 1
 #endif
+/* 1: the tensor-core shrink's X rows take the same policy (each X element
+** is read by one block only).  Measured and left off (0): prefill4096 r16
+** 38.2 -> 38.7 us, r64 54.9 -> 54.0 (BENCHMARKS.md, "L2 eviction hints"). */
+#ifndef LSIM_SHRINK_X_HINT
+#define LSIM_SHRINK_X_HINT 0
+#endif
 
 __device__ __forceinline__ uint64_t lsim__policy_evict_first() {
   uint64_t pol;

@@ -965,6 +965,8 @@ static lsim_err lsim__pg_check(lsim_cuda_pool *P, const lsim_rowplan *p,
                                int ldx, const void *Y, int ldy, int *ntiles,
                                int *rmax, lsim_errbuf *eb) {
   *ntiles = *rmax = 0;
+  P->timed = 0; /* a new run: nothing timed, nothing prepared */
+  P->prep = 0;
   if (!p || (p->nactive > 0 && (!X || !Y)) || ldx < P->cfg.d_in ||
       ldy < P->cfg.d_out)
     return lsim_fail(eb, LSIM_E_USAGE, "pool run: bad plan, pointers or "
@@ -1016,13 +1018,10 @@ extern "C" lsim_err lsim_cuda_pool_run(lsim_cuda_pool *P, const lsim_rowplan *p,
                                        lsim_errbuf *eb) {
   lsim_err rc = 0;
   int ntiles = 0, rmax = 0;
-  P->timed = 0;
-  P->prep = 0;
   if ((rc = lsim__pg_check(P, p, remap, nremap, X, ldx, Y, ldy, &ntiles,
-                           &rmax, eb)))
+                           &rmax, eb)) ||
+      p->nactive == 0)
     return rc;
-  if (p->nactive == 0)
-    return 0;
   if (lsim__pg_fast_ok(P, X, ldx, Y, ldy)) {
     if ((rc = lsim__pg_launch_fast(P, p, remap, X, ldx, Y, ldy, 1, eb)))
       return rc;
@@ -1046,8 +1045,6 @@ extern "C" lsim_err lsim_cuda_pool_prepare(lsim_cuda_pool *P,
                                            int ldy, lsim_errbuf *eb) {
   lsim_err rc;
   int ntiles = 0, rmax = 0;
-  P->timed = 0;
-  P->prep = 0;
   if ((rc = lsim__pg_check(P, p, remap, nremap, X, ldx, Y, ldy, &ntiles,
                            &rmax, eb)))
     return rc;

@@ -170,9 +170,17 @@ __global__ void __launch_bounds__(LSIM__THREADS)
     for (int i = 0; i < MT / 16; i++) {
       const int row = rbase + 16 * i;
       const bool ok = xsrc[i] != nullptr && bytes > 0;
+#if LSIM_SHRINK_X_HINT
+      /* each X element is read by exactly one block (its tile, its d_in
+      ** range): it streams through L2 like the factors */
+      lsim__cp16f(sx + lsim__swz(row, ch),
+                  ok ? (const void *)(xsrc[i] + col) : (const void *)a.X,
+                  ok ? bytes : 0, pol);
+#else
       lsim__cp16(sx + lsim__swz(row, ch), ok ? (const void *)(xsrc[i] + col)
                                               : (const void *)a.X,
                  ok ? bytes : 0);
+#endif
     }
 #pragma unroll
     for (int i = 0; i < NP; i++) {
