@@ -399,6 +399,10 @@ static lsim_err lsim__px_admit(lsim_engine *e, int wi, lsim__req *r,
                      r->adapter, r->version);
     lsim_sha256(buf, (size_t)n, &ad.semantic, NULL);
   }
+  if (ad.kind == LSIM_KV_ALORA) { /* invoked by its own last block */
+    ad.invocation = r->px_tok + (r->px_n - 1);
+    ad.ninvocation = 1;
+  }
   m.adapter = &ad;
   m.tokens = r->px_tok;
   m.ntokens = r->px_n;
@@ -1158,9 +1162,10 @@ static lsim_digest lsim__px_dg(const char *what, int a) {
   return d;
 }
 
-/* Every catalog adapter as an ordinary LoRA on q, k, v and o of layer 0
-** (K/V change from layer 0: nothing is shared with another adapter or
-** the base under a correct key mode). */
+/* Every catalog adapter adapts q, k, v and o of layer 0 (K/V change from
+** layer 0).  An ordinary LoRA shares nothing with another adapter or the
+** base under a correct key mode; an aLoRA ($.prefix_cache.alora_fraction)
+** shares the blocks before its activation under semantic_alora. */
 static const lsim_kv_target lsim__px_targets[4] = {
     {0, LSIM_KV_Q}, {0, LSIM_KV_K}, {0, LSIM_KV_V}, {0, LSIM_KV_O}};
 
@@ -1197,9 +1202,18 @@ static lsim_err lsim__px_setup(lsim_engine *e, const lsim_engine_prefix *p,
   e->px_m.side_inputs = lsim__px_dg("no side inputs", 0);
   e->px_m.isolation = lsim__px_dg("namespace", 0);
   e->px_m.block_tokens = 1; /* one block hash is one pseudo token */
+  /* aLoRA ids: the fractional part of a times the golden ratio (in 64-bit
+  ** fixed point) below the fraction -- spread over popular and rare ids
+  ** alike, the same for every run */
+  const uint64_t cut = p->alora_fraction >= 1 ? UINT64_MAX
+                       : p->alora_fraction <= 0
+                           ? 0
+                           : (uint64_t)(p->alora_fraction * 18446744073709551616.0);
   for (int a = 0; a < na; a++) {
     lsim_kv_adapter *x = &e->px_ad[a];
-    x->kind = LSIM_KV_LORA;
+    const uint64_t u = (uint64_t)a * UINT64_C(0x9E3779B97F4A7C15);
+    x->kind = p->alora_fraction >= 1 || u < cut ? LSIM_KV_ALORA : LSIM_KV_LORA;
+    x->offset_mode = LSIM_KV_OFFSET_DERIVE; /* read by aLoRA only */
     x->artifact = e->artifact[a];
     x->semantic = lsim__px_dg("semantic", a);
     x->raw_id = lsim__px_dg("alias", a);

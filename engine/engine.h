@@ -136,6 +136,11 @@ typedef struct lsim_engine_prefix {
   int64_t block_tokens; /* prompt tokens one block hash covers, >= 1 */
   int64_t max_blocks;   /* per worker; 0: pool_pages / pages per block */
   int layers;           /* the model's layers (the key's graph), >= 1 */
+  /* share of the catalog (0..1) that are activated LoRAs (aLoRA), chosen
+  ** by a fixed low-discrepancy rule over adapter ids; each such request
+  ** activates at its last prefix block, so its earlier blocks are base
+  ** computation (shareable under the semantic_alora key mode) */
+  double alora_fraction;
 } lsim_engine_prefix;
 
 /* Worker w's prefix cache counters (engine/prefix.h); all zero when the

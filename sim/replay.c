@@ -832,7 +832,8 @@ static lsim_err lsim__setup(lsim__world *W, lsim_errbuf *eb) {
   }
 
   lsim_engine_prefix pxc = {sc->prefix_mode, sc->prefix_block_tokens,
-                            sc->prefix_max_blocks, sc->layers};
+                            sc->prefix_max_blocks, sc->layers,
+                            sc->prefix_alora_fraction};
   lsim_engine_cfg cfg = {
       .workers = sc->workers,
       .pool_pages = sc->pool_pages,

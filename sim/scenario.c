@@ -1639,7 +1639,7 @@ static lsim_err lsim__px_int(const lsim__ctx *c, const cJSON *o,
 }
 
 /*
-** $.prefix_cache: {mode, block_tokens?, max_blocks?}.  mode "off" (the
+** $.prefix_cache: {mode, block_tokens?, max_blocks?, alora_fraction?}.  mode "off" (the
 ** default) leaves the replay exactly as without the key; the other modes
 ** are lsim_kv_key_mode's names.  The blocks are the trace's prefix block
 ** hashes, so a generated trace (which has none) is refused.
@@ -1653,13 +1653,14 @@ static lsim_err lsim__prefix_cache(const lsim__ctx *c, const cJSON *root,
   sc->prefix_block_tokens =
       sc->trace_block_tokens > 0 ? sc->trace_block_tokens : 512;
   sc->prefix_max_blocks = 0;
+  sc->prefix_alora_fraction = 0;
   if (!o)
     return 0;
   if (!cJSON_IsObject(o))
     return lsim__bad(c, LSIM_E_KV_SCN_TYPE, p, "must be an object (got %s)",
                      lsim__type_name(o));
   static const char *const keys[] = {"mode", "block_tokens", "max_blocks",
-                                     NULL};
+                                     "alora_fraction", NULL};
   for (const cJSON *k = o->child; k; k = k->next) {
     int known = 0;
     for (int i = 0; keys[i] && !known; i++)
@@ -1699,6 +1700,19 @@ static lsim_err lsim__prefix_cache(const lsim__ctx *c, const cJSON *root,
       (err = lsim__px_int(c, o, p, "max_blocks", 0, 1e9,
                           &sc->prefix_max_blocks)))
     return err;
+  const cJSON *af = cJSON_GetObjectItemCaseSensitive(o, "alora_fraction");
+  lsim__key_path(kp, p, "alora_fraction");
+  if (af && !cJSON_IsNumber(af))
+    return lsim__bad(c, LSIM_E_KV_SCN_TYPE, kp, "must be a number (got %s)",
+                     lsim__type_name(af));
+  if (af && !(af->valuedouble >= 0 && af->valuedouble <= 1)) {
+    char got[40];
+    return lsim__bad(c, LSIM_E_KV_SCN_RANGE, kp,
+                     "must be a number in [0, 1] (got %s)",
+                     lsim__num_str(af->valuedouble, got));
+  }
+  if (af)
+    sc->prefix_alora_fraction = af->valuedouble;
   if (mode && sc->trace_format == LSIM_TRACE_GEN)
     return lsim__bad(c, LSIM_E_KV_SCN_TRACE, p,
                      "the cache reuses the trace's prefix block hashes; a "

@@ -181,6 +181,7 @@ typedef struct lsim_scenario {
   int prefix_mode;
   int64_t prefix_block_tokens; /* tokens per block hash ($.trace's 512) */
   int64_t prefix_max_blocks;   /* per worker; 0: as many as the pool holds */
+  double prefix_alora_fraction; /* share of the catalog served as aLoRA */
 } lsim_scenario;
 
 /* Load and validate path into *sc.  On error *sc is unspecified. */

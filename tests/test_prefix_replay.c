@@ -463,6 +463,15 @@ Test(prefix_replay, scenario_validation) {
        LSIM_E_KV_SCN_TYPE, "$.prefix_cache.block_tokens"},
       {", \"prefix_cache\": {\"mode\": \"semantic\", \"max_blocks\": -1}",
        LSIM_E_KV_SCN_RANGE, "$.prefix_cache.max_blocks"},
+      {", \"prefix_cache\": {\"mode\": \"semantic_alora\", "
+       "\"alora_fraction\": 0.25}",
+       0, NULL},
+      {", \"prefix_cache\": {\"mode\": \"semantic\", \"alora_fraction\": 1.5}",
+       LSIM_E_KV_SCN_RANGE, "$.prefix_cache.alora_fraction"},
+      {", \"prefix_cache\": {\"mode\": \"semantic\", \"alora_fraction\": -0.1}",
+       LSIM_E_KV_SCN_RANGE, "$.prefix_cache.alora_fraction"},
+      {", \"prefix_cache\": {\"mode\": \"semantic\", \"alora_fraction\": \"half\"}",
+       LSIM_E_KV_SCN_TYPE, "$.prefix_cache.alora_fraction"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     lsim_errbuf eb = LSIM_ERRBUF_INIT;
@@ -556,7 +565,7 @@ Test(prefix_replay, release_and_reclaim_conserve_the_pool) {
   static int rank[2] = {8, 8};
   static int64_t bytes[2] = {2, 2}, pages[2] = {2, 2};
   pxd d = {0};
-  lsim_engine_prefix px = {LSIM_KV_KEYS_SEMANTIC, 4, 0, 2};
+  lsim_engine_prefix px = {LSIM_KV_KEYS_SEMANTIC, 4, 0, 2, 0};
   lsim_engine_cfg cfg = {
       .workers = 1, .pool_pages = 40, .page_bytes = 1,
       .max_batch_tokens = 64, .max_batch_requests = 4,
@@ -660,6 +669,53 @@ Test(prefix_replay, mooncake_slice_hits) {
                           "generation>0", HIT), 0);
   cr_assert_eq(s.prefix_corrupt_reuses, 0);
   audit_clean("m.db");
+}
+
+/* The small trace under mode `mode` with a share `f` of the catalog served
+** as aLoRA adapters ($.prefix_cache.alora_fraction). */
+static void run_alora(const char *mode, double f, const char *db,
+                      lsim_summary *s) {
+  char name[80], px[200];
+  write_trace();
+  snprintf(px, sizeof px, ",\n \"prefix_cache\": {\"mode\": \"%s\", "
+           "\"block_tokens\": 64, \"alora_fraction\": %g}", mode, f);
+  snprintf(name, sizeof name, "a-%s-%g.json", mode, f);
+  write_scenario(name, "t.csv", "", px);
+  replay(name, db, s);
+}
+
+Test(prefix_replay, alora_blocks_before_activation_are_shared_under_alora_keys) {
+  lsim_summary al, se, ob, lo;
+  run_alora("semantic_alora", 1, "al.db", &al);
+  run_alora("semantic", 1, "se.db", &se);
+  run_alora("oblivious", 1, "ob.db", &ob);
+  run_alora("semantic_alora", 0, "lo.db", &lo);
+  /* every request is invoked at its last full block (of 4): the 3 before
+  ** it are base computation, so adapter 1 reuses them from adapter 0 */
+  cr_assert_eq(hit_of("al.db", 1), 3);
+  cr_assert_eq(hit_of("al.db", 2), 4); /* adapter 0's own, all 4 */
+  cr_assert_eq(hit_of("al.db", 3), 2);
+  cr_assert_eq(al.prefix_reused_tokens, (3 + 4 + 2) * 64);
+  /* the semantic key ignores the activation: no sharing across adapters */
+  cr_assert_eq(hit_of("se.db", 1), 0);
+  cr_assert_eq(hit_of("se.db", 2), 4);
+  cr_assert_eq(hit_of("se.db", 3), 2); /* adapter 1's own, from request 1 */
+  cr_assert_gt(al.prefix_reused_tokens, se.prefix_reused_tokens);
+  /* oblivious keys hit all 4 blocks; only the one after the activation,
+  ** computed by adapter 0, is corrupt for adapter 1 */
+  cr_assert_eq(hit_of("ob.db", 1), 4);
+  cr_assert_eq(corrupt_of("ob.db", 1), 1);
+  cr_assert_eq(ob.prefix_corrupt_reuses, 1);
+  /* fraction 0: ordinary LoRA, as without the key */
+  cr_assert_eq(hit_of("lo.db", 1), 0);
+  char a[65], b[65];
+  lsim_summary plain;
+  run_mode("semantic_alora", "plain.db", &plain);
+  digest("lo.db", a);
+  digest("plain.db", b);
+  cr_assert_str_eq(a, b, "alora_fraction 0 changed the rows");
+  audit_clean("al.db");
+  audit_clean("ob.db");
 }
 
 /* `lorasim compare` carries the cache's figures in its CSV when the cache
