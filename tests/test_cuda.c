@@ -1043,7 +1043,8 @@ Test(replay, cuda_backend_is_bit_exact_with_cpu_ref_on_every_iteration) {
 /* The chooser's pick for a batch of npre prefills of pre_rows rows each and
 ** ndec decode rows, spread round-robin over nad adapters of rank r (the
 ** prefills first, then the decodes, as the engine packs them). */
-static int chosen(int npre, int pre_rows, int ndec, int nad, int r) {
+static int chosen_as(int npre, int pre_rows, int ndec, int nad, int r,
+                     int paged) {
   lsim_plan_entry e[600];
   int n = 0;
   for (int i = 0; i < npre; i++, n++)
@@ -1052,9 +1053,13 @@ static int chosen(int npre, int pre_rows, int ndec, int nad, int r) {
     e[n] = ent(n + 1, i % nad, r, DEC, 1);
   lsim_rowplan p = LSIM_ROWPLAN_INIT;
   OK(lsim_rowplan_build(&p, e, n, NULL, 0, eb));
-  int path = lsim_cuda_choose_path(&p, r);
+  int path = lsim_cuda_choose_path(&p, r, paged);
   lsim_rowplan_release(&p);
   return path;
+}
+
+static int chosen(int npre, int pre_rows, int ndec, int nad, int r) {
+  return chosen_as(npre, pre_rows, ndec, nad, r, 0);
 }
 
 Test(choose, the_measured_rule_picks_each_path_where_it_won) {
@@ -1076,6 +1081,12 @@ Test(choose, the_measured_rule_picks_each_path_where_it_won) {
   cr_assert_eq(chosen(2, 64, 32, 4, 8), LSIM_CUDA_PATH_DECODE);
   cr_assert_eq(chosen(1, 256, 0, 1, 16), LSIM_CUDA_PATH_SGMV_MMA);
   cr_assert_eq(chosen(4, 128, 0, 4, 8), LSIM_CUDA_PATH_SGMV_MMA);
+  /* paged plans (the device pool's): the tensor-core tiles at mixed256 r16,
+  ** and everything else as for contiguous ones */
+  cr_assert_eq(chosen_as(32, 8, 0, 32, 16, 1), LSIM_CUDA_PATH_SGMV_MMA);
+  cr_assert_eq(chosen_as(0, 0, 64, 64, 16, 1), LSIM_CUDA_PATH_DECODE);
+  cr_assert_eq(chosen_as(0, 0, 8, 4, 64, 1), LSIM_CUDA_PATH_FUSED);
+  cr_assert_eq(chosen_as(8, 512, 0, 8, 16, 1), LSIM_CUDA_PATH_SGMV_MMA);
   /* past the tensor-core rank classes */
   cr_assert_eq(chosen(0, 0, 3, 3, 200), LSIM_CUDA_PATH_DECODE);
   cr_assert_eq(chosen(2, 40, 0, 2, 200), LSIM_CUDA_PATH_SGMV);

@@ -110,9 +110,10 @@ enum lsim_cuda_path {
 /* "auto", "decode", "sgmv", "indexed", "sgmv_mma", "indexed_mma",
 ** "fused"; "?". */
 const char *lsim_cuda_path_name(int path);
-/* The path LSIM_CUDA_PATH_AUTO takes for plan p whose largest rank is rmax
-** (host only; the rule and its measurements: lora.cu, docs/CUDA.md). */
-int lsim_cuda_choose_path(const lsim_rowplan *p, int rmax);
+/* The path LSIM_CUDA_PATH_AUTO takes for plan p whose largest rank is rmax,
+** paged: a paged plan (lsim_cuda_lora_plan_paged) (host only; the rule
+** and its measurements: lora.cu, docs/CUDA.md). */
+int lsim_cuda_choose_path(const lsim_rowplan *p, int rmax, int paged);
 /* The path named `name`; -1 if unknown. */
 int lsim_cuda_path_find(const char *name);
 

@@ -390,13 +390,18 @@ out:
 ** 118-125 us against 158-232 for the tensor-core tiles; 296 rows at r8
 ** 166-178 against 162-232; 256 rows at r16 lose, 210 against 170).
 **
+** Paged plans (the device pool's) are the exception at that last step:
+** through the page tables the cluster path loses its edge (mixed256 r16
+** paged, four runs: `fused` 20.35-20.86 us against 19.39-19.87 for the
+** tensor-core tiles), so they take `sgmv_mma` there.
+**
 ** Ranks above 128 (the tensor-core rank classes end at 128) go to the
 ** per-row decode kernels or the CUDA-core tiles.  The indexed realizations
 ** run the same kernels over sorted_rows and cost the same (within 1%) when
 ** there is no base row; the contiguous-segment metadata is chosen because
 ** its row list holds no base rows at all.
 */
-static int lsim__choose(const lsim_rowplan *p, int rmax) {
+static int lsim__choose(const lsim_rowplan *p, int rmax, int paged) {
   int maxseg = 0;
   const int n = p->nactive;
   if (n == 0)
@@ -414,13 +419,14 @@ static int lsim__choose(const lsim_rowplan *p, int rmax) {
     return rmax <= 16 ? LSIM_CUDA_PATH_DECODE : LSIM_CUDA_PATH_FUSED;
   if (rmax <= 16 && (int64_t)n * rmax <= 2560)
     return LSIM_CUDA_PATH_DECODE;
-  if (maxseg <= 8 && rmax <= 16)
+  if (maxseg <= 8 && rmax <= 16 && !paged)
     return LSIM_CUDA_PATH_FUSED;
   return LSIM_CUDA_PATH_SGMV_MMA;
 }
 
-extern "C" int lsim_cuda_choose_path(const lsim_rowplan *p, int rmax) {
-  return lsim__choose(p, rmax);
+extern "C" int lsim_cuda_choose_path(const lsim_rowplan *p, int rmax,
+                                     int paged) {
+  return lsim__choose(p, rmax, paged);
 }
 
 static size_t lsim__al4(size_t n) { return (n + 3) & ~(size_t)3; }
@@ -484,7 +490,7 @@ static lsim_err lsim__plan(lsim_cuda_lora *L, const lsim_rowplan *p, int path,
       rmax = rk;
   }
   if (path == LSIM_CUDA_PATH_AUTO)
-    path = lsim__choose(p, rmax);
+    path = lsim__choose(p, rmax, pg != NULL);
   if ((path == LSIM_CUDA_PATH_SGMV_MMA || path == LSIM_CUDA_PATH_INDEXED_MMA) &&
       rmax > 128)
     return lsim_fail(eb, LSIM_E_USAGE,
