@@ -87,6 +87,8 @@ static void lsim__usage_replay(FILE *f) {
       "                     'model' runs every layer and target module at\n"
       "                     the scenario's shapes (docs/CUDA.md)\n"
       "  --tensor-layers N  with --tensor-shape model: run the first N layers\n"
+      "                     (env LSIM_CUDA_PATH=decode|sgmv|sgmv_mma|fused|...\n"
+      "                     runs one kernel path instead of the chooser's)\n"
       "  --profile FILE     iteration cost from a calibrated cost profile\n"
       "                     (lorasim calibrate) instead of $.cost\n"
       "  --resume DB        finish the run recorded in DB (killed or\n"
