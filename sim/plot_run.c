@@ -44,7 +44,9 @@ int lsim_gnuplot_available(void) {
 
 lsim_err lsim_gnuplot_run(const char *script, lsim_errbuf *eb) {
   char arg[4200];
-  int n = snprintf(arg, sizeof arg, "%s%s", script[0] == '-' ? "./" : "",
+  /* gnuplot takes "-..." for an option and loads "<cmd" from a shell, so
+  ** a relative script path always starts with "./" */
+  int n = snprintf(arg, sizeof arg, "%s%s", script[0] == '/' ? "" : "./",
                    script);
   if (n < 0 || (size_t)n >= sizeof arg)
     return lsim_fail(eb, LSIM_E_IO, "gnuplot: script path too long");

@@ -20,8 +20,9 @@ int lsim_gnuplot_available(void);
 
 /* Run gnuplot on `script` and wait for it.  0 when it exited with status
 ** 0; otherwise LSIM_E_IO with the reason in eb: not found, killed by a
-** signal, or its exit status.  A script path starting with '-' is passed
-** as "./-..." so that gnuplot cannot take it for an option. */
+** signal, or its exit status.  A relative script path is passed as
+** "./PATH": gnuplot would take "-..." for an option and run "<cmd" (it
+** loads such a file name from a shell). */
 lsim_err lsim_gnuplot_run(const char *script, lsim_errbuf *eb);
 
 #endif /* LSIM_PLOT_RUN_H */
