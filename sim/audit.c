@@ -10,6 +10,7 @@
 
 #include "../engine/ledger.h"
 #include "db.h"
+#include "escape.h"
 #include "scenario.h"
 
 static const char *const lsim__evid[] = {"cited", "modeled", "measured",
@@ -203,7 +204,12 @@ lsim_err lsim_claims_write_csv(const char *path, const char *backend,
     lsim_claim c = lsim_summary_claim(keys[i]);
     const char *cls = lsim_evidence_name(c.claimed),
                *src = lsim_source_name(c.source);
-    fprintf(f, "%s,%s,%s,%d\n", keys[i], cls ? cls : "?", src ? src : "?",
+    char field[LSIM_ESC_SIZE(256)]; /* a column name: one RFC 4180 field */
+    if (lsim_csv_field(field, sizeof field, keys[i]) < 0) {
+      fclose(f);
+      return lsim_fail(eb, LSIM_E_IO, "%s: column name too long", path);
+    }
+    fprintf(f, "%s,%s,%s,%d\n", field, cls ? cls : "?", src ? src : "?",
             c.time);
   }
   int bad = ferror(f);
@@ -224,17 +230,28 @@ lsim_err lsim_claims_csv_sidecar(const char *csv, const char *out,
   fclose(f);
   if (!ok)
     return lsim_fail(eb, LSIM_E_IO, "%s: no header", csv);
-  line[strcspn(line, "\r\n")] = 0;
-  const char *keys[256];
-  int n = 0;
-  for (char *tok = strtok(line, ","); tok && n < 256; tok = strtok(NULL, ",")) {
+  /* the header is one RFC 4180 record (escape.h): a quoted column name
+  ** may hold a comma */
+  enum { NCOL = 256, COLW = 256 };
+  char(*cols)[COLW] = malloc(NCOL * sizeof *cols);
+  if (!cols)
+    return lsim_fail(eb, LSIM_E_NOMEM, "out of memory");
+  const char *keys[NCOL];
+  int n = 0, got = 0;
+  const char *p = line;
+  while (n < NCOL && (got = lsim_csv_next(&p, cols[n], COLW)) == 1) {
     int param = 0;
     for (int i = 0; params[i]; i++)
-      param |= strcmp(tok, params[i]) == 0;
-    if (!param)
-      keys[n++] = tok;
+      param |= strcmp(cols[n], params[i]) == 0;
+    if (!param) {
+      keys[n] = cols[n];
+      n++;
+    }
   }
-  return lsim_claims_write_csv(out, backend, keys, n, eb);
+  lsim_err rc = got < 0 ? lsim_fail(eb, LSIM_E_IO, "%s: malformed header", csv)
+                        : lsim_claims_write_csv(out, backend, keys, n, eb);
+  free(cols);
+  return rc;
 }
 
 lsim_err lsim_claims_annotate_prom(const char *path, lsim_errbuf *eb) {

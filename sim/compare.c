@@ -16,6 +16,8 @@
 #include "compare.h"
 
 #include "audit.h"
+#include "escape.h"
+#include "plot_run.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -194,13 +196,24 @@ static lsim_err lsim__cmp_csv(const char *path, const lsim_scenario *sc,
           "prefix_reused_tokens,prefix_corrupt_reuses,"
           "prefix_corrupt_requests,prefix_published_blocks,"
           "prefix_evicted_blocks", f);
-  for (int t = 0; t < sc->ntenants; t++)
-    fprintf(f, ",service_%s", sc->tenants[t].name);
+  for (int t = 0; t < sc->ntenants; t++) {
+    /* one RFC 4180 field whatever the name holds (escape.h) */
+    char col[8 + LSIM_NAME_MAX], field[LSIM_ESC_SIZE(8 + LSIM_NAME_MAX)];
+    snprintf(col, sizeof col, "service_%s", sc->tenants[t].name);
+    lsim_csv_field(field, sizeof field, col);
+    fprintf(f, ",%s", field);
+  }
   fputc('\n', f);
   for (int i = 0; i < n; i++) {
     const lsim_summary *s = &rows[i].s;
-    fprintf(f, "%s,%s,%s,%llu,%lld,%lld,%lld", rows[i].sched, sc->evict,
-            sc->prefetch, (unsigned long long)sc->seed,
+    char q_sched[LSIM_ESC_SIZE(LSIM_NAME_MAX)],
+        q_evict[LSIM_ESC_SIZE(LSIM_NAME_MAX)],
+        q_prefetch[LSIM_ESC_SIZE(LSIM_NAME_MAX)];
+    lsim_csv_field(q_sched, sizeof q_sched, rows[i].sched);
+    lsim_csv_field(q_evict, sizeof q_evict, sc->evict);
+    lsim_csv_field(q_prefetch, sizeof q_prefetch, sc->prefetch);
+    fprintf(f, "%s,%s,%s,%llu,%lld,%lld,%lld", q_sched, q_evict, q_prefetch,
+            (unsigned long long)sc->seed,
             (long long)s->completed, (long long)s->rejected,
             (long long)s->unfinished);
     lsim__cmp_csv_num(f, s->throughput_tok_s, "%.3f");
@@ -268,9 +281,10 @@ static void lsim__cmp_cell(FILE *f, double v, int w, const char *fmt) {
 
 static void lsim__cmp_print(FILE *f, const lsim_scenario *sc,
                             const lsim__cmp_row *rows, int n) {
+  char shown[LSIM_ESC_SIZE(LSIM_NAME_MAX)];
   fprintf(f, "lorasim compare: %s (seed %llu, evict %s, prefetch %s, "
              "%d worker%s)\n",
-          sc->name, (unsigned long long)sc->seed, sc->evict, sc->prefetch,
+          lsim_console_str(shown, sizeof shown, sc->name), (unsigned long long)sc->seed, sc->evict, sc->prefetch,
           sc->workers, sc->workers == 1 ? "" : "s");
   fprintf(f, "%-16s %9s %8s %10s %9s %9s %8s %8s %6s %6s %6s %8s %5s %5s",
           "scheduler", "completed", "rejected", "tok/s", "ttft_p50",
@@ -279,7 +293,8 @@ static void lsim__cmp_print(FILE *f, const lsim_scenario *sc,
   int nt = sc->ntenants < LSIM__CMP_TENANT_COLS ? sc->ntenants
                                                  : LSIM__CMP_TENANT_COLS;
   for (int t = 0; t < nt; t++)
-    fprintf(f, " %10.10s", sc->tenants[t].name);
+    fprintf(f, " %10.10s",
+            lsim_console_str(shown, sizeof shown, sc->tenants[t].name));
   if (nt < sc->ntenants)
     fprintf(f, " (+%d tenants in the CSV)", sc->ntenants - nt);
   fputc('\n', f);
@@ -314,7 +329,7 @@ static lsim_err lsim__cmp_plot(const char *dir, const lsim_scenario *sc,
                                const lsim__cmp_row *rows, int n, char *png,
                                size_t png_n, char *note, size_t note_n,
                                lsim_errbuf *eb) {
-  char dat[1100], gp[1100], cmd[1300];
+  char dat[1100], gp[1100];
   png[0] = note[0] = 0;
   snprintf(dat, sizeof dat, "%s/compare-service.dat", dir);
   snprintf(gp, sizeof gp, "%s/compare-service.gp", dir);
@@ -322,11 +337,16 @@ static lsim_err lsim__cmp_plot(const char *dir, const lsim_scenario *sc,
   if (!f)
     return lsim_fail(eb, LSIM_E_IO, "%s: cannot write", dat);
   fprintf(f, "scheduler");
-  for (int t = 0; t < sc->ntenants; t++)
-    fprintf(f, " %s", sc->tenants[t].name);
+  for (int t = 0; t < sc->ntenants; t++) { /* gnuplot columnheads */
+    char tok[LSIM_ESC_SIZE(LSIM_NAME_MAX)];
+    lsim_dat_token(tok, sizeof tok, sc->tenants[t].name);
+    fprintf(f, " %s", tok);
+  }
   fputc('\n', f);
   for (int i = 0; i < n; i++) {
-    fprintf(f, "%s", rows[i].sched);
+    char tok[LSIM_ESC_SIZE(LSIM_NAME_MAX)];
+    lsim_dat_token(tok, sizeof tok, rows[i].sched);
+    fprintf(f, "%s", tok);
     for (int t = 0; t < sc->ntenants; t++)
       fprintf(f, " %lld", (long long)rows[i].service[t]);
     fputc('\n', f);
@@ -334,38 +354,46 @@ static lsim_err lsim__cmp_plot(const char *dir, const lsim_scenario *sc,
   int bad = ferror(f);
   if (fclose(f) || bad)
     return lsim_fail(eb, LSIM_E_IO, "%s: write failed", dat);
-  if (strpbrk(dir, "'\"\\`$")) {
-    snprintf(note, note_n,
-             "skipped: the output path has quote or shell characters");
+  char png_path[1100], title[400];
+  char q_dat[LSIM_ESC_SIZE(1100)], q_png[LSIM_ESC_SIZE(1100)],
+      q_title[LSIM_ESC_SIZE(400)];
+  snprintf(png_path, sizeof png_path, "%s/compare-service.png", dir);
+  /* every string of the script is a quoted gnuplot literal (escape.h) */
+  if (lsim_gp_path(q_dat, sizeof q_dat, dat) < 0 ||
+      lsim_gp_path(q_png, sizeof q_png, png_path) < 0) {
+    snprintf(note, note_n, "skipped: the output path has control characters");
     return 0;
   }
-  if (system("command -v gnuplot >/dev/null 2>&1") != 0) {
+  if (!lsim_gnuplot_available()) {
     snprintf(note, note_n, "skipped: gnuplot not found (data in %s)", dat);
     return 0;
   }
+  snprintf(title, sizeof title,
+           "Completed service per tenant: %s (evict %s, prefetch %s, seed "
+           "%llu)",
+           sc->name, sc->evict, sc->prefetch, (unsigned long long)sc->seed);
+  lsim_gp_string(q_title, sizeof q_title, title, LSIM_GP_REPLACE);
   if (!(f = fopen(gp, "w")))
     return lsim_fail(eb, LSIM_E_IO, "%s: cannot write", gp);
   fprintf(f, "set terminal pngcairo size 900,560 noenhanced\n"
-             "set output '%s/compare-service.png'\n"
-             "set title 'Completed service per tenant: %s (evict %s, "
-             "prefetch %s, seed %llu)'\n"
+             "set output %s\n"
+             "set title %s\n"
              "set ylabel 'completed service (weighted tokens)'\n"
              "set style data histograms\nset style histogram cluster gap 1\n"
              "set style fill solid 0.8 border -1\nset boxwidth 0.9\n"
              "set key outside right\nset grid ytics\nset yrange [0:*]\n"
              "set key autotitle columnhead\nset xtics rotate by -25\n",
-          dir, sc->name, sc->evict, sc->prefetch,
-          (unsigned long long)sc->seed);
+          q_png, q_title);
   fprintf(f, "plot ");
   for (int t = 0; t < sc->ntenants; t++)
-    fprintf(f, "%s'%s' using %d%s", t ? ", " : "", dat, t + 2,
+    fprintf(f, "%s%s using %d%s", t ? ", " : "", q_dat, t + 2,
             t ? "" : ":xtic(1)");
   fputc('\n', f);
   bad = ferror(f);
   if (fclose(f) || bad)
     return lsim_fail(eb, LSIM_E_IO, "%s: write failed", gp);
-  snprintf(cmd, sizeof cmd, "gnuplot '%s' 2>/dev/null", gp);
-  if (system(cmd) != 0) {
+  lsim_errbuf geb = LSIM_ERRBUF_INIT;
+  if (lsim_gnuplot_run(gp, &geb)) {
     snprintf(note, note_n, "gnuplot failed on %s (data kept)", gp);
     return 0;
   }
@@ -452,10 +480,36 @@ done:
 }
 
 /* The timeline plots from the .dat files the runs wrote. */
+enum { LSIM__TL_TTFT_DAT, LSIM__TL_TL_DAT, LSIM__TL_SV_DAT, LSIM__TL_TTFT_PNG,
+       LSIM__TL_ST_PNG, LSIM__TL_GAP_PNG, LSIM__TL_RES_PNG, LSIM__TL_SV_PNG,
+       LSIM__TL_N };
+
+/* name as a quoted gnuplot title into out (control bytes as '?'). */
+static const char *lsim__cmp_gp_title(char *out, size_t size,
+                                      const char *name) {
+  lsim_gp_string(out, size, name, LSIM_GP_REPLACE);
+  return out;
+}
+
 static void lsim__cmp_plots2(const char *dir, const lsim_scenario *sc,
                              const lsim__cmp_row *rows, int n, char *note,
                              size_t note_n) {
-  char gp[1100], cmd[1300];
+  static const char *const files[LSIM__TL_N] = {
+      "compare-ttft.dat",          "compare-timeline.dat",
+      "compare-starvation.dat",    "compare-ttft.png",
+      "compare-service-time.png",  "compare-gap.png",
+      "compare-residency.png",     "compare-starvation.png"};
+  char gp[1100], path[1100], q[LSIM__TL_N][LSIM_ESC_SIZE(1100)];
+  char t1[LSIM_ESC_SIZE(2 * LSIM_NAME_MAX + 8)], title[200];
+  /* every string of the script is a quoted gnuplot literal (escape.h) */
+  for (int k = 0; k < LSIM__TL_N; k++) {
+    snprintf(path, sizeof path, "%s/%s", dir, files[k]);
+    if (lsim_gp_path(q[k], sizeof q[k], path) < 0) {
+      snprintf(note, note_n, "skipped: the output path has control "
+                             "characters");
+      return;
+    }
+  }
   snprintf(gp, sizeof gp, "%s/compare-timeline.gp", dir);
   FILE *f = fopen(gp, "w");
   if (!f) {
@@ -463,72 +517,77 @@ static void lsim__cmp_plots2(const char *dir, const lsim_scenario *sc,
     return;
   }
   int nt = sc->ntenants < 8 ? sc->ntenants : 8;
+  snprintf(title, sizeof title, "TTFT CDF per scheduler: %s", sc->name);
   fprintf(f, "set terminal pngcairo size 1000,600 noenhanced\n"
              "set key outside right\nset grid\n");
-  fprintf(f, "set output '%s/compare-ttft.png'\n"
-             "set title 'TTFT CDF per scheduler: %s'\n"
+  fprintf(f, "set output %s\n"
+             "set title %s\n"
              "set xlabel 'TTFT (ms, log scale)'\nset ylabel 'fraction of "
              "completed requests'\nset logscale x\nset yrange [0:1]\nplot ",
-          dir, sc->name);
+          q[LSIM__TL_TTFT_PNG], lsim__cmp_gp_title(t1, sizeof t1, title));
   for (int i = 0; i < n; i++)
-    fprintf(f, "%s'%s/compare-ttft.dat' index %d using 1:2 with steps "
-               "lw 2 title '%s'",
-            i ? ", " : "", dir, i, rows[i].sched);
+    fprintf(f, "%s%s index %d using 1:2 with steps lw 2 title %s",
+            i ? ", " : "", q[LSIM__TL_TTFT_DAT], i,
+            lsim__cmp_gp_title(t1, sizeof t1, rows[i].sched));
   fprintf(f, "\nunset logscale x\nset yrange [*:*]\n"
-             "set output '%s/compare-service-time.png'\n"
+             "set output %s\n"
              "set title 'Completed service per tenant over time (first %d "
              "tenants)'\nset xlabel 'simulated time (s)'\n"
              "set ylabel 'cumulative completed service'\nplot ",
-          dir, nt);
+          q[LSIM__TL_ST_PNG], nt);
   for (int i = 0, first = 1; i < n; i++)
-    for (int t = 0; t < nt; t++, first = 0)
-      fprintf(f, "%s'%s/compare-timeline.dat' index %d using 1:%d with lines "
-                 "lw 2 lc %d dt %d title '%s / %s'",
-              first ? "" : ", ", dir, i, t + 2, i + 1, t + 1, rows[i].sched,
-              sc->tenants[t].name);
-  fprintf(f, "\nset output '%s/compare-gap.png'\n"
+    for (int t = 0; t < nt; t++, first = 0) {
+      snprintf(title, sizeof title, "%s / %s", rows[i].sched,
+               sc->tenants[t].name);
+      fprintf(f, "%s%s index %d using 1:%d with lines lw 2 lc %d dt %d "
+                 "title %s",
+              first ? "" : ", ", q[LSIM__TL_TL_DAT], i, t + 2, i + 1, t + 1,
+              lsim__cmp_gp_title(t1, sizeof t1, title));
+    }
+  fprintf(f, "\nset output %s\n"
              "set title 'Service gap over time (max - min cumulative service "
              "over tenants that have arrived)'\nset ylabel 'service gap'\n"
              "plot ",
-          dir);
+          q[LSIM__TL_GAP_PNG]);
   for (int i = 0; i < n; i++)
-    fprintf(f, "%s'%s/compare-timeline.dat' index %d using 1:%d with lines "
-               "lw 2 title '%s'",
-            i ? ", " : "", dir, i, sc->ntenants + 2, rows[i].sched);
-  fprintf(f, "\nset output '%s/compare-residency.png'\n"
+    fprintf(f, "%s%s index %d using 1:%d with lines lw 2 title %s",
+            i ? ", " : "", q[LSIM__TL_TL_DAT], i, sc->ntenants + 2,
+            lsim__cmp_gp_title(t1, sizeof t1, rows[i].sched));
+  fprintf(f, "\nset output %s\n"
              "set multiplot layout 2,1 title 'Adapter residency and loads'\n"
              "set title ''\nset ylabel 'resident adapters (all workers)'\n"
              "plot ",
-          dir);
+          q[LSIM__TL_RES_PNG]);
   for (int i = 0; i < n; i++)
-    fprintf(f, "%s'%s/compare-timeline.dat' index %d using 1:%d with steps "
-               "lw 2 title '%s'",
-            i ? ", " : "", dir, i, sc->ntenants + 3, rows[i].sched);
+    fprintf(f, "%s%s index %d using 1:%d with steps lw 2 title %s",
+            i ? ", " : "", q[LSIM__TL_TL_DAT], i, sc->ntenants + 3,
+            lsim__cmp_gp_title(t1, sizeof t1, rows[i].sched));
   fprintf(f, "\nset ylabel 'adapter loads per second'\nplot ");
   for (int i = 0; i < n; i++)
-    fprintf(f, "%s'%s/compare-timeline.dat' index %d using 1:%d with steps "
-               "lw 2 title '%s'",
-            i ? ", " : "", dir, i, sc->ntenants + 4, rows[i].sched);
-  fprintf(f, "\nunset multiplot\nset output '%s/compare-starvation.png'\n"
+    fprintf(f, "%s%s index %d using 1:%d with steps lw 2 title %s",
+            i ? ", " : "", q[LSIM__TL_TL_DAT], i, sc->ntenants + 4,
+            lsim__cmp_gp_title(t1, sizeof t1, rows[i].sched));
+  fprintf(f, "\nunset multiplot\nset output %s\n"
              "set title 'Starved intervals (above a line: adapter load-"
              "starved; below: tenant service-starved)'\n"
              "set ylabel ''\nset yrange [-0.6:%d.6]\nset ytics (",
-          dir, n - 1);
+          q[LSIM__TL_SV_PNG], n - 1);
   for (int i = 0; i < n; i++)
-    fprintf(f, "%s'%s' %d", i ? ", " : "", rows[i].sched, i);
+    fprintf(f, "%s%s %d", i ? ", " : "",
+            lsim__cmp_gp_title(t1, sizeof t1, rows[i].sched), i);
   fprintf(f, ")\nplot ");
   for (int i = 0; i < n; i++)
-    fprintf(f, "%s'%s/compare-starvation.dat' index %d using 1:2:3:4 with "
+    fprintf(f, "%s%s index %d using 1:2:3:4 with "
                "vectors nohead lw 4 lc %d notitle",
-            i ? ", " : "", dir, i, i + 1);
+            i ? ", " : "", q[LSIM__TL_SV_DAT], i, i + 1);
   fputc('\n', f);
   int bad = ferror(f);
   if (fclose(f) || bad) {
     snprintf(note, note_n, "cannot write %s", gp);
     return;
   }
-  snprintf(cmd, sizeof cmd, "gnuplot '%s' 2>/dev/null", gp);
-  if (system(cmd) != 0)
+  lsim_errbuf geb = LSIM_ERRBUF_INIT;
+  if (lsim_gnuplot_run(gp, &geb))
     snprintf(note, note_n, "gnuplot failed on %s (data kept)", gp);
 }
 
@@ -722,17 +781,21 @@ int lsim_compare_main(int argc, char **argv) {
     if (rc) {
       st = lsim__cmp_die(rc, eb.msg);
     } else {
+      /* paths shown with control bytes made visible (escape.h) */
+      char shown[LSIM_ESC_SIZE(1300)];
       lsim__cmp_print(stdout, &sc, rows, n);
-      printf("  databases   %s/{", dir);
+      printf("  databases   %s/{", lsim_console_str(shown, sizeof shown, dir));
       for (int i = 0; i < n; i++)
         printf("%s%s", i ? "," : "", names[i]);
-      printf("}.db\n  csv         %s\n", csv);
+      printf("}.db\n  csv         %s\n",
+             lsim_console_str(shown, sizeof shown, csv));
       if (png[0])
         printf("  plots       %s/compare-{service,ttft,service-time,gap,"
                "residency,starvation}.png\n",
-               dir);
+               lsim_console_str(shown, sizeof shown, dir));
       if (note[0])
-        printf("  plot        %s\n", note);
+        printf("  plot        %s\n",
+               lsim_console_str(shown, sizeof shown, note));
     }
   }
   free(service);

@@ -47,6 +47,8 @@
 #include "../engine/prefix.h"
 #include "../engine/residency.h"
 #include "../traces/trace.h"
+#include "escape.h"
+#include "plot_run.h"
 #include "rng.h"
 
 #define LSIM__PX_RNG_BASE 0x7078000000000001ull /* base-share draws */
@@ -676,7 +678,7 @@ static lsim_err lsim__csv(const char *dir, const lsim__mres *r,
 
 static lsim_err lsim__plot(const char *dir, const lsim__mres *r, char *note,
                            size_t nn, lsim_errbuf *eb) {
-  char dat[1100], gp[1100], cmd[1300];
+  char dat[1100], gp[1100];
   note[0] = 0;
   snprintf(dat, sizeof dat, "%s/prefix.dat", dir);
   snprintf(gp, sizeof gp, "%s/prefix.gp", dir);
@@ -695,12 +697,15 @@ static lsim_err lsim__plot(const char *dir, const lsim__mres *r, char *note,
   int bad = ferror(f);
   if (fclose(f) || bad)
     return lsim_fail(eb, LSIM_E_IO, "%s: write failed", dat);
-  if (strpbrk(dir, "'\"\\`$")) {
-    snprintf(note, nn, "skipped: the output path has quote or shell "
-                       "characters");
+  char png[1100], q_dat[LSIM_ESC_SIZE(1100)], q_png[LSIM_ESC_SIZE(1100)];
+  snprintf(png, sizeof png, "%s/prefix.png", dir);
+  /* every string of the script is a quoted gnuplot literal (escape.h) */
+  if (lsim_gp_path(q_dat, sizeof q_dat, dat) < 0 ||
+      lsim_gp_path(q_png, sizeof q_png, png) < 0) {
+    snprintf(note, nn, "skipped: the output path has control characters");
     return 0;
   }
-  if (system("command -v gnuplot >/dev/null 2>&1") != 0) {
+  if (!lsim_gnuplot_available()) {
     snprintf(note, nn, "skipped: gnuplot not found (data in %s)", dat);
     return 0;
   }
@@ -708,7 +713,7 @@ static lsim_err lsim__plot(const char *dir, const lsim__mres *r, char *note,
     return lsim_fail(eb, LSIM_E_IO, "%s: cannot write", gp);
   fprintf(f,
           "set terminal pngcairo size 1100,480 noenhanced\n"
-          "set output '%s/prefix.png'\n"
+          "set output %s\n"
           "set multiplot layout 1,2 title 'prefix cache by key mode "
           "(oblivious is unsafe)'\n"
           "set style data histograms\n"
@@ -718,17 +723,17 @@ static lsim_err lsim__plot(const char *dir, const lsim__mres *r, char *note,
           "set xtics rotate by -20\n"
           "set ylabel '%% of prompt tokens / blocks'\n"
           "set yrange [0:*]\n"
-          "plot '%s' using 2:xtic(1) title 'hit tokens', '' using 3 title "
+          "plot %s using 2:xtic(1) title 'hit tokens', '' using 3 title "
           "'recomputed prefill', '' using 4 title 'corrupt hit blocks'\n"
           "set ylabel 'TTFT (ms)'\n"
-          "plot '%s' using 5:xtic(1) title 'mean', '' using 6 title 'p99'\n"
+          "plot %s using 5:xtic(1) title 'mean', '' using 6 title 'p99'\n"
           "unset multiplot\n",
-          dir, dat, dat);
+          q_png, q_dat, q_dat);
   bad = ferror(f);
   if (fclose(f) || bad)
     return lsim_fail(eb, LSIM_E_IO, "%s: write failed", gp);
-  snprintf(cmd, sizeof cmd, "gnuplot '%s' 2>/dev/null", gp);
-  if (system(cmd) != 0)
+  lsim_errbuf geb = LSIM_ERRBUF_INIT;
+  if (lsim_gnuplot_run(gp, &geb))
     snprintf(note, nn, "gnuplot failed on %s (data kept)", gp);
   return 0;
 }
@@ -837,22 +842,26 @@ int lsim_prefix_main(int argc, char **argv) {
     int cls[4] = {0};
     for (int a = 0; a < nad; a++)
       cls[ad[a].cls]++;
+    /* paths shown with control bytes made visible (escape.h) */
+    char shown[LSIM_ESC_SIZE(1300)], shown2[LSIM_ESC_SIZE(1100)];
     printf("prefix study: %s, %lld requests, seed %llu, %d adapters "
            "(lora %d, lm_head %d, alora %d, alias %d), base share %.2f, "
            "%g-token blocks, cache %lld blocks%s\n",
-           o.trace, (long long)res[0].requests, (unsigned long long)o.seed,
+           lsim_console_str(shown, sizeof shown, o.trace), (long long)res[0].requests, (unsigned long long)o.seed,
            nad, cls[0], cls[1], cls[2], cls[3], o.base_share, o.block_tokens,
            (long long)o.cache_blocks,
            o.sticky ? ", sticky conversations" : "");
     lsim__table(stdout, res);
-    printf("  csv         %s/prefix.csv, %s/prefix-adapters.csv\n", o.out,
-           o.out);
+    lsim_console_str(shown2, sizeof shown2, o.out);
+    printf("  csv         %s/prefix.csv, %s/prefix-adapters.csv\n", shown2,
+           shown2);
     if (o.plots)
       {
       if (note[0])
-        printf("  plot        %s\n", note);
+        printf("  plot        %s\n",
+               lsim_console_str(shown, sizeof shown, note));
       else
-        printf("  plot        %s/prefix.png\n", o.out);
+        printf("  plot        %s/prefix.png\n", shown2);
     }
   }
   free(ad);

@@ -11,6 +11,8 @@
 
 #include "audit.h"
 #include "db.h"
+#include "escape.h"
+#include "plot_run.h"
 
 /* ---- registry: moves only on publication events ------------------------- */
 
@@ -719,9 +721,11 @@ static void lsim__ms(FILE *f, double v) {
 
 void lsim_report_print(FILE *f, const lsim_scenario *sc,
                        const lsim_metrics *m, const lsim_summary *s) {
+  /* names and paths are shown with control bytes made visible (escape.h) */
+  char shown[LSIM_ESC_SIZE(1200)]; /* the longest: plot_note */
   fprintf(f, "lorasim replay: %s (seed %llu, backend %s, scheduler %s, "
              "evict %s, prefetch %s, %d worker%s",
-          sc->name, (unsigned long long)sc->seed, sc->backend, sc->scheduler,
+          lsim_console_str(shown, sizeof shown, sc->name), (unsigned long long)sc->seed, sc->backend, sc->scheduler,
           sc->evict, sc->prefetch, sc->workers, sc->workers == 1 ? "" : "s");
   if (sc->tp_degree > 1) /* docs/TP.md; nothing changes at degree 1 */
     fprintf(f, " of %d GPUs (tensor parallel)", sc->tp_degree);
@@ -755,7 +759,8 @@ void lsim_report_print(FILE *f, const lsim_scenario *sc,
     /* kernel time stays the model backend's arithmetic: no measurement of
     ** this collection backs a claim that it is faster (docs/COMPRESSION.md) */
     if (cs->bundle[0])
-      fprintf(f, "  compressed  bundle %s", cs->bundle);
+      fprintf(f, "  compressed  bundle %s",
+              lsim_console_str(shown, sizeof shown, cs->bundle));
     else
       fprintf(f, "  compressed  %s R %d, %d clusters (synthetic)",
               cs->method == LSIM_CMPM_JD_FULL ? "jd_full" : "jd_diag",
@@ -806,24 +811,30 @@ void lsim_report_print(FILE *f, const lsim_scenario *sc,
   fprintf(f, "  %-16s %10s %10s %10s %18s\n", "tenant", "completed",
           "rejected", "unfinished", "service (tokens)");
   for (int t = 0; t < m->ntenants; t++)
-    fprintf(f, "  %-16s %10lld %10lld %10lld %18lld\n", sc->tenants[t].name,
+    fprintf(f, "  %-16s %10lld %10lld %10lld %18lld\n",
+            lsim_console_str(shown, sizeof shown, sc->tenants[t].name),
             (long long)m->tenant_completed[t],
             (long long)m->tenant_rejected[t],
             (long long)m->tenant_unfinished[t],
             (long long)m->tenant_service[t]);
   if (s->trace_rows_skipped > 0)
     fprintf(f, "  trace       %lld malformed rows skipped (first: %s)\n",
-            (long long)s->trace_rows_skipped, s->trace_first_skipped);
+            (long long)s->trace_rows_skipped,
+            lsim_console_str(shown, sizeof shown, s->trace_first_skipped));
   fprintf(f, "  evidence    counts exact (this run's event log); times "
              "modeled (simulated clock, cost model); runs_evidence\n");
-  fprintf(f, "  database    %s\n", s->db_path);
+  fprintf(f, "  database    %s\n",
+          lsim_console_str(shown, sizeof shown, s->db_path));
   if (s->metrics_path[0])
-    fprintf(f, "  metrics     %s\n", s->metrics_path);
+    fprintf(f, "  metrics     %s\n",
+            lsim_console_str(shown, sizeof shown, s->metrics_path));
   for (int i = 0; i < 2; i++)
     if (s->plots[i][0])
-      fprintf(f, "  plot        %s\n", s->plots[i]);
+      fprintf(f, "  plot        %s\n",
+              lsim_console_str(shown, sizeof shown, s->plots[i]));
   if (s->plot_note[0])
-    fprintf(f, "  plots       %s\n", s->plot_note);
+    fprintf(f, "  plots       %s\n",
+            lsim_console_str(shown, sizeof shown, s->plot_note));
 }
 
 /* ---- Prometheus text ---------------------------------------------------------- */
@@ -834,9 +845,10 @@ lsim_err lsim_report_metrics_file(const char *path, const lsim_scenario *sc,
   FILE *f = fopen(path, "w");
   if (!f)
     return lsim_fail(eb, LSIM_E_IO, "%s: cannot write metrics file", path);
+  char shown[LSIM_ESC_SIZE(LSIM_NAME_MAX)]; /* a comment: one line */
   fprintf(f, "# lorasim %s metrics of scenario %s; labels are bounded "
              "(no raw request, tenant or adapter ids)\n",
-          LSIM_VERSION, sc->name);
+          LSIM_VERSION, lsim_console_str(shown, sizeof shown, sc->name));
   fprintf(f, "# TYPE lorasim_publication_events_total counter\n");
   for (int k = 1; k < LSIM_EV__END; k++)
     fprintf(f, "lorasim_publication_events_total{kind=\"%s\"} %lld\n",
@@ -973,10 +985,6 @@ lsim_err lsim_report_metrics_file(const char *path, const lsim_scenario *sc,
 
 /* ---- plots -------------------------------------------------------------------- */
 
-static int lsim__have_gnuplot(void) {
-  return system("command -v gnuplot >/dev/null 2>&1") == 0;
-}
-
 static lsim_err lsim__write_ttft_dat(sqlite3 *db, const char *path,
                                      const lsim_scenario *sc,
                                      lsim_errbuf *eb) {
@@ -998,7 +1006,9 @@ static lsim_err lsim__write_ttft_dat(sqlite3 *db, const char *path,
         n = sqlite3_column_int64(st, 0);
     }
     sqlite3_finalize(st);
-    fprintf(f, "# tenant %s: ttft_ms cumulative_fraction\n", sc->tenants[t].name);
+    char shown[LSIM_ESC_SIZE(LSIM_NAME_MAX)]; /* one comment line */
+    fprintf(f, "# tenant %s: ttft_ms cumulative_fraction\n",
+            lsim_console_str(shown, sizeof shown, sc->tenants[t].name));
     if (sqlite3_prepare_v2(db, sel, -1, &st, NULL) != SQLITE_OK) {
       fclose(f);
       return lsim_fail(eb, LSIM_E_DB, "plot query: %s", sqlite3_errmsg(db));
@@ -1067,21 +1077,32 @@ static lsim_err lsim__write_residency_dat(sqlite3 *db, const char *path,
 lsim_err lsim_report_plots(sqlite3 *db, const char *base,
                            const lsim_scenario *sc, lsim_summary *s,
                            lsim_errbuf *eb) {
-  char ttft_dat[1100], res_dat[1100], gp[1100], cmd[1200];
+  char ttft_dat[1100], res_dat[1100], gp[1100], ttft_png[1100],
+      res_png[1100];
   snprintf(ttft_dat, sizeof ttft_dat, "%s-ttft.dat", base);
   snprintf(res_dat, sizeof res_dat, "%s-residency.dat", base);
   snprintf(gp, sizeof gp, "%s-plots.gp", base);
+  snprintf(ttft_png, sizeof ttft_png, "%s-ttft.png", base);
+  snprintf(res_png, sizeof res_png, "%s-residency.png", base);
   lsim_err rc = lsim__write_ttft_dat(db, ttft_dat, sc, eb);
   if (!rc)
     rc = lsim__write_residency_dat(db, res_dat, sc, eb);
   if (rc)
     return rc;
-  if (strpbrk(base, "'\"\\`$")) {
+  /* every string of the script is a quoted gnuplot literal (escape.h); a
+  ** path with a control byte has none, so it gets no script */
+  char q_ttft_dat[LSIM_ESC_SIZE(1100)], q_res_dat[LSIM_ESC_SIZE(1100)],
+      q_ttft_png[LSIM_ESC_SIZE(1100)], q_res_png[LSIM_ESC_SIZE(1100)],
+      title[300], q_title[LSIM_ESC_SIZE(300)];
+  if (lsim_gp_path(q_ttft_dat, sizeof q_ttft_dat, ttft_dat) < 0 ||
+      lsim_gp_path(q_res_dat, sizeof q_res_dat, res_dat) < 0 ||
+      lsim_gp_path(q_ttft_png, sizeof q_ttft_png, ttft_png) < 0 ||
+      lsim_gp_path(q_res_png, sizeof q_res_png, res_png) < 0) {
     snprintf(s->plot_note, sizeof s->plot_note,
-             "skipped: the output path has quote or shell characters");
+             "skipped: the output path has control characters");
     return 0;
   }
-  if (!lsim__have_gnuplot()) {
+  if (!lsim_gnuplot_available()) {
     snprintf(s->plot_note, sizeof s->plot_note,
              "skipped: gnuplot not found (data in %s-*.dat)", base);
     return 0;
@@ -1090,38 +1111,47 @@ lsim_err lsim_report_plots(sqlite3 *db, const char *base,
   if (!f)
     return lsim_fail(eb, LSIM_E_IO, "%s: cannot write", gp);
   fprintf(f, "set terminal pngcairo size 900,560 noenhanced\n");
-  fprintf(f, "set output '%s-ttft.png'\n", base);
-  fprintf(f, "set title 'TTFT CDF per tenant: %s (%s / %s)'\n", sc->name,
-          sc->scheduler, sc->evict);
+  fprintf(f, "set output %s\n", q_ttft_png);
+  /* titles carry scenario names: quoted, a control byte shown as '?' */
+  snprintf(title, sizeof title, "TTFT CDF per tenant: %s (%s / %s)", sc->name,
+           sc->scheduler, sc->evict);
+  lsim_gp_string(q_title, sizeof q_title, title, LSIM_GP_REPLACE);
+  fprintf(f, "set title %s\n", q_title);
   fprintf(f, "set xlabel 'time to first token (simulated ms)'\n"
              "set ylabel 'fraction of completed requests'\n"
              "set logscale x\nset grid\nset key bottom right\n"
              "set yrange [0:1]\n");
   fprintf(f, "plot ");
-  for (int t = 0; t < sc->ntenants; t++)
-    fprintf(f, "%s'%s' index %d using 1:2 with steps lw 2 title '%s'",
-            t ? ", " : "", ttft_dat, t, sc->tenants[t].name);
+  for (int t = 0; t < sc->ntenants; t++) {
+    char q_tenant[LSIM_ESC_SIZE(LSIM_NAME_MAX)];
+    lsim_gp_string(q_tenant, sizeof q_tenant, sc->tenants[t].name,
+                   LSIM_GP_REPLACE);
+    fprintf(f, "%s%s index %d using 1:2 with steps lw 2 title %s",
+            t ? ", " : "", q_ttft_dat, t, q_tenant);
+  }
   fprintf(f, "\nunset logscale x\nset yrange [*:*]\n");
-  fprintf(f, "set output '%s-residency.png'\n", base);
-  fprintf(f, "set title 'Pool residency over time: %s'\n", sc->name);
+  fprintf(f, "set output %s\n", q_res_png);
+  snprintf(title, sizeof title, "Pool residency over time: %s", sc->name);
+  lsim_gp_string(q_title, sizeof q_title, title, LSIM_GP_REPLACE);
+  fprintf(f, "set title %s\n", q_title);
   fprintf(f, "set xlabel 'simulated time (s)'\nset ylabel 'pages'\n"
              "set y2label 'resident adapters'\nset y2tics\nset ytics nomirror\n"
              "set key below\n");
-  fprintf(f, "plot '%s' using 1:3 with steps lw 2 title 'adapter pages', "
-             "'%s' using 1:4 with steps lw 1 title 'KV pages', "
-             "'%s' using 1:2 axes x1y2 with steps lw 1 dt 2 title "
+  fprintf(f, "plot %s using 1:3 with steps lw 2 title 'adapter pages', "
+             "%s using 1:4 with steps lw 1 title 'KV pages', "
+             "%s using 1:2 axes x1y2 with steps lw 1 dt 2 title "
              "'resident adapters'\n",
-          res_dat, res_dat, res_dat);
+          q_res_dat, q_res_dat, q_res_dat);
   int bad = ferror(f);
   if (fclose(f) || bad)
     return lsim_fail(eb, LSIM_E_IO, "%s: write failed", gp);
-  snprintf(cmd, sizeof cmd, "gnuplot '%s' 2>/dev/null", gp);
-  if (system(cmd) != 0) {
+  lsim_errbuf geb = LSIM_ERRBUF_INIT;
+  if (lsim_gnuplot_run(gp, &geb)) {
     snprintf(s->plot_note, sizeof s->plot_note,
              "gnuplot failed on %s (data files kept)", gp);
     return 0;
   }
-  snprintf(s->plots[0], sizeof s->plots[0], "%s-ttft.png", base);
-  snprintf(s->plots[1], sizeof s->plots[1], "%s-residency.png", base);
+  snprintf(s->plots[0], sizeof s->plots[0], "%s", ttft_png);
+  snprintf(s->plots[1], sizeof s->plots[1], "%s", res_png);
   return 0;
 }

@@ -183,7 +183,10 @@ lsim_err lsim_report_metrics_file(const char *path, const lsim_scenario *sc,
 
 /* TTFT CDF per tenant and adapter residency over time, as PNGs beside the
 ** database (base path without extension).  When gnuplot is missing the
-** function writes the data files, sets s->plot_note and returns 0. */
+** function writes the data files, sets s->plot_note and returns 0.  Every
+** string in the script is quoted for gnuplot (sim/escape.h), whatever the
+** scenario's names hold; a base with a control byte gets data files and a
+** note, no script; gnuplot runs without a shell (sim/plot_run.h). */
 lsim_err lsim_report_plots(sqlite3 *db, const char *base,
                            const lsim_scenario *sc, lsim_summary *s,
                            lsim_errbuf *eb);

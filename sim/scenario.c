@@ -195,8 +195,15 @@ static lsim_err lsim__real(const lsim__ctx *c, const cJSON *v, const char *path,
   return 0;
 }
 
+/* The characters of a name (the scenario's, a target's, a tenant's, a
+** collection version label): names reach gnuplot scripts, CSV headers,
+** .dat comments, file names and the console, so none of them may carry a
+** quote, a separator, whitespace or a control byte (docs/SCENARIO.md). */
+#define LSIM__NAME_CHARS                                                   \
+  "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-"
+
 /* A string of 1..size-1 bytes copied into dst[size]; with `ident`, only
-** [A-Za-z0-9_.-] is allowed. */
+** LSIM__NAME_CHARS are allowed (else E_SCN_RANGE). */
 static lsim_err lsim__str(const lsim__ctx *c, const cJSON *v, const char *path,
                           int ident, char *dst, size_t size) {
   if (!cJSON_IsString(v))
@@ -207,8 +214,7 @@ static lsim_err lsim__str(const lsim__ctx *c, const cJSON *v, const char *path,
   if (n == 0 || n >= size)
     return lsim__bad(c, LSIM_E_SCN_RANGE, path,
                      "must be 1 to %zu bytes long (got %zu)", size - 1, n);
-  if (ident && strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-                         "0123456789_.-") != n) {
+  if (ident && strspn(s, LSIM__NAME_CHARS) != n) {
     char q[64];
     return lsim__bad(c, LSIM_E_SCN_RANGE, path,
                      "must use only the characters [A-Za-z0-9_.-] (got '%s')",
@@ -530,7 +536,7 @@ static lsim_err lsim__model(const lsim__ctx *c, const cJSON *root,
     if ((err = lsim__element(c, arr, i, ap, &t, ip)) ||
         (err = lsim__keys(c, t, ip, ff, LSIM__N(ff), tkeys)) ||
         (err = lsim__member(c, t, ip, "name", "string", 1, &nm, np)) ||
-        (err = lsim__str(c, nm, np, 0, tg->name, sizeof tg->name)) ||
+        (err = lsim__str(c, nm, np, 1, tg->name, sizeof tg->name)) ||
         (err = lsim__fields(c, t, ip, ff, LSIM__N(ff))))
       return err;
     for (int j = 0; j < i; j++)
@@ -612,10 +618,10 @@ static lsim_err lsim__cmp_int(const lsim__ctx *c, const cJSON *obj,
 }
 
 /* An optional string obj[key] of 1..size-1 bytes into dst (unchanged when
-** absent). */
+** absent); with `ident`, only LSIM__NAME_CHARS (else E_CMP_TYPE). */
 static lsim_err lsim__cmp_str(const lsim__ctx *c, const cJSON *obj,
                               const char *path, const char *key, int req,
-                              char *dst, size_t size) {
+                              int ident, char *dst, size_t size) {
   char kp[LSIM__PATHBUF];
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
   lsim__key_path(kp, path, key);
@@ -629,6 +635,12 @@ static lsim_err lsim__cmp_str(const lsim__ctx *c, const cJSON *obj,
   if (n == 0 || n >= size)
     return lsim__bad(c, LSIM_E_CMP_TYPE, kp,
                      "must be 1 to %zu bytes long (got %zu)", size - 1, n);
+  if (ident && strspn(v->valuestring, LSIM__NAME_CHARS) != n) {
+    char q[64];
+    return lsim__bad(c, LSIM_E_CMP_TYPE, kp,
+                     "must use only the characters [A-Za-z0-9_.-] (got '%s')",
+                     lsim__quote(v->valuestring, q, sizeof q));
+  }
   memcpy(dst, v->valuestring, n + 1);
   return 0;
 }
@@ -676,7 +688,7 @@ static lsim_err lsim__compression(const lsim__ctx *c, const cJSON *adp,
   lsim_err err;
   if ((err = lsim__cmp_int(c, o, p, "affinity_weight", 0, 0, 1e12, 0,
                            LSIM_E_CMP_TYPE, &cs->affinity_weight)) ||
-      (err = lsim__cmp_str(c, o, p, "version", 0, cs->version,
+      (err = lsim__cmp_str(c, o, p, "version", 0, 1, cs->version,
                            sizeof cs->version)))
     return err;
   const cJSON *bundle = cJSON_GetObjectItemCaseSensitive(o, "bundle");
@@ -693,7 +705,7 @@ static lsim_err lsim__compression(const lsim__ctx *c, const cJSON *adp,
       }
     char f[LSIM_PATH_MAX];
     lsim__key_path(kp, p, "bundle");
-    if ((err = lsim__cmp_str(c, o, p, "bundle", 1, f, sizeof f)))
+    if ((err = lsim__cmp_str(c, o, p, "bundle", 1, 0, f, sizeof f)))
       return err;
     int n;
     if (f[0] == '/' || !basedir || !basedir[0] || strcmp(basedir, ".") == 0) {
@@ -806,7 +818,7 @@ static lsim_err lsim__tenants(const lsim__ctx *c, const cJSON *root,
     if ((err = lsim__element(c, arr, i, ap, &t, ip)) ||
         (err = lsim__keys(c, t, ip, f, LSIM__N(f), extra)) ||
         (err = lsim__member(c, t, ip, "name", "string", 1, &nm, np)) ||
-        (err = lsim__str(c, nm, np, 0, tn->name, sizeof tn->name)) ||
+        (err = lsim__str(c, nm, np, 1, tn->name, sizeof tn->name)) ||
         (err = lsim__fields(c, t, ip, f, LSIM__N(f))))
       return err;
     for (int j = 0; j < i; j++)

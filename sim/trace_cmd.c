@@ -23,6 +23,8 @@
 
 #include "../engine/lsim.h"
 #include "../traces/trace.h"
+#include "escape.h"
+#include "plot_run.h"
 #include "scenario.h"
 
 static void lsim__trace_usage(FILE *f) {
@@ -194,9 +196,17 @@ static lsim_err lsim__open(const lsim__topts *o, lsim_trace *t,
   return lsim_trace_open(t, &spec, &ctx, eb);
 }
 
+/* Strings from the trace, its path and the command line are shown with
+** control bytes made visible (escape.h): a path or a row cannot start a
+** new line of the report. */
+#define LSIM__SHOWN LSIM_ESC_SIZE(1300)
+
 static void lsim__print_info(FILE *f, const lsim_trace_info *in) {
-  fprintf(f, "source          %s\n", in->source);
-  fprintf(f, "assignment      %s\n", in->assign);
+  char shown[LSIM__SHOWN];
+  fprintf(f, "source          %s\n",
+          lsim_console_str(shown, sizeof shown, in->source));
+  fprintf(f, "assignment      %s\n",
+          lsim_console_str(shown, sizeof shown, in->assign));
   if (in->dropped_failed)
     fprintf(f, "failed dropped  %lld rows with 0 response tokens\n",
             (long long)in->dropped_failed);
@@ -207,7 +217,8 @@ static void lsim__print_info(FILE *f, const lsim_trace_info *in) {
     if (in->skipped_by_code[i])
       fprintf(f, " %s %lld", lsim_err_name(LSIM_E_TRACE_PARSE - i),
               (long long)in->skipped_by_code[i]);
-  fprintf(f, "\nfirst skipped   %s\n", in->first_skipped);
+  fprintf(f, "\nfirst skipped   %s\n",
+          lsim_console_str(shown, sizeof shown, in->first_skipped));
 }
 
 /* results/<base of the input>-rate.png */
@@ -224,52 +235,61 @@ static void lsim__default_plot(const lsim__topts *o, char *out, size_t n) {
 }
 
 static void lsim__plot(const lsim__topts *o, const lsim_trace_stats *st) {
-  char png[1024], dat[1100], gp[1100], cmd[1300];
+  char png[1024], dat[1100], gp[1100];
+  char shown[LSIM__SHOWN], shown2[LSIM__SHOWN];
+  char q_png[LSIM_ESC_SIZE(1024)], q_dat[LSIM_ESC_SIZE(1100)];
   lsim_errbuf eb = LSIM_ERRBUF_INIT;
   if (o->plot)
     snprintf(png, sizeof png, "%s", o->plot);
   else
     lsim__default_plot(o, png, sizeof png);
-  if (strchr(png, '\'')) {
-    printf("plot            skipped: the path has a quote\n");
-    return;
-  }
-  if (!o->plot)
-    mkdir("results", 0777);
   size_t len = strlen(png);
   int cut = len > 4 && strcmp(png + len - 4, ".png") == 0 ? 4 : 0;
   snprintf(dat, sizeof dat, "%.*s.dat", (int)(len - (size_t)cut), png);
   snprintf(gp, sizeof gp, "%.*s.gp", (int)(len - (size_t)cut), png);
-  if (lsim_trace_stats_rate_dat(st, dat, &eb)) {
-    printf("plot            skipped: %s\n", eb.msg);
+  /* every string of the script is a quoted gnuplot literal (escape.h) */
+  if (lsim_gp_path(q_png, sizeof q_png, png) < 0 ||
+      lsim_gp_path(q_dat, sizeof q_dat, dat) < 0) {
+    printf("plot            skipped: the path has control characters\n");
     return;
   }
-  if (system("command -v gnuplot >/dev/null 2>&1") != 0) {
-    printf("plot            skipped: gnuplot not found (series in %s)\n", dat);
+  if (!o->plot)
+    mkdir("results", 0777);
+  if (lsim_trace_stats_rate_dat(st, dat, &eb)) {
+    printf("plot            skipped: %s\n",
+           lsim_console_str(shown, sizeof shown, eb.msg));
+    return;
+  }
+  lsim_console_str(shown2, sizeof shown2, dat);
+  if (!lsim_gnuplot_available()) {
+    printf("plot            skipped: gnuplot not found (series in %s)\n",
+           shown2);
     return;
   }
   FILE *f = fopen(gp, "w");
   if (!f) {
-    printf("plot            skipped: cannot create %s\n", gp);
+    printf("plot            skipped: cannot create %s\n",
+           lsim_console_str(shown, sizeof shown, gp));
     return;
   }
   fprintf(f,
           "set terminal pngcairo size 1000,500\n"
-          "set output '%s'\n"
+          "set output %s\n"
           "set title 'arrival rate'\n"
           "set xlabel 'trace time (s)'\n"
           "set ylabel 'requests per second'\n"
           "set grid\n"
-          "plot '%s' using 1:2 with steps notitle\n",
-          png, dat);
+          "plot %s using 1:2 with steps notitle\n",
+          q_png, q_dat);
   fclose(f);
-  snprintf(cmd, sizeof cmd, "gnuplot '%s' 2>/dev/null", gp);
-  if (system(cmd) != 0) {
-    printf("plot            skipped: gnuplot failed (series in %s)\n", dat);
+  if (lsim_gnuplot_run(gp, &eb)) {
+    printf("plot            skipped: gnuplot failed (series in %s)\n",
+           shown2);
     return;
   }
   remove(gp);
-  printf("plot            %s (series in %s)\n", png, dat);
+  printf("plot            %s (series in %s)\n",
+         lsim_console_str(shown, sizeof shown, png), shown2);
 }
 
 static int lsim__run(const lsim__topts *o) {
@@ -284,10 +304,12 @@ static int lsim__run(const lsim__topts *o) {
   lsim_trace_writer w = {0};
   lsim_trace_stats *st = NULL;
   if (convert) {
-    char comment[600];
+    /* one comment line each: control bytes of a path made visible */
+    char comment[600], src[LSIM_ESC_SIZE(160)], asg[LSIM_ESC_SIZE(256)];
     snprintf(comment, sizeof comment,
-             "lorasim trace convert\nsource: %s\nassignment: %s", info.source,
-             info.assign);
+             "lorasim trace convert\nsource: %s\nassignment: %s",
+             lsim_console_str(src, sizeof src, info.source),
+             lsim_console_str(asg, sizeof asg, info.assign));
     size_t n = strlen(o->out);
     int jsonl = o->jsonl || (n >= 6 && strcmp(o->out + n - 6, ".jsonl") == 0);
     rc = lsim_trace_writer_open(&w, o->out, jsonl, comment, &eb);
@@ -318,8 +340,9 @@ static int lsim__run(const lsim__topts *o) {
   FILE *rep = convert ? stderr : stdout;
   lsim__print_info(rep, &info);
   if (convert) {
+    char shown[LSIM__SHOWN];
     fprintf(rep, "wrote           %lld records to %s\n", (long long)w.n,
-            o->out);
+            lsim_console_str(shown, sizeof shown, o->out));
   } else {
     lsim_trace_stats_print(st, stdout);
     if (!o->noplot)

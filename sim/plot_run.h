@@ -1,0 +1,28 @@
+/*
+** plot_run.h: run gnuplot on a script, without a shell.
+**
+** Every plot of lorasim (replay, compare, prefix, trace stats) is drawn by
+** writing a gnuplot script whose strings went through sim/escape.h and then
+** running `gnuplot SCRIPT` here: fork, execvp with an argument vector,
+** waitpid.  No shell ever parses a path or a name, so quotes, `$(...)` or
+** `;` in an output path are plain bytes.  gnuplot's stdin and stderr are
+** /dev/null (the script is its only input; its complaints would garble the
+** summary), its stdout is inherited.
+*/
+#ifndef LSIM_PLOT_RUN_H
+#define LSIM_PLOT_RUN_H
+
+#include "../engine/lsim.h"
+
+/* 1 when an executable regular file named gnuplot is on $PATH (searched
+** here, as execvp would), else 0.  An empty or unset PATH finds nothing. */
+int lsim_gnuplot_available(void);
+
+/* Run gnuplot on `script` and wait for it.  0 when it exited with status
+** 0; otherwise LSIM_E_IO with the reason in eb: not found, killed by a
+** signal, or its exit status.  A relative script path is passed as
+** "./PATH": gnuplot would take "-..." for an option and run "<cmd" (it
+** loads such a file name from a shell). */
+lsim_err lsim_gnuplot_run(const char *script, lsim_errbuf *eb);
+
+#endif /* LSIM_PLOT_RUN_H */
