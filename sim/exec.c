@@ -10,6 +10,7 @@
 ** (the file is written beside the target and renamed into place).
 */
 #include "exec.h"
+#include "exec_witness.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -556,6 +557,28 @@ static int lsim__exec_fail(const lsim__batch *b, lsim_err rc,
              : 2;
 }
 
+/* A kv_witness batch (exec_witness.h): cpu_ref only; the result is
+** written the way the linear result is.  Returns the exit status. */
+static int lsim__exec_witness(const cJSON *root, lsim__batch *b,
+                              const char *out, int use_cuda, FILE *err) {
+  lsim_errbuf eb = LSIM_ERRBUF_INIT;
+  cJSON *res = NULL;
+  char *txt = NULL;
+  lsim_err rc = use_cuda ? lsim_fail(&eb, LSIM_E_BACKEND, "the kv_witness "
+                                     "mode runs on cpu_ref only")
+                         : lsim_exec_witness(root, &res, b->path,
+                                             sizeof b->path, &eb);
+  if (!rc && !(txt = cJSON_PrintUnformatted(res)))
+    rc = lsim_fail(&eb, LSIM_E_NOMEM, "out of memory printing the result");
+  if (!rc && out && *out)
+    rc = lsim__write_atomic(out, txt, &eb);
+  else if (!rc && !out)
+    puts(txt);
+  free(txt);
+  cJSON_Delete(res);
+  return rc ? lsim__exec_fail(b, rc, &eb, err) : 0;
+}
+
 /* Run one batch given as JSON text (text[len] must be '\0'): `in` names it
 ** in messages, `out` is
 ** the result file (NULL: stdout, "": discarded), errors go to err (NULL:
@@ -586,7 +609,15 @@ static int lsim__exec_text(const char *text, size_t len, const char *in,
   lsim_plan_entry *ents = NULL;
   lsim_qmat X = {0, 0, NULL}, D = {0, 0, NULL}, Y = {0, 0, NULL};
   int status = 0;
-  lsim_err rc = lsim__parse(&b, root, &eb);
+  int mode = LSIM_EXEC_MODE_LINEAR;
+  lsim_err rc = lsim_exec_mode_of(root, &mode, b.path, sizeof b.path, &eb);
+  if (!rc && mode == LSIM_EXEC_MODE_KV_WITNESS) {
+    status = lsim__exec_witness(root, &b, out, use_cuda, err);
+    cJSON_Delete(root);
+    return status;
+  }
+  if (!rc)
+    rc = lsim__parse(&b, root, &eb);
   if (!rc) {
     ents = calloc((size_t)b.nreq, sizeof *ents);
     if (!ents)
@@ -703,10 +734,15 @@ static int lsim__exec_text(const char *text, size_t len, const char *in,
                                  cJSON_CreateString(lsim_ref_path_name(k)));
       }
       cJSON_AddStringToObject(res, "backend", backend);
-      char *txt = cJSON_PrintUnformatted(res);
+      lsim_exec_view view = {&plan, &X, &b.W, b.ad, b.nad, b.ad_names, &D, &Y,
+                             order, path, use_cuda};
+      rc = lsim_exec_extras(root, &view, res, b.path, sizeof b.path, &eb);
+      char *txt = rc ? NULL : cJSON_PrintUnformatted(res);
       cJSON_Delete(res);
       free(order);
-      if (!txt) {
+      if (rc) {
+        ; /* the extras failed: nothing is written */
+      } else if (!txt) {
         rc = lsim_fail(&eb, LSIM_E_NOMEM, "out of memory printing the result");
       } else if (out && *out) {
         rc = lsim__write_atomic(out, txt, &eb);

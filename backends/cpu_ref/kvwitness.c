@@ -13,6 +13,12 @@ static void lsim__tr_init(lsim_kvw_trace *tr) {
     for (int t = 0; t < LSIM_KVW_MAXT; t++) {
       mpq_init(tr->k[l][t]);
       mpq_init(tr->v[l][t]);
+      mpq_init(tr->q[l][t]);
+      mpq_init(tr->ctx[l][t]);
+      for (int u = 0; u < LSIM_KVW_MAXT; u++) {
+        mpq_init(tr->score[l][t][u]);
+        mpq_init(tr->attn[l][t][u]);
+      }
     }
   for (int l = 0; l <= LSIM_KVW_MAXL; l++)
     for (int t = 0; t < LSIM_KVW_MAXT; t++)
@@ -31,6 +37,12 @@ void lsim_kvw_trace_clear(lsim_kvw_trace *tr) {
     for (int t = 0; t < LSIM_KVW_MAXT; t++) {
       mpq_clear(tr->k[l][t]);
       mpq_clear(tr->v[l][t]);
+      mpq_clear(tr->q[l][t]);
+      mpq_clear(tr->ctx[l][t]);
+      for (int u = 0; u < LSIM_KVW_MAXT; u++) {
+        mpq_clear(tr->score[l][t][u]);
+        mpq_clear(tr->attn[l][t][u]);
+      }
     }
   for (int l = 0; l <= LSIM_KVW_MAXL; l++)
     for (int t = 0; t < LSIM_KVW_MAXT; t++)
@@ -143,6 +155,7 @@ lsim_err lsim_kvw_run(const lsim_kvw_spec *s, const lsim_kvw_delta *ds,
     }
     for (int t = 0; t < T && !rc; t++) {
       rc = lsim__dot(q, tr->h[l][t], s->wq[l], l, LSIM_KV_Q, t, D, ds, nd, eb);
+      mpq_set(tr->q[l][t], q);
       mpq_set_ui(num, 0, 1);
       mpq_set_ui(den, 0, 1);
       for (int u = 0; u <= t && !rc; u++) {
@@ -161,6 +174,8 @@ lsim_err lsim_kvw_run(const lsim_kvw_spec *s, const lsim_kvw_delta *ds,
         mpq_set_z(w, p);
         if (e < 0)
           mpq_inv(w, w);
+        mpq_set(tr->score[l][t][u], z);
+        mpq_set(tr->attn[l][t][u], w); /* b^z, normalised below */
         mpq_add(den, den, w);
         mpq_mul(w, w, tr->v[l][u]);
         mpq_add(num, num, w);
@@ -168,6 +183,9 @@ lsim_err lsim_kvw_run(const lsim_kvw_spec *s, const lsim_kvw_delta *ds,
       if (rc)
         break;
       mpq_div(a, num, den); /* c_t */
+      mpq_set(tr->ctx[l][t], a);
+      for (int u = 0; u <= t; u++)
+        mpq_div(tr->attn[l][t][u], tr->attn[l][t][u], den);
       for (int j = 0; j < D && !rc; j++) {
         rc = lsim__w(w, s->wo[l][j], l, LSIM_KV_O, j, t, ds, nd, eb);
         mpq_mul(w, w, a);

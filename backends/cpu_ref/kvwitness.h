@@ -62,6 +62,12 @@ typedef struct lsim_kvw_trace {
   mpq_t v[LSIM_KVW_MAXL][LSIM_KVW_MAXT];
   mpq_t h[LSIM_KVW_MAXL + 1][LSIM_KVW_MAXT][LSIM_KVW_MAXD]; /* h[0] = x */
   mpq_t logits[LSIM_KVW_MAXT][LSIM_KVW_MAXV];
+  /* the attention of layer l at token t over tokens u <= t (zero past t):
+  ** the query, the integer logit z_u, the exact weight a_u and c_t */
+  mpq_t q[LSIM_KVW_MAXL][LSIM_KVW_MAXT];
+  mpq_t score[LSIM_KVW_MAXL][LSIM_KVW_MAXT][LSIM_KVW_MAXT];
+  mpq_t attn[LSIM_KVW_MAXL][LSIM_KVW_MAXT][LSIM_KVW_MAXT];
+  mpq_t ctx[LSIM_KVW_MAXL][LSIM_KVW_MAXT];
   int init; /* private */
 } lsim_kvw_trace;
 
