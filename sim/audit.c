@@ -10,6 +10,7 @@
 
 #include "../engine/ledger.h"
 #include "db.h"
+#include "outfile.h"
 #include "scenario.h"
 
 static const char *const lsim__evid[] = {"cited", "modeled", "measured",
@@ -195,9 +196,10 @@ lsim_err lsim_claims_write_csv(const char *path, const char *backend,
     if ((rc = lsim_claim_audit(&c, backend, eb)))
       return rc;
   }
-  FILE *f = fopen(path, "w");
-  if (!f)
-    return lsim_fail(eb, LSIM_E_IO, "%s: cannot write", path);
+  lsim_outfile of;
+  if ((rc = lsim_out_open(&of, path, eb)))
+    return rc;
+  FILE *f = of.fp;
   fprintf(f, "column,class,source,time\n");
   for (int i = 0; i < n; i++) {
     lsim_claim c = lsim_summary_claim(keys[i]);
@@ -206,10 +208,7 @@ lsim_err lsim_claims_write_csv(const char *path, const char *backend,
     fprintf(f, "%s,%s,%s,%d\n", keys[i], cls ? cls : "?", src ? src : "?",
             c.time);
   }
-  int bad = ferror(f);
-  if (fclose(f) || bad)
-    return lsim_fail(eb, LSIM_E_IO, "%s: write failed", path);
-  return 0;
+  return lsim_out_commit(&of, eb);
 }
 
 lsim_err lsim_claims_csv_sidecar(const char *csv, const char *out,
@@ -265,10 +264,14 @@ lsim_err lsim_claims_annotate_prom(const char *path, lsim_errbuf *eb) {
   if (!buf)
     return 0;
   buf[len] = 0;
-  if (!(f = fopen(path, "w"))) {
+  /* rewritten whole: a temporary beside path, renamed over it */
+  lsim_outfile of;
+  lsim_err rc = lsim_out_open(&of, path, eb);
+  if (rc) {
     free(buf);
-    return lsim_fail(eb, LSIM_E_IO, "%s: cannot write", path);
+    return rc;
   }
+  f = of.fp;
   for (char *line = buf; *line;) {
     char *nl = strchr(line, '\n');
     size_t ll = nl ? (size_t)(nl - line) + 1 : strlen(line);
@@ -288,10 +291,7 @@ lsim_err lsim_claims_annotate_prom(const char *path, lsim_errbuf *eb) {
     line += ll;
   }
   free(buf);
-  int bad = ferror(f);
-  if (fclose(f) || bad)
-    return lsim_fail(eb, LSIM_E_IO, "%s: write failed", path);
-  return 0;
+  return lsim_out_commit(&of, eb);
 }
 
 /* ---- lorasim audit DB ----------------------------------------------------------- */
