@@ -1022,7 +1022,9 @@ lsim_err lsim_replay_run(const lsim_scenario *sc, const lsim_replay_opts *o,
   /* One writer per database (sim/outfile.h), held to the end of the run;
   ** `replay --resume` takes it itself, before it reads the database. */
   lsim_outlock lock = LSIM_OUTLOCK_INIT;
-  lsim_err rc = o->lock_held ? 0 : lsim_out_lock(&lock, final_path, eb);
+  lsim_err rc = lsim_out_check(final_path, eb); /* no lock beside a device */
+  if (!rc && !o->lock_held)
+    rc = lsim_out_lock(&lock, final_path, eb);
   if (rc)
     return rc;
   /* the side files are refused before anything is written */
