@@ -25,6 +25,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "outfile.h"
 #include "../engine/policy/policy.h"
 #include "replay.h"
 #include "scenario.h"
@@ -171,9 +172,11 @@ static void lsim__cmp_csv_num(FILE *f, double v, const char *fmt) {
 static lsim_err lsim__cmp_csv(const char *path, const lsim_scenario *sc,
                               const lsim__cmp_row *rows, int n,
                               lsim_errbuf *eb) {
-  FILE *f = fopen(path, "w");
-  if (!f)
-    return lsim_fail(eb, LSIM_E_IO, "%s: cannot write", path);
+  lsim_outfile of;
+  lsim_err rc = lsim_out_open(&of, path, eb);
+  if (rc)
+    return rc;
+  FILE *f = of.fp;
   fprintf(f, "scheduler,evict,prefetch,seed,completed,rejected,unfinished,"
              "throughput_tokens_per_s,ttft_p50_ms,ttft_p99_ms,tbt_p50_ms,"
              "tbt_p99_ms,slo_ttft_attainment,slo_tbt_attainment,jain,"
@@ -251,10 +254,7 @@ static lsim_err lsim__cmp_csv(const char *path, const lsim_scenario *sc,
       fprintf(f, ",%lld", (long long)rows[i].service[t]);
     fputc('\n', f);
   }
-  int bad = ferror(f);
-  if (fclose(f) || bad)
-    return lsim_fail(eb, LSIM_E_IO, "%s: write failed", path);
-  return 0;
+  return lsim_out_commit(&of, eb);
 }
 
 static void lsim__cmp_cell(FILE *f, double v, int w, const char *fmt) {
@@ -318,9 +318,11 @@ static lsim_err lsim__cmp_plot(const char *dir, const lsim_scenario *sc,
   png[0] = note[0] = 0;
   snprintf(dat, sizeof dat, "%s/compare-service.dat", dir);
   snprintf(gp, sizeof gp, "%s/compare-service.gp", dir);
-  FILE *f = fopen(dat, "w");
-  if (!f)
-    return lsim_fail(eb, LSIM_E_IO, "%s: cannot write", dat);
+  lsim_outfile of, pof;
+  lsim_err rc = lsim_out_open(&of, dat, eb);
+  if (rc)
+    return rc;
+  FILE *f = of.fp;
   fprintf(f, "scheduler");
   for (int t = 0; t < sc->ntenants; t++)
     fprintf(f, " %s", sc->tenants[t].name);
@@ -331,9 +333,8 @@ static lsim_err lsim__cmp_plot(const char *dir, const lsim_scenario *sc,
       fprintf(f, " %lld", (long long)rows[i].service[t]);
     fputc('\n', f);
   }
-  int bad = ferror(f);
-  if (fclose(f) || bad)
-    return lsim_fail(eb, LSIM_E_IO, "%s: write failed", dat);
+  if ((rc = lsim_out_commit(&of, eb)))
+    return rc;
   if (strpbrk(dir, "'\"\\`$")) {
     snprintf(note, note_n,
              "skipped: the output path has quote or shell characters");
@@ -343,10 +344,17 @@ static lsim_err lsim__cmp_plot(const char *dir, const lsim_scenario *sc,
     snprintf(note, note_n, "skipped: gnuplot not found (data in %s)", dat);
     return 0;
   }
-  if (!(f = fopen(gp, "w")))
-    return lsim_fail(eb, LSIM_E_IO, "%s: cannot write", gp);
+  char pngp[1100];
+  snprintf(pngp, sizeof pngp, "%s/compare-service.png", dir);
+  if ((rc = lsim_out_reserve(&pof, pngp, eb)))
+    return rc;
+  if ((rc = lsim_out_open(&of, gp, eb))) {
+    lsim_out_abort(&pof);
+    return rc;
+  }
+  f = of.fp;
   fprintf(f, "set terminal pngcairo size 900,560 noenhanced\n"
-             "set output '%s/compare-service.png'\n"
+             "set output '%s'\n"
              "set title 'Completed service per tenant: %s (evict %s, "
              "prefetch %s, seed %llu)'\n"
              "set ylabel 'completed service (weighted tokens)'\n"
@@ -354,22 +362,26 @@ static lsim_err lsim__cmp_plot(const char *dir, const lsim_scenario *sc,
              "set style fill solid 0.8 border -1\nset boxwidth 0.9\n"
              "set key outside right\nset grid ytics\nset yrange [0:*]\n"
              "set key autotitle columnhead\nset xtics rotate by -25\n",
-          dir, sc->name, sc->evict, sc->prefetch,
+          pof.tmp, sc->name, sc->evict, sc->prefetch,
           (unsigned long long)sc->seed);
   fprintf(f, "plot ");
   for (int t = 0; t < sc->ntenants; t++)
     fprintf(f, "%s'%s' using %d%s", t ? ", " : "", dat, t + 2,
             t ? "" : ":xtic(1)");
   fputc('\n', f);
-  bad = ferror(f);
-  if (fclose(f) || bad)
-    return lsim_fail(eb, LSIM_E_IO, "%s: write failed", gp);
+  if ((rc = lsim_out_commit(&of, eb))) {
+    lsim_out_abort(&pof);
+    return rc;
+  }
   snprintf(cmd, sizeof cmd, "gnuplot '%s' 2>/dev/null", gp);
   if (system(cmd) != 0) {
+    lsim_out_abort(&pof);
     snprintf(note, note_n, "gnuplot failed on %s (data kept)", gp);
     return 0;
   }
-  snprintf(png, png_n, "%s/compare-service.png", dir);
+  if ((rc = lsim_out_commit(&pof, eb)))
+    return rc;
+  snprintf(png, png_n, "%s", pngp);
   return 0;
 }
 
@@ -452,54 +464,71 @@ done:
 }
 
 /* The timeline plots from the .dat files the runs wrote. */
-static void lsim__cmp_plots2(const char *dir, const lsim_scenario *sc,
-                             const lsim__cmp_row *rows, int n, char *note,
-                             size_t note_n) {
-  char gp[1100], cmd[1300];
-  snprintf(gp, sizeof gp, "%s/compare-timeline.gp", dir);
-  FILE *f = fopen(gp, "w");
-  if (!f) {
-    snprintf(note, note_n, "cannot write %s", gp);
-    return;
+/* *all is set to 1 once every PNG is whole and in place; a gnuplot that
+** failed is a note, a path refused or a write that failed an error. */
+#define LSIM__CMP_PNGS 5
+static lsim_err lsim__cmp_plots2(const char *dir, const lsim_scenario *sc,
+                                 const lsim__cmp_row *rows, int n, char *note,
+                                 size_t note_n, int *all, lsim_errbuf *eb) {
+  static const char *const names[LSIM__CMP_PNGS] = {
+      "ttft", "service-time", "gap", "residency", "starvation"};
+  char gp[1100], cmd[1300], pngp[1100];
+  lsim_outfile pof[LSIM__CMP_PNGS], gof;
+  lsim_err rc = 0;
+  *all = 0;
+  int np = 0;
+  for (; np < LSIM__CMP_PNGS && !rc; np++) {
+    snprintf(pngp, sizeof pngp, "%s/compare-%s.png", dir, names[np]);
+    if ((rc = lsim_out_reserve(&pof[np], pngp, eb)))
+      break;
   }
+  snprintf(gp, sizeof gp, "%s/compare-timeline.gp", dir);
+  if (!rc)
+    rc = lsim_out_open(&gof, gp, eb);
+  if (rc) {
+    for (int k = 0; k < np; k++)
+      lsim_out_abort(&pof[k]);
+    return rc;
+  }
+  FILE *f = gof.fp;
   int nt = sc->ntenants < 8 ? sc->ntenants : 8;
   fprintf(f, "set terminal pngcairo size 1000,600 noenhanced\n"
              "set key outside right\nset grid\n");
-  fprintf(f, "set output '%s/compare-ttft.png'\n"
+  fprintf(f, "set output '%s'\n"
              "set title 'TTFT CDF per scheduler: %s'\n"
              "set xlabel 'TTFT (ms, log scale)'\nset ylabel 'fraction of "
              "completed requests'\nset logscale x\nset yrange [0:1]\nplot ",
-          dir, sc->name);
+          pof[0].tmp, sc->name);
   for (int i = 0; i < n; i++)
     fprintf(f, "%s'%s/compare-ttft.dat' index %d using 1:2 with steps "
                "lw 2 title '%s'",
             i ? ", " : "", dir, i, rows[i].sched);
   fprintf(f, "\nunset logscale x\nset yrange [*:*]\n"
-             "set output '%s/compare-service-time.png'\n"
+             "set output '%s'\n"
              "set title 'Completed service per tenant over time (first %d "
              "tenants)'\nset xlabel 'simulated time (s)'\n"
              "set ylabel 'cumulative completed service'\nplot ",
-          dir, nt);
+          pof[1].tmp, nt);
   for (int i = 0, first = 1; i < n; i++)
     for (int t = 0; t < nt; t++, first = 0)
       fprintf(f, "%s'%s/compare-timeline.dat' index %d using 1:%d with lines "
                  "lw 2 lc %d dt %d title '%s / %s'",
               first ? "" : ", ", dir, i, t + 2, i + 1, t + 1, rows[i].sched,
               sc->tenants[t].name);
-  fprintf(f, "\nset output '%s/compare-gap.png'\n"
+  fprintf(f, "\nset output '%s'\n"
              "set title 'Service gap over time (max - min cumulative service "
              "over tenants that have arrived)'\nset ylabel 'service gap'\n"
              "plot ",
-          dir);
+          pof[2].tmp);
   for (int i = 0; i < n; i++)
     fprintf(f, "%s'%s/compare-timeline.dat' index %d using 1:%d with lines "
                "lw 2 title '%s'",
             i ? ", " : "", dir, i, sc->ntenants + 2, rows[i].sched);
-  fprintf(f, "\nset output '%s/compare-residency.png'\n"
+  fprintf(f, "\nset output '%s'\n"
              "set multiplot layout 2,1 title 'Adapter residency and loads'\n"
              "set title ''\nset ylabel 'resident adapters (all workers)'\n"
              "plot ",
-          dir);
+          pof[3].tmp);
   for (int i = 0; i < n; i++)
     fprintf(f, "%s'%s/compare-timeline.dat' index %d using 1:%d with steps "
                "lw 2 title '%s'",
@@ -509,11 +538,11 @@ static void lsim__cmp_plots2(const char *dir, const lsim_scenario *sc,
     fprintf(f, "%s'%s/compare-timeline.dat' index %d using 1:%d with steps "
                "lw 2 title '%s'",
             i ? ", " : "", dir, i, sc->ntenants + 4, rows[i].sched);
-  fprintf(f, "\nunset multiplot\nset output '%s/compare-starvation.png'\n"
+  fprintf(f, "\nunset multiplot\nset output '%s'\n"
              "set title 'Starved intervals (above a line: adapter load-"
              "starved; below: tenant service-starved)'\n"
              "set ylabel ''\nset yrange [-0.6:%d.6]\nset ytics (",
-          dir, n - 1);
+          pof[4].tmp, n - 1);
   for (int i = 0; i < n; i++)
     fprintf(f, "%s'%s' %d", i ? ", " : "", rows[i].sched, i);
   fprintf(f, ")\nplot ");
@@ -522,14 +551,26 @@ static void lsim__cmp_plots2(const char *dir, const lsim_scenario *sc,
                "vectors nohead lw 4 lc %d notitle",
             i ? ", " : "", dir, i, i + 1);
   fputc('\n', f);
-  int bad = ferror(f);
-  if (fclose(f) || bad) {
-    snprintf(note, note_n, "cannot write %s", gp);
-    return;
+  if ((rc = lsim_out_commit(&gof, eb))) {
+    for (int k = 0; k < LSIM__CMP_PNGS; k++)
+      lsim_out_abort(&pof[k]);
+    return rc;
   }
   snprintf(cmd, sizeof cmd, "gnuplot '%s' 2>/dev/null", gp);
-  if (system(cmd) != 0)
+  if (system(cmd) != 0) {
+    for (int k = 0; k < LSIM__CMP_PNGS; k++)
+      lsim_out_abort(&pof[k]);
     snprintf(note, note_n, "gnuplot failed on %s (data kept)", gp);
+    return 0;
+  }
+  for (int k = 0; k < LSIM__CMP_PNGS; k++)
+    if ((rc = lsim_out_commit(&pof[k], eb))) {
+      for (int m = k + 1; m < LSIM__CMP_PNGS; m++)
+        lsim_out_abort(&pof[m]);
+      return rc;
+    }
+  *all = 1;
+  return 0;
 }
 
 int lsim_compare_main(int argc, char **argv) {
@@ -657,10 +698,18 @@ int lsim_compare_main(int argc, char **argv) {
   snprintf(tlp, sizeof tlp, "%s/compare-timeline.dat", dir);
   snprintf(ttp, sizeof ttp, "%s/compare-ttft.dat", dir);
   snprintf(svp, sizeof svp, "%s/compare-starvation.dat", dir);
-  FILE *ftl = fopen(tlp, "w"), *ftt = fopen(ttp, "w"), *fsv = fopen(svp, "w");
-  int st = 0;
-  if (!ftl || !ftt || !fsv)
-    st = lsim__cmp_die(LSIM_E_IO, "cannot write the plot data files");
+  /* the three series, written as the runs go, go into place at the end
+  ** whole (sim/outfile.h) */
+  lsim_outfile dof[3];
+  int st = 0, ndof = 0;
+  const char *const dps[3] = {tlp, ttp, svp};
+  for (; ndof < 3; ndof++)
+    if ((rc = lsim_out_open(&dof[ndof], dps[ndof], &eb))) {
+      st = lsim__cmp_die(rc, eb.msg);
+      break;
+    }
+  FILE *ftl = ndof == 3 ? dof[0].fp : NULL, *ftt = ndof == 3 ? dof[1].fp : NULL,
+       *fsv = ndof == 3 ? dof[2].fp : NULL;
   double tick_s = (double)sc.ns_per_tick * 1e-9;
   for (int i = 0; i < n && !st; i++) {
     char dbpath[1100], cmdline[1024];
@@ -698,12 +747,13 @@ int lsim_compare_main(int argc, char **argv) {
     }
     lsim_timeline_release(&tl);
   }
-  int cbad = 0;
-  cbad |= ftl && fclose(ftl);
-  cbad |= ftt && fclose(ftt);
-  cbad |= fsv && fclose(fsv);
-  if (cbad && !st)
-    st = lsim__cmp_die(LSIM_E_IO, "cannot write the plot data files");
+  for (int k = 0; k < ndof; k++) {
+    if (st) {
+      lsim_out_abort(&dof[k]);
+    } else if ((rc = lsim_out_commit(&dof[k], &eb))) {
+      st = lsim__cmp_die(rc, eb.msg);
+    }
+  }
   if (!st) {
     char csv[1100], png[1100], note[1300];
     snprintf(csv, sizeof csv, "%s/compare.csv", dir);
@@ -717,8 +767,9 @@ int lsim_compare_main(int argc, char **argv) {
     if (!rc && plots)
       rc = lsim__cmp_plot(dir, &sc, rows, n, png, sizeof png, note,
                           sizeof note, &eb);
+    int all = 0;
     if (!rc && plots && png[0])
-      lsim__cmp_plots2(dir, &sc, rows, n, note, sizeof note);
+      rc = lsim__cmp_plots2(dir, &sc, rows, n, note, sizeof note, &all, &eb);
     if (rc) {
       st = lsim__cmp_die(rc, eb.msg);
     } else {
@@ -727,10 +778,12 @@ int lsim_compare_main(int argc, char **argv) {
       for (int i = 0; i < n; i++)
         printf("%s%s", i ? "," : "", names[i]);
       printf("}.db\n  csv         %s\n", csv);
-      if (png[0])
+      if (png[0] && all) /* only files that are whole and in place */
         printf("  plots       %s/compare-{service,ttft,service-time,gap,"
                "residency,starvation}.png\n",
                dir);
+      else if (png[0])
+        printf("  plots       %s\n", png);
       if (note[0])
         printf("  plot        %s\n", note);
     }

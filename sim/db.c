@@ -404,8 +404,8 @@ static int64_t lsim__u64_as_i64(uint64_t v) {
 
 /* Remove an old database file (or its -wal/-shm) before a fresh run.  Only
 ** a regular file is ever removed (sim/outfile.c refuses links, device
-** nodes, FIFOs and directories); the main file must also be empty or an
-** SQLite database (docs/RELIABILITY.md, "Output guarantees"). */
+** nodes, FIFOs and directories: docs/RELIABILITY.md, "Output
+** guarantees"); any regular file is replaced, as before. */
 static lsim_err lsim__unlink(const char *base, const char *suffix,
                              lsim_errbuf *eb) {
   char p[4096];
@@ -415,24 +415,6 @@ static lsim_err lsim__unlink(const char *base, const char *suffix,
   lsim_err rc = lsim_out_check(p, eb);
   if (rc)
     return rc;
-  if (!*suffix) {
-    int fd = open(p, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-    if (fd >= 0) {
-      char head[16];
-      ssize_t got = read(fd, head, sizeof head);
-      close(fd);
-      if (got != 0 && (got != (ssize_t)sizeof head ||
-                       memcmp(head, "SQLite format 3", 16) != 0))
-        return lsim_fail(eb, LSIM_E_OUT_NOT_DB,
-                         "%s: exists and is not an SQLite database; "
-                         "refusing to replace it (remove it or choose "
-                         "another --db)",
-                         p);
-    } else if (errno != ENOENT) {
-      return lsim_fail(eb, LSIM_E_DB, "%s: cannot read old file: %s", p,
-                       strerror(errno));
-    }
-  }
   if (unlink(p) != 0 && errno != ENOENT)
     return lsim_fail(eb, LSIM_E_DB, "%s: cannot remove old file: %s", p,
                      strerror(errno));

@@ -70,9 +70,9 @@ typedef struct lsim_validation_record {
 
 /* Create a fresh database at path (an existing file and its -wal/-shm are
 ** replaced), apply pragmas and the schema.  Only regular files are
-** replaced, and the main one only when it is empty or an SQLite database:
-** otherwise LSIM_E_OUT_SYMLINK, LSIM_E_OUT_NOT_REGULAR or LSIM_E_OUT_NOT_DB
-** and nothing is touched (sim/outfile.h).  The caller holds the path's
+** replaced: a link is LSIM_E_OUT_SYMLINK, a device node, FIFO, directory
+** or socket LSIM_E_OUT_NOT_REGULAR, and then nothing is touched
+** (sim/outfile.h).  The caller holds the path's
 ** lock (lsim_out_lock) when another process could write it.  *out is owned by the caller and
 ** released with lsim_db_close. */
 lsim_err lsim_db_open(lsim_db **out, const char *path, lsim_errbuf *eb);

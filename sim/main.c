@@ -71,8 +71,8 @@ static void lsim__usage_replay(FILE *f) {
       "event to a new SQLite database and print a summary.\n"
       "\n"
       "options:\n"
-      "  --db PATH          database to write (replaced if it is an SQLite\n"
-      "                     file; a link, device or other file is refused);\n"
+      "  --db PATH          database to write (a regular file there is\n"
+      "                     replaced; a link or device node is refused);\n"
       "                     default results/NAME-seedSEED.db\n"
       "  --seed N           override the scenario seed\n"
       "  --scheduler NAME   override the scheduler policy\n"
@@ -138,8 +138,7 @@ static int lsim__die(const char *prog, lsim_err code, const char *msg) {
     return 2; /* scenario and trace input */
   if (code <= LSIM_E_CMP_JSON && code >= -559 && code != LSIM_E_CMP_LAPACK)
     return 2; /* a compressed collection that cannot be served as given */
-  if (code == LSIM_E_OUT_SYMLINK || code == LSIM_E_OUT_NOT_REGULAR ||
-      code == LSIM_E_OUT_NOT_DB)
+  if (code == LSIM_E_OUT_SYMLINK || code == LSIM_E_OUT_NOT_REGULAR)
     return 2; /* an output path refused before anything is written */
   return code == LSIM_E_USAGE ? 2 : 1;
 }

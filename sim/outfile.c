@@ -181,14 +181,18 @@ lsim_err lsim_out_commit(lsim_outfile *of, lsim_errbuf *eb) {
   if (of->fp) {
     if ((rc = lsim_out_close(of, eb)))
       return rc;
-  } else if (of->reserved) {
+  } else {
+    /* written by another program, or rewritten in place after
+    ** lsim_out_close: still ours, a regular file, and (for a program's
+    ** output) not empty */
     struct stat st;
-    if (lstat(of->tmp, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size == 0)
+    if (lstat(of->tmp, &st) != 0 || !S_ISREG(st.st_mode) ||
+        (of->reserved && st.st_size == 0))
       rc = lsim_fail(eb, LSIM_E_OUT_WRITE,
-                     "%s: the program that writes it left it empty or missing",
+                     "%s: its temporary is missing, not a regular file, or empty",
                      of->path);
     else {
-      /* the other program closed it; make its bytes durable */
+      /* whoever wrote it closed it; make its bytes durable */
       int fd = open(of->tmp, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
       if (fd < 0 || (fsync(fd) != 0 && errno != EINVAL && errno != EROFS))
         rc = lsim_fail(eb, LSIM_E_OUT_WRITE, "%s: fsync failed: %s",

@@ -186,8 +186,7 @@ static int lsim__exit(lsim_err rc, const char *msg) {
   if (rc == LSIM_E_INTERRUPTED)
     return 130;
   if (rc == LSIM_E_USAGE || (rc <= LSIM_E_SCN_JSON && rc > LSIM_E_BACKEND) ||
-      rc == LSIM_E_OUT_SYMLINK || rc == LSIM_E_OUT_NOT_REGULAR ||
-      rc == LSIM_E_OUT_NOT_DB)
+      rc == LSIM_E_OUT_SYMLINK || rc == LSIM_E_OUT_NOT_REGULAR)
     return 2;
   return 1;
 }

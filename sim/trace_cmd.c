@@ -21,6 +21,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "outfile.h"
 #include "../engine/lsim.h"
 #include "../traces/trace.h"
 #include "scenario.h"
@@ -79,8 +80,9 @@ static int lsim__tdie(const char *cmd, lsim_err code, const char *msg) {
   fprintf(stderr, "lorasim trace %s: error: %s: %s\n", cmd, lsim_err_name(code),
           msg);
   if (code == LSIM_E_USAGE ||
-      (code <= LSIM_E_SCN_JSON && code > LSIM_E_BACKEND))
-    return 2;
+      (code <= LSIM_E_SCN_JSON && code > LSIM_E_BACKEND) ||
+      code == LSIM_E_OUT_SYMLINK || code == LSIM_E_OUT_NOT_REGULAR)
+    return 2; /* bad input, or an output path refused */
   return 1;
 }
 
@@ -223,16 +225,18 @@ static void lsim__default_plot(const lsim__topts *o, char *out, size_t n) {
   snprintf(out, n, "results/%s-rate.png", base);
 }
 
-static void lsim__plot(const lsim__topts *o, const lsim_trace_stats *st) {
+/* The arrival-rate plot.  A missing or failing gnuplot is a note; an output
+** path refused or a write that failed is an error (sim/outfile.h). */
+static lsim_err lsim__plot(const lsim__topts *o, const lsim_trace_stats *st,
+                           lsim_errbuf *eb) {
   char png[1024], dat[1100], gp[1100], cmd[1300];
-  lsim_errbuf eb = LSIM_ERRBUF_INIT;
   if (o->plot)
     snprintf(png, sizeof png, "%s", o->plot);
   else
     lsim__default_plot(o, png, sizeof png);
   if (strchr(png, '\'')) {
     printf("plot            skipped: the path has a quote\n");
-    return;
+    return 0;
   }
   if (!o->plot)
     mkdir("results", 0777);
@@ -240,19 +244,29 @@ static void lsim__plot(const lsim__topts *o, const lsim_trace_stats *st) {
   int cut = len > 4 && strcmp(png + len - 4, ".png") == 0 ? 4 : 0;
   snprintf(dat, sizeof dat, "%.*s.dat", (int)(len - (size_t)cut), png);
   snprintf(gp, sizeof gp, "%.*s.gp", (int)(len - (size_t)cut), png);
-  if (lsim_trace_stats_rate_dat(st, dat, &eb)) {
-    printf("plot            skipped: %s\n", eb.msg);
-    return;
+  lsim_outfile dof, gof, pof;
+  lsim_err rc;
+  if ((rc = lsim_out_check(png, eb)) || (rc = lsim_out_check(gp, eb)) ||
+      (rc = lsim_out_open(&dof, dat, eb)))
+    return rc;
+  if ((rc = lsim_out_close(&dof, eb)) ||
+      (rc = lsim_trace_stats_rate_dat(st, dof.tmp, eb))) {
+    lsim_out_abort(&dof);
+    return rc;
   }
+  if ((rc = lsim_out_commit(&dof, eb)))
+    return rc;
   if (system("command -v gnuplot >/dev/null 2>&1") != 0) {
     printf("plot            skipped: gnuplot not found (series in %s)\n", dat);
-    return;
+    return 0;
   }
-  FILE *f = fopen(gp, "w");
-  if (!f) {
-    printf("plot            skipped: cannot create %s\n", gp);
-    return;
+  if ((rc = lsim_out_reserve(&pof, png, eb)))
+    return rc;
+  if ((rc = lsim_out_open(&gof, gp, eb))) {
+    lsim_out_abort(&pof);
+    return rc;
   }
+  FILE *f = gof.fp;
   fprintf(f,
           "set terminal pngcairo size 1000,500\n"
           "set output '%s'\n"
@@ -261,15 +275,22 @@ static void lsim__plot(const lsim__topts *o, const lsim_trace_stats *st) {
           "set ylabel 'requests per second'\n"
           "set grid\n"
           "plot '%s' using 1:2 with steps notitle\n",
-          png, dat);
-  fclose(f);
+          pof.tmp, dat);
+  if ((rc = lsim_out_commit(&gof, eb))) {
+    lsim_out_abort(&pof);
+    return rc;
+  }
   snprintf(cmd, sizeof cmd, "gnuplot '%s' 2>/dev/null", gp);
   if (system(cmd) != 0) {
+    lsim_out_abort(&pof);
     printf("plot            skipped: gnuplot failed (series in %s)\n", dat);
-    return;
+    return 0;
   }
   remove(gp);
+  if ((rc = lsim_out_commit(&pof, eb)))
+    return rc;
   printf("plot            %s (series in %s)\n", png, dat);
+  return 0;
 }
 
 static int lsim__run(const lsim__topts *o) {
@@ -282,6 +303,7 @@ static int lsim__run(const lsim__topts *o) {
   lsim_trace_get_info(&t, &info);
   int convert = strcmp(o->cmd, "convert") == 0;
   lsim_trace_writer w = {0};
+  lsim_outfile oof = LSIM_OUTFILE_INIT;
   lsim_trace_stats *st = NULL;
   if (convert) {
     char comment[600];
@@ -290,7 +312,13 @@ static int lsim__run(const lsim__topts *o) {
              info.assign);
     size_t n = strlen(o->out);
     int jsonl = o->jsonl || (n >= 6 && strcmp(o->out + n - 6, ".jsonl") == 0);
-    rc = lsim_trace_writer_open(&w, o->out, jsonl, comment, &eb);
+    /* written to a temporary beside o->out, renamed into place whole
+    ** (sim/outfile.h); "-" is standard output */
+    if (strcmp(o->out, "-") != 0 && !(rc = lsim_out_open(&oof, o->out, &eb)))
+      rc = lsim_out_close(&oof, &eb);
+    if (!rc)
+      rc = lsim_trace_writer_open(&w, oof.live ? oof.tmp : o->out, jsonl,
+                                  comment, &eb);
   } else {
     rc = lsim_trace_stats_new(&st, &eb);
   }
@@ -305,8 +333,13 @@ static int lsim__run(const lsim__topts *o) {
   lsim_trace_close(&t);
   if (convert) {
     lsim_errbuf eb2 = LSIM_ERRBUF_INIT;
-    lsim_err rc2 = lsim_trace_writer_close(&w, &eb2);
+    lsim_err rc2 = w.fp ? lsim_trace_writer_close(&w, &eb2) : 0;
     if (rc2 && !rc) {
+      rc = rc2;
+      eb = eb2;
+    }
+    if (oof.live && (rc2 = rc ? (lsim_out_abort(&oof), 0)
+                              : lsim_out_commit(&oof, &eb2))) {
       rc = rc2;
       eb = eb2;
     }
@@ -322,8 +355,10 @@ static int lsim__run(const lsim__topts *o) {
             o->out);
   } else {
     lsim_trace_stats_print(st, stdout);
-    if (!o->noplot)
-      lsim__plot(o, st);
+    if (!o->noplot && (rc = lsim__plot(o, st, &eb))) {
+      lsim_trace_stats_free(st);
+      return lsim__tdie(o->cmd, rc, eb.msg);
+    }
     lsim_trace_stats_free(st);
   }
   return 0;
