@@ -1160,6 +1160,25 @@ static lsim_err lsim__checkpoint(lsim_db *db, lsim_errbuf *eb) {
   return 0;
 }
 
+/* After a failed checkpoint: the run becomes 'failed' with the reason in
+** eb, as far as the disk that refused the checkpoint lets that be written
+** (otherwise it stays 'running' or, after step 3, keeps a status the exit
+** code contradicts; never silently).  The spine is broken from here. */
+static void lsim__mark_failed(lsim_db *db, const lsim_errbuf *eb) {
+  char why[600];
+  snprintf(why, sizeof why, "%s", eb ? eb->msg : "checkpoint failed");
+  sqlite3_stmt *un = NULL;
+  if (sqlite3_prepare_v2(db->h,
+                         "UPDATE runs SET status='failed', error=?1 "
+                         "WHERE run_id=1",
+                         -1, &un, NULL) == SQLITE_OK) {
+    sqlite3_bind_text(un, 1, why, -1, SQLITE_TRANSIENT);
+    (void)sqlite3_step(un);
+  }
+  sqlite3_finalize(un);
+  db->broken = 1;
+}
+
 lsim_err lsim_db_end_run(lsim_db *db, const char *status, const char *error,
                          lsim_tick end_tick, lsim_errbuf *eb) {
   if (!db || db->state != LSIM__RUNNING)
@@ -1187,7 +1206,7 @@ lsim_err lsim_db_end_run(lsim_db *db, const char *status, const char *error,
   ** (the main file grows here, so a full disk fails here, status still
   ** 'running') */
   if (ok && (rc = lsim__checkpoint(db, eb))) {
-    db->broken = 1;
+    lsim__mark_failed(db, eb);
     return rc;
   }
 
@@ -1218,18 +1237,7 @@ lsim_err lsim_db_end_run(lsim_db *db, const char *status, const char *error,
   ** reads 'ok' with every row.  If that fails the status is taken back
   ** (best effort: the disk that refused the checkpoint may refuse this). */
   if (ok && (rc = lsim__checkpoint(db, eb))) {
-    char why[600];
-    snprintf(why, sizeof why, "%s", eb ? eb->msg : "checkpoint failed");
-    sqlite3_stmt *un = NULL;
-    if (sqlite3_prepare_v2(db->h,
-                           "UPDATE runs SET status='failed', error=?1 "
-                           "WHERE run_id=1",
-                           -1, &un, NULL) == SQLITE_OK) {
-      sqlite3_bind_text(un, 1, why, -1, SQLITE_TRANSIENT);
-      (void)sqlite3_step(un);
-    }
-    sqlite3_finalize(un);
-    db->broken = 1;
+    lsim__mark_failed(db, eb);
     return rc;
   }
   db->state = LSIM__ENDED;
