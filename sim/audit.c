@@ -11,6 +11,7 @@
 #include "../engine/ledger.h"
 #include "db.h"
 #include "escape.h"
+#include "outfile.h"
 #include "scenario.h"
 
 static const char *const lsim__evid[] = {"cited", "modeled", "measured",
@@ -196,9 +197,10 @@ lsim_err lsim_claims_write_csv(const char *path, const char *backend,
     if ((rc = lsim_claim_audit(&c, backend, eb)))
       return rc;
   }
-  FILE *f = fopen(path, "w");
-  if (!f)
-    return lsim_fail(eb, LSIM_E_IO, "%s: cannot write", path);
+  lsim_outfile of;
+  if ((rc = lsim_out_open(&of, path, eb)))
+    return rc;
+  FILE *f = of.fp;
   fprintf(f, "column,class,source,time\n");
   for (int i = 0; i < n; i++) {
     lsim_claim c = lsim_summary_claim(keys[i]);
@@ -206,16 +208,13 @@ lsim_err lsim_claims_write_csv(const char *path, const char *backend,
                *src = lsim_source_name(c.source);
     char field[LSIM_ESC_SIZE(256)]; /* a column name: one RFC 4180 field */
     if (lsim_csv_field(field, sizeof field, keys[i]) < 0) {
-      fclose(f);
+      lsim_out_abort(&of);
       return lsim_fail(eb, LSIM_E_IO, "%s: column name too long", path);
     }
     fprintf(f, "%s,%s,%s,%d\n", field, cls ? cls : "?", src ? src : "?",
             c.time);
   }
-  int bad = ferror(f);
-  if (fclose(f) || bad)
-    return lsim_fail(eb, LSIM_E_IO, "%s: write failed", path);
-  return 0;
+  return lsim_out_commit(&of, eb);
 }
 
 lsim_err lsim_claims_csv_sidecar(const char *csv, const char *out,
@@ -282,10 +281,14 @@ lsim_err lsim_claims_annotate_prom(const char *path, lsim_errbuf *eb) {
   if (!buf)
     return 0;
   buf[len] = 0;
-  if (!(f = fopen(path, "w"))) {
+  /* rewritten whole: a temporary beside path, renamed over it */
+  lsim_outfile of;
+  lsim_err rc = lsim_out_open(&of, path, eb);
+  if (rc) {
     free(buf);
-    return lsim_fail(eb, LSIM_E_IO, "%s: cannot write", path);
+    return rc;
   }
+  f = of.fp;
   for (char *line = buf; *line;) {
     char *nl = strchr(line, '\n');
     size_t ll = nl ? (size_t)(nl - line) + 1 : strlen(line);
@@ -305,10 +308,7 @@ lsim_err lsim_claims_annotate_prom(const char *path, lsim_errbuf *eb) {
     line += ll;
   }
   free(buf);
-  int bad = ferror(f);
-  if (fclose(f) || bad)
-    return lsim_fail(eb, LSIM_E_IO, "%s: write failed", path);
-  return 0;
+  return lsim_out_commit(&of, eb);
 }
 
 /* ---- lorasim audit DB ----------------------------------------------------------- */

@@ -28,6 +28,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "outfile.h"
 #include "../engine/plan.h"
 #include "replay.h"
 #include "scenario.h"
@@ -362,18 +363,15 @@ out:
 /* Write the profile beside its target and rename it into place. */
 static lsim_err lsim__write_profile(const char *path, const char *json,
                                     lsim_errbuf *eb) {
-  char tmp[1100];
-  snprintf(tmp, sizeof tmp, "%s.tmp", path);
-  FILE *f = fopen(tmp, "wb");
-  if (!f)
-    return lsim_fail(eb, LSIM_E_IO, "%s: cannot write: %s", tmp,
-                     strerror(errno));
-  int bad = fputs(json, f) < 0 || fputc('\n', f) == EOF;
-  if (fclose(f) != 0 || bad || rename(tmp, path) != 0) {
-    remove(tmp);
-    return lsim_fail(eb, LSIM_E_IO, "%s: write failed", path);
-  }
-  return 0;
+  size_t n = strlen(json);
+  char *buf = malloc(n + 2);
+  if (!buf)
+    return lsim_fail(eb, LSIM_E_NOMEM, "out of memory");
+  memcpy(buf, json, n);
+  buf[n] = '\n';
+  lsim_err rc = lsim_out_write_all(path, buf, n + 1, eb); /* sim/outfile.h */
+  free(buf);
+  return rc;
 }
 
 static int lsim__calibrate(const char *out, int reps, const char *holdout,

@@ -27,6 +27,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "outfile.h"
 #include "../engine/policy/policy.h"
 #include "replay.h"
 #include "scenario.h"
@@ -173,9 +174,11 @@ static void lsim__cmp_csv_num(FILE *f, double v, const char *fmt) {
 static lsim_err lsim__cmp_csv(const char *path, const lsim_scenario *sc,
                               const lsim__cmp_row *rows, int n,
                               lsim_errbuf *eb) {
-  FILE *f = fopen(path, "w");
-  if (!f)
-    return lsim_fail(eb, LSIM_E_IO, "%s: cannot write", path);
+  lsim_outfile of;
+  lsim_err rc = lsim_out_open(&of, path, eb);
+  if (rc)
+    return rc;
+  FILE *f = of.fp;
   fprintf(f, "scheduler,evict,prefetch,seed,completed,rejected,unfinished,"
              "throughput_tokens_per_s,ttft_p50_ms,ttft_p99_ms,tbt_p50_ms,"
              "tbt_p99_ms,slo_ttft_attainment,slo_tbt_attainment,jain,"
@@ -264,10 +267,7 @@ static lsim_err lsim__cmp_csv(const char *path, const lsim_scenario *sc,
       fprintf(f, ",%lld", (long long)rows[i].service[t]);
     fputc('\n', f);
   }
-  int bad = ferror(f);
-  if (fclose(f) || bad)
-    return lsim_fail(eb, LSIM_E_IO, "%s: write failed", path);
-  return 0;
+  return lsim_out_commit(&of, eb);
 }
 
 static void lsim__cmp_cell(FILE *f, double v, int w, const char *fmt) {
@@ -333,9 +333,11 @@ static lsim_err lsim__cmp_plot(const char *dir, const lsim_scenario *sc,
   png[0] = note[0] = 0;
   snprintf(dat, sizeof dat, "%s/compare-service.dat", dir);
   snprintf(gp, sizeof gp, "%s/compare-service.gp", dir);
-  FILE *f = fopen(dat, "w");
-  if (!f)
-    return lsim_fail(eb, LSIM_E_IO, "%s: cannot write", dat);
+  lsim_outfile of, pof;
+  lsim_err rc = lsim_out_open(&of, dat, eb);
+  if (rc)
+    return rc;
+  FILE *f = of.fp;
   fprintf(f, "scheduler");
   for (int t = 0; t < sc->ntenants; t++) { /* gnuplot columnheads */
     char tok[LSIM_ESC_SIZE(LSIM_NAME_MAX)];
@@ -351,9 +353,8 @@ static lsim_err lsim__cmp_plot(const char *dir, const lsim_scenario *sc,
       fprintf(f, " %lld", (long long)rows[i].service[t]);
     fputc('\n', f);
   }
-  int bad = ferror(f);
-  if (fclose(f) || bad)
-    return lsim_fail(eb, LSIM_E_IO, "%s: write failed", dat);
+  if ((rc = lsim_out_commit(&of, eb)))
+    return rc;
   char png_path[1100], title[400];
   char q_dat[LSIM_ESC_SIZE(1100)], q_png[LSIM_ESC_SIZE(1100)],
       q_title[LSIM_ESC_SIZE(400)];
@@ -373,8 +374,15 @@ static lsim_err lsim__cmp_plot(const char *dir, const lsim_scenario *sc,
            "%llu)",
            sc->name, sc->evict, sc->prefetch, (unsigned long long)sc->seed);
   lsim_gp_string(q_title, sizeof q_title, title, LSIM_GP_REPLACE);
-  if (!(f = fopen(gp, "w")))
-    return lsim_fail(eb, LSIM_E_IO, "%s: cannot write", gp);
+  if ((rc = lsim_out_reserve(&pof, png_path, eb)))
+    return rc;
+  /* the script names the temporary (same directory, same characters) */
+  if (lsim_gp_path(q_png, sizeof q_png, pof.tmp) < 0 ||
+      (rc = lsim_out_open(&of, gp, eb))) {
+    lsim_out_abort(&pof);
+    return rc;
+  }
+  f = of.fp;
   fprintf(f, "set terminal pngcairo size 900,560 noenhanced\n"
              "set output %s\n"
              "set title %s\n"
@@ -389,15 +397,19 @@ static lsim_err lsim__cmp_plot(const char *dir, const lsim_scenario *sc,
     fprintf(f, "%s%s using %d%s", t ? ", " : "", q_dat, t + 2,
             t ? "" : ":xtic(1)");
   fputc('\n', f);
-  bad = ferror(f);
-  if (fclose(f) || bad)
-    return lsim_fail(eb, LSIM_E_IO, "%s: write failed", gp);
+  if ((rc = lsim_out_commit(&of, eb))) {
+    lsim_out_abort(&pof);
+    return rc;
+  }
   lsim_errbuf geb = LSIM_ERRBUF_INIT;
   if (lsim_gnuplot_run(gp, &geb)) {
+    lsim_out_abort(&pof);
     snprintf(note, note_n, "gnuplot failed on %s (data kept)", gp);
     return 0;
   }
-  snprintf(png, png_n, "%s/compare-service.png", dir);
+  if ((rc = lsim_out_commit(&pof, eb)))
+    return rc;
+  snprintf(png, png_n, "%s", png_path);
   return 0;
 }
 
@@ -491,9 +503,12 @@ static const char *lsim__cmp_gp_title(char *out, size_t size,
   return out;
 }
 
-static void lsim__cmp_plots2(const char *dir, const lsim_scenario *sc,
-                             const lsim__cmp_row *rows, int n, char *note,
-                             size_t note_n) {
+/* *all is set to 1 once every PNG is whole and in place; a gnuplot that
+** failed is a note, a path refused or a write that failed an error. */
+#define LSIM__CMP_PNGS 5
+static lsim_err lsim__cmp_plots2(const char *dir, const lsim_scenario *sc,
+                                 const lsim__cmp_row *rows, int n, char *note,
+                                 size_t note_n, int *all, lsim_errbuf *eb) {
   static const char *const files[LSIM__TL_N] = {
       "compare-ttft.dat",          "compare-timeline.dat",
       "compare-starvation.dat",    "compare-ttft.png",
@@ -501,21 +516,37 @@ static void lsim__cmp_plots2(const char *dir, const lsim_scenario *sc,
       "compare-residency.png",     "compare-starvation.png"};
   char gp[1100], path[1100], q[LSIM__TL_N][LSIM_ESC_SIZE(1100)];
   char t1[LSIM_ESC_SIZE(2 * LSIM_NAME_MAX + 8)], title[200];
+  *all = 0;
   /* every string of the script is a quoted gnuplot literal (escape.h) */
   for (int k = 0; k < LSIM__TL_N; k++) {
     snprintf(path, sizeof path, "%s/%s", dir, files[k]);
     if (lsim_gp_path(q[k], sizeof q[k], path) < 0) {
       snprintf(note, note_n, "skipped: the output path has control "
                              "characters");
-      return;
+      return 0;
     }
   }
-  snprintf(gp, sizeof gp, "%s/compare-timeline.gp", dir);
-  FILE *f = fopen(gp, "w");
-  if (!f) {
-    snprintf(note, note_n, "cannot write %s", gp);
-    return;
+  /* the PNGs are reserved temporaries the script names (sim/outfile.h) */
+  lsim_outfile pof[LSIM__CMP_PNGS], gof;
+  lsim_err rc = 0;
+  int np = 0;
+  for (; np < LSIM__CMP_PNGS && !rc; np++) {
+    snprintf(path, sizeof path, "%s/%s", dir, files[LSIM__TL_TTFT_PNG + np]);
+    if ((rc = lsim_out_reserve(&pof[np], path, eb)))
+      break;
+    if (lsim_gp_path(q[LSIM__TL_TTFT_PNG + np], sizeof q[0], pof[np].tmp) <
+        0)
+      rc = lsim_fail(eb, LSIM_E_IO, "%s: unquotable temporary", pof[np].tmp);
   }
+  snprintf(gp, sizeof gp, "%s/compare-timeline.gp", dir);
+  if (!rc)
+    rc = lsim_out_open(&gof, gp, eb);
+  if (rc) {
+    for (int k = 0; k < np; k++)
+      lsim_out_abort(&pof[k]);
+    return rc;
+  }
+  FILE *f = gof.fp;
   int nt = sc->ntenants < 8 ? sc->ntenants : 8;
   snprintf(title, sizeof title, "TTFT CDF per scheduler: %s", sc->name);
   fprintf(f, "set terminal pngcairo size 1000,600 noenhanced\n"
@@ -581,14 +612,26 @@ static void lsim__cmp_plots2(const char *dir, const lsim_scenario *sc,
                "vectors nohead lw 4 lc %d notitle",
             i ? ", " : "", q[LSIM__TL_SV_DAT], i, i + 1);
   fputc('\n', f);
-  int bad = ferror(f);
-  if (fclose(f) || bad) {
-    snprintf(note, note_n, "cannot write %s", gp);
-    return;
+  if ((rc = lsim_out_commit(&gof, eb))) {
+    for (int k = 0; k < LSIM__CMP_PNGS; k++)
+      lsim_out_abort(&pof[k]);
+    return rc;
   }
   lsim_errbuf geb = LSIM_ERRBUF_INIT;
-  if (lsim_gnuplot_run(gp, &geb))
+  if (lsim_gnuplot_run(gp, &geb)) {
+    for (int k = 0; k < LSIM__CMP_PNGS; k++)
+      lsim_out_abort(&pof[k]);
     snprintf(note, note_n, "gnuplot failed on %s (data kept)", gp);
+    return 0;
+  }
+  for (int k = 0; k < LSIM__CMP_PNGS; k++)
+    if ((rc = lsim_out_commit(&pof[k], eb))) {
+      for (int m = k + 1; m < LSIM__CMP_PNGS; m++)
+        lsim_out_abort(&pof[m]);
+      return rc;
+    }
+  *all = 1;
+  return 0;
 }
 
 int lsim_compare_main(int argc, char **argv) {
@@ -716,10 +759,18 @@ int lsim_compare_main(int argc, char **argv) {
   snprintf(tlp, sizeof tlp, "%s/compare-timeline.dat", dir);
   snprintf(ttp, sizeof ttp, "%s/compare-ttft.dat", dir);
   snprintf(svp, sizeof svp, "%s/compare-starvation.dat", dir);
-  FILE *ftl = fopen(tlp, "w"), *ftt = fopen(ttp, "w"), *fsv = fopen(svp, "w");
-  int st = 0;
-  if (!ftl || !ftt || !fsv)
-    st = lsim__cmp_die(LSIM_E_IO, "cannot write the plot data files");
+  /* the three series, written as the runs go, go into place at the end
+  ** whole (sim/outfile.h) */
+  lsim_outfile dof[3];
+  int st = 0, ndof = 0;
+  const char *const dps[3] = {tlp, ttp, svp};
+  for (; ndof < 3; ndof++)
+    if ((rc = lsim_out_open(&dof[ndof], dps[ndof], &eb))) {
+      st = lsim__cmp_die(rc, eb.msg);
+      break;
+    }
+  FILE *ftl = ndof == 3 ? dof[0].fp : NULL, *ftt = ndof == 3 ? dof[1].fp : NULL,
+       *fsv = ndof == 3 ? dof[2].fp : NULL;
   double tick_s = (double)sc.ns_per_tick * 1e-9;
   for (int i = 0; i < n && !st; i++) {
     char dbpath[1100], cmdline[1024];
@@ -757,12 +808,13 @@ int lsim_compare_main(int argc, char **argv) {
     }
     lsim_timeline_release(&tl);
   }
-  int cbad = 0;
-  cbad |= ftl && fclose(ftl);
-  cbad |= ftt && fclose(ftt);
-  cbad |= fsv && fclose(fsv);
-  if (cbad && !st)
-    st = lsim__cmp_die(LSIM_E_IO, "cannot write the plot data files");
+  for (int k = 0; k < ndof; k++) {
+    if (st) {
+      lsim_out_abort(&dof[k]);
+    } else if ((rc = lsim_out_commit(&dof[k], &eb))) {
+      st = lsim__cmp_die(rc, eb.msg);
+    }
+  }
   if (!st) {
     char csv[1100], png[1100], note[1300];
     snprintf(csv, sizeof csv, "%s/compare.csv", dir);
@@ -776,8 +828,9 @@ int lsim_compare_main(int argc, char **argv) {
     if (!rc && plots)
       rc = lsim__cmp_plot(dir, &sc, rows, n, png, sizeof png, note,
                           sizeof note, &eb);
+    int all = 0;
     if (!rc && plots && png[0])
-      lsim__cmp_plots2(dir, &sc, rows, n, note, sizeof note);
+      rc = lsim__cmp_plots2(dir, &sc, rows, n, note, sizeof note, &all, &eb);
     if (rc) {
       st = lsim__cmp_die(rc, eb.msg);
     } else {
@@ -789,10 +842,13 @@ int lsim_compare_main(int argc, char **argv) {
         printf("%s%s", i ? "," : "", names[i]);
       printf("}.db\n  csv         %s\n",
              lsim_console_str(shown, sizeof shown, csv));
-      if (png[0])
+      if (png[0] && all) /* only files that are whole and in place */
         printf("  plots       %s/compare-{service,ttft,service-time,gap,"
                "residency,starvation}.png\n",
                lsim_console_str(shown, sizeof shown, dir));
+      else if (png[0])
+        printf("  plots       %s\n",
+               lsim_console_str(shown, sizeof shown, png));
       if (note[0])
         printf("  plot        %s\n",
                lsim_console_str(shown, sizeof shown, note));

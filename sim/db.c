@@ -56,10 +56,13 @@
 #include "db.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include "outfile.h"
 
 /* PRAGMA user_version of the schema below; bump on any schema change. */
 #define LSIM__SCHEMA_VERSION 2
@@ -399,16 +402,30 @@ static int64_t lsim__u64_as_i64(uint64_t v) {
   return (int64_t)(v - (uint64_t)INT64_MAX - 1) + INT64_MIN;
 }
 
+/* Remove an old database file (or its -wal/-shm) before a fresh run.  Only
+** a regular file is ever removed (sim/outfile.c refuses links, device
+** nodes, FIFOs and directories: docs/RELIABILITY.md, "Output
+** guarantees"); any regular file is replaced, as before. */
 static lsim_err lsim__unlink(const char *base, const char *suffix,
                              lsim_errbuf *eb) {
   char p[4096];
   int n = snprintf(p, sizeof p, "%s%s", base, suffix);
   if (n < 0 || (size_t)n >= sizeof p)
     return lsim_fail(eb, LSIM_E_DB, "%s: path too long", base);
+  lsim_err rc = lsim_out_check(p, eb);
+  if (rc)
+    return rc;
   if (unlink(p) != 0 && errno != ENOENT)
     return lsim_fail(eb, LSIM_E_DB, "%s: cannot remove old file: %s", p,
                      strerror(errno));
   return 0;
+}
+
+static lsim_err lsim__unlink_check(const char *base, const char *suffix,
+                                   lsim_errbuf *eb) {
+  char p[4096];
+  snprintf(p, sizeof p, "%s%s", base, suffix);
+  return lsim_out_check(p, eb);
 }
 
 static int lsim__same(lsim__bound *b, int i, int64_t v) {
@@ -754,10 +771,22 @@ lsim_err lsim_db_open(lsim_db **out, const char *path, lsim_errbuf *eb) {
   if (!path || !*path)
     return lsim_fail(eb, LSIM_E_DB, "empty database path");
   lsim_err rc;
-  if ((rc = lsim__unlink(path, "", eb)) ||
+  /* every file is checked before any is removed */
+  if ((rc = lsim_out_check(path, eb)) ||
+      (rc = lsim__unlink_check(path, "-wal", eb)) ||
+      (rc = lsim__unlink_check(path, "-shm", eb)) ||
+      (rc = lsim__unlink(path, "", eb)) ||
       (rc = lsim__unlink(path, "-wal", eb)) ||
       (rc = lsim__unlink(path, "-shm", eb)))
     return rc;
+  /* created here, not by SQLite: O_EXCL|O_NOFOLLOW closes the window in
+  ** which a link could appear between the checks and the open */
+  int cfd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                 0644);
+  if (cfd < 0)
+    return lsim_fail(eb, LSIM_E_DB, "%s: cannot create database: %s", path,
+                     strerror(errno));
+  close(cfd);
 
   lsim_db *db = calloc(1, sizeof *db);
   if (!db)
@@ -1113,6 +1142,43 @@ lsim_err lsim_db_summary(lsim_db *db, const char *key, double value) {
   return lsim__count_row(db);
 }
 
+/* PRAGMA wal_checkpoint(TRUNCATE): every committed frame copied into the
+** main file and the WAL emptied; SQLite's own reason on failure.  The
+** pragma's first column is 1 when a reader or writer kept it from
+** finishing, which counts as a failure here. */
+static lsim_err lsim__checkpoint(lsim_db *db, lsim_errbuf *eb) {
+  int log = -1, done = -1;
+  int rc = sqlite3_wal_checkpoint_v2(db->h, NULL, SQLITE_CHECKPOINT_TRUNCATE,
+                                     &log, &done);
+  if (rc != SQLITE_OK)
+    return lsim_fail(eb, LSIM_E_DB, "%s: checkpoint: %s", db->path,
+                     sqlite3_errmsg(db->h));
+  if (log != done)
+    return lsim_fail(eb, LSIM_E_DB,
+                     "%s: checkpoint: %d of %d frames copied", db->path, done,
+                     log);
+  return 0;
+}
+
+/* After a failed checkpoint: the run becomes 'failed' with the reason in
+** eb, as far as the disk that refused the checkpoint lets that be written
+** (otherwise it stays 'running' or, after step 3, keeps a status the exit
+** code contradicts; never silently).  The spine is broken from here. */
+static void lsim__mark_failed(lsim_db *db, const lsim_errbuf *eb) {
+  char why[600];
+  snprintf(why, sizeof why, "%s", eb ? eb->msg : "checkpoint failed");
+  sqlite3_stmt *un = NULL;
+  if (sqlite3_prepare_v2(db->h,
+                         "UPDATE runs SET status='failed', error=?1 "
+                         "WHERE run_id=1",
+                         -1, &un, NULL) == SQLITE_OK) {
+    sqlite3_bind_text(un, 1, why, -1, SQLITE_TRANSIENT);
+    (void)sqlite3_step(un);
+  }
+  sqlite3_finalize(un);
+  db->broken = 1;
+}
+
 lsim_err lsim_db_end_run(lsim_db *db, const char *status, const char *error,
                          lsim_tick end_tick, lsim_errbuf *eb) {
   if (!db || db->state != LSIM__RUNNING)
@@ -1134,8 +1200,17 @@ lsim_err lsim_db_end_run(lsim_db *db, const char *status, const char *error,
     return lsim_fail(eb, LSIM_E_DB, "%s", db->err);
   }
   db->batch_rows = 0;
+  int ok = strcmp(status, "ok") == 0;
 
-  /* 2. the status, durable at the closing checkpoint */
+  /* 2. an ok run: every row folded into the main file before the status
+  ** (the main file grows here, so a full disk fails here, status still
+  ** 'running') */
+  if (ok && (rc = lsim__checkpoint(db, eb))) {
+    lsim__mark_failed(db, eb);
+    return rc;
+  }
+
+  /* 3. the status */
   sqlite3_stmt *st = NULL;
   if ((rc = lsim__exec(db, "PRAGMA synchronous=NORMAL", "set pragmas", eb)) ||
       (rc = lsim__prepare(db,
@@ -1157,6 +1232,13 @@ lsim_err lsim_db_end_run(lsim_db *db, const char *status, const char *error,
     return lsim_fail(eb, LSIM_E_DB, "%s: set run status: %s", db->path,
                      step != SQLITE_DONE ? sqlite3_errmsg(db->h)
                                          : "run row missing");
+  }
+  /* 4. the status folded in too: a .db copied alone, without its -wal,
+  ** reads 'ok' with every row.  If that fails the status is taken back
+  ** (best effort: the disk that refused the checkpoint may refuse this). */
+  if (ok && (rc = lsim__checkpoint(db, eb))) {
+    lsim__mark_failed(db, eb);
+    return rc;
   }
   db->state = LSIM__ENDED;
   return 0;

@@ -69,7 +69,11 @@ typedef struct lsim_validation_record {
 } lsim_validation_record;
 
 /* Create a fresh database at path (an existing file and its -wal/-shm are
-** replaced), apply pragmas and the schema.  *out is owned by the caller and
+** replaced), apply pragmas and the schema.  Only regular files are
+** replaced: a link is LSIM_E_OUT_SYMLINK, a device node, FIFO, directory
+** or socket LSIM_E_OUT_NOT_REGULAR, and then nothing is touched
+** (sim/outfile.h).  The caller holds the path's
+** lock (lsim_out_lock) when another process could write it.  *out is owned by the caller and
 ** released with lsim_db_close. */
 lsim_err lsim_db_open(lsim_db **out, const char *path, lsim_errbuf *eb);
 
@@ -93,7 +97,12 @@ lsim_err lsim_db_summary(lsim_db *db, const char *key, double value);
 
 /* Commit what is pending, then set the run's status ("ok", "failed",
 ** "interrupted"), its error message (may be NULL), event count and end
-** tick, and commit that.  On a write failure the status stays unchanged. */
+** tick, and commit that.  On a write failure the status stays unchanged.
+** For "ok" the WAL is checkpointed (TRUNCATE) before the status is written
+** and again after it, both checked: on return 0 the main file alone holds
+** the whole run.  A failed second checkpoint sets the status back to
+** 'failed' with SQLite's reason (as far as the disk lets it) and returns
+** LSIM_E_DB. */
 lsim_err lsim_db_end_run(lsim_db *db, const char *status, const char *error,
                          lsim_tick end_tick, lsim_errbuf *eb);
 

@@ -22,6 +22,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "outfile.h"
 #include "../backends/cpu_ref/cpu_ref.h"
 #include "../engine/rowplan.h"
 #ifdef LSIM_HAVE_CUDA
@@ -466,18 +467,19 @@ static cJSON *lsim__plan_json(const lsim__batch *b, const lsim_rowplan *p) {
 /* Write text to path atomically: a temporary beside it, then rename. */
 static lsim_err lsim__write_atomic(const char *path, const char *text,
                                    lsim_errbuf *eb) {
-  char tmp[1100];
-  snprintf(tmp, sizeof tmp, "%s.tmp-%ld", path, (long)getpid());
-  FILE *f = fopen(tmp, "w");
-  if (!f)
-    return lsim_fail(eb, LSIM_E_IO, "%s: cannot write: %s", tmp, strerror(errno));
-  int bad = fputs(text, f) < 0 || fputc('\n', f) == EOF;
-  bad |= fclose(f) != 0;
-  if (bad || rename(tmp, path) != 0) {
-    remove(tmp);
-    return lsim_fail(eb, LSIM_E_IO, "%s: write failed", path);
+  /* sim/outfile.h: a temporary beside it (O_EXCL|O_NOFOLLOW), every write
+  ** checked, renamed into place; a link or a device node is refused */
+  lsim_outfile of;
+  lsim_err rc = lsim_out_open(&of, path, eb);
+  if (rc)
+    return rc;
+  if (fputs(text, of.fp) < 0 || fputc('\n', of.fp) == EOF) {
+    rc = lsim_fail(eb, LSIM_E_OUT_WRITE, "%s: write failed: %s", path,
+                   strerror(errno));
+    lsim_out_abort(&of);
+    return rc;
   }
-  return 0;
+  return lsim_out_commit(&of, eb);
 }
 
 

@@ -8,8 +8,9 @@
 **   lorasim help [COMMAND]                   usage
 **   lorasim version                          version and build
 **
-** Exit status: 0 success, 1 a run that failed, 2 bad usage or bad input
-** (scenario, trace), 130 interrupted by SIGINT.
+** Exit status: 0 success, 1 a run that failed (a write that failed, stdout
+** included), 2 bad usage or bad input (scenario, trace, an output path
+** refused), 130 interrupted by SIGINT.
 */
 #include <errno.h>
 #include <getopt.h>
@@ -27,6 +28,7 @@
 #include "compare.h"
 #include "compress_cmd.h"
 #include "exec.h"
+#include "outfile.h"
 #include "prefix_report.h"
 #include "trace_cmd.h"
 #include "replay.h"
@@ -69,7 +71,8 @@ static void lsim__usage_replay(FILE *f) {
       "event to a new SQLite database and print a summary.\n"
       "\n"
       "options:\n"
-      "  --db PATH          database to write (replaced if it exists);\n"
+      "  --db PATH          database to write (a regular file there is\n"
+      "                     replaced; a link or device node is refused);\n"
       "                     default results/NAME-seedSEED.db\n"
       "  --seed N           override the scenario seed\n"
       "  --scheduler NAME   override the scheduler policy\n"
@@ -135,6 +138,8 @@ static int lsim__die(const char *prog, lsim_err code, const char *msg) {
     return 2; /* scenario and trace input */
   if (code <= LSIM_E_CMP_JSON && code >= -559 && code != LSIM_E_CMP_LAPACK)
     return 2; /* a compressed collection that cannot be served as given */
+  if (code == LSIM_E_OUT_SYMLINK || code == LSIM_E_OUT_NOT_REGULAR)
+    return 2; /* an output path refused before anything is written */
   return code == LSIM_E_USAGE ? 2 : 1;
 }
 
@@ -334,8 +339,9 @@ static int lsim__cmd_replay(int argc, char **argv) {
   rc = lsim_replay_run(&sc, &o, &sum, &eb);
   if (rc) {
     int st = lsim__die("lorasim replay", rc, eb.msg);
-    fprintf(stderr, "lorasim replay: run marked '%s' in %s\n", sum.status,
-            dbpath);
+    if (rc > -720 || rc < -739) /* a refused path or lock wrote nothing */
+      fprintf(stderr, "lorasim replay: run marked '%s' in %s\n", sum.status,
+              dbpath);
     return st;
   }
   return 0;
@@ -411,7 +417,22 @@ static int lsim__cmd_version(void) {
   return 0;
 }
 
+static int lsim__dispatch(int argc, char **argv);
+
+/* Every command's results on stdout must have reached it: a full disk or a
+** closed pipe behind stdout (`lorasim exec > /dev/full`) is an error. */
 int main(int argc, char **argv) {
+  int st = lsim__dispatch(argc, argv);
+  lsim_errbuf eb = LSIM_ERRBUF_INIT;
+  if (lsim_out_stdout_check(&eb)) {
+    fprintf(stderr, "lorasim: error: %s: %s\n", lsim_err_name(eb.code),
+            eb.msg);
+    return st ? st : 1;
+  }
+  return st;
+}
+
+static int lsim__dispatch(int argc, char **argv) {
   if (argc < 2) {
     lsim__usage(stderr);
     return 2;

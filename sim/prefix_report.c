@@ -42,6 +42,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "outfile.h"
 #include "../backends/backend.h"
 #include "../engine/kv.h"
 #include "../engine/prefix.h"
@@ -631,9 +632,11 @@ static lsim_err lsim__csv(const char *dir, const lsim__mres *r,
                           const lsim__adp *ad, int nad, lsim_errbuf *eb) {
   char p[1100];
   snprintf(p, sizeof p, "%s/prefix.csv", dir);
-  FILE *f = fopen(p, "w");
-  if (!f)
-    return lsim_fail(eb, LSIM_E_IO, "%s: cannot write", p);
+  lsim_outfile of;
+  lsim_err rc = lsim_out_open(&of, p, eb);
+  if (rc)
+    return rc;
+  FILE *f = of.fp;
   fputs("mode,safe,requests,prompt_tokens,full_blocks,hit_blocks,hit_tokens,"
         "hit_block_rate,hit_token_rate,recomputed_tokens,corrupt_blocks,"
         "corrupt_requests,published,evictions,stopped_full,ttft_mean_ms,"
@@ -651,12 +654,12 @@ static lsim_err lsim__csv(const char *dir, const lsim__mres *r,
             (long long)r[i].corrupt_requests, (long long)r[i].published,
             (long long)r[i].evictions, (long long)r[i].stopped_full,
             r[i].ttft_mean_ms, r[i].ttft_p50_ms, r[i].ttft_p99_ms);
-  int bad = ferror(f);
-  if (fclose(f) || bad)
-    return lsim_fail(eb, LSIM_E_IO, "%s: write failed", p);
+  if ((rc = lsim_out_commit(&of, eb)))
+    return rc;
   snprintf(p, sizeof p, "%s/prefix-adapters.csv", dir);
-  if (!(f = fopen(p, "w")))
-    return lsim_fail(eb, LSIM_E_IO, "%s: cannot write", p);
+  if ((rc = lsim_out_open(&of, p, eb)))
+    return rc;
+  f = of.fp;
   fputs("mode,adapter,class,root,lookups,hit_blocks,miss_blocks,"
         "corrupt_blocks,published\n",
         f);
@@ -670,10 +673,7 @@ static lsim_err lsim__csv(const char *dir, const lsim__mres *r,
               (long long)s->hit_blocks, (long long)s->miss_blocks,
               (long long)s->corrupt_blocks, (long long)s->published);
     }
-  bad = ferror(f);
-  if (fclose(f) || bad)
-    return lsim_fail(eb, LSIM_E_IO, "%s: write failed", p);
-  return 0;
+  return lsim_out_commit(&of, eb);
 }
 
 static lsim_err lsim__plot(const char *dir, const lsim__mres *r, char *note,
@@ -682,9 +682,11 @@ static lsim_err lsim__plot(const char *dir, const lsim__mres *r, char *note,
   note[0] = 0;
   snprintf(dat, sizeof dat, "%s/prefix.dat", dir);
   snprintf(gp, sizeof gp, "%s/prefix.gp", dir);
-  FILE *f = fopen(dat, "w");
-  if (!f)
-    return lsim_fail(eb, LSIM_E_IO, "%s: cannot write", dat);
+  lsim_outfile of, pof;
+  lsim_err rc = lsim_out_open(&of, dat, eb);
+  if (rc)
+    return rc;
+  FILE *f = of.fp;
   fputs("# mode hit_token_pct recomputed_pct corrupt_pct ttft_mean_ms "
         "ttft_p99_ms\n",
         f);
@@ -694,9 +696,8 @@ static lsim_err lsim__plot(const char *dir, const lsim__mres *r, char *note,
             lsim__pct(r[i].recomputed, r[i].prompt_tokens),
             lsim__pct(r[i].corrupt_blocks, r[i].full_blocks),
             r[i].ttft_mean_ms, r[i].ttft_p99_ms);
-  int bad = ferror(f);
-  if (fclose(f) || bad)
-    return lsim_fail(eb, LSIM_E_IO, "%s: write failed", dat);
+  if ((rc = lsim_out_commit(&of, eb)))
+    return rc;
   char png[1100], q_dat[LSIM_ESC_SIZE(1100)], q_png[LSIM_ESC_SIZE(1100)];
   snprintf(png, sizeof png, "%s/prefix.png", dir);
   /* every string of the script is a quoted gnuplot literal (escape.h) */
@@ -709,8 +710,19 @@ static lsim_err lsim__plot(const char *dir, const lsim__mres *r, char *note,
     snprintf(note, nn, "skipped: gnuplot not found (data in %s)", dat);
     return 0;
   }
-  if (!(f = fopen(gp, "w")))
-    return lsim_fail(eb, LSIM_E_IO, "%s: cannot write", gp);
+  if ((rc = lsim_out_reserve(&pof, png, eb)))
+    return rc;
+  /* the script names the temporary (same directory, same characters) */
+  if (lsim_gp_path(q_png, sizeof q_png, pof.tmp) < 0) {
+    lsim_out_abort(&pof);
+    snprintf(note, nn, "skipped: the output path has control characters");
+    return 0;
+  }
+  if ((rc = lsim_out_open(&of, gp, eb))) {
+    lsim_out_abort(&pof);
+    return rc;
+  }
+  f = of.fp;
   fprintf(f,
           "set terminal pngcairo size 1100,480 noenhanced\n"
           "set output %s\n"
@@ -729,13 +741,17 @@ static lsim_err lsim__plot(const char *dir, const lsim__mres *r, char *note,
           "plot %s using 5:xtic(1) title 'mean', '' using 6 title 'p99'\n"
           "unset multiplot\n",
           q_png, q_dat, q_dat);
-  bad = ferror(f);
-  if (fclose(f) || bad)
-    return lsim_fail(eb, LSIM_E_IO, "%s: write failed", gp);
+  if ((rc = lsim_out_commit(&of, eb))) {
+    lsim_out_abort(&pof);
+    return rc;
+  }
   lsim_errbuf geb = LSIM_ERRBUF_INIT;
-  if (lsim_gnuplot_run(gp, &geb))
+  if (lsim_gnuplot_run(gp, &geb)) {
+    lsim_out_abort(&pof);
     snprintf(note, nn, "gnuplot failed on %s (data kept)", gp);
-  return 0;
+    return 0;
+  }
+  return lsim_out_commit(&pof, eb);
 }
 
 /* ---- the command ------------------------------------------------------------ */

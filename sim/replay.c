@@ -51,6 +51,7 @@
 #include "../traces/trace.h"
 #include "compress_cmd.h"
 #include "db.h"
+#include "outfile.h"
 #include "queue.h"
 #include "rng.h"
 
@@ -1018,9 +1019,20 @@ lsim_err lsim_replay_run(const lsim_scenario *sc, const lsim_replay_opts *o,
   W.sc = sc;
   W.o = o;
 
-  lsim_err rc = lsim_db_open(&W.db, o->db_path, eb);
+  /* One writer per database (sim/outfile.h), held to the end of the run;
+  ** `replay --resume` takes it itself, before it reads the database. */
+  lsim_outlock lock = LSIM_OUTLOCK_INIT;
+  lsim_err rc = lsim_out_check(final_path, eb); /* no lock beside a device */
+  if (!rc && !o->lock_held)
+    rc = lsim_out_lock(&lock, final_path, eb);
   if (rc)
     return rc;
+  /* the side files are refused before anything is written */
+  if ((rc = lsim_report_check_paths(final_path, o->plots, eb)) ||
+      (rc = lsim_db_open(&W.db, o->db_path, eb))) {
+    lsim_out_unlock(&lock);
+    return rc;
+  }
   char sha[65];
   lsim_scenario_sha_hex(sc, sha);
   lsim_run_info info = {sc->name,      sc->path,      sha,
@@ -1056,6 +1068,10 @@ lsim_err lsim_replay_run(const lsim_scenario *sc, const lsim_replay_opts *o,
              ti.first_skipped);
   }
 
+  /* Order (docs/RELIABILITY.md, "Output guarantees"): the summary and
+  ** every side file complete, then 'ok' committed and checkpointed into
+  ** the main file (lsim_db_end_run), then the report.  Any failure on the
+  ** way makes the run 'failed' with its reason. */
   const char *status = !rc ? "ok" : rc == LSIM_E_INTERRUPTED ? "interrupted" : "failed";
   if (!rc) {
     /* The summary goes in before the status turns ok, so an ok run always
@@ -1068,6 +1084,17 @@ lsim_err lsim_replay_run(const lsim_scenario *sc, const lsim_replay_opts *o,
       res->end_tick = W.now;
       res->arrived = W.arrived;
       rc = lsim_report_store(W.db, res, eb);
+    }
+    if (!rc) {
+      char base[1024];
+      lsim__base_path(final_path, base, sizeof base);
+      char prom[1100];
+      snprintf(prom, sizeof prom, "%s.prom", base);
+      rc = lsim_report_metrics_file(prom, sc, &W.m, res, eb);
+      if (!rc)
+        snprintf(res->metrics_path, sizeof res->metrics_path, "%s", prom);
+      if (!rc && o->plots)
+        rc = lsim_report_plots(lsim_db_handle(W.db), base, sc, res, eb);
     }
     status = rc ? "failed" : "ok";
   }
@@ -1083,17 +1110,10 @@ lsim_err lsim_replay_run(const lsim_scenario *sc, const lsim_replay_opts *o,
   if (o->tenant_service && W.m.tenant_service)
     memcpy(o->tenant_service, W.m.tenant_service,
            (size_t)sc->ntenants * sizeof(int64_t));
-  if (!rc) {
-    char base[1024];
-    lsim__base_path(final_path, base, sizeof base);
-    snprintf(res->metrics_path, sizeof res->metrics_path, "%s.prom", base);
-    rc = lsim_report_metrics_file(res->metrics_path, sc, &W.m, res, eb);
-    if (!rc && o->plots)
-      rc = lsim_report_plots(lsim_db_handle(W.db), base, sc, res, eb);
-    if (!rc && o->report)
-      lsim_report_print(o->report, sc, &W.m, res);
-  }
+  if (!rc && o->report)
+    lsim_report_print(o->report, sc, &W.m, res);
   lsim_db_close(W.db);
   lsim__teardown(&W);
+  lsim_out_unlock(&lock);
   return rc;
 }

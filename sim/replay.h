@@ -9,7 +9,8 @@
 ** arrivals, then one decision step per worker that any of them touched.
 **
 ** Status: the run row reads 'running' from the start, 'ok' only after every
-** row committed, 'failed' on an error and 'interrupted' when *stop became
+** row committed and every side file (.prom, .dat, .gp, .png) is in place,
+** checkpointed into the main database file; 'failed' on an error and 'interrupted' when *stop became
 ** non-zero (SIGINT).  The replay stops at the first error.
 */
 #ifndef LSIM_REPLAY_H
@@ -56,6 +57,11 @@ typedef struct lsim_replay_opts {
   ** layers executed (0: all of them). */
   int tensor_model;
   int tensor_layers;
+  /* 1: the caller already holds final_path's lock (lsim_out_lock; `replay
+  ** --resume` holds it from reading the database to installing the
+  ** rerun); 0: the run takes it, and refuses with LSIM_E_OUT_LOCKED while
+  ** another process holds it. */
+  int lock_held;
 } lsim_replay_opts;
 
 #define LSIM_REPLAY_HOOK_EVERY 1024

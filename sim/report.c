@@ -12,6 +12,7 @@
 #include "audit.h"
 #include "db.h"
 #include "escape.h"
+#include "outfile.h"
 #include "plot_run.h"
 
 /* ---- registry: moves only on publication events ------------------------- */
@@ -842,9 +843,11 @@ void lsim_report_print(FILE *f, const lsim_scenario *sc,
 lsim_err lsim_report_metrics_file(const char *path, const lsim_scenario *sc,
                                   const lsim_metrics *m, const lsim_summary *s,
                                   lsim_errbuf *eb) {
-  FILE *f = fopen(path, "w");
-  if (!f)
-    return lsim_fail(eb, LSIM_E_IO, "%s: cannot write metrics file", path);
+  lsim_outfile of;
+  lsim_err rc = lsim_out_open(&of, path, eb);
+  if (rc)
+    return rc;
+  FILE *f = of.fp;
   char shown[LSIM_ESC_SIZE(LSIM_NAME_MAX)]; /* a comment: one line */
   fprintf(f, "# lorasim %s metrics of scenario %s; labels are bounded "
              "(no raw request, tenant or adapter ids)\n",
@@ -976,11 +979,15 @@ lsim_err lsim_report_metrics_file(const char *path, const lsim_scenario *sc,
   for (int k = 0; k < 5; k++)
     fprintf(f, "adapter_completed_service_rank_units{rank=\"%s\"} %lld\n",
             rb[k], (long long)s->service_rank[k]);
-  int bad = ferror(f);
-  if (fclose(f) || bad)
-    return lsim_fail(eb, LSIM_E_IO, "%s: write failed", path);
-  /* each metric's evidence class as its HELP line (sim/audit.c) */
-  return lsim_claims_annotate_prom(path, eb);
+  /* each metric's evidence class as its HELP line (sim/audit.c), added to
+  ** the temporary, which then goes into place whole */
+  if ((rc = lsim_out_close(&of, eb)))
+    return rc;
+  if ((rc = lsim_claims_annotate_prom(of.tmp, eb))) {
+    lsim_out_abort(&of);
+    return rc;
+  }
+  return lsim_out_commit(&of, eb);
 }
 
 /* ---- plots -------------------------------------------------------------------- */
@@ -988,9 +995,11 @@ lsim_err lsim_report_metrics_file(const char *path, const lsim_scenario *sc,
 static lsim_err lsim__write_ttft_dat(sqlite3 *db, const char *path,
                                      const lsim_scenario *sc,
                                      lsim_errbuf *eb) {
-  FILE *f = fopen(path, "w");
-  if (!f)
-    return lsim_fail(eb, LSIM_E_IO, "%s: cannot write", path);
+  lsim_outfile of;
+  lsim_err orc = lsim_out_open(&of, path, eb);
+  if (orc)
+    return orc;
+  FILE *f = of.fp;
   double ms = (double)sc->ns_per_tick / 1e6;
   for (int t = 0; t < sc->ntenants; t++) {
     sqlite3_stmt *st = NULL;
@@ -1010,7 +1019,7 @@ static lsim_err lsim__write_ttft_dat(sqlite3 *db, const char *path,
     fprintf(f, "# tenant %s: ttft_ms cumulative_fraction\n",
             lsim_console_str(shown, sizeof shown, sc->tenants[t].name));
     if (sqlite3_prepare_v2(db, sel, -1, &st, NULL) != SQLITE_OK) {
-      fclose(f);
+      lsim_out_abort(&of);
       return lsim_fail(eb, LSIM_E_DB, "plot query: %s", sqlite3_errmsg(db));
     }
     sqlite3_bind_int(st, 1, t);
@@ -1022,24 +1031,23 @@ static lsim_err lsim__write_ttft_dat(sqlite3 *db, const char *path,
       fprintf(f, "0 0\n"); /* keeps the gnuplot index of every tenant */
     fprintf(f, "\n\n");
   }
-  int bad = ferror(f);
-  if (fclose(f) || bad)
-    return lsim_fail(eb, LSIM_E_IO, "%s: write failed", path);
-  return 0;
+  return lsim_out_commit(&of, eb);
 }
 
 static lsim_err lsim__write_residency_dat(sqlite3 *db, const char *path,
                                           const lsim_scenario *sc,
                                           lsim_errbuf *eb) {
-  FILE *f = fopen(path, "w");
-  if (!f)
-    return lsim_fail(eb, LSIM_E_IO, "%s: cannot write", path);
+  lsim_outfile of;
+  lsim_err orc = lsim_out_open(&of, path, eb);
+  if (orc)
+    return orc;
+  FILE *f = of.fp;
   const char *sql =
       "SELECT tick, kind, pages FROM events WHERE run_id=1 AND kind IN "
       "(?1, ?2, ?3, ?4) ORDER BY seq";
   sqlite3_stmt *st = NULL;
   if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
-    fclose(f);
+    lsim_out_abort(&of);
     return lsim_fail(eb, LSIM_E_DB, "plot query: %s", sqlite3_errmsg(db));
   }
   sqlite3_bind_int(st, 1, LSIM_EV_ADAPTER_GENERATION_PUBLISHED);
@@ -1068,10 +1076,7 @@ static lsim_err lsim__write_residency_dat(sqlite3 *db, const char *path,
             (long long)resident, (long long)apages, (long long)kvpages);
   }
   sqlite3_finalize(st);
-  int bad = ferror(f);
-  if (fclose(f) || bad)
-    return lsim_fail(eb, LSIM_E_IO, "%s: write failed", path);
-  return 0;
+  return lsim_out_commit(&of, eb);
 }
 
 lsim_err lsim_report_plots(sqlite3 *db, const char *base,
@@ -1107,9 +1112,31 @@ lsim_err lsim_report_plots(sqlite3 *db, const char *base,
              "skipped: gnuplot not found (data in %s-*.dat)", base);
     return 0;
   }
-  FILE *f = fopen(gp, "w");
-  if (!f)
-    return lsim_fail(eb, LSIM_E_IO, "%s: cannot write", gp);
+  /* gnuplot writes each PNG to a reserved temporary beside it, renamed
+  ** into place once gnuplot exited 0 (sim/outfile.h) */
+  char png[2][1100];
+  snprintf(png[0], sizeof png[0], "%s-ttft.png", base);
+  snprintf(png[1], sizeof png[1], "%s-residency.png", base);
+  lsim_outfile pof[2], gof;
+  if ((rc = lsim_out_reserve(&pof[0], png[0], eb)))
+    return rc;
+  if ((rc = lsim_out_reserve(&pof[1], png[1], eb)) ||
+      (rc = lsim_out_open(&gof, gp, eb))) {
+    lsim_out_abort(&pof[0]);
+    lsim_out_abort(&pof[1]);
+    return rc;
+  }
+  FILE *f = gof.fp;
+  /* the script names the temporaries; same directory, same characters */
+  if (lsim_gp_path(q_ttft_png, sizeof q_ttft_png, pof[0].tmp) < 0 ||
+      lsim_gp_path(q_res_png, sizeof q_res_png, pof[1].tmp) < 0) {
+    lsim_out_abort(&gof);
+    lsim_out_abort(&pof[0]);
+    lsim_out_abort(&pof[1]);
+    snprintf(s->plot_note, sizeof s->plot_note,
+             "skipped: the output path has control characters");
+    return 0;
+  }
   fprintf(f, "set terminal pngcairo size 900,560 noenhanced\n");
   fprintf(f, "set output %s\n", q_ttft_png);
   /* titles carry scenario names: quoted, a control byte shown as '?' */
@@ -1142,16 +1169,46 @@ lsim_err lsim_report_plots(sqlite3 *db, const char *base,
              "%s using 1:2 axes x1y2 with steps lw 1 dt 2 title "
              "'resident adapters'\n",
           q_res_dat, q_res_dat, q_res_dat);
-  int bad = ferror(f);
-  if (fclose(f) || bad)
-    return lsim_fail(eb, LSIM_E_IO, "%s: write failed", gp);
+  if ((rc = lsim_out_commit(&gof, eb))) {
+    lsim_out_abort(&pof[0]);
+    lsim_out_abort(&pof[1]);
+    return rc;
+  }
   lsim_errbuf geb = LSIM_ERRBUF_INIT;
   if (lsim_gnuplot_run(gp, &geb)) {
+    lsim_out_abort(&pof[0]);
+    lsim_out_abort(&pof[1]);
     snprintf(s->plot_note, sizeof s->plot_note,
              "gnuplot failed on %s (data files kept)", gp);
     return 0;
   }
-  snprintf(s->plots[0], sizeof s->plots[0], "%s", ttft_png);
-  snprintf(s->plots[1], sizeof s->plots[1], "%s", res_png);
+  /* a PNG is listed only once it is whole and in place */
+  for (int i = 0; i < 2; i++)
+    if ((rc = lsim_out_commit(&pof[i], eb))) {
+      for (int k = i + 1; k < 2; k++)
+        lsim_out_abort(&pof[k]);
+      return rc;
+    }
+  snprintf(s->plots[0], sizeof s->plots[0], "%s", png[0]);
+  snprintf(s->plots[1], sizeof s->plots[1], "%s", png[1]);
+  return 0;
+}
+
+lsim_err lsim_report_check_paths(const char *db_path, int plots,
+                                 lsim_errbuf *eb) {
+  static const char *const side[] = {".prom", "-ttft.dat", "-residency.dat",
+                                     "-plots.gp", "-ttft.png",
+                                     "-residency.png"};
+  char base[1024], p[1100];
+  snprintf(base, sizeof base, "%s", db_path);
+  size_t len = strlen(base);
+  if (len > 3 && strcmp(base + len - 3, ".db") == 0)
+    base[len - 3] = 0;
+  for (int i = 0; i < (plots ? 6 : 1); i++) {
+    snprintf(p, sizeof p, "%s%s", base, side[i]);
+    lsim_err rc = lsim_out_check(p, eb);
+    if (rc)
+      return rc;
+  }
   return 0;
 }

@@ -182,13 +182,22 @@ lsim_err lsim_report_metrics_file(const char *path, const lsim_scenario *sc,
                                   lsim_errbuf *eb);
 
 /* TTFT CDF per tenant and adapter residency over time, as PNGs beside the
-** database (base path without extension).  When gnuplot is missing the
-** function writes the data files, sets s->plot_note and returns 0.  Every
+** database (base path without extension).  When gnuplot is missing or
+** fails the function writes the data files, sets s->plot_note and returns
+** 0; a PNG is named in s->plots only once it is whole and in place.  Every
 ** string in the script is quoted for gnuplot (sim/escape.h), whatever the
 ** scenario's names hold; a base with a control byte gets data files and a
 ** note, no script; gnuplot runs without a shell (sim/plot_run.h). */
 lsim_err lsim_report_plots(sqlite3 *db, const char *base,
                            const lsim_scenario *sc, lsim_summary *s,
                            lsim_errbuf *eb);
+
+/* Refuse, before a run writes anything, side files of the database at
+** db_path that could not be replaced safely: BASE.prom and, with plots,
+** BASE-{ttft,residency}.dat, BASE-plots.gp, BASE-{ttft,residency}.png
+** (a link, a device node, a directory: sim/outfile.h).  Every side file
+** goes through sim/outfile.c: whole or absent. */
+lsim_err lsim_report_check_paths(const char *db_path, int plots,
+                                 lsim_errbuf *eb);
 
 #endif /* LSIM_REPORT_H */

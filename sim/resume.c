@@ -12,6 +12,10 @@
 **   4. lsim__install          remove DB's -wal and -shm, rename DB.resume
 **                             over DB
 **
+** One writer.  DB's lock (DB.lock, sim/outfile.h) is taken before step 1
+** and held through step 4, so a second replay or resume of DB is refused
+** with E_OUT_LOCKED while this one runs.
+**
 ** Crash safety.  Until step 4, DB is untouched: a resume killed in step 3
 ** leaves DB as it was (still 'running'), and a later resume starts over.
 ** In step 4 the old -wal goes first: from then on DB holds an older but
@@ -32,6 +36,7 @@
 
 #include "../backends/backend.h"
 #include "../engine/policy/policy.h"
+#include "outfile.h"
 #include "replay.h"
 
 static void lsim__col(sqlite3_stmt *st, int i, char *out, size_t n) {
@@ -157,6 +162,13 @@ static lsim_err lsim__install(const char *tmp, const char *db,
                      "%s is left as it was",
                      tmp, db);
   static const char *const sfx[] = {"-wal", "-shm"};
+  lsim_err rc = lsim_out_check(db, eb);
+  for (int i = 0; i < 2 && !rc; i++) {
+    snprintf(p, sizeof p, "%s%s", db, sfx[i]);
+    rc = lsim_out_check(p, eb);
+  }
+  if (rc)
+    return rc; /* nothing removed, nothing renamed */
   for (int i = 0; i < 2; i++) {
     snprintf(p, sizeof p, "%s%s", db, sfx[i]);
     if (unlink(p) != 0 && errno != ENOENT)
@@ -173,13 +185,32 @@ static int lsim__exit(lsim_err rc, const char *msg) {
   fprintf(stderr, "lorasim replay: error: %s: %s\n", lsim_err_name(rc), msg);
   if (rc == LSIM_E_INTERRUPTED)
     return 130;
-  if (rc == LSIM_E_USAGE || (rc <= LSIM_E_SCN_JSON && rc > LSIM_E_BACKEND))
+  if (rc == LSIM_E_USAGE || (rc <= LSIM_E_SCN_JSON && rc > LSIM_E_BACKEND) ||
+      rc == LSIM_E_OUT_SYMLINK || rc == LSIM_E_OUT_NOT_REGULAR)
     return 2;
   return 1;
 }
 
+static int lsim__resume_locked(const char *db_path, int quiet, int no_plots,
+                               volatile sig_atomic_t *stop);
+
 int lsim_resume_main(const char *db_path, int quiet, int no_plots,
                      volatile sig_atomic_t *stop) {
+  lsim_errbuf eb = LSIM_ERRBUF_INIT;
+  /* one writer: DB's lock is held from the read to the install */
+  lsim_outlock lock = LSIM_OUTLOCK_INIT;
+  lsim_err rc = lsim_out_check(db_path, &eb); /* never a link or a device */
+  if (!rc)
+    rc = lsim_out_lock(&lock, db_path, &eb);
+  if (rc)
+    return lsim__exit(rc, eb.msg);
+  int st = lsim__resume_locked(db_path, quiet, no_plots, stop);
+  lsim_out_unlock(&lock);
+  return st;
+}
+
+static int lsim__resume_locked(const char *db_path, int quiet, int no_plots,
+                               volatile sig_atomic_t *stop) {
   static lsim_resume_info ri;
   static lsim_scenario sc;
   lsim_errbuf eb = LSIM_ERRBUF_INIT;
@@ -209,7 +240,8 @@ int lsim_resume_main(const char *db_path, int quiet, int no_plots,
                         .stop = stop,
                         .verify = ri.verify,
                         .tensor_model = ri.tensor_model,
-                        .tensor_layers = ri.tensor_layers};
+                        .tensor_layers = ri.tensor_layers,
+                        .lock_held = 1};
   lsim_summary sum;
   rc = lsim_replay_run(&sc, &o, &sum, &eb);
   if (rc == LSIM_E_INTERRUPTED) {

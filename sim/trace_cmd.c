@@ -21,6 +21,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "outfile.h"
 #include "../engine/lsim.h"
 #include "../traces/trace.h"
 #include "escape.h"
@@ -81,8 +82,9 @@ static int lsim__tdie(const char *cmd, lsim_err code, const char *msg) {
   fprintf(stderr, "lorasim trace %s: error: %s: %s\n", cmd, lsim_err_name(code),
           msg);
   if (code == LSIM_E_USAGE ||
-      (code <= LSIM_E_SCN_JSON && code > LSIM_E_BACKEND))
-    return 2;
+      (code <= LSIM_E_SCN_JSON && code > LSIM_E_BACKEND) ||
+      code == LSIM_E_OUT_SYMLINK || code == LSIM_E_OUT_NOT_REGULAR)
+    return 2; /* bad input, or an output path refused */
   return 1;
 }
 
@@ -234,11 +236,14 @@ static void lsim__default_plot(const lsim__topts *o, char *out, size_t n) {
   snprintf(out, n, "results/%s-rate.png", base);
 }
 
-static void lsim__plot(const lsim__topts *o, const lsim_trace_stats *st) {
+/* The arrival-rate plot.  A missing or failing gnuplot is a note; an output
+** path refused or a write that failed is an error (sim/outfile.h).  Every
+** string of the script is a quoted gnuplot literal (escape.h). */
+static lsim_err lsim__plot(const lsim__topts *o, const lsim_trace_stats *st,
+                           lsim_errbuf *eb) {
   char png[1024], dat[1100], gp[1100];
   char shown[LSIM__SHOWN], shown2[LSIM__SHOWN];
-  char q_png[LSIM_ESC_SIZE(1024)], q_dat[LSIM_ESC_SIZE(1100)];
-  lsim_errbuf eb = LSIM_ERRBUF_INIT;
+  char q_png[LSIM_ESC_SIZE(1100)], q_dat[LSIM_ESC_SIZE(1100)];
   if (o->plot)
     snprintf(png, sizeof png, "%s", o->plot);
   else
@@ -247,31 +252,43 @@ static void lsim__plot(const lsim__topts *o, const lsim_trace_stats *st) {
   int cut = len > 4 && strcmp(png + len - 4, ".png") == 0 ? 4 : 0;
   snprintf(dat, sizeof dat, "%.*s.dat", (int)(len - (size_t)cut), png);
   snprintf(gp, sizeof gp, "%.*s.gp", (int)(len - (size_t)cut), png);
-  /* every string of the script is a quoted gnuplot literal (escape.h) */
   if (lsim_gp_path(q_png, sizeof q_png, png) < 0 ||
       lsim_gp_path(q_dat, sizeof q_dat, dat) < 0) {
     printf("plot            skipped: the path has control characters\n");
-    return;
+    return 0;
   }
   if (!o->plot)
     mkdir("results", 0777);
-  if (lsim_trace_stats_rate_dat(st, dat, &eb)) {
-    printf("plot            skipped: %s\n",
-           lsim_console_str(shown, sizeof shown, eb.msg));
-    return;
+  lsim_outfile dof, gof, pof;
+  lsim_err rc;
+  if ((rc = lsim_out_check(png, eb)) || (rc = lsim_out_check(gp, eb)) ||
+      (rc = lsim_out_open(&dof, dat, eb)))
+    return rc;
+  if ((rc = lsim_out_close(&dof, eb)) ||
+      (rc = lsim_trace_stats_rate_dat(st, dof.tmp, eb))) {
+    lsim_out_abort(&dof);
+    return rc;
   }
+  if ((rc = lsim_out_commit(&dof, eb)))
+    return rc;
   lsim_console_str(shown2, sizeof shown2, dat);
   if (!lsim_gnuplot_available()) {
     printf("plot            skipped: gnuplot not found (series in %s)\n",
            shown2);
-    return;
+    return 0;
   }
-  FILE *f = fopen(gp, "w");
-  if (!f) {
-    printf("plot            skipped: cannot create %s\n",
-           lsim_console_str(shown, sizeof shown, gp));
-    return;
+  if ((rc = lsim_out_reserve(&pof, png, eb)))
+    return rc;
+  if (lsim_gp_path(q_png, sizeof q_png, pof.tmp) < 0) {
+    lsim_out_abort(&pof);
+    printf("plot            skipped: the path has control characters\n");
+    return 0;
   }
+  if ((rc = lsim_out_open(&gof, gp, eb))) {
+    lsim_out_abort(&pof);
+    return rc;
+  }
+  FILE *f = gof.fp;
   fprintf(f,
           "set terminal pngcairo size 1000,500\n"
           "set output %s\n"
@@ -281,15 +298,23 @@ static void lsim__plot(const lsim__topts *o, const lsim_trace_stats *st) {
           "set grid\n"
           "plot %s using 1:2 with steps notitle\n",
           q_png, q_dat);
-  fclose(f);
-  if (lsim_gnuplot_run(gp, &eb)) {
+  if ((rc = lsim_out_commit(&gof, eb))) {
+    lsim_out_abort(&pof);
+    return rc;
+  }
+  lsim_errbuf geb = LSIM_ERRBUF_INIT;
+  if (lsim_gnuplot_run(gp, &geb)) {
+    lsim_out_abort(&pof);
     printf("plot            skipped: gnuplot failed (series in %s)\n",
            shown2);
-    return;
+    return 0;
   }
   remove(gp);
+  if ((rc = lsim_out_commit(&pof, eb)))
+    return rc;
   printf("plot            %s (series in %s)\n",
          lsim_console_str(shown, sizeof shown, png), shown2);
+  return 0;
 }
 
 static int lsim__run(const lsim__topts *o) {
@@ -302,6 +327,7 @@ static int lsim__run(const lsim__topts *o) {
   lsim_trace_get_info(&t, &info);
   int convert = strcmp(o->cmd, "convert") == 0;
   lsim_trace_writer w = {0};
+  lsim_outfile oof = LSIM_OUTFILE_INIT;
   lsim_trace_stats *st = NULL;
   if (convert) {
     /* one comment line each: control bytes of a path made visible */
@@ -312,7 +338,13 @@ static int lsim__run(const lsim__topts *o) {
              lsim_console_str(asg, sizeof asg, info.assign));
     size_t n = strlen(o->out);
     int jsonl = o->jsonl || (n >= 6 && strcmp(o->out + n - 6, ".jsonl") == 0);
-    rc = lsim_trace_writer_open(&w, o->out, jsonl, comment, &eb);
+    /* written to a temporary beside o->out, renamed into place whole
+    ** (sim/outfile.h); "-" is standard output */
+    if (strcmp(o->out, "-") != 0 && !(rc = lsim_out_open(&oof, o->out, &eb)))
+      rc = lsim_out_close(&oof, &eb);
+    if (!rc)
+      rc = lsim_trace_writer_open(&w, oof.live ? oof.tmp : o->out, jsonl,
+                                  comment, &eb);
   } else {
     rc = lsim_trace_stats_new(&st, &eb);
   }
@@ -327,8 +359,13 @@ static int lsim__run(const lsim__topts *o) {
   lsim_trace_close(&t);
   if (convert) {
     lsim_errbuf eb2 = LSIM_ERRBUF_INIT;
-    lsim_err rc2 = lsim_trace_writer_close(&w, &eb2);
+    lsim_err rc2 = w.fp ? lsim_trace_writer_close(&w, &eb2) : 0;
     if (rc2 && !rc) {
+      rc = rc2;
+      eb = eb2;
+    }
+    if (oof.live && (rc2 = rc ? (lsim_out_abort(&oof), 0)
+                              : lsim_out_commit(&oof, &eb2))) {
       rc = rc2;
       eb = eb2;
     }
@@ -345,8 +382,10 @@ static int lsim__run(const lsim__topts *o) {
             lsim_console_str(shown, sizeof shown, o->out));
   } else {
     lsim_trace_stats_print(st, stdout);
-    if (!o->noplot)
-      lsim__plot(o, st);
+    if (!o->noplot && (rc = lsim__plot(o, st, &eb))) {
+      lsim_trace_stats_free(st);
+      return lsim__tdie(o->cmd, rc, eb.msg);
+    }
     lsim_trace_stats_free(st);
   }
   return 0;
