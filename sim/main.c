@@ -31,6 +31,7 @@
 #include "trace_cmd.h"
 #include "replay.h"
 #include "resume.h"
+#include "runid.h"
 #include "scenario.h"
 #ifdef LSIM_HAVE_CUDA
 #include "../backends/cuda/cuda.h"
@@ -135,6 +136,8 @@ static int lsim__die(const char *prog, lsim_err code, const char *msg) {
     return 2; /* scenario and trace input */
   if (code <= LSIM_E_CMP_JSON && code >= -559 && code != LSIM_E_CMP_LAPACK)
     return 2; /* a compressed collection that cannot be served as given */
+  if (code == LSIM_E_RUN_INPUT_MISSING || code == LSIM_E_RUN_INPUT_CHANGED)
+    return 2; /* an input of the run that cannot be read */
   return code == LSIM_E_USAGE ? 2 : 1;
 }
 
@@ -182,7 +185,7 @@ static int lsim__cmd_replay(int argc, char **argv) {
       {NULL, 0, NULL, 0}};
   const char *db = NULL, *sched = NULL, *evict = NULL, *prefetch = NULL,
              *backend = NULL, *seed_s = NULL, *profile = NULL,
-             *resume = NULL;
+             *resume = NULL, *tlayers_s = NULL;
   int plots = 1, quiet = 0, verify = 0, skip = 0, c;
   int tmodel = 0, tlayers = 0;
   optind = 1;
@@ -216,6 +219,7 @@ static int lsim__cmd_replay(int argc, char **argv) {
         return 2;
       }
       tlayers = (int)v;
+      tlayers_s = optarg;
       break;
     }
     case O_VERIFY:
@@ -256,18 +260,9 @@ static int lsim__cmd_replay(int argc, char **argv) {
   }
   if (skip)
     sc.trace_skip_bad_rows = 1;
-  if (profile) {
-    lsim_cost_model cm;
-    if ((rc = lsim_profile_load(profile, &cm, &eb))) {
-      lsim__die("lorasim replay", rc, eb.msg);
-      return 2; /* bad input */
-    }
-    sc.iter_fixed_ns = cm.iter_fixed_ns;
-    sc.prefill_token_ns = cm.prefill_token_ns;
-    sc.decode_token_ns = cm.decode_token_ns;
-    sc.segment_ns = cm.segment_ns;
-    sc.rank_row_ps = cm.rank_row_ps;
-    snprintf(sc.cost_profile, sizeof sc.cost_profile, "%s", profile);
+  if (profile && (rc = lsim_runid_apply_profile(&sc, profile, &eb))) {
+    lsim__die("lorasim replay", rc, eb.msg);
+    return 2; /* bad input */
   }
   if (seed_s && lsim__parse_seed(seed_s, &sc.seed))
     return lsim__die("lorasim replay", LSIM_E_USAGE,
@@ -319,6 +314,28 @@ static int lsim__cmd_replay(int argc, char **argv) {
     used += (size_t)snprintf(cmdline + used, sizeof cmdline - used, "%s%s",
                              i ? " " : "lorasim ", argv[i]);
 
+  /* the options that override the scenario, recorded for --resume */
+  const char *ropts[2 * 12 + 1];
+  int nr = 0;
+#define LSIM__ROPT(cond, name, value) \
+  if (cond) {                         \
+    ropts[nr++] = (name);             \
+    ropts[nr++] = (value);            \
+  }
+  LSIM__ROPT(seed_s, "seed", seed_s)
+  LSIM__ROPT(sched, "scheduler", sched)
+  LSIM__ROPT(evict, "evict", evict)
+  LSIM__ROPT(prefetch, "prefetch", prefetch)
+  LSIM__ROPT(backend, "backend", backend)
+  LSIM__ROPT(verify, "verify", "cpu_ref")
+  LSIM__ROPT(skip, "skip-bad-rows", "1")
+  LSIM__ROPT(profile, "profile", profile)
+  LSIM__ROPT(tmodel, "tensor-shape", "model")
+  LSIM__ROPT(tlayers, "tensor-layers", tlayers_s)
+  LSIM__ROPT(!plots, "no-plots", "1")
+#undef LSIM__ROPT
+  ropts[nr] = NULL;
+
   lsim__on_signals();
 
   lsim_replay_opts o = {.db_path = dbpath,
@@ -329,13 +346,13 @@ static int lsim__cmd_replay(int argc, char **argv) {
                         .stop = &lsim__stop,
                         .verify = verify,
                         .tensor_model = tmodel,
-                        .tensor_layers = tlayers};
+                        .tensor_layers = tlayers,
+                        .run_options = ropts};
   lsim_summary sum;
   rc = lsim_replay_run(&sc, &o, &sum, &eb);
   if (rc) {
     int st = lsim__die("lorasim replay", rc, eb.msg);
-    fprintf(stderr, "lorasim replay: run marked '%s' in %s\n", sum.status,
-            dbpath);
+    lsim_replay_explain(stderr, "lorasim replay", &sum, dbpath);
     return st;
   }
   return 0;

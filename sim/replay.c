@@ -53,6 +53,7 @@
 #include "db.h"
 #include "queue.h"
 #include "rng.h"
+#include "runid.h"
 
 enum { LSIM__Q_LOAD_DONE = 0, LSIM__Q_ITER_DONE = 1, LSIM__Q_ARRIVAL = 2,
        LSIM__Q_STEP = 3 };
@@ -1018,16 +1019,31 @@ lsim_err lsim_replay_run(const lsim_scenario *sc, const lsim_replay_opts *o,
   W.sc = sc;
   W.o = o;
 
-  lsim_err rc = lsim_db_open(&W.db, o->db_path, eb);
-  if (rc)
+  /* the run's identity first: an input that cannot be read leaves no
+  ** database behind */
+  lsim_runid *ident = calloc(1, sizeof *ident);
+  if (!ident)
+    return lsim_fail(eb, LSIM_E_NOMEM, "out of memory");
+  lsim_err rc = lsim_runid_collect(sc, ident, eb);
+  for (const char *const *p = o->run_options; !rc && p && p[0] && p[1];
+       p += 2)
+    rc = lsim_runid_option(ident, p[0], p[1], eb);
+  if (!rc)
+    rc = lsim_db_open(&W.db, o->db_path, eb);
+  if (rc) {
+    free(ident);
     return rc;
+  }
   char sha[65];
   lsim_scenario_sha_hex(sc, sha);
   lsim_run_info info = {sc->name,      sc->path,      sha,
                         sc->seed,      sc->backend,   sc->scheduler,
                         sc->evict,     sc->prefetch,  sc->ns_per_tick,
-                        sc->workers,   o->command_line};
+                        sc->workers,   o->command_line, ident};
   rc = lsim_db_begin_run(W.db, &info, eb);
+  free(ident);
+  if (!rc)
+    res->db_status = "running";
   if (!rc)
     rc = lsim__setup(&W, eb);
   if (!rc)
@@ -1079,6 +1095,8 @@ lsim_err lsim_replay_run(const lsim_scenario *sc, const lsim_replay_opts *o,
     *eb = eb_end;
     status = "failed";
   }
+  if (!rc_end)
+    res->db_status = status;
   res->status = status;
   if (o->tenant_service && W.m.tenant_service)
     memcpy(o->tenant_service, W.m.tenant_service,
@@ -1096,4 +1114,22 @@ lsim_err lsim_replay_run(const lsim_scenario *sc, const lsim_replay_opts *o,
   lsim_db_close(W.db);
   lsim__teardown(&W);
   return rc;
+}
+
+void lsim_replay_explain(FILE *f, const char *prog, const lsim_summary *res,
+                         const char *db_path) {
+  if (res->db_status && strcmp(res->db_status, "running") != 0)
+    fprintf(f, "%s: run marked '%s' in %s\n", prog, res->db_status, db_path);
+  else if (res->db_status)
+    fprintf(f, "%s: the run's end could not be recorded: %s still says "
+               "'running' (it holds the rows committed before the "
+               "failure)\n",
+            prog, db_path);
+  else if (access(db_path, F_OK) != 0)
+    fprintf(f, "%s: no database written: %s was not created\n", prog,
+            db_path);
+  else
+    fprintf(f, "%s: no run recorded in %s (the run row was never "
+               "committed; it is not a lorasim run database)\n",
+            prog, db_path);
 }
