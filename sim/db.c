@@ -342,19 +342,53 @@ static const struct {
 
 /* ---- helpers -------------------------------------------------------------- */
 
+/* SQLite's reason for the last failure on h, for a message: its text,
+** the result code by name and number (extended), and for an I/O-level
+** failure the operating system's error ("database or disk is full
+** (SQLITE_FULL, code 13; os: No space left on device)"). */
+static const char *lsim__why(sqlite3 *h, char *out, size_t n) {
+  static const struct {
+    int code;
+    const char *name;
+  } names[] = {{SQLITE_FULL, "SQLITE_FULL"},       {SQLITE_IOERR, "SQLITE_IOERR"},
+               {SQLITE_CANTOPEN, "SQLITE_CANTOPEN"}, {SQLITE_READONLY, "SQLITE_READONLY"},
+               {SQLITE_BUSY, "SQLITE_BUSY"},       {SQLITE_LOCKED, "SQLITE_LOCKED"},
+               {SQLITE_CORRUPT, "SQLITE_CORRUPT"}, {SQLITE_NOTADB, "SQLITE_NOTADB"},
+               {SQLITE_NOMEM, "SQLITE_NOMEM"},     {SQLITE_PERM, "SQLITE_PERM"},
+               {SQLITE_CONSTRAINT, "SQLITE_CONSTRAINT"}, {SQLITE_ERROR, "SQLITE_ERROR"}};
+  if (!h) {
+    snprintf(out, n, "out of memory");
+    return out;
+  }
+  int ext = sqlite3_extended_errcode(h), prim = ext & 0xff;
+  const char *name = "SQLITE error";
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+    if (names[i].code == prim)
+      name = names[i].name;
+  int os = (prim == SQLITE_FULL || prim == SQLITE_IOERR ||
+            prim == SQLITE_CANTOPEN)
+               ? sqlite3_system_errno(h)
+               : 0;
+  snprintf(out, n, "%s (%s, code %d%s%s)", sqlite3_errmsg(h), name, ext,
+           os ? "; os: " : "", os ? strerror(os) : "");
+  return out;
+}
+
 /* Record an append failure for lsim_db_errmsg and mark the spine broken. */
 static lsim_err lsim__append_fail(lsim_db *db, const char *what) {
+  char why[256];
   snprintf(db->err, sizeof db->err, "%s: %s: %s", db->path, what,
-           sqlite3_errmsg(db->h));
+           lsim__why(db->h, why, sizeof why));
   db->broken = 1;
   return LSIM_E_DB;
 }
 
 static lsim_err lsim__exec(lsim_db *db, const char *sql, const char *what,
                            lsim_errbuf *eb) {
+  char why[256];
   if (sqlite3_exec(db->h, sql, NULL, NULL, NULL) != SQLITE_OK)
     return lsim_fail(eb, LSIM_E_DB, "%s: %s: %s", db->path, what,
-                     sqlite3_errmsg(db->h));
+                     lsim__why(db->h, why, sizeof why));
   return 0;
 }
 
@@ -1236,6 +1270,10 @@ lsim_err lsim_db_end_run(lsim_db *db, const char *status, const char *error,
 }
 
 /* ---- accessors ------------------------------------------------------------------ */
+
+const char *lsim_db_failure(const lsim_db *db) {
+  return db && db->err[0] ? db->err : NULL;
+}
 
 const char *lsim_db_errmsg(lsim_db *db) {
   if (!db)

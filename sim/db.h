@@ -105,6 +105,11 @@ lsim_err lsim_db_end_run(lsim_db *db, const char *status, const char *error,
 /* Events appended so far in this run. */
 int64_t lsim_db_event_count(const lsim_db *db);
 
+/* The message of the first failed append or commit ("<path>: <what>:
+** <sqlite message> (<code name>, code <extended code>; os: <errno
+** text>)"), NULL when none failed. */
+const char *lsim_db_failure(const lsim_db *db);
+
 /* The last SQLite error of a failed append, for the caller's message. */
 const char *lsim_db_errmsg(lsim_db *db);
 

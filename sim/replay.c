@@ -1058,6 +1058,14 @@ lsim_err lsim_replay_run(const lsim_scenario *sc, const lsim_replay_opts *o,
   }
   if (!rc && W.eng && !lsim_engine_check(W.eng))
     rc = LSIM_BUG(eb, "page conservation violated at the end of the run");
+  /* a sink that failed on a database write says only which event it was:
+  ** add SQLite's own reason (a full disk, an I/O error) */
+  const char *dbwhy = lsim_db_failure(W.db);
+  if (rc && dbwhy && !strstr(eb->msg, dbwhy)) {
+    char head[sizeof eb->msg];
+    snprintf(head, sizeof head, "%s", eb->msg);
+    lsim_fail(eb, rc, "%s: %s", head, dbwhy);
+  }
 
   res->events = W.events;
   res->queue_events = W.queue_events;
