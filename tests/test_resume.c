@@ -132,12 +132,13 @@ static void peek(const char *path, char *st, size_t n, long long *events) {
 }
 
 /* Run `lorasim replay scn.json --db DB --no-plots --quiet [extra]` in
-** tmpdir and kill it with SIGKILL once it committed a batch of events
+** tmpdir (crash_scn: another scenario) and kill it with SIGKILL once it committed a batch of events
 ** while still 'running'.  Leaves DB as the crash left it. */
-static void crash_run(const char *db, const char *extra) {
+static void crash_scn(const char *scenario, const char *db,
+                      const char *extra) {
   char dbp[512], scn[512];
   path_of(dbp, sizeof dbp, db);
-  path_of(scn, sizeof scn, "scn.json");
+  path_of(scn, sizeof scn, scenario);
   const char *argv[12] = {LSIM_BIN, "replay", scn, "--db", dbp,
                           "--no-plots", "--quiet"};
   int argc = 7;
@@ -175,6 +176,10 @@ static void crash_run(const char *db, const char *extra) {
   peek(dbp, st, sizeof st, &events);
   cr_assert_str_eq(st, "running");
   cr_assert_gt(events, 0, "no batch was committed before the kill");
+}
+
+static void crash_run(const char *db, const char *extra) {
+  crash_scn("scn.json", db, extra);
 }
 
 /* A digest of the rows a run wrote (events, requests, iterations). */
@@ -371,6 +376,60 @@ Test(resume, audit_of_a_killed_run_says_incomplete) {
   cr_assert_eq(lorasim("replay --resume k.db --no-plots --quiet"), 0, "%s",
                out);
   cr_assert_eq(lorasim("audit k.db"), 0, "%s", out);
+}
+
+/* The other file inputs: a compression bundle and an empirical length
+** file are recorded (no "trace" row for a generator) and checked. */
+Test(resume, bundle_and_length_file_are_checked) {
+  write_trace("lengths.csv", 200, 0);
+  cr_assert_eq(lorasim("compress --synthetic 8 --d-in 32 --d-out 32 "
+                       "--src-rank 4 --planted 4 --groups 2 --noise 0.01 "
+                       "--rank 4 --clusters 2 --out bundle.json"),
+               0, "%s", out);
+  write_file(
+      "g.json",
+      "{\"name\": \"g\", \"seed\": 5, \"ns_per_tick\": 1000,\n"
+      " \"workers\": {\"count\": 2, \"pool_pages\": 200, \"page_bytes\": 4096,\n"
+      "  \"h2d_gbps\": 25, \"load_fixed_us\": 200, \"max_batch_tokens\": 4096,\n"
+      "  \"max_batch_requests\": 48},\n"
+      " \"model\": {\"layers\": 2, \"kv_heads\": 1, \"head_dim\": 8,\n"
+      "  \"dtype_bytes\": 2, \"targets\": [{\"name\": \"q_proj\", \"d_in\": 32,\n"
+      "  \"d_out\": 32}]},\n"
+      " \"cost\": {\"iter_fixed_ns\": 4000000, \"prefill_token_ns\": 60000,\n"
+      "  \"decode_token_ns\": 120000, \"segment_ns\": 15000, \"rank_row_ps\": 2000},\n"
+      " \"adapters\": {\"count\": 8, \"ranks\": [{\"rank\": 4, \"weight\": 1}],\n"
+      "  \"compression\": {\"bundle\": \"bundle.json\"}},\n"
+      " \"tenants\": [{\"name\": \"interactive\", \"traffic_weight\": 1}],\n"
+      " \"trace\": {\"generator\": {\"requests\": 4000, \"rate_per_s\": 20,\n"
+      "  \"prompt_tokens\": {\"dist\": \"empirical\", \"file\": \"lengths.csv\"},\n"
+      "  \"output_tokens\": {\"dist\": \"empirical\", \"file\": \"lengths.csv\"}}}}\n");
+  cr_assert_eq(lorasim("replay g.json --db r.db --no-plots --quiet"), 0, "%s",
+               out);
+  cr_assert_eq(sh("sqlite3 r.db 'SELECT role, path FROM run_inputs ORDER BY "
+                  "role'"),
+               0, "%s", out);
+  cr_assert_str_eq(out, "bundle|bundle.json\ndist|lengths.csv\n"
+                        "scenario|g.json\n");
+
+  crash_scn("g.json", "k.db", NULL);
+  cr_assert_eq(sh("cp bundle.json b.orig && echo ' ' >> bundle.json"), 0);
+  cr_assert_eq(lorasim("replay --resume k.db --no-plots --quiet"), 2, "%s",
+               out);
+  cr_assert_not_null(strstr(out, "E_RUN_INPUT_CHANGED"), "%s", out);
+  cr_assert_not_null(strstr(out, "bundle "), "%s", out);
+  cr_assert_not_null(strstr(out, "bundle.json changed since the run"), "%s",
+                     out);
+  cr_assert_eq(sh("mv b.orig bundle.json"), 0);
+  write_trace("lengths.csv", 200, 1);
+  cr_assert_eq(lorasim("replay --resume k.db --no-plots --quiet"), 2, "%s",
+               out);
+  cr_assert_not_null(strstr(out, "dist "), "%s", out);
+  cr_assert_not_null(strstr(out, "lengths.csv changed since the run"), "%s",
+                     out);
+  write_trace("lengths.csv", 200, 0);
+  cr_assert_eq(lorasim("replay --resume k.db --no-plots --quiet"), 0, "%s",
+               out);
+  cr_assert_eq(rows_digest("k.db"), rows_digest("r.db"));
 }
 
 /* ---- messages ---------------------------------------------------------- */
