@@ -93,8 +93,9 @@ static void lsim__usage_replay(FILE *f) {
       "  --profile FILE     iteration cost from a calibrated cost profile\n"
       "                     (lorasim calibrate) instead of $.cost\n"
       "  --resume DB        finish the run recorded in DB (killed or\n"
-      "                     interrupted): rerun its scenario, seed and\n"
-      "                     policies and replace DB once the rerun is ok\n"
+      "                     interrupted): check the digests of its inputs,\n"
+      "                     rerun its scenario, seed, policies and options\n"
+      "                     and replace DB once the rerun is ok\n"
       "  -h, --help         this text\n"
       "\n"
       "registered names:\n",
