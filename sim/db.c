@@ -919,6 +919,11 @@ static lsim_err lsim__insert_ident(lsim_db *db, const lsim_runid *id,
 
 lsim_err lsim_db_begin_run(lsim_db *db, const lsim_run_info *info,
                            lsim_errbuf *eb) {
+  return lsim_db_begin_identified(db, info, NULL, eb);
+}
+
+lsim_err lsim_db_begin_identified(lsim_db *db, const lsim_run_info *info,
+                                  const lsim_runid *ident, lsim_errbuf *eb) {
   if (!db || !info)
     return LSIM_BUG(eb, "lsim_db_begin_run without a database or run info");
   if (db->state != LSIM__OPEN)
@@ -959,7 +964,7 @@ lsim_err lsim_db_begin_run(lsim_db *db, const lsim_run_info *info,
     return rc;
   }
   sqlite3_finalize(st);
-  if ((rc = lsim__insert_ident(db, info->ident, eb))) {
+  if ((rc = lsim__insert_ident(db, ident, eb))) {
     sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);
     return rc;
   }

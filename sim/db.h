@@ -45,11 +45,9 @@ typedef struct lsim_run_info {
   int64_t ns_per_tick;
   int workers;
   const char *command_line; /* may be NULL */
-  /* the run's inputs and options (sim/runid.h), stored in run_inputs and
-  ** run_options with the run row; NULL: none recorded (a resume of such a
-  ** database is refused) */
-  const struct lsim_runid *ident;
 } lsim_run_info;
+
+struct lsim_runid;
 
 typedef struct lsim_iter_record {
   int64_t iter;
@@ -77,10 +75,17 @@ typedef struct lsim_validation_record {
 ** released with lsim_db_close. */
 lsim_err lsim_db_open(lsim_db **out, const char *path, lsim_errbuf *eb);
 
-/* Insert the run row (status 'running') and info->ident's rows and
-** commit them in one transaction.  Run id is 1. */
+/* Insert the run row (status 'running') and commit it.  Run id is 1. */
 lsim_err lsim_db_begin_run(lsim_db *db, const lsim_run_info *info,
                            lsim_errbuf *eb);
+
+/* The same, with the run's identity: the rows of run_inputs and
+** run_options (sim/runid.h) are committed in the run row's transaction, so
+** a database with a run row always has them.  ident NULL: none recorded
+** (a resume of such a database is refused), as lsim_db_begin_run. */
+lsim_err lsim_db_begin_identified(lsim_db *db, const lsim_run_info *info,
+                                  const struct lsim_runid *ident,
+                                  lsim_errbuf *eb);
 
 /* Append rows; these are batched and committed every LSIM_DB_BATCH rows.
 ** lsim_db_event matches lsim_sink.event (ud is the lsim_db *). */

@@ -1039,8 +1039,8 @@ lsim_err lsim_replay_run(const lsim_scenario *sc, const lsim_replay_opts *o,
   lsim_run_info info = {sc->name,      sc->path,      sha,
                         sc->seed,      sc->backend,   sc->scheduler,
                         sc->evict,     sc->prefetch,  sc->ns_per_tick,
-                        sc->workers,   o->command_line, ident};
-  rc = lsim_db_begin_run(W.db, &info, eb);
+                        sc->workers,   o->command_line};
+  rc = lsim_db_begin_identified(W.db, &info, ident, eb);
   free(ident);
   if (!rc)
     res->db_status = "running";
