@@ -365,12 +365,16 @@ lsim_err lsim_runid_verify(const lsim_runid *rec, lsim_errbuf *eb) {
     int64_t bytes = 0;
     lsim_err rc = lsim_runid_digest(in->role, in->path, hex, &bytes, eb);
     if (rc == LSIM_E_RUN_INPUT_MISSING || rc == LSIM_E_IO) {
+      lsim_err code = rc == LSIM_E_IO ? LSIM_E_RUN_INPUT_CHANGED
+                                      : LSIM_E_RUN_INPUT_MISSING;
+      if (!eb)
+        return code;
       char why[sizeof eb->msg];
-      snprintf(why, sizeof why, "%s", eb ? eb->msg : in->path);
-      return lsim_fail(eb, rc == LSIM_E_IO ? LSIM_E_RUN_INPUT_CHANGED
-                                           : LSIM_E_RUN_INPUT_MISSING,
-                       "%s (recorded by the run): a rerun would not be the "
-                       "same run",
+      memcpy(why, eb->msg, sizeof why);
+      why[sizeof why - 1] = '\0';
+      return lsim_fail(eb, code,
+                       "%.400s (recorded by the run): a rerun would not be "
+                       "the same run",
                        why);
     }
     if (rc)
