@@ -38,6 +38,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <sqlite3.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1136,8 +1137,24 @@ void lsim_replay_explain(FILE *f, const char *prog, const lsim_summary *res,
   else if (access(db_path, F_OK) != 0)
     fprintf(f, "%s: no database written: %s was not created\n", prog,
             db_path);
-  else
-    fprintf(f, "%s: no run recorded in %s (the run row was never "
-               "committed; it is not a lorasim run database)\n",
-            prog, db_path);
+  else {
+    /* this run committed no row; say what the file at the path is */
+    char st[16] = "";
+    sqlite3 *h = NULL;
+    sqlite3_stmt *q = NULL;
+    if (sqlite3_open_v2(db_path, &h, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
+        sqlite3_prepare_v2(h, "SELECT status FROM runs WHERE run_id=1", -1, &q,
+                           NULL) == SQLITE_OK &&
+        sqlite3_step(q) == SQLITE_ROW && sqlite3_column_text(q, 0))
+      snprintf(st, sizeof st, "%s", (const char *)sqlite3_column_text(q, 0));
+    sqlite3_finalize(q);
+    sqlite3_close(h);
+    if (st[0])
+      fprintf(f, "%s: %s left as it was (it holds an earlier run, '%s')\n",
+              prog, db_path, st);
+    else
+      fprintf(f, "%s: no run recorded in %s (it holds no run row: not a "
+                 "lorasim run database)\n",
+              prog, db_path);
+  }
 }

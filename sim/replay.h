@@ -77,8 +77,9 @@ lsim_err lsim_replay_run(const lsim_scenario *sc, const lsim_replay_opts *o,
 /* After a failed lsim_replay_run: one line on f, after "PROG: ", saying
 ** what the database at db_path holds -- "run marked 'failed' in DB" only
 ** when the run row really was updated (res->db_status), "DB still says
-** 'running'" when its end could not be written, "no database written"
-** or "no run recorded in DB" when no run row was committed. */
+** 'running'" when its end could not be written; when no run row was
+** committed: "no database written" (no file), "DB left as it was" (the
+** file holds an earlier run), "no run recorded in DB" (it holds none). */
 void lsim_replay_explain(FILE *f, const char *prog, const lsim_summary *res,
                          const char *db_path);
 

@@ -26,6 +26,8 @@
 #define LSIM_TMP_PREFIX "/tmp/lsim-resume-"
 #include "cli_harness.h"
 
+#include "../sim/replay.h"
+
 extern char **environ;
 
 static char mnt[300]; /* a tmpfs this test mounted, or "" */
@@ -450,6 +452,49 @@ Test(resume, no_database_is_not_marked_failed) {
   cr_assert_not_null(strstr(out, "no database written: no-such-dir/x.db was "
                                  "not created"),
                      "%s", out);
+}
+
+/* A --db that names a directory holds no run: not "marked 'failed'". */
+Test(resume, a_directory_is_not_marked_failed) {
+  char cmd[1024];
+  cr_assert_eq(mkdir(strcat(strcpy(cmd, tmpdir), "/d.db"), 0755), 0);
+  snprintf(cmd, sizeof cmd, "replay %s --db d.db --no-plots --quiet",
+           quickstart());
+  cr_assert_neq(lorasim(cmd), 0, "%s", out);
+  cr_assert_null(strstr(out, "marked"), "%s", out);
+  cr_assert_not_null(strstr(out, "no run recorded in d.db (it holds no run "
+                                 "row: not a lorasim run database)"),
+                     "%s", out);
+}
+
+/* What lsim_replay_explain says for each state of the path, on real
+** files: an earlier run left alone is named as such. */
+Test(resume, explain_names_what_the_path_holds) {
+  char cmd[1024], db[512], got[1024];
+  snprintf(cmd, sizeof cmd, "replay %s --db old.db --no-plots --quiet",
+           quickstart());
+  cr_assert_eq(lorasim(cmd), 0, "%s", out);
+  path_of(db, sizeof db, "old.db");
+  lsim_summary s;
+  memset(&s, 0, sizeof s);
+  FILE *f = fmemopen(got, sizeof got, "w");
+  lsim_replay_explain(f, "p", &s, db); /* no row committed by this run */
+  s.db_status = "running";
+  lsim_replay_explain(f, "p", &s, db);
+  s.db_status = "failed";
+  lsim_replay_explain(f, "p", &s, db);
+  s.db_status = NULL;
+  lsim_replay_explain(f, "p", &s, "/nonexistent/x.db");
+  fclose(f);
+  char want[2048];
+  snprintf(want, sizeof want,
+           "p: %s left as it was (it holds an earlier run, 'ok')\n"
+           "p: the run's end could not be recorded: %s still says 'running' "
+           "(it holds the rows committed before the failure)\n"
+           "p: run marked 'failed' in %s\n"
+           "p: no database written: /nonexistent/x.db was not created\n",
+           db, db, db);
+  cr_assert_str_eq(got, want);
 }
 
 /* Mount a tmpfs of `size` at tmpdir/full; 0 when this process may not
