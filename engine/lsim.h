@@ -43,6 +43,7 @@ typedef int lsim_err;        /* 0 ok, negative LSIM_E_* */
 **   -620..-659 device adapter pool, calibration (err_dev.h)
 **   -660..-699 event-log audit (err_log.h)
 **   -720..-739 output files: paths refused, writes failed, locks (err_out.h)
+**   -760..-779 run identity and resume (err_run.h)
 ** Claim audit (sim/audit.c, docs/RELIABILITY.md): -84..-86 below.
 */
 #define LSIM_ERRCODES(X)                                                    \
@@ -90,6 +91,7 @@ typedef int lsim_err;        /* 0 ok, negative LSIM_E_* */
 #include "err_out.h"
 #include "err_plan.h"
 #include "err_res.h"
+#include "err_run.h"
 #include "err_tensor.h"
 #include "err_tp.h"
 
@@ -106,7 +108,8 @@ typedef int lsim_err;        /* 0 ok, negative LSIM_E_* */
   LSIM_ERRCODES_CMP(X)       \
   LSIM_ERRCODES_TP(X)        \
   LSIM_ERRCODES_LOG(X)       \
-  LSIM_ERRCODES_OUT(X)
+  LSIM_ERRCODES_OUT(X) \
+  LSIM_ERRCODES_RUN(X)
 
 enum {
 #define LSIM__ENUM(sym, val, name) sym = val,

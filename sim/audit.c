@@ -387,8 +387,11 @@ static int64_t lsim__opt(sqlite3_stmt *st, int i) {
                                                    : sqlite3_column_int64(st, i);
 }
 
+/* complete: 0 for a run that never ended 'ok' (killed, interrupted,
+** failed): its log is a prefix, so the end-of-log checks (every request
+** has its record) do not apply. */
 static lsim_err lsim__audit_log(sqlite3 *h, const char *scenario_path,
-                                int workers, FILE *out,
+                                int workers, int complete, FILE *out,
                                 lsim_audit_report *rep, lsim_err *first,
                                 lsim_errbuf *feb) {
   lsim_errbuf e = LSIM_ERRBUF_INIT;
@@ -478,7 +481,7 @@ static lsim_err lsim__audit_log(sqlite3 *h, const char *scenario_path,
     rc = lsim_ledger_record(L, &r, &e);
   }
   sqlite3_finalize(st);
-  if (!rc)
+  if (!rc && complete)
     rc = lsim_ledger_end(L, &e);
   lsim_ledger_stats ls;
   lsim_ledger_stats_get(L, &ls);
@@ -524,15 +527,33 @@ lsim_err lsim_audit_db(const char *path, FILE *out, lsim_audit_report *rep,
   sqlite3_finalize(st);
   lsim_err first = 0;
   lsim_errbuf feb = LSIM_ERRBUF_INIT;
+  /* a run that did not end 'ok' is a finding of its own, first: its
+  ** figures and records are missing because it stopped, not because a
+  ** contract broke (the rows it has are still audited) */
+  int complete = strcmp(status, "ok") == 0;
+  if (!complete) {
+    lsim_errbuf e = LSIM_ERRBUF_INIT;
+    lsim_fail(&e, LSIM_E_RUN_INCOMPLETE,
+              "%s: run incomplete: its status is '%s', not 'ok' (%s); the "
+              "rows it holds are a prefix of the run%s",
+              path, status[0] ? status : "(none)",
+              strcmp(status, "running") == 0
+                  ? "killed, or still in progress"
+                  : strcmp(status, "interrupted") == 0 ? "stopped by a signal"
+                                                        : "it stopped on an error",
+              strcmp(status, "failed") == 0
+                  ? ""
+                  : "; lorasim replay --resume DB finishes it");
+    lsim__finding(out, rep, &first, &feb, &e);
+  }
   lsim__audit_claims(h, backend, out, rep, &first, &feb);
-  lsim__audit_log(h, scn, workers, out, rep, &first, &feb);
+  lsim__audit_log(h, scn, workers, complete, out, rep, &first, &feb);
   sqlite3_close(h);
   if (rep->findings) {
     if (eb)
       *eb = feb;
     return first;
   }
-  (void)status;
   return 0;
 }
 
@@ -548,7 +569,9 @@ int lsim_cmd_audit(int argc, char **argv) {
           "evidence class (exact, measured, modeled, cited) within what its\n"
           "source supports (E_CLAIM_CEILING, E_CLAIM_CLASS, E_CLAIM_MISSING),\n"
           "and the event log and request rows keep the scheduler, recovery\n"
-          "and lifecycle contracts of docs/SCHEMA.md (E_LOG_*).\n"
+          "and lifecycle contracts of docs/SCHEMA.md (E_LOG_*).  A run that\n"
+          "did not end 'ok' (killed, interrupted, failed) is the finding\n"
+          "E_RUN_INCOMPLETE; the rows it holds are audited as a prefix.\n"
           "Exit 0: clean; 1: findings (one line each); 2: not a run database.\n",
           f);
     return argc == 2 ? 0 : 2;

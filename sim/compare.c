@@ -798,8 +798,9 @@ int lsim_compare_main(int argc, char **argv) {
     rc = lsim_replay_run(&sc, &o, &rows[i].s, &eb);
     if (rc) {
       st = lsim__cmp_die(rc, eb.msg);
-      fprintf(stderr, "lorasim compare: run of '%s' marked '%s' in %s\n",
-              names[i], rows[i].s.status, dbpath);
+      char prog[LSIM_NAME_MAX + 64];
+      snprintf(prog, sizeof prog, "lorasim compare: run of '%s'", names[i]);
+      lsim_replay_explain(stderr, prog, &rows[i].s, dbpath);
     } else if (lsim_timeline_write(&tl, ftl, rows[i].s.end_tick,
                                    sc.ns_per_tick) ||
                (rc = lsim__cmp_ttft(ftt, dbpath, tick_s * 1e3, &eb)) ||

@@ -63,9 +63,10 @@
 #include <unistd.h>
 
 #include "outfile.h"
+#include "runid.h"
 
 /* PRAGMA user_version of the schema below; bump on any schema change. */
-#define LSIM__SCHEMA_VERSION 2
+#define LSIM__SCHEMA_VERSION 3
 #define LSIM__RUN_ID 1 /* the INSERTs below spell it as the literal 1 */
 #define LSIM__ROWS 64       /* events per multi-row INSERT */
 #define LSIM__EV_COLS 10    /* bound columns per event_log row, seq included */
@@ -189,6 +190,21 @@ static const char lsim__schema[] =
     " error TEXT,"
     " events INTEGER,"
     " end_tick INTEGER);"
+    /* the run's identity (sim/runid.h): every input file with its digest
+    ** and every command-line option it was given; written with the run
+    ** row, in the same transaction */
+    "CREATE TABLE run_inputs("
+    " run_id INTEGER NOT NULL,"
+    " role TEXT NOT NULL,"
+    " path TEXT NOT NULL,"
+    " sha256 TEXT NOT NULL,"
+    " bytes INTEGER NOT NULL,"
+    " PRIMARY KEY(run_id, role, path));"
+    "CREATE TABLE run_options("
+    " run_id INTEGER NOT NULL,"
+    " name TEXT NOT NULL,"
+    " value TEXT NOT NULL,"
+    " PRIMARY KEY(run_id, name));"
     "CREATE TABLE event_kinds("
     " kind INTEGER PRIMARY KEY,"
     " name TEXT UNIQUE NOT NULL);"
@@ -328,19 +344,53 @@ static const struct {
 
 /* ---- helpers -------------------------------------------------------------- */
 
+/* SQLite's reason for the last failure on h, for a message: its text,
+** the result code by name and number (extended), and for an I/O-level
+** failure the operating system's error ("database or disk is full
+** (SQLITE_FULL, code 13; os: No space left on device)"). */
+static const char *lsim__why(sqlite3 *h, char *out, size_t n) {
+  static const struct {
+    int code;
+    const char *name;
+  } names[] = {{SQLITE_FULL, "SQLITE_FULL"},       {SQLITE_IOERR, "SQLITE_IOERR"},
+               {SQLITE_CANTOPEN, "SQLITE_CANTOPEN"}, {SQLITE_READONLY, "SQLITE_READONLY"},
+               {SQLITE_BUSY, "SQLITE_BUSY"},       {SQLITE_LOCKED, "SQLITE_LOCKED"},
+               {SQLITE_CORRUPT, "SQLITE_CORRUPT"}, {SQLITE_NOTADB, "SQLITE_NOTADB"},
+               {SQLITE_NOMEM, "SQLITE_NOMEM"},     {SQLITE_PERM, "SQLITE_PERM"},
+               {SQLITE_CONSTRAINT, "SQLITE_CONSTRAINT"}, {SQLITE_ERROR, "SQLITE_ERROR"}};
+  if (!h) {
+    snprintf(out, n, "out of memory");
+    return out;
+  }
+  int ext = sqlite3_extended_errcode(h), prim = ext & 0xff;
+  const char *name = "SQLITE error";
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+    if (names[i].code == prim)
+      name = names[i].name;
+  int os = (prim == SQLITE_FULL || prim == SQLITE_IOERR ||
+            prim == SQLITE_CANTOPEN)
+               ? sqlite3_system_errno(h)
+               : 0;
+  snprintf(out, n, "%s (%s, code %d%s%s)", sqlite3_errmsg(h), name, ext,
+           os ? "; os: " : "", os ? strerror(os) : "");
+  return out;
+}
+
 /* Record an append failure for lsim_db_errmsg and mark the spine broken. */
 static lsim_err lsim__append_fail(lsim_db *db, const char *what) {
+  char why[256];
   snprintf(db->err, sizeof db->err, "%s: %s: %s", db->path, what,
-           sqlite3_errmsg(db->h));
+           lsim__why(db->h, why, sizeof why));
   db->broken = 1;
   return LSIM_E_DB;
 }
 
 static lsim_err lsim__exec(lsim_db *db, const char *sql, const char *what,
                            lsim_errbuf *eb) {
+  char why[256];
   if (sqlite3_exec(db->h, sql, NULL, NULL, NULL) != SQLITE_OK)
     return lsim_fail(eb, LSIM_E_DB, "%s: %s: %s", db->path, what,
-                     sqlite3_errmsg(db->h));
+                     lsim__why(db->h, why, sizeof why));
   return 0;
 }
 
@@ -853,8 +903,55 @@ void lsim_db_close(lsim_db *db) {
 
 /* ---- the run ------------------------------------------------------------------ */
 
+/* The rows of run_inputs and run_options (docs/SCHEMA.md), inside the
+** transaction of the run row. */
+static lsim_err lsim__insert_ident(lsim_db *db, const lsim_runid *id,
+                                   lsim_errbuf *eb) {
+  if (!id)
+    return 0;
+  sqlite3_stmt *in = NULL, *op = NULL;
+  lsim_err rc;
+  if ((rc = lsim__prepare(db,
+                          "INSERT INTO run_inputs(run_id,role,path,sha256,"
+                          "bytes) VALUES(1,?1,?2,?3,?4)",
+                          &in, eb)) ||
+      (rc = lsim__prepare(db,
+                          "INSERT INTO run_options(run_id,name,value) "
+                          "VALUES(1,?1,?2)",
+                          &op, eb))) {
+    sqlite3_finalize(in);
+    return rc;
+  }
+  for (int i = 0; !rc && i < id->ninputs; i++) {
+    lsim__bind_str(in, 1, id->in[i].role);
+    lsim__bind_str(in, 2, id->in[i].path);
+    lsim__bind_str(in, 3, id->in[i].sha256);
+    sqlite3_bind_int64(in, 4, id->in[i].bytes);
+    if (sqlite3_step(in) != SQLITE_DONE)
+      rc = lsim_fail(eb, LSIM_E_DB, "%s: insert run input %s: %s", db->path,
+                     id->in[i].path, sqlite3_errmsg(db->h));
+    sqlite3_reset(in);
+  }
+  for (int i = 0; !rc && i < id->nopts; i++) {
+    lsim__bind_str(op, 1, id->opt[i].name);
+    lsim__bind_str(op, 2, id->opt[i].value);
+    if (sqlite3_step(op) != SQLITE_DONE)
+      rc = lsim_fail(eb, LSIM_E_DB, "%s: insert run option %s: %s", db->path,
+                     id->opt[i].name, sqlite3_errmsg(db->h));
+    sqlite3_reset(op);
+  }
+  sqlite3_finalize(in);
+  sqlite3_finalize(op);
+  return rc;
+}
+
 lsim_err lsim_db_begin_run(lsim_db *db, const lsim_run_info *info,
                            lsim_errbuf *eb) {
+  return lsim_db_begin_identified(db, info, NULL, eb);
+}
+
+lsim_err lsim_db_begin_identified(lsim_db *db, const lsim_run_info *info,
+                                  const lsim_runid *ident, lsim_errbuf *eb) {
   if (!db || !info)
     return LSIM_BUG(eb, "lsim_db_begin_run without a database or run info");
   if (db->state != LSIM__OPEN)
@@ -869,6 +966,11 @@ lsim_err lsim_db_begin_run(lsim_db *db, const lsim_run_info *info,
       &st, eb);
   if (rc)
     return rc;
+  /* one transaction: a run row is never without its identity rows */
+  if ((rc = lsim__exec(db, "BEGIN IMMEDIATE", "begin", eb))) {
+    sqlite3_finalize(st);
+    return rc;
+  }
   sqlite3_bind_int(st, 1, LSIM__RUN_ID);
   lsim__bind_str(st, 2, info->scenario_name);
   lsim__bind_str(st, 3, info->scenario_path);
@@ -882,14 +984,23 @@ lsim_err lsim_db_begin_run(lsim_db *db, const lsim_run_info *info,
   sqlite3_bind_int64(st, 11, info->ns_per_tick);
   sqlite3_bind_int(st, 12, info->workers);
   lsim__bind_str(st, 13, info->command_line);
-  /* autocommit: the 'running' row is durable before any event exists */
   if (sqlite3_step(st) != SQLITE_DONE) {
     rc = lsim_fail(eb, LSIM_E_DB, "%s: insert run: %s", db->path,
                    sqlite3_errmsg(db->h));
     sqlite3_finalize(st);
+    sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);
     return rc;
   }
   sqlite3_finalize(st);
+  if ((rc = lsim__insert_ident(db, ident, eb))) {
+    sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);
+    return rc;
+  }
+  /* committed: the 'running' row is durable before any event exists */
+  if ((rc = lsim__exec(db, "COMMIT", "insert run", eb))) {
+    sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);
+    return rc;
+  }
   if ((rc = lsim__exec(db, "BEGIN IMMEDIATE", "begin", eb)))
     return rc;
   db->state = LSIM__RUNNING;
@@ -1245,6 +1356,10 @@ lsim_err lsim_db_end_run(lsim_db *db, const char *status, const char *error,
 }
 
 /* ---- accessors ------------------------------------------------------------------ */
+
+const char *lsim_db_failure(const lsim_db *db) {
+  return db && db->err[0] ? db->err : NULL;
+}
 
 const char *lsim_db_errmsg(lsim_db *db) {
   if (!db)

@@ -47,6 +47,8 @@ typedef struct lsim_run_info {
   const char *command_line; /* may be NULL */
 } lsim_run_info;
 
+struct lsim_runid;
+
 typedef struct lsim_iter_record {
   int64_t iter;
   int worker;
@@ -81,6 +83,14 @@ lsim_err lsim_db_open(lsim_db **out, const char *path, lsim_errbuf *eb);
 lsim_err lsim_db_begin_run(lsim_db *db, const lsim_run_info *info,
                            lsim_errbuf *eb);
 
+/* The same, with the run's identity: the rows of run_inputs and
+** run_options (sim/runid.h) are committed in the run row's transaction, so
+** a database with a run row always has them.  ident NULL: none recorded
+** (a resume of such a database is refused), as lsim_db_begin_run. */
+lsim_err lsim_db_begin_identified(lsim_db *db, const lsim_run_info *info,
+                                  const struct lsim_runid *ident,
+                                  lsim_errbuf *eb);
+
 /* Append rows; these are batched and committed every LSIM_DB_BATCH rows.
 ** lsim_db_event matches lsim_sink.event (ud is the lsim_db *). */
 lsim_err lsim_db_event(void *db, const lsim_event *ev);
@@ -108,6 +118,11 @@ lsim_err lsim_db_end_run(lsim_db *db, const char *status, const char *error,
 
 /* Events appended so far in this run. */
 int64_t lsim_db_event_count(const lsim_db *db);
+
+/* The message of the first failed append or commit ("<path>: <what>:
+** <sqlite message> (<code name>, code <extended code>; os: <errno
+** text>)"), NULL when none failed. */
+const char *lsim_db_failure(const lsim_db *db);
 
 /* The last SQLite error of a failed append, for the caller's message. */
 const char *lsim_db_errmsg(lsim_db *db);

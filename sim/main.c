@@ -33,6 +33,7 @@
 #include "trace_cmd.h"
 #include "replay.h"
 #include "resume.h"
+#include "runid.h"
 #include "scenario.h"
 #ifdef LSIM_HAVE_CUDA
 #include "../backends/cuda/cuda.h"
@@ -95,8 +96,9 @@ static void lsim__usage_replay(FILE *f) {
       "  --profile FILE     iteration cost from a calibrated cost profile\n"
       "                     (lorasim calibrate) instead of $.cost\n"
       "  --resume DB        finish the run recorded in DB (killed or\n"
-      "                     interrupted): rerun its scenario, seed and\n"
-      "                     policies and replace DB once the rerun is ok\n"
+      "                     interrupted): check the digests of its inputs,\n"
+      "                     rerun its scenario, seed, policies and options\n"
+      "                     and replace DB once the rerun is ok\n"
       "  -h, --help         this text\n"
       "\n"
       "registered names:\n",
@@ -140,6 +142,8 @@ static int lsim__die(const char *prog, lsim_err code, const char *msg) {
     return 2; /* a compressed collection that cannot be served as given */
   if (code == LSIM_E_OUT_SYMLINK || code == LSIM_E_OUT_NOT_REGULAR)
     return 2; /* an output path refused before anything is written */
+  if (code == LSIM_E_RUN_INPUT_MISSING || code == LSIM_E_RUN_INPUT_CHANGED)
+    return 2; /* an input of the run that cannot be read */
   return code == LSIM_E_USAGE ? 2 : 1;
 }
 
@@ -187,7 +191,7 @@ static int lsim__cmd_replay(int argc, char **argv) {
       {NULL, 0, NULL, 0}};
   const char *db = NULL, *sched = NULL, *evict = NULL, *prefetch = NULL,
              *backend = NULL, *seed_s = NULL, *profile = NULL,
-             *resume = NULL;
+             *resume = NULL, *tlayers_s = NULL;
   int plots = 1, quiet = 0, verify = 0, skip = 0, c;
   int tmodel = 0, tlayers = 0;
   optind = 1;
@@ -221,6 +225,7 @@ static int lsim__cmd_replay(int argc, char **argv) {
         return 2;
       }
       tlayers = (int)v;
+      tlayers_s = optarg;
       break;
     }
     case O_VERIFY:
@@ -261,18 +266,9 @@ static int lsim__cmd_replay(int argc, char **argv) {
   }
   if (skip)
     sc.trace_skip_bad_rows = 1;
-  if (profile) {
-    lsim_cost_model cm;
-    if ((rc = lsim_profile_load(profile, &cm, &eb))) {
-      lsim__die("lorasim replay", rc, eb.msg);
-      return 2; /* bad input */
-    }
-    sc.iter_fixed_ns = cm.iter_fixed_ns;
-    sc.prefill_token_ns = cm.prefill_token_ns;
-    sc.decode_token_ns = cm.decode_token_ns;
-    sc.segment_ns = cm.segment_ns;
-    sc.rank_row_ps = cm.rank_row_ps;
-    snprintf(sc.cost_profile, sizeof sc.cost_profile, "%s", profile);
+  if (profile && (rc = lsim_runid_apply_profile(&sc, profile, &eb))) {
+    lsim__die("lorasim replay", rc, eb.msg);
+    return 2; /* bad input */
   }
   if (seed_s && lsim__parse_seed(seed_s, &sc.seed))
     return lsim__die("lorasim replay", LSIM_E_USAGE,
@@ -324,6 +320,28 @@ static int lsim__cmd_replay(int argc, char **argv) {
     used += (size_t)snprintf(cmdline + used, sizeof cmdline - used, "%s%s",
                              i ? " " : "lorasim ", argv[i]);
 
+  /* the options that override the scenario, recorded for --resume */
+  const char *ropts[2 * 12 + 1];
+  int nr = 0;
+#define LSIM__ROPT(cond, name, value) \
+  if (cond) {                         \
+    ropts[nr++] = (name);             \
+    ropts[nr++] = (value);            \
+  }
+  LSIM__ROPT(seed_s, "seed", seed_s)
+  LSIM__ROPT(sched, "scheduler", sched)
+  LSIM__ROPT(evict, "evict", evict)
+  LSIM__ROPT(prefetch, "prefetch", prefetch)
+  LSIM__ROPT(backend, "backend", backend)
+  LSIM__ROPT(verify, "verify", "cpu_ref")
+  LSIM__ROPT(skip, "skip-bad-rows", "1")
+  LSIM__ROPT(profile, "profile", profile)
+  LSIM__ROPT(tmodel, "tensor-shape", "model")
+  LSIM__ROPT(tlayers, "tensor-layers", tlayers_s)
+  LSIM__ROPT(!plots, "no-plots", "1")
+#undef LSIM__ROPT
+  ropts[nr] = NULL;
+
   lsim__on_signals();
 
   lsim_replay_opts o = {.db_path = dbpath,
@@ -334,14 +352,13 @@ static int lsim__cmd_replay(int argc, char **argv) {
                         .stop = &lsim__stop,
                         .verify = verify,
                         .tensor_model = tmodel,
-                        .tensor_layers = tlayers};
+                        .tensor_layers = tlayers,
+                        .run_options = ropts};
   lsim_summary sum;
   rc = lsim_replay_run(&sc, &o, &sum, &eb);
   if (rc) {
     int st = lsim__die("lorasim replay", rc, eb.msg);
-    if (rc > -720 || rc < -739) /* a refused path or lock wrote nothing */
-      fprintf(stderr, "lorasim replay: run marked '%s' in %s\n", sum.status,
-              dbpath);
+    lsim_replay_explain(stderr, "lorasim replay", &sum, dbpath);
     return st;
   }
   return 0;

@@ -38,10 +38,12 @@
 
 #include <errno.h>
 #include <math.h>
+#include <sqlite3.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -54,6 +56,7 @@
 #include "outfile.h"
 #include "queue.h"
 #include "rng.h"
+#include "runid.h"
 
 enum { LSIM__Q_LOAD_DONE = 0, LSIM__Q_ITER_DONE = 1, LSIM__Q_ARRIVAL = 2,
        LSIM__Q_STEP = 3 };
@@ -1027,9 +1030,23 @@ lsim_err lsim_replay_run(const lsim_scenario *sc, const lsim_replay_opts *o,
     rc = lsim_out_lock(&lock, final_path, eb);
   if (rc)
     return rc;
-  /* the side files are refused before anything is written */
-  if ((rc = lsim_report_check_paths(final_path, o->plots, eb)) ||
-      (rc = lsim_db_open(&W.db, o->db_path, eb))) {
+  /* the side files are refused and the run's identity taken before anything
+  ** is written: an input that cannot be read leaves no database behind */
+  lsim_runid *ident = calloc(1, sizeof *ident);
+  if (!ident) {
+    lsim_out_unlock(&lock);
+    return lsim_fail(eb, LSIM_E_NOMEM, "out of memory");
+  }
+  rc = lsim_report_check_paths(final_path, o->plots, eb);
+  if (!rc)
+    rc = lsim_runid_collect(sc, ident, eb);
+  for (const char *const *p = o->run_options; !rc && p && p[0] && p[1];
+       p += 2)
+    rc = lsim_runid_option(ident, p[0], p[1], eb);
+  if (!rc)
+    rc = lsim_db_open(&W.db, o->db_path, eb);
+  if (rc) {
+    free(ident);
     lsim_out_unlock(&lock);
     return rc;
   }
@@ -1039,7 +1056,10 @@ lsim_err lsim_replay_run(const lsim_scenario *sc, const lsim_replay_opts *o,
                         sc->seed,      sc->backend,   sc->scheduler,
                         sc->evict,     sc->prefetch,  sc->ns_per_tick,
                         sc->workers,   o->command_line};
-  rc = lsim_db_begin_run(W.db, &info, eb);
+  rc = lsim_db_begin_identified(W.db, &info, ident, eb);
+  free(ident);
+  if (!rc)
+    res->db_status = "running";
   if (!rc)
     rc = lsim__setup(&W, eb);
   if (!rc)
@@ -1054,6 +1074,14 @@ lsim_err lsim_replay_run(const lsim_scenario *sc, const lsim_replay_opts *o,
   }
   if (!rc && W.eng && !lsim_engine_check(W.eng))
     rc = LSIM_BUG(eb, "page conservation violated at the end of the run");
+  /* a sink that failed on a database write says only which event it was:
+  ** add SQLite's own reason (a full disk, an I/O error) */
+  const char *dbwhy = lsim_db_failure(W.db);
+  if (rc && dbwhy && !strstr(eb->msg, dbwhy)) {
+    char head[sizeof eb->msg];
+    snprintf(head, sizeof head, "%s", eb->msg);
+    lsim_fail(eb, rc, "%s: %s", head, dbwhy);
+  }
 
   res->events = W.events;
   res->queue_events = W.queue_events;
@@ -1106,6 +1134,8 @@ lsim_err lsim_replay_run(const lsim_scenario *sc, const lsim_replay_opts *o,
     *eb = eb_end;
     status = "failed";
   }
+  if (!rc_end)
+    res->db_status = status;
   res->status = status;
   if (o->tenant_service && W.m.tenant_service)
     memcpy(o->tenant_service, W.m.tenant_service,
@@ -1116,4 +1146,43 @@ lsim_err lsim_replay_run(const lsim_scenario *sc, const lsim_replay_opts *o,
   lsim__teardown(&W);
   lsim_out_unlock(&lock);
   return rc;
+}
+
+void lsim_replay_explain(FILE *f, const char *prog, const lsim_summary *res,
+                         const char *db_path) {
+  struct stat lst;
+  if (res->db_status && strcmp(res->db_status, "running") != 0)
+    fprintf(f, "%s: run marked '%s' in %s\n", prog, res->db_status, db_path);
+  else if (res->db_status)
+    fprintf(f, "%s: the run's end could not be recorded: %s still says "
+               "'running' (it holds the rows committed before the "
+               "failure)\n",
+            prog, db_path);
+  else if (lstat(db_path, &lst) != 0)
+    fprintf(f, "%s: no database written: %s was not created\n", prog,
+            db_path);
+  else if (!S_ISREG(lst.st_mode)) /* never opened: a FIFO would block */
+    fprintf(f, "%s: no database written: %s left as it was (not a regular "
+               "file)\n",
+            prog, db_path);
+  else {
+    /* this run committed no row; say what the file at the path is */
+    char st[16] = "";
+    sqlite3 *h = NULL;
+    sqlite3_stmt *q = NULL;
+    if (sqlite3_open_v2(db_path, &h, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
+        sqlite3_prepare_v2(h, "SELECT status FROM runs WHERE run_id=1", -1, &q,
+                           NULL) == SQLITE_OK &&
+        sqlite3_step(q) == SQLITE_ROW && sqlite3_column_text(q, 0))
+      snprintf(st, sizeof st, "%s", (const char *)sqlite3_column_text(q, 0));
+    sqlite3_finalize(q);
+    sqlite3_close(h);
+    if (st[0])
+      fprintf(f, "%s: %s left as it was (it holds an earlier run, '%s')\n",
+              prog, db_path, st);
+    else
+      fprintf(f, "%s: no run recorded in %s (it holds no run row: not a "
+                 "lorasim run database)\n",
+              prog, db_path);
+  }
 }

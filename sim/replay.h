@@ -62,6 +62,11 @@ typedef struct lsim_replay_opts {
   ** rerun); 0: the run takes it, and refuses with LSIM_E_OUT_LOCKED while
   ** another process holds it. */
   int lock_held;
+  /* Optional: the command-line options the run was given, as name, value
+  ** pairs ending with NULL ({"seed", "7", "verify", "cpu_ref", NULL});
+  ** recorded in run_options with the digests of every input the scenario
+  ** reads (sim/runid.h), which `replay --resume` checks. */
+  const char *const *run_options;
 } lsim_replay_opts;
 
 #define LSIM_REPLAY_HOOK_EVERY 1024
@@ -74,5 +79,14 @@ typedef struct lsim_replay_opts {
 ** failure, as far as it got).  Returns 0, LSIM_E_INTERRUPTED, or an error. */
 lsim_err lsim_replay_run(const lsim_scenario *sc, const lsim_replay_opts *o,
                          lsim_summary *res, lsim_errbuf *eb);
+
+/* After a failed lsim_replay_run: one line on f, after "PROG: ", saying
+** what the database at db_path holds -- "run marked 'failed' in DB" only
+** when the run row really was updated (res->db_status), "DB still says
+** 'running'" when its end could not be written; when no run row was
+** committed: "no database written" (no file), "DB left as it was" (the
+** file holds an earlier run), "no run recorded in DB" (it holds none). */
+void lsim_replay_explain(FILE *f, const char *prog, const lsim_summary *res,
+                         const char *db_path);
 
 #endif /* LSIM_REPLAY_H */

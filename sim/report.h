@@ -103,6 +103,10 @@ void lsim_metrics_release(lsim_metrics *m);
 
 typedef struct lsim_summary {
   const char *status; /* "ok", "failed", "interrupted" */
+  /* what the database's run row says on return: NULL when no run row was
+  ** committed (the database was not created, or holds no run), "running"
+  ** when the end could not be written (a failed write), else status */
+  const char *db_status;
   char db_path[1024];
   char plots[2][1100];  /* written PNG paths, "" when none */
   char metrics_path[1100];

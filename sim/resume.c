@@ -4,9 +4,11 @@
 ** Steps, each a function below:
 **
 **   1. lsim_resume_read       the runs row: scenario path and SHA-256,
-**                             seed, policies, backend, command line
-**   2. lsim_resume_scenario   load the scenario, check its SHA-256, apply
-**                             the recorded choices
+**                             seed, policies, backend, command line; the
+**                             run_inputs and run_options rows
+**   2. lsim_resume_scenario   recompute every recorded digest, load the
+**                             scenario, apply the recorded choices and
+**                             options, check it reads the same inputs
 **   3. lsim_replay_run        into DB.resume (any old DB.resume and its
 **                             -wal/-shm are replaced by lsim_db_open)
 **   4. lsim__install          remove DB's -wal and -shm, rename DB.resume
@@ -44,14 +46,6 @@ static void lsim__col(sqlite3_stmt *st, int i, char *out, size_t n) {
   snprintf(out, n, "%s", t ? (const char *)t : "");
 }
 
-/* 1 when the space-separated command line holds the word w. */
-static int lsim__has_word(const char *line, const char *w) {
-  size_t n = strlen(w);
-  for (const char *p = line; (p = strstr(p, w)) != NULL; p += n)
-    if ((p == line || p[-1] == ' ') && (p[n] == ' ' || p[n] == '\0'))
-      return 1;
-  return 0;
-}
 
 lsim_err lsim_resume_read(const char *db_path, lsim_resume_info *ri,
                           lsim_errbuf *eb) {
@@ -90,13 +84,6 @@ lsim_err lsim_resume_read(const char *db_path, lsim_resume_info *ri,
       lsim__col(st, 6, ri->evict, sizeof ri->evict);
       lsim__col(st, 7, ri->prefetch, sizeof ri->prefetch);
       lsim__col(st, 8, ri->command_line, sizeof ri->command_line);
-      ri->skip_bad_rows = lsim__has_word(ri->command_line, "--skip-bad-rows");
-      ri->verify = lsim__has_word(ri->command_line, "--verify");
-      ri->no_plots = lsim__has_word(ri->command_line, "--no-plots");
-      ri->tensor_model =
-          lsim__has_word(ri->command_line, "--tensor-shape model");
-      const char *tl = strstr(ri->command_line, "--tensor-layers ");
-      ri->tensor_layers = tl ? atoi(tl + 16) : 0;
       if (!ri->scenario_path[0])
         rc = lsim_fail(eb, LSIM_E_USAGE, "%s: the run row names no scenario",
                        db_path);
@@ -111,6 +98,18 @@ lsim_err lsim_resume_read(const char *db_path, lsim_resume_info *ri,
     }
   }
   sqlite3_finalize(st);
+  /* the identity, and the flags it holds that the columns do not */
+  if (!rc && strcmp(ri->status, "ok") != 0 &&
+      !(rc = lsim_runid_read(h, db_path, &ri->id, eb))) {
+    const char *v;
+    ri->skip_bad_rows = lsim_runid_get(&ri->id, "skip-bad-rows") != NULL;
+    ri->verify = lsim_runid_get(&ri->id, "verify") != NULL;
+    ri->no_plots = lsim_runid_get(&ri->id, "no-plots") != NULL;
+    ri->tensor_model = (v = lsim_runid_get(&ri->id, "tensor-shape")) &&
+                       strcmp(v, "model") == 0;
+    ri->tensor_layers =
+        (v = lsim_runid_get(&ri->id, "tensor-layers")) ? atoi(v) : 0;
+  }
   sqlite3_close(h);
   return rc;
 }
@@ -127,8 +126,11 @@ static lsim_err lsim__set(char *dst, const char *name, const char *what,
 
 lsim_err lsim_resume_scenario(const lsim_resume_info *ri, lsim_scenario *sc,
                               lsim_errbuf *eb) {
-  lsim_err rc = lsim_scenario_load(sc, ri->scenario_path, eb);
+  /* every recorded input as it is now, before anything reads it */
+  lsim_err rc = lsim_runid_verify(&ri->id, eb);
   if (rc)
+    return rc;
+  if ((rc = lsim_scenario_load(sc, ri->scenario_path, eb)))
     return rc;
   char sha[65];
   lsim_scenario_sha_hex(sc, sha);
@@ -149,7 +151,14 @@ lsim_err lsim_resume_scenario(const lsim_resume_info *ri, lsim_scenario *sc,
     return rc;
   if (ri->skip_bad_rows)
     sc->trace_skip_bad_rows = 1;
-  return 0;
+  const char *profile = lsim_runid_get(&ri->id, "profile");
+  if (profile && (rc = lsim_runid_apply_profile(sc, profile, eb)))
+    return rc;
+  /* the scenario so rebuilt must read what the run read, no more */
+  static lsim_runid now;
+  if ((rc = lsim_runid_collect(sc, &now, eb)))
+    return rc;
+  return lsim_runid_same_inputs(&ri->id, &now, eb);
 }
 
 static lsim_err lsim__install(const char *tmp, const char *db,
@@ -186,7 +195,9 @@ static int lsim__exit(lsim_err rc, const char *msg) {
   if (rc == LSIM_E_INTERRUPTED)
     return 130;
   if (rc == LSIM_E_USAGE || (rc <= LSIM_E_SCN_JSON && rc > LSIM_E_BACKEND) ||
-      rc == LSIM_E_OUT_SYMLINK || rc == LSIM_E_OUT_NOT_REGULAR)
+      rc == LSIM_E_OUT_SYMLINK || rc == LSIM_E_OUT_NOT_REGULAR ||
+      rc == LSIM_E_RUN_INPUT_MISSING || rc == LSIM_E_RUN_INPUT_CHANGED ||
+      rc == LSIM_E_RUN_IDENTITY)
     return 2;
   return 1;
 }
@@ -231,6 +242,13 @@ static int lsim__resume_locked(const char *db_path, int quiet, int no_plots,
     printf("resuming %s: %s seed %llu (%s, was '%s')\n", db_path,
            ri.scenario_path, (unsigned long long)ri.seed, ri.scheduler,
            ri.status);
+  /* the rerun records the run's own options, so it can be resumed too */
+  static const char *ropts[2 * LSIM_RUNID_MAX_OPTIONS + 1];
+  for (int i = 0; i < ri.id.nopts; i++) {
+    ropts[2 * i] = ri.id.opt[i].name;
+    ropts[2 * i + 1] = ri.id.opt[i].value;
+  }
+  ropts[2 * ri.id.nopts] = NULL;
   lsim_replay_opts o = {.db_path = tmp,
                         .final_path = db_path,
                         .command_line = ri.command_line,
@@ -241,7 +259,8 @@ static int lsim__resume_locked(const char *db_path, int quiet, int no_plots,
                         .verify = ri.verify,
                         .tensor_model = ri.tensor_model,
                         .tensor_layers = ri.tensor_layers,
-                        .lock_held = 1};
+                        .lock_held = 1,
+                        .run_options = ropts};
   lsim_summary sum;
   rc = lsim_replay_run(&sc, &o, &sum, &eb);
   if (rc == LSIM_E_INTERRUPTED) {
@@ -259,9 +278,8 @@ static int lsim__resume_locked(const char *db_path, int quiet, int no_plots,
   if (rc) {
     /* a rerun that failed replaces nothing: DB keeps the partial run */
     int st = lsim__exit(rc, eb.msg);
-    fprintf(stderr, "lorasim replay: the rerun is marked '%s' in %s; %s left "
-                    "as it was\n",
-            sum.status, tmp, db_path);
+    lsim_replay_explain(stderr, "lorasim replay: the rerun", &sum, tmp);
+    fprintf(stderr, "lorasim replay: %s left as it was\n", db_path);
     return st;
   }
   if ((rc = lsim__install(tmp, db_path, &eb)))

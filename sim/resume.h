@@ -4,8 +4,13 @@
 ** A run killed part way (kill -9, power loss) leaves its database with the
 ** run row 'running' and the events of its last committed batch; one
 ** stopped by SIGINT leaves it 'interrupted'.  A run is a pure function of
-** its scenario file, seed, policies and backend, all of which the runs row
-** records (the scenario by path and SHA-256), so resuming is a
+** its inputs and options: the runs row records the seed, policies and
+** backend, run_inputs the path and SHA-256 of every file the run read
+** (the scenario, its trace, profile, bundle...) and run_options every
+** command-line option it was given (sim/runid.h).  A resume checks every
+** recorded digest again and refuses when one input is gone
+** (E_RUN_INPUT_MISSING) or differs (E_RUN_INPUT_CHANGED), then reruns with
+** the recorded options (a --profile is applied again), so resuming is a
 ** deterministic rerun: the same event rows, byte for byte, as a run that
 ** was never interrupted.  The rerun writes a fresh database beside the old
 ** one (DB.resume) and renames it over DB only when it ended 'ok'; until
@@ -19,6 +24,7 @@
 #include <stdint.h>
 
 #include "../engine/lsim.h"
+#include "runid.h"
 #include "scenario.h"
 
 /* What the runs row of a database says about how to rerun it. */
@@ -30,20 +36,24 @@ typedef struct lsim_resume_info {
   char backend[LSIM_NAME_MAX], scheduler[LSIM_NAME_MAX];
   char evict[LSIM_NAME_MAX], prefetch[LSIM_NAME_MAX];
   char command_line[1024];
-  /* flags found in command_line that the columns do not hold */
+  lsim_runid id; /* the recorded inputs and options (run_inputs, run_options) */
+  /* flags from the recorded options that the columns do not hold */
   int skip_bad_rows, verify, no_plots;
   int tensor_model, tensor_layers; /* --tensor-shape model, --tensor-layers */
 } lsim_resume_info;
 
-/* Read the run row of db_path.  E_USAGE when the file holds no run (it
-** was killed before the row was committed, or it is not a lorasim
-** database), E_DB when SQLite cannot read it. */
+/* Read the run row and the identity of db_path.  E_USAGE when the file
+** holds no run (it was killed before the row was committed, or it is not
+** a lorasim database), E_RUN_IDENTITY when it was written without an
+** identity (an older lorasim), E_DB when SQLite cannot read it. */
 lsim_err lsim_resume_read(const char *db_path, lsim_resume_info *ri,
                           lsim_errbuf *eb);
 
-/* Load the recorded scenario into *sc and apply the recorded seed,
-** policies, backend and flags.  E_USAGE when the scenario file changed
-** since the run (its SHA-256 differs): rerunning it would not be a resume. */
+/* Check every recorded input (E_RUN_INPUT_MISSING, E_RUN_INPUT_CHANGED,
+** naming its role and path), load the recorded scenario into *sc, apply
+** the recorded seed, policies, backend, flags and --profile, and check
+** that the scenario so built reads exactly the recorded inputs
+** (E_RUN_INPUT_CHANGED): rerunning anything else would not be a resume. */
 lsim_err lsim_resume_scenario(const lsim_resume_info *ri, lsim_scenario *sc,
                               lsim_errbuf *eb);
 
