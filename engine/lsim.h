@@ -42,6 +42,7 @@ typedef int lsim_err;        /* 0 ok, negative LSIM_E_* */
 **   -560..-619 tensor-parallel placement (err_tp.h)
 **   -620..-659 device adapter pool, calibration (err_dev.h)
 **   -660..-699 event-log audit (err_log.h)
+**   -700..-719 JSON input layer and whole-file reads (err_json.h)
 ** Claim audit (sim/audit.c, docs/RELIABILITY.md): -84..-86 below.
 */
 #define LSIM_ERRCODES(X)                                                    \
@@ -84,6 +85,7 @@ typedef int lsim_err;        /* 0 ok, negative LSIM_E_* */
 #include "err_cmp.h"
 #include "err_exec.h"
 #include "err_id.h"
+#include "err_json.h"
 #include "err_kv.h"
 #include "err_log.h"
 #include "err_plan.h"
@@ -103,7 +105,8 @@ typedef int lsim_err;        /* 0 ok, negative LSIM_E_* */
   LSIM_ERRCODES_KV(X)        \
   LSIM_ERRCODES_CMP(X)       \
   LSIM_ERRCODES_TP(X)        \
-  LSIM_ERRCODES_LOG(X)
+  LSIM_ERRCODES_LOG(X)       \
+  LSIM_ERRCODES_JSON(X)
 
 enum {
 #define LSIM__ENUM(sym, val, name) sym = val,
