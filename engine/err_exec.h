@@ -9,4 +9,5 @@
   X(LSIM_E_EXEC_UNKNOWN_KEY,   -303, "E_UNKNOWN_KEY")                       \
   X(LSIM_E_EXEC_DUP_ID,        -304, "E_DUP_ID")                            \
   X(LSIM_E_EXEC_UNKNOWN_ADAPTER, -305, "E_UNKNOWN_ADAPTER")                 \
-  X(LSIM_E_EXEC_PATH,          -306, "E_PATH")
+  X(LSIM_E_EXEC_PATH,          -306, "E_PATH")                              \
+  X(LSIM_E_EXEC_LIMIT,         -307, "E_EXEC_LIMIT")

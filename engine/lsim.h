@@ -42,6 +42,7 @@ typedef int lsim_err;        /* 0 ok, negative LSIM_E_* */
 **   -560..-619 tensor-parallel placement (err_tp.h)
 **   -620..-659 device adapter pool, calibration (err_dev.h)
 **   -660..-699 event-log audit (err_log.h)
+**   -700..-719 JSON input layer and whole-file reads (err_json.h)
 **   -720..-739 output files: paths refused, writes failed, locks (err_out.h)
 **   -760..-779 run identity and resume (err_run.h)
 ** Claim audit (sim/audit.c, docs/RELIABILITY.md): -84..-86 below.
@@ -86,6 +87,7 @@ typedef int lsim_err;        /* 0 ok, negative LSIM_E_* */
 #include "err_cmp.h"
 #include "err_exec.h"
 #include "err_id.h"
+#include "err_json.h"
 #include "err_kv.h"
 #include "err_log.h"
 #include "err_out.h"
@@ -109,7 +111,8 @@ typedef int lsim_err;        /* 0 ok, negative LSIM_E_* */
   LSIM_ERRCODES_TP(X)        \
   LSIM_ERRCODES_LOG(X)       \
   LSIM_ERRCODES_OUT(X) \
-  LSIM_ERRCODES_RUN(X)
+  LSIM_ERRCODES_RUN(X) \
+  LSIM_ERRCODES_JSON(X)
 
 enum {
 #define LSIM__ENUM(sym, val, name) sym = val,

@@ -30,7 +30,9 @@
 
 #include "outfile.h"
 #include "../engine/plan.h"
+#include "json.h"
 #include "replay.h"
+#include "slurp.h"
 #include "scenario.h"
 #ifdef LSIM_HAVE_CUDA
 #include "../backends/cuda/cuda.h"
@@ -40,67 +42,48 @@
 
 lsim_err lsim_profile_load(const char *path, lsim_cost_model *out,
                            lsim_errbuf *eb) {
-  FILE *f = fopen(path, "rb");
-  char *text = NULL;
-  long n;
-  cJSON *root = NULL;
-  lsim_err rc = 0;
   static const char *const keys[] = {"iter_fixed_ns", "prefill_token_ns",
                                      "decode_token_ns", "segment_ns",
                                      "rank_row_ps"};
-  int64_t v[5];
-  if (!f)
-    return lsim_fail(eb, LSIM_E_IO, "profile %s: cannot open: %s", path,
-                     strerror(errno));
-  if (fseek(f, 0, SEEK_END) != 0 || (n = ftell(f)) < 0 || n > (1 << 20) ||
-      fseek(f, 0, SEEK_SET) != 0) {
-    fclose(f);
-    return lsim_fail(eb, LSIM_E_DEV_PROFILE,
-                     "profile %s: unreadable or larger than 1 MiB", path);
+  /* the shared reader (sim/slurp.h, sim/json.h): the file type checked
+  ** before opening, at most 1 MiB, duplicate keys refused, exact integers */
+  static const lsim_json_codes codes = {LSIM_E_DEV_PROFILE,
+                                        LSIM_E_JSON_DUP_KEY};
+  const lsim_slurp_opts so = {(size_t)1 << 20, LSIM_E_DEV_PROFILE, 0, 0,
+                              "profile"};
+  lsim_json_doc doc;
+  lsim_errbuf e2 = LSIM_ERRBUF_INIT;
+  lsim_err rc = lsim_json_load(&doc, path, &so, &codes, &e2);
+  if (rc) {
+    int syntax = rc == LSIM_E_DEV_PROFILE && strncmp(e2.msg, "profile ", 8);
+    return lsim_fail(eb, rc, "%s%s%s", syntax ? "profile " : "", e2.msg,
+                     syntax ? " (not valid JSON)" : "");
   }
-  text = malloc((size_t)n + 1);
-  if (!text) {
-    fclose(f);
-    return lsim_fail(eb, LSIM_E_NOMEM, "out of memory");
-  }
-  if (fread(text, 1, (size_t)n, f) != (size_t)n) {
-    fclose(f);
-    free(text);
-    return lsim_fail(eb, LSIM_E_IO, "profile %s: read failed", path);
-  }
-  fclose(f);
-  text[n] = 0;
-  root = cJSON_Parse(text);
-  free(text);
-  if (!root)
-    return lsim_fail(eb, LSIM_E_DEV_PROFILE, "profile %s: not valid JSON",
-                     path);
-  const cJSON *ver = cJSON_GetObjectItemCaseSensitive(root, "lorasim_profile");
-  const cJSON *cost = cJSON_GetObjectItemCaseSensitive(root, "cost");
-  if (!cJSON_IsNumber(ver) || ver->valuedouble != 1) {
-    rc = lsim_fail(eb, LSIM_E_DEV_PROFILE,
-                   "profile %s: $.lorasim_profile: must be 1", path);
+  char file[600];
+  snprintf(file, sizeof file, "profile %s", path);
+  const lsim_json_rd rd = {file, eb, LSIM_E_DEV_PROFILE, LSIM_E_DEV_PROFILE,
+                           LSIM_E_DEV_PROFILE};
+  const cJSON *root = doc.root;
+  const cJSON *ver = lsim_json_get(root, "lorasim_profile");
+  const cJSON *cost = lsim_json_get(root, "cost");
+  int64_t one = 0, v[5];
+  if (lsim_json_int(ver, &one) != LSIM_JSON_INT_OK || one != 1) {
+    rc = lsim_json_fail(eb, LSIM_E_DEV_PROFILE, file, "$.lorasim_profile",
+                        "must be 1");
     goto out;
   }
   if (!cJSON_IsObject(cost)) {
-    rc = lsim_fail(eb, LSIM_E_DEV_PROFILE,
-                   "profile %s: $.cost: required object is missing", path);
+    rc = lsim_json_fail(eb, LSIM_E_DEV_PROFILE, file, "$.cost",
+                        "required object is missing");
     goto out;
   }
-  for (int i = 0; i < 5; i++) {
-    const cJSON *x = cJSON_GetObjectItemCaseSensitive(cost, keys[i]);
-    if (!cJSON_IsNumber(x) || x->valuedouble < 0 || x->valuedouble > 1e12 ||
-        x->valuedouble != floor(x->valuedouble)) {
-      rc = lsim_fail(eb, LSIM_E_DEV_PROFILE,
-                     "profile %s: $.cost.%s: must be an integer in "
-                     "0..1e12", path, keys[i]);
+  for (int i = 0; i < 5; i++)
+    if ((rc = lsim_json_get_int(&rd, cost, "$.cost", keys[i], 1, 0,
+                                1000000000000, 0, &v[i])))
       goto out;
-    }
-    v[i] = (int64_t)x->valuedouble;
-  }
   *out = (lsim_cost_model){v[0], v[1], v[2], v[3], v[4]};
 out:
-  cJSON_Delete(root);
+  lsim_json_release(&doc);
   return rc;
 }
 

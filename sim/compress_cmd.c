@@ -27,6 +27,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "json.h"
+#include "slurp.h"
 #include "outfile.h"
 #include "../compress/jd.h"
 #include "../compress/ledger.h"
@@ -79,39 +81,12 @@ static lsim_err lsim__at(lsim__coll *c, lsim_errbuf *eb, lsim_err code,
   return lsim_fail(eb, code, "%s", msg);
 }
 
-static char *lsim__slurp(const char *file, size_t *len, lsim_errbuf *eb) {
-  FILE *f = fopen(file, "rb");
-  if (!f) {
-    lsim_fail(eb, LSIM_E_IO, "%s: cannot open: %s", file, strerror(errno));
-    return NULL;
-  }
-  size_t cap = 1 << 16, n = 0;
-  char *buf = malloc(cap);
-  while (buf) {
-    size_t got = fread(buf + n, 1, cap - n - 1, f);
-    n += got;
-    if (n + 1 < cap)
-      break;
-    char *nb = realloc(buf, cap * 2);
-    if (!nb) {
-      free(buf);
-      buf = NULL;
-      break;
-    }
-    buf = nb;
-    cap *= 2;
-  }
-  int err = ferror(f);
-  fclose(f);
-  if (!buf || err) {
-    free(buf);
-    lsim_fail(eb, buf ? LSIM_E_IO : LSIM_E_NOMEM, "%s: cannot read", file);
-    return NULL;
-  }
-  buf[n] = 0;
-  *len = n;
-  return buf;
-}
+/* Collections and bundles go through the shared JSON layer (sim/json.h):
+** duplicate keys are E_JSON_DUP_KEY with their path, syntax is E_CMP_JSON,
+** and the file through lsim_slurp (FIFOs and devices refused before they
+** are opened, at most LSIM_SLURP_CAP bytes, E_FILE_SIZE beyond). */
+static const lsim_json_codes lsim__cmp_codes = {LSIM_E_CMP_JSON,
+                                                LSIM_E_JSON_DUP_KEY};
 
 /* ---- reading a collection --------------------------------------------- */
 
@@ -147,8 +122,8 @@ static lsim_err lsim__int(lsim__coll *c, const cJSON *o, const char *key,
   snprintf(p, sizeof p, "%s.%s", path, key);
   if (!j)
     return lsim__at(c, eb, LSIM_E_CMP_MISSING, p, "missing");
-  double v = cJSON_IsNumber(j) ? j->valuedouble : NAN;
-  if (!(v == floor(v)) || v < lo || v > hi)
+  int64_t v = 0;
+  if (lsim_json_int(j, &v) != LSIM_JSON_INT_OK || v < lo || v > hi)
     return lsim__at(c, eb, LSIM_E_CMP_TYPE, p, "want an integer in %d..%d", lo,
                     hi);
   *out = (int)v;
@@ -1089,24 +1064,12 @@ int lsim_compress_main(int argc, char **argv) {
   memset(&col, 0, sizeof col);
   const char *file = in ? in : verify ? verify : "--synthetic";
   int status = 0;
-  cJSON *root = NULL;
-  char *text = NULL;
+  lsim_json_doc doc = LSIM_JSON_DOC_INIT;
+  const cJSON *root = NULL;
   if (in || verify) {
-    size_t len = 0;
-    text = lsim__slurp(file, &len, &eb);
-    if (!text)
-      return lsim__fail_out(file, NULL, &eb, 2);
-    const char *end = NULL;
-    root = cJSON_ParseWithLengthOpts(text, len + 1, &end, 1);
-    if (!root) {
-      int line = 1;
-      for (const char *s = text; end && s < end; s++)
-        line += *s == '\n';
-      fprintf(stderr, "lorasim: error E_CMP_JSON at $: %s: invalid JSON near "
-                      "line %d\n", file, line);
-      free(text);
-      return 2;
-    }
+    if (lsim_json_load(&doc, file, NULL, &lsim__cmp_codes, &eb))
+      return lsim__fail_out(file, NULL, &eb, eb.code == LSIM_E_NOMEM ? 1 : 2);
+    root = doc.root;
   }
   if (verify) {
     lsim_err rc = lsim__verify(root, &col, NULL, &eb);
@@ -1225,8 +1188,7 @@ int lsim_compress_main(int argc, char **argv) {
     lsim_jd_result_release(&r);
   }
 done:
-  cJSON_Delete(root);
-  free(text);
+  lsim_json_release(&doc);
   lsim__coll_release(&col);
   return status;
 }
@@ -1243,23 +1205,15 @@ void lsim_compress_serve_release(lsim_compress_serve *s) {
 lsim_err lsim_compress_bundle_read(const char *file, lsim_compress_serve *out,
                                    lsim_errbuf *eb) {
   memset(out, 0, sizeof *out);
-  size_t len = 0;
-  char *text = lsim__slurp(file, &len, eb);
-  if (!text)
-    return eb ? eb->code : LSIM_E_IO;
-  const char *end = NULL;
-  cJSON *root = cJSON_ParseWithLengthOpts(text, len + 1, &end, 1);
-  if (!root) {
-    int line = 1;
-    for (const char *s = text; end && s < end; s++)
-      line += *s == '\n';
-    free(text);
-    return lsim_fail(eb, LSIM_E_CMP_JSON,
-                     "bundle %s: invalid JSON near line %d", file, line);
-  }
+  lsim_json_doc doc;
+  lsim_errbuf e2 = LSIM_ERRBUF_INIT;
+  lsim_err rc = lsim_json_load(&doc, file, NULL, &lsim__cmp_codes, &e2);
+  if (rc)
+    return lsim_fail(eb, rc, "bundle %s", e2.msg);
+  const cJSON *root = doc.root;
   lsim__coll col;
   memset(&col, 0, sizeof col);
-  lsim_err rc = lsim__verify(root, &col, out, eb);
+  rc = lsim__verify(root, &col, out, eb);
   if (rc && eb) {
     char msg[sizeof eb->msg];
     snprintf(msg, sizeof msg, "%s", eb->msg);
@@ -1267,8 +1221,7 @@ lsim_err lsim_compress_bundle_read(const char *file, lsim_compress_serve *out,
               col.path[0] ? col.path : "$", msg);
   }
   lsim__coll_release(&col);
-  cJSON_Delete(root);
-  free(text);
+  lsim_json_release(&doc);
   if (rc)
     lsim_compress_serve_release(out);
   return rc;

@@ -8,6 +8,13 @@
 ** rationals.  Input errors exit 2 with one line naming the JSON path and a
 ** stable code; nothing is written to --out unless the whole run succeeded
 ** (the file is written beside the target and renamed into place).
+**
+** The input goes through the shared JSON layer (sim/json.h): duplicate keys
+** are refused, integers are exact up to 2^63-1, and out of memory is
+** E_NOMEM.  Every step is linear in the size of the batch: ids are found
+** through a hash index, the output order by a counting pass, so a batch of
+** LSIM_EXEC_MAX_REQUESTS requests (the documented limit, E_EXEC_LIMIT
+** beyond) takes time proportional to its rows.
 */
 #include "exec.h"
 #include "exec_witness.h"
@@ -22,7 +29,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "json.h"
 #include "outfile.h"
+#include "slurp.h"
 #include "../backends/cpu_ref/cpu_ref.h"
 #include "../engine/rowplan.h"
 #ifdef LSIM_HAVE_CUDA
@@ -32,6 +41,62 @@
 
 #define LSIM__EXEC_MAX_DIM 65536
 #define LSIM__EXEC_MAX_ITEMS 1000000
+/* the most requests (and adapters) in one batch: docs/EXEC.md */
+#define LSIM_EXEC_MAX_REQUESTS 1000000
+
+/* ---- an index of ids ------------------------------------------------------
+** Open addressing over FNV-1a; it answers membership and an id's position
+** only, so its slot order never steers anything. */
+typedef struct lsim__ids {
+  const char **key;
+  int *val;
+  size_t mask;
+} lsim__ids;
+
+static uint64_t lsim__fnv(const char *s) {
+  uint64_t h = 1469598103934665603ull;
+  for (; *s; s++)
+    h = (h ^ (unsigned char)*s) * 1099511628211ull;
+  return h;
+}
+
+static int lsim__ids_init(lsim__ids *ix, int n) {
+  size_t cap = 16;
+  while (cap < (size_t)n * 2)
+    cap *= 2;
+  ix->key = calloc(cap, sizeof *ix->key);
+  ix->val = calloc(cap, sizeof *ix->val);
+  ix->mask = cap - 1;
+  return ix->key && ix->val;
+}
+
+static void lsim__ids_release(lsim__ids *ix) {
+  free(ix->key);
+  free(ix->val);
+  ix->key = NULL;
+  ix->val = NULL;
+}
+
+/* The value of id, or -1. */
+static int lsim__ids_find(const lsim__ids *ix, const char *id) {
+  if (!ix->key)
+    return -1;
+  for (size_t h = lsim__fnv(id) & ix->mask;; h = (h + 1) & ix->mask) {
+    if (!ix->key[h])
+      return -1;
+    if (strcmp(ix->key[h], id) == 0)
+      return ix->val[h];
+  }
+}
+
+/* Add id -> v (id not present; the table has room by construction). */
+static void lsim__ids_add(lsim__ids *ix, const char *id, int v) {
+  size_t h = lsim__fnv(id) & ix->mask;
+  while (ix->key[h])
+    h = (h + 1) & ix->mask;
+  ix->key[h] = id;
+  ix->val[h] = v;
+}
 
 typedef struct lsim__xreq {
   const char *id;
@@ -49,6 +114,7 @@ typedef struct lsim__batch {
   int nreq;
   lsim__xreq *req;
   int *packed; /* NULL or [nreq] */
+  lsim__ids ad_ix, req_ix; /* adapter and request id -> index */
   char path[512]; /* JSON path of the last error */
 } lsim__batch;
 
@@ -85,11 +151,19 @@ static lsim_err lsim__num(lsim__batch *b, const cJSON *j, const char *path,
     return 0;
   }
   if (cJSON_IsNumber(j)) {
-    double v = j->valuedouble;
-    if (!isfinite(v) || v != floor(v) || fabs(v) > 9007199254740992.0)
+    /* exact from the number's text: 2^53 + 1 stays 2^53 + 1 */
+    int64_t v = 0;
+    lsim_json_int_st st = lsim_json_int(j, &v);
+    if (st == LSIM_JSON_INT_RANGE)
       return lsim__at(b, eb, LSIM_E_RATIONAL, path,
-                      "expected an integer or a \"p/q\" string, got %.17g", v);
-    mpq_set_d(out, v);
+                      "integer %s is outside [-2^63, 2^63-1]; give it as a "
+                      "\"p/q\" string", lsim_json_num_text(j));
+    if (st != LSIM_JSON_INT_OK)
+      return lsim__at(b, eb, LSIM_E_RATIONAL, path,
+                      "expected an integer or a \"p/q\" string, got %s",
+                      lsim_json_num_text(j));
+    mpz_set_si(mpq_numref(out), (long)v);
+    mpz_set_ui(mpq_denref(out), 1);
     return 0;
   }
   return lsim__at(b, eb, LSIM_E_EXEC_TYPE, path,
@@ -100,10 +174,11 @@ static lsim_err lsim__int(lsim__batch *b, const cJSON *j, const char *path,
                           int lo, int hi, int *out, lsim_errbuf *eb) {
   if (!cJSON_IsNumber(j))
     return lsim__at(b, eb, LSIM_E_EXEC_TYPE, path, "expected an integer");
-  double v = j->valuedouble;
-  if (v != floor(v) || v < lo || v > hi)
+  int64_t v = 0;
+  if (lsim_json_int(j, &v) != LSIM_JSON_INT_OK || v < lo || v > hi)
     return lsim__at(b, eb, LSIM_E_SHAPE, path,
-                    "expected an integer in [%d, %d], got %.17g", lo, hi, v);
+                    "expected an integer in [%d, %d], got %s", lo, hi,
+                    lsim_json_num_text(j));
   *out = (int)v;
   return 0;
 }
@@ -162,10 +237,7 @@ static lsim_err lsim__need(lsim__batch *b, const cJSON *o, const char *key,
 /* ---- parsing the batch ------------------------------------------------------ */
 
 static int lsim__find_adapter(const lsim__batch *b, const char *name) {
-  for (int i = 0; i < b->nad; i++)
-    if (b->ad_names[i] && strcmp(b->ad_names[i], name) == 0)
-      return i;
-  return -1;
+  return lsim__ids_find(&b->ad_ix, name);
 }
 
 static lsim_err lsim__parse(lsim__batch *b, const cJSON *root,
@@ -197,9 +269,13 @@ static lsim_err lsim__parse(lsim__batch *b, const cJSON *root,
   if (!cJSON_IsArray(ads))
     return lsim__at(b, eb, LSIM_E_EXEC_TYPE, "$.adapters", "expected an array");
   b->nad = cJSON_GetArraySize(ads);
+  if (b->nad > LSIM_EXEC_MAX_REQUESTS)
+    return lsim__at(b, eb, LSIM_E_EXEC_LIMIT, "$.adapters",
+                    "%d adapters; a batch holds at most %d", b->nad,
+                    LSIM_EXEC_MAX_REQUESTS);
   b->ad = calloc((size_t)b->nad + 1, sizeof *b->ad);
   b->ad_names = calloc((size_t)b->nad + 1, sizeof *b->ad_names);
-  if (!b->ad || !b->ad_names)
+  if (!b->ad || !b->ad_names || !lsim__ids_init(&b->ad_ix, b->nad))
     return lsim_fail(eb, LSIM_E_NOMEM, "out of memory");
   for (int i = 0; i < b->nad; i++)
     mpq_init(b->ad[i].scale);
@@ -220,6 +296,7 @@ static lsim_err lsim__parse(lsim__batch *b, const cJSON *root,
       return lsim__at(b, eb, LSIM_E_EXEC_DUP_ID, p, "duplicate adapter id '%s'",
                       j->valuestring);
     b->ad_names[i] = j->valuestring;
+    lsim__ids_add(&b->ad_ix, j->valuestring, i);
     if ((rc = lsim__need(b, a, "rank", ap, &j, eb)))
       return rc;
     snprintf(p, sizeof p, "%s.rank", ap);
@@ -267,8 +344,12 @@ static lsim_err lsim__parse(lsim__batch *b, const cJSON *root,
   if (b->nreq < 1)
     return lsim__at(b, eb, LSIM_E_SHAPE, "$.requests",
                     "expected at least one request");
+  if (b->nreq > LSIM_EXEC_MAX_REQUESTS)
+    return lsim__at(b, eb, LSIM_E_EXEC_LIMIT, "$.requests",
+                    "%d requests; a batch holds at most %d", b->nreq,
+                    LSIM_EXEC_MAX_REQUESTS);
   b->req = calloc((size_t)b->nreq, sizeof *b->req);
-  if (!b->req)
+  if (!b->req || !lsim__ids_init(&b->req_ix, b->nreq))
     return lsim_fail(eb, LSIM_E_NOMEM, "out of memory");
   i = 0;
   for (const cJSON *r = reqs->child; r; r = r->next, i++) {
@@ -282,11 +363,11 @@ static lsim_err lsim__parse(lsim__batch *b, const cJSON *root,
     snprintf(p, sizeof p, "%s.id", rp);
     if (!cJSON_IsString(j) || !j->valuestring[0])
       return lsim__at(b, eb, LSIM_E_EXEC_TYPE, p, "expected a non-empty string");
-    for (int k = 0; k < i; k++)
-      if (strcmp(b->req[k].id, j->valuestring) == 0)
-        return lsim__at(b, eb, LSIM_E_EXEC_DUP_ID, p,
-                        "duplicate request id '%s'", j->valuestring);
+    if (lsim__ids_find(&b->req_ix, j->valuestring) >= 0)
+      return lsim__at(b, eb, LSIM_E_EXEC_DUP_ID, p,
+                      "duplicate request id '%s'", j->valuestring);
     q->id = j->valuestring;
+    lsim__ids_add(&b->req_ix, j->valuestring, i);
     if ((rc = lsim__need(b, r, "phase", rp, &j, eb)))
       return rc;
     snprintf(p, sizeof p, "%s.phase", rp);
@@ -344,11 +425,8 @@ static lsim_err lsim__parse(lsim__batch *b, const cJSON *root,
     i = 0;
     for (const cJSON *v = j->child; v; v = v->next, i++) {
       snprintf(p, sizeof p, "$.packed_order[%d]", i);
-      int k = -1;
-      if (cJSON_IsString(v))
-        for (int m = 0; m < b->nreq; m++)
-          if (strcmp(b->req[m].id, v->valuestring) == 0)
-            k = m;
+      int k = cJSON_IsString(v) ? lsim__ids_find(&b->req_ix, v->valuestring)
+                                : -1;
       if (k < 0 || seen[k]) {
         free(seen);
         return lsim__at(b, eb, LSIM_E_PLAN_PACKED_ORDER, p,
@@ -386,6 +464,8 @@ static void lsim__batch_release(lsim__batch *b) {
   free(b->ad_names);
   free(b->req);
   free(b->packed);
+  lsim__ids_release(&b->ad_ix);
+  lsim__ids_release(&b->req_ix);
 }
 
 /* ---- output ------------------------------------------------------------------ */
@@ -508,44 +588,6 @@ static void lsim__exec_usage(FILE *f) {
         f);
 }
 
-static char *lsim__slurp(const char *path, size_t *len, lsim_errbuf *eb) {
-  FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
-  if (!f) {
-    lsim_fail(eb, LSIM_E_IO, "%s: cannot open: %s", path, strerror(errno));
-    return NULL;
-  }
-  size_t cap = 1 << 16, n = 0;
-  char *buf = malloc(cap);
-  while (buf) {
-    size_t got = fread(buf + n, 1, cap - n - 1, f);
-    n += got;
-    if (n < cap - 1)
-      break;
-    if (cap > (size_t)1 << 30) {
-      free(buf);
-      buf = NULL;
-      lsim_fail(eb, LSIM_E_SHAPE, "%s: input larger than 1 GiB", path);
-      break;
-    }
-    char *nb = realloc(buf, cap *= 2);
-    if (!nb) {
-      free(buf);
-      buf = NULL;
-    }
-    buf = nb;
-  }
-  if (f != stdin)
-    fclose(f);
-  if (!buf) {
-    if (!eb->code)
-      lsim_fail(eb, LSIM_E_NOMEM, "out of memory reading %s", path);
-    return NULL;
-  }
-  buf[n] = 0;
-  *len = n;
-  return buf;
-}
-
 static int lsim__exec_fail(const lsim__batch *b, lsim_err rc,
                            const lsim_errbuf *eb, FILE *err) {
   if (err && b && b->path[0])
@@ -581,29 +623,26 @@ static int lsim__exec_witness(const cJSON *root, lsim__batch *b,
   return rc ? lsim__exec_fail(b, rc, &eb, err) : 0;
 }
 
-/* Run one batch given as JSON text (text[len] must be '\0'): `in` names it
-** in messages, `out` is
-** the result file (NULL: stdout, "": discarded), errors go to err (NULL:
-** nowhere).  Returns the exit status. */
-static int lsim__exec_text(const char *text, size_t len, const char *in,
-                           const char *out, const char *backend, int use_cuda,
-                           int path, int cpath, FILE *err) {
+/* The codes of the JSON layer's own failures in a batch. */
+static const lsim_json_codes lsim__exec_codes = {LSIM_E_EXEC_JSON,
+                                                 LSIM_E_JSON_DUP_KEY};
+
+/* A batch that did not parse or could not be read: the exit status. */
+static int lsim__exec_unread(const lsim_errbuf *eb, FILE *err) {
+  lsim__exec_fail(NULL, eb->code, eb, err);
+  return eb->code == LSIM_E_NOMEM || eb->code == LSIM_E_BUG ? 1 : 2;
+}
+
+/* Run one parsed batch: `out` is the result file (NULL: stdout, "":
+** discarded), errors go to err (NULL: nowhere).  Returns the exit status. */
+static int lsim__exec_doc(const lsim_json_doc *doc, const char *out,
+                          const char *backend, int use_cuda, int path,
+                          int cpath, FILE *err) {
 #ifndef LSIM_HAVE_CUDA
   (void)use_cuda;
   (void)cpath;
 #endif
-  const char *end = NULL;
-  cJSON *root = cJSON_ParseWithLengthOpts(text, len + 1, &end, 1);
-  if (!root) {
-    int line = 1;
-    for (const char *s = text; end && s < end; s++)
-      line += *s == '\n';
-    if (err)
-      fprintf(err, "lorasim: error E_JSON at $: %s: invalid JSON near line %d\n",
-              in, line);
-    return 2;
-  }
-
+  const cJSON *root = doc->root;
   lsim_errbuf eb = LSIM_ERRBUF_INIT;
   lsim__batch b;
   memset(&b, 0, sizeof b);
@@ -614,9 +653,7 @@ static int lsim__exec_text(const char *text, size_t len, const char *in,
   int mode = LSIM_EXEC_MODE_LINEAR;
   lsim_err rc = lsim_exec_mode_of(root, &mode, b.path, sizeof b.path, &eb);
   if (!rc && mode == LSIM_EXEC_MODE_KV_WITNESS) {
-    status = lsim__exec_witness(root, &b, out, use_cuda, err);
-    cJSON_Delete(root);
-    return status;
+    return lsim__exec_witness(root, &b, out, use_cuda, err);
   }
   if (!rc)
     rc = lsim__parse(&b, root, &eb);
@@ -713,14 +750,22 @@ static int lsim__exec_text(const char *text, size_t len, const char *in,
         mpq_add(LSIM_QAT(&Y, t, k), LSIM_QAT(&Y, t, k), LSIM_QAT(&D, t, k));
     /* scheduler order: requests as listed, each request's rows in order */
     int *order = malloc((size_t)plan.T * sizeof *order);
-    if (!order) {
+    int *start = calloc((size_t)b.nreq + 1, sizeof *start);
+    if (!order || !start) {
+      free(order);
+      free(start);
       rc = lsim_fail(&eb, LSIM_E_NOMEM, "out of memory");
     } else {
-      int n = 0;
+      /* a counting pass: request j's rows in increasing packed position
+      ** (rows of one request are packed in order) */
+      int n = plan.T;
+      for (int t = 0; t < plan.T; t++)
+        start[plan.row_req[t] + 1]++;
       for (int j = 0; j < b.nreq; j++)
-        for (int t = 0; t < plan.T; t++)
-          if (plan.row_req[t] == j)
-            order[n++] = t; /* rows of one request are packed in order */
+        start[j + 1] += start[j];
+      for (int t = 0; t < plan.T; t++)
+        order[start[plan.row_req[t]]++] = t;
+      free(start);
       cJSON *res = cJSON_CreateObject();
       cJSON_AddItemToObject(res, "plan", lsim__plan_json(&b, &plan));
       cJSON_AddItemToObject(res, "delta", lsim__rat_rows(&D, order, n));
@@ -763,7 +808,20 @@ static int lsim__exec_text(const char *text, size_t len, const char *in,
   lsim_rowplan_release(&plan);
   free(ents);
   lsim__batch_release(&b);
-  cJSON_Delete(root);
+  return status;
+}
+
+/* Run one batch given as JSON text (text[len] must be '\0'): `in` names it
+** in messages; the rest as lsim__exec_doc. */
+static int lsim__exec_text(const char *text, size_t len, const char *in,
+                           const char *out, const char *backend, int use_cuda,
+                           int path, int cpath, FILE *err) {
+  lsim_errbuf eb = LSIM_ERRBUF_INIT;
+  lsim_json_doc doc;
+  if (lsim_json_parse(&doc, text, len, in, &lsim__exec_codes, &eb))
+    return lsim__exec_unread(&eb, err);
+  int status = lsim__exec_doc(&doc, out, backend, use_cuda, path, cpath, err);
+  lsim_json_release(&doc);
   return status;
 }
 
@@ -836,20 +894,19 @@ int lsim_exec_main(int argc, char **argv) {
     return 2;
   }
 
-  size_t len = 0;
-  char *text = lsim__slurp(in, &len, &eb);
-  if (!text) {
-    lsim__exec_fail(NULL, eb.code, &eb, stderr);
-    return 2; /* an unreadable batch is bad input */
-  }
+  /* a FIFO or device is refused before it is opened; at most
+  ** LSIM_SLURP_CAP bytes; "-" is standard input (sim/slurp.h) */
+  const lsim_slurp_opts so = {0, 0, 0, 1, NULL};
+  lsim_json_doc doc;
+  if (lsim_json_load(&doc, in, &so, &lsim__exec_codes, &eb))
+    return lsim__exec_unread(&eb, stderr); /* unreadable: bad input */
 #ifdef LSIM_HAVE_CUDA
-  int status = lsim__exec_text(text, len, in, out, backend, use_cuda, path,
-                               cpath, stderr);
+  int status = lsim__exec_doc(&doc, out, backend, use_cuda, path, cpath,
+                              stderr);
 #else
-  int status = lsim__exec_text(text, len, in, out, backend, use_cuda, path, 0,
-                               stderr);
+  int status = lsim__exec_doc(&doc, out, backend, use_cuda, path, 0, stderr);
 #endif
-  free(text);
+  lsim_json_release(&doc);
   return status;
 }
 

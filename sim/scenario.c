@@ -21,6 +21,8 @@
 
 #include "../backends/backend.h"
 #include "calibrate.h"
+#include "json.h"
+#include "slurp.h"
 #include "../engine/policy/policy.h"
 
 #include <cjson/cJSON.h>
@@ -36,7 +38,7 @@
 #include <sys/stat.h>
 
 #define LSIM__MAX_FILE_BYTES ((size_t)16 << 20) /* 16 MiB */
-#define LSIM__PATHBUF 256                       /* a JSON path */
+#define LSIM__PATHBUF LSIM_JSON_PATHBUF         /* a JSON path */
 #define LSIM__INT_LIMIT 9007199254740992.0      /* 2^53 */
 
 #if defined(__GNUC__)
@@ -111,40 +113,11 @@ static void lsim__join(char *out, size_t size, const char *const *names) {
   }
 }
 
-static const char *lsim__type_name(const cJSON *v) {
-  if (cJSON_IsObject(v))
-    return "object";
-  if (cJSON_IsArray(v))
-    return "array";
-  if (cJSON_IsString(v))
-    return "string";
-  if (cJSON_IsNumber(v))
-    return "number";
-  if (cJSON_IsBool(v))
-    return "boolean";
-  if (cJSON_IsNull(v))
-    return "null";
-  return "invalid value";
-}
+/* ---- JSON paths (sim/json.h) ------------------------------------------- */
 
-/* ---- JSON paths ---------------------------------------------------------- */
-
-/* A path too long for the buffer ends in "..." (schema paths never are). */
-static void lsim__path_done(char out[LSIM__PATHBUF], int n) {
-  if (n < 0 || n >= LSIM__PATHBUF)
-    memcpy(out + LSIM__PATHBUF - 4, "...", 4);
-}
-
-static void lsim__key_path(char out[LSIM__PATHBUF], const char *parent,
-                           const char *key) {
-  char safe[64];
-  lsim__path_done(out, snprintf(out, LSIM__PATHBUF, "%s.%s", parent,
-                                lsim__quote(key, safe, sizeof safe)));
-}
-
-static void lsim__idx_path(char out[LSIM__PATHBUF], const char *parent, int i) {
-  lsim__path_done(out, snprintf(out, LSIM__PATHBUF, "%s[%d]", parent, i));
-}
+#define lsim__type_name lsim_json_type_name
+#define lsim__key_path lsim_json_key_path
+#define lsim__idx_path lsim_json_idx_path
 
 /* ---- value readers ------------------------------------------------------- */
 
@@ -152,26 +125,33 @@ static void lsim__idx_path(char out[LSIM__PATHBUF], const char *parent, int i) {
 #define LSIM__LO_OPEN 2u /* lower bound excluded (numbers only) */
 #define LSIM__HI_OPEN 4u /* upper bound excluded (numbers only) */
 
-/* An integer within [lo, hi]; bounds are at most 2^53 in magnitude. */
+/* An integer within [lo, hi]; bounds are at most 2^53 in magnitude.  The
+** value is read exactly from its text (sim/json.h), so 9007199254740993 is
+** refused rather than rounded to 2^53. */
 static lsim_err lsim__int(const lsim__ctx *c, const cJSON *v, const char *path,
                           double lo, double hi, int64_t *out) {
   char got[40], a[40], b[40];
-  if (!cJSON_IsNumber(v))
+  int64_t x = 0;
+  lsim_json_int_st st = lsim_json_int(v, &x);
+  if (st == LSIM_JSON_INT_NOT_NUMBER)
     return lsim__bad(c, LSIM_E_SCN_TYPE, path, "must be an integer (got %s)",
                      lsim__type_name(v));
-  double d = v->valuedouble;
-  if (!(fabs(d) <= LSIM__INT_LIMIT))
+  if (st == LSIM_JSON_INT_RANGE ||
+      (st == LSIM_JSON_INT_OK && (x > (int64_t)LSIM__INT_LIMIT ||
+                                  x < -(int64_t)LSIM__INT_LIMIT)))
     return lsim__bad(c, LSIM_E_SCN_NOT_INTEGER, path,
                      "must be an integer of magnitude at most 2^53 (got %s)",
-                     lsim__num_str(d, got));
-  if (d != floor(d))
+                     lsim_json_num_text(v));
+  if (st != LSIM_JSON_INT_OK)
     return lsim__bad(c, LSIM_E_SCN_NOT_INTEGER, path,
-                     "must be an integer (got %s)", lsim__num_str(d, got));
+                     "must be an integer (got %s)",
+                     lsim__num_str(v->valuedouble, got));
+  double d = (double)x; /* exact: |x| <= 2^53 */
   if (d < lo || d > hi)
     return lsim__bad(
         c, LSIM_E_SCN_RANGE, path, "must be an integer in [%s, %s] (got %s)",
         lsim__num_str(lo, a), lsim__num_str(hi, b), lsim__num_str(d, got));
-  *out = (int64_t)d;
+  *out = x;
   return 0;
 }
 
@@ -299,9 +279,8 @@ static int lsim__allowed(const char *key, const lsim__field *f, int nf,
 }
 
 /*
-** Every key of obj must be a field of f[0..nf) or listed in extra, and no
-** key may appear twice (cJSON keeps both copies).  Unknown keys are checked
-** first, so the duplicate scan only ever walks known keys.
+** Every key of obj must be a field of f[0..nf) or listed in extra.  A key
+** given twice was already refused by the JSON layer (E_SCN_DUP).
 */
 static lsim_err lsim__keys(const lsim__ctx *c, const cJSON *obj,
                            const char *path, const lsim__field *f, int nf,
@@ -322,9 +301,6 @@ static lsim_err lsim__keys(const lsim__ctx *c, const cJSON *obj,
       return lsim__bad(c, LSIM_E_SCN_UNKNOWN_KEY, kpath,
                        "unknown key (allowed: %s)", list);
     }
-    for (const cJSON *p = obj->child; p != k; p = p->next)
-      if (strcmp(p->string, k->string) == 0)
-        return lsim__bad(c, LSIM_E_SCN_DUP, kpath, "duplicate key");
   }
   return 0;
 }
@@ -602,18 +578,21 @@ static lsim_err lsim__cmp_int(const lsim__ctx *c, const cJSON *obj,
   if (!v)
     return req ? lsim__bad(c, LSIM_E_CMP_MISSING, kp, "required key is missing")
                : 0;
-  if (!cJSON_IsNumber(v))
+  int64_t x = 0;
+  lsim_json_int_st st = lsim_json_int(v, &x);
+  if (st == LSIM_JSON_INT_NOT_NUMBER)
     return lsim__bad(c, LSIM_E_CMP_TYPE, kp, "must be an integer (got %s)",
                      lsim__type_name(v));
-  double d = v->valuedouble;
-  if (d != floor(d) || !(fabs(d) <= LSIM__INT_LIMIT))
+  if (st != LSIM_JSON_INT_OK || x > (int64_t)LSIM__INT_LIMIT ||
+      x < -(int64_t)LSIM__INT_LIMIT)
     return lsim__bad(c, LSIM_E_CMP_TYPE, kp, "must be an integer (got %s)",
-                     lsim__num_str(d, got));
+                     lsim_json_num_text(v));
+  double d = (double)x; /* exact: |x| <= 2^53 */
   if (d < lo || d > hi)
     return lsim__bad(c, range_code, kp, "must be an integer in [%s, %s] (got %s)",
                      lsim__num_str(lo, a), lsim__num_str(hi, b),
                      lsim__num_str(d, got));
-  *out = (int64_t)d;
+  *out = x;
   return 0;
 }
 
@@ -1784,25 +1763,6 @@ static lsim_err lsim__root(const lsim__ctx *c, const cJSON *root,
 
 /* ---- entry points -------------------------------------------------------- */
 
-/* A JSON syntax error at byte offset `at`, reported with line and column. */
-static lsim_err lsim__json_err(const lsim__ctx *c, const char *text, size_t len,
-                               size_t at, const char *what) {
-  int line = 1;
-  size_t col = 1;
-  if (at > len)
-    at = len;
-  for (size_t i = 0; i < at; i++) {
-    if (text[i] == '\n') {
-      line++;
-      col = 1;
-    } else {
-      col++;
-    }
-  }
-  return lsim__bad(c, LSIM_E_SCN_JSON, "$", "%s near line %d, column %zu", what,
-                   line, col);
-}
-
 lsim_err lsim_scenario_parse(lsim_scenario *sc, const char *json, size_t len,
                              const char *name, const char *basedir,
                              lsim_errbuf *eb) {
@@ -1819,81 +1779,15 @@ lsim_err lsim_scenario_parse(lsim_scenario *sc, const char *json, size_t len,
       mdlen != sizeof sc->sha256)
     return lsim_fail(eb, LSIM_E_BUG, "%s: sha-256 digest failed", c.file);
 
-  if (len == 0)
-    return lsim__bad(&c, LSIM_E_SCN_JSON, "$", "invalid json: empty text");
-  const char *nul = memchr(json, '\0', len);
-  if (nul)
-    return lsim__json_err(&c, json, len, (size_t)(nul - json),
-                          "invalid json: nul byte");
-
-  /* return_parse_end is the position cJSON_GetErrorPtr() would give, without
-  ** the shared global. */
-  const char *end = NULL;
-  cJSON *root = cJSON_ParseWithLengthOpts(json, len, &end, 0);
-  if (!root)
-    return lsim__json_err(&c, json, len, end ? (size_t)(end - json) : 0,
-                          "invalid json");
-  size_t at = (size_t)(end - json);
-  while (at < len && (json[at] == ' ' || json[at] == '\t' || json[at] == '\n' ||
-                      json[at] == '\r'))
-    at++;
-  lsim_err err;
-  if (at < len)
-    err = lsim__json_err(&c, json, len, at,
-                         "invalid json: text after the top-level value");
-  else
-    err = lsim__root(&c, root, basedir, sc);
-  cJSON_Delete(root);
-  return err;
-}
-
-/* The whole of path, at most LSIM__MAX_FILE_BYTES, into a malloc'd buffer. */
-static lsim_err lsim__slurp(const char *path, char **out, size_t *outlen,
-                            lsim_errbuf *eb) {
-  char why[128];
-  FILE *fp = fopen(path, "rb");
-  if (!fp)
-    return lsim_fail(eb, LSIM_E_IO, "%s: cannot open: %s", path,
-                     lsim__os_err(errno, why));
-  char *buf = NULL;
-  size_t n = 0, cap = 0;
-  lsim_err err = 0;
-  for (;;) {
-    if (n == cap) {
-      size_t ncap = cap ? cap * 2 : 65536;
-      if (ncap > LSIM__MAX_FILE_BYTES + 1)
-        ncap = LSIM__MAX_FILE_BYTES + 1;
-      char *nb = realloc(buf, ncap);
-      if (!nb) {
-        err = lsim_fail(eb, LSIM_E_NOMEM, "%s: out of memory reading", path);
-        break;
-      }
-      buf = nb;
-      cap = ncap;
-    }
-    size_t want = cap - n;
-    size_t got = fread(buf + n, 1, want, fp);
-    n += got;
-    if (n > LSIM__MAX_FILE_BYTES) {
-      err = lsim_fail(eb, LSIM_E_SCN_RANGE, "%s: file is larger than 16 MiB",
-                      path);
-      break;
-    }
-    if (got < want) {
-      if (ferror(fp))
-        err = lsim_fail(eb, LSIM_E_IO, "%s: cannot read: %s", path,
-                        lsim__os_err(errno, why));
-      break;
-    }
-  }
-  fclose(fp);
-  if (err) {
-    free(buf);
+  /* syntax, duplicate keys at any depth and exact integers: sim/json.h */
+  static const lsim_json_codes codes = {LSIM_E_SCN_JSON, LSIM_E_SCN_DUP};
+  lsim_json_doc doc;
+  lsim_err err = lsim_json_parse(&doc, json, len, c.file, &codes, eb);
+  if (err)
     return err;
-  }
-  *out = buf;
-  *outlen = n;
-  return 0;
+  err = lsim__root(&c, doc.root, basedir, sc);
+  lsim_json_release(&doc);
+  return err;
 }
 
 lsim_err lsim_scenario_load(lsim_scenario *sc, const char *path,
@@ -1919,7 +1813,10 @@ lsim_err lsim_scenario_load(lsim_scenario *sc, const char *path,
 
   char *text = NULL;
   size_t len = 0;
-  lsim_err err = lsim__slurp(path, &text, &len, eb);
+  /* a FIFO or device is refused before it is opened (sim/slurp.h) */
+  const lsim_slurp_opts so = {LSIM__MAX_FILE_BYTES, LSIM_E_SCN_RANGE,
+                             LSIM_E_IO, 0, NULL};
+  lsim_err err = lsim_slurp(path, &so, &text, &len, eb);
   if (err)
     return err;
   err = lsim_scenario_parse(sc, text, len, path, dir, eb);

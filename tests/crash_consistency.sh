@@ -84,7 +84,7 @@ until [ -f "$db" ] && [ -n "$(q "$db" 'SELECT status FROM runs' 2>/dev/null)" ];
   sleep 0.01
 done
 sleep 0.2
-kill -INT $pid
+kill -INT $pid 2>/dev/null || true # the run may already have ended (missed, below)
 set +e
 wait $pid
 rc=$?
