@@ -98,7 +98,11 @@ const char *lsim__show(const char *s, char *out, size_t size);
 /* ---- lines ------------------------------------------------------------------- */
 
 typedef struct lsim__lines {
-  FILE *fp;
+  int fd;      /* -1 closed */
+  char *rbuf;  /* read-ahead, rpos..rlen unread */
+  size_t rpos, rlen;
+  int eof;
+  int skipping; /* the rest of an over-long line is still to be read */
   char *buf; /* the current line, NUL-terminated, without \r\n */
   size_t cap;
   size_t len;
@@ -106,10 +110,18 @@ typedef struct lsim__lines {
   const char *path;
 } lsim__lines;
 
-/* fopen path; on failure an E_IO message. */
+/* Open path for reading as a trace: a regular file only.  The type is
+** checked before the open (a FIFO would block in open, a device never
+** end) and again on the descriptor, which is opened non-blocking and then
+** made blocking.  E_IO naming the path and the file's kind otherwise. */
+lsim_err lsim__open_regular(const char *path, int *fd, lsim_errbuf *eb);
+/* lsim__open_regular and a line buffer; on failure an E_IO message. */
 lsim_err lsim__lines_open(lsim__lines *L, const char *path, lsim_errbuf *eb);
-/* 1 a line, 0 end of file, < 0: E_IO (fatal) or a line over
-** LSIM_TRACE_MAX_LINE bytes (E_TRACE_PARSE; the line is consumed, *fatal 0). */
+/* 1 a line, 0 end of file, < 0: E_IO (fatal), or a bad line with *fatal 0
+** and the line counted: one of LSIM_TRACE_MAX_LINE bytes or more, NUL
+** bytes included (E_TRACE_PARSE, reported as soon as the limit is passed;
+** the rest of the line is skipped by the next call), or a line holding a
+** NUL byte (E_TRACE_PARSE naming the column). */
 int lsim__lines_next(lsim__lines *L, lsim_errbuf *eb, int *fatal);
 void lsim__lines_close(lsim__lines *L);
 

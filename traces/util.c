@@ -9,9 +9,12 @@
 #include "internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 /* ---- messages ---------------------------------------------------------- */
 
@@ -44,73 +47,178 @@ const char *lsim__show(const char *s, char *out, size_t size) {
 
 /* ---- lines --------------------------------------------------------------- */
 
-lsim_err lsim__lines_open(lsim__lines *L, const char *path, lsim_errbuf *eb) {
-  memset(L, 0, sizeof *L);
-  L->path = path;
-  L->fp = fopen(path, "r");
-  if (!L->fp) {
+#define LSIM__RBUF 65536
+
+/* The kind of a non-regular file, for messages. */
+static const char *lsim__ftype(mode_t m) {
+  return S_ISDIR(m)    ? "a directory"
+         : S_ISFIFO(m) ? "a FIFO"
+         : S_ISCHR(m)  ? "a character device"
+         : S_ISBLK(m)  ? "a block device"
+         : S_ISSOCK(m) ? "a socket"
+                       : "not a regular file";
+}
+
+lsim_err lsim__open_regular(const char *path, int *fd_out, lsim_errbuf *eb) {
+  struct stat st;
+  *fd_out = -1;
+  /* the type first: opening a FIFO for reading blocks until a writer
+  ** comes, and a device may never end */
+  if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
+    return lsim_fail(eb, LSIM_E_IO, "%s: cannot read %s as a trace: not a "
+                     "regular file", path, lsim__ftype(st.st_mode));
+  /* non-blocking, so a file swapped for a FIFO after the stat cannot
+  ** block either; fstat then decides on what was really opened */
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
     int e = errno;
     return lsim_fail(eb, LSIM_E_IO, "%s: cannot open: %s", path, strerror(e));
   }
+  int fl;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    return lsim_fail(eb, LSIM_E_IO, "%s: cannot read %s as a trace: not a "
+                     "regular file", path, lsim__ftype(st.st_mode));
+  }
+  if ((fl = fcntl(fd, F_GETFL)) < 0 ||
+      fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0) {
+    int e = errno;
+    close(fd);
+    return lsim_fail(eb, LSIM_E_IO, "%s: cannot open: %s", path, strerror(e));
+  }
+  *fd_out = fd;
+  return 0;
+}
+
+lsim_err lsim__lines_open(lsim__lines *L, const char *path, lsim_errbuf *eb) {
+  memset(L, 0, sizeof *L);
+  L->fd = -1;
+  L->path = path;
+  lsim_err rc = lsim__open_regular(path, &L->fd, eb);
+  if (rc)
+    return rc;
   L->cap = 4096;
   L->buf = malloc(L->cap);
-  if (!L->buf) {
-    fclose(L->fp);
-    L->fp = NULL;
+  L->rbuf = malloc(LSIM__RBUF);
+  if (!L->buf || !L->rbuf) {
+    lsim__lines_close(L);
     return lsim_fail(eb, LSIM_E_NOMEM, "%s: out of memory", path);
   }
   return 0;
 }
 
+/* Refill the read-ahead: 1 bytes, 0 end of file, < 0 E_IO. */
+static int lsim__fill(lsim__lines *L, lsim_errbuf *eb) {
+  if (L->eof)
+    return 0;
+  for (;;) {
+    ssize_t n = read(L->fd, L->rbuf, LSIM__RBUF);
+    if (n > 0) {
+      L->rpos = 0;
+      L->rlen = (size_t)n;
+      return 1;
+    }
+    if (n == 0) {
+      L->eof = 1;
+      return 0;
+    }
+    if (errno != EINTR) {
+      int e = errno;
+      return lsim_fail(eb, LSIM_E_IO, "%s:%lld: read error: %s", L->path,
+                       (long long)L->line + 1, strerror(e));
+    }
+  }
+}
+
 int lsim__lines_next(lsim__lines *L, lsim_errbuf *eb, int *fatal) {
   size_t len = 0;
-  int too_long = 0;
+  int any = 0, r;
   *fatal = 1;
-  for (;;) {
-    if (!fgets(L->buf + len, (int)(L->cap - len), L->fp)) {
-      if (ferror(L->fp))
-        return lsim_fail(eb, LSIM_E_IO, "%s:%lld: read error", L->path,
-                         (long long)L->line + 1);
-      if (len == 0 && !too_long)
-        return 0;
-      break; /* a last line without a newline */
-    }
-    len += strlen(L->buf + len);
-    if (len > 0 && L->buf[len - 1] == '\n')
+  /* the rest of an over-long line reported by the previous call */
+  while (L->skipping) {
+    if (L->rpos == L->rlen && (r = lsim__fill(L, eb)) <= 0) {
+      if (r < 0)
+        return r;
+      L->skipping = 0;
       break;
-    if (len + 1 < L->cap)
-      continue; /* a NUL byte inside the line cut fgets short: read on */
-    if (L->cap >= LSIM_TRACE_MAX_LINE) {
-      too_long = 1; /* keep consuming into the same buffer */
-      len = 0;
-      continue;
     }
-    size_t ncap = L->cap * 2;
-    char *nb = realloc(L->buf, ncap);
-    if (!nb)
-      return lsim_fail(eb, LSIM_E_NOMEM, "%s: out of memory", L->path);
-    L->buf = nb;
-    L->cap = ncap;
+    char *nl = memchr(L->rbuf + L->rpos, '\n', L->rlen - L->rpos);
+    if (nl) {
+      L->rpos = (size_t)(nl - L->rbuf) + 1;
+      L->skipping = 0;
+    } else {
+      L->rpos = L->rlen;
+    }
+  }
+  for (;;) {
+    if (L->rpos == L->rlen) {
+      r = lsim__fill(L, eb);
+      if (r < 0)
+        return r;
+      if (r == 0) {
+        if (!any)
+          return 0;
+        break; /* a last line without a newline */
+      }
+    }
+    any = 1;
+    const char *s = L->rbuf + L->rpos;
+    size_t avail = L->rlen - L->rpos;
+    const char *nl = memchr(s, '\n', avail);
+    size_t take = nl ? (size_t)(nl - s) : avail;
+    /* every byte counts toward the limit, NUL bytes too */
+    if (len + take >= LSIM_TRACE_MAX_LINE) {
+      L->line++;
+      L->rpos += nl ? take + 1 : take;
+      L->skipping = !nl;
+      L->buf[0] = '\0';
+      L->len = 0;
+      *fatal = 0;
+      return lsim__rowerr(eb, LSIM_E_TRACE_PARSE, L->path, L->line, NULL,
+                          "line longer than %d bytes", LSIM_TRACE_MAX_LINE);
+    }
+    if (len + take + 1 > L->cap) {
+      size_t ncap = L->cap;
+      while (ncap < len + take + 1)
+        ncap *= 2;
+      char *nb = realloc(L->buf, ncap);
+      if (!nb)
+        return lsim_fail(eb, LSIM_E_NOMEM, "%s: out of memory", L->path);
+      L->buf = nb;
+      L->cap = ncap;
+    }
+    memcpy(L->buf + len, s, take);
+    len += take;
+    L->rpos += take;
+    if (nl) {
+      L->rpos++;
+      break;
+    }
   }
   L->line++;
-  if (too_long) {
+  L->buf[len] = '\0';
+  while (len > 0 && (L->buf[len - 1] == '\n' || L->buf[len - 1] == '\r'))
+    L->buf[--len] = '\0';
+  L->len = len;
+  const char *z = memchr(L->buf, '\0', len);
+  if (z) {
+    /* a C string would end here and the row would change silently */
     L->buf[0] = '\0';
     L->len = 0;
     *fatal = 0;
     return lsim__rowerr(eb, LSIM_E_TRACE_PARSE, L->path, L->line, NULL,
-                        "line longer than %d bytes", LSIM_TRACE_MAX_LINE);
+                        "NUL byte at column %zu", (size_t)(z - L->buf) + 1);
   }
-  while (len > 0 && (L->buf[len - 1] == '\n' || L->buf[len - 1] == '\r'))
-    L->buf[--len] = '\0';
-  L->len = len;
   return 1;
 }
 
 void lsim__lines_close(lsim__lines *L) {
-  if (L->fp)
-    fclose(L->fp);
+  if (L->fd >= 0)
+    close(L->fd);
   free(L->buf);
+  free(L->rbuf);
   memset(L, 0, sizeof *L);
+  L->fd = -1;
 }
 
 int lsim__skippable(const char *s) {
