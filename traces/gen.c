@@ -295,8 +295,9 @@ static lsim_err lsim__gen_arrival(lsim__gen *g, double ns, int64_t *out,
     return 0;
   return lsim_fail(eb, LSIM_E_TRACE_RANGE,
                    "<generator>: request %lld: arrival %g s is past the end of "
-                   "the ns clock (2^63 ns, about 292 years): $.trace.rate_per_s, "
-                   "$.trace.onoff or $.trace.shifts make arrivals too sparse",
+                   "the ns clock (2^63 ns, about 292 years): "
+                   "$.trace.generator.rate_per_s, onoff or shifts make "
+                   "arrivals too sparse",
                    (long long)g->n, ns / 1e9);
 }
 

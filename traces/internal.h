@@ -91,8 +91,12 @@ lsim_err lsim__rowerr(lsim_errbuf *eb, lsim_err code, const char *path,
                       int64_t line, const char *field, const char *fmt, ...)
     LSIM__FMT(6, 7);
 
-/* A value quoted for a message: control bytes become '?', long values are
-** cut with "...". */
+/* A value quoted for a message: at most LSIM__SHOW_MAX bytes of s, each
+** control, non-ASCII, quote or backslash byte written as \xNN, cut with
+** "..." when longer, so an error never echoes more than a short excerpt of
+** a file (docs/TRACES.md, "Errors").  Header errors quote nothing. */
+#define LSIM__SHOW_MAX 40
+#define LSIM__SHOW_BUF (4 * LSIM__SHOW_MAX + 4)
 const char *lsim__show(const char *s, char *out, size_t size);
 
 /* ---- lines ------------------------------------------------------------------- */
@@ -149,6 +153,9 @@ lsim_err lsim__p_tokens(const char *s, const char *path, int64_t line,
                         const char *field, int64_t *out, lsim_errbuf *eb);
 /* 1 when s is a valid name: 1..63 characters of [A-Za-z0-9_.:/@+-]. */
 int lsim__name_ok(const char *s);
+/* 1 when s may be quoted in a header error: 1..40 bytes of
+** [A-Za-z0-9_ ()-] (a column name, not a line of an arbitrary file). */
+int lsim__plain_word(const char *s);
 /* 1 when s is made of decimal digits only (and is not empty). */
 int lsim__all_digits(const char *s);
 

@@ -25,7 +25,7 @@ typedef struct lsim__mooncake {
 static int lsim__mooncake_next(lsim__src *s, lsim__raw *r, lsim_errbuf *eb,
                                int *fatal) {
   lsim__mooncake *m = (lsim__mooncake *)s;
-  char why[160], q[64];
+  char why[160], q[LSIM__SHOW_BUF];
   static const char *const keys[] = {"timestamp", "input_length",
                                      "output_length", "hash_ids"};
   for (;;) {

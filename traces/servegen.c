@@ -173,7 +173,7 @@ static void lsim__sg_file(char *out, size_t size, const char *path, int dir,
 static lsim_err lsim__sg_row(const char *path, int64_t line, char *buf,
                              double *ts, double *rate, int *pattern,
                              double *shape, double *scale, lsim_errbuf *eb) {
-  char *f[7], q[64];
+  char *f[7], q[LSIM__SHOW_BUF];
   int nf = lsim__csv_split(buf, f, 6);
   if (nf != 6)
     return lsim__rowerr(eb, LSIM_E_TRACE_PARSE, path, line, NULL,

@@ -35,13 +35,27 @@ lsim_err lsim__rowerr(lsim_errbuf *eb, lsim_err code, const char *path,
 }
 
 const char *lsim__show(const char *s, char *out, size_t size) {
-  size_t i = 0;
-  for (; s[i] && i < size - 4; i++)
-    out[i] = ((unsigned char)s[i] < 0x20 || s[i] == 0x7f) ? '?' : s[i];
-  if (s[i])
-    memcpy(out + i, "...", 4);
-  else
-    out[i] = '\0';
+  static const char hex[] = "0123456789abcdef";
+  size_t i = 0, o = 0;
+  for (; s[i] && i < LSIM__SHOW_MAX; i++) {
+    unsigned char ch = (unsigned char)s[i];
+    int esc = ch < 0x20 || ch >= 0x7f || ch == '\\' || ch == '\'';
+    if (o + (esc ? 4 : 1) + 4 > size)
+      break; /* room for "..." and the NUL stays */
+    if (esc) {
+      out[o++] = '\\';
+      out[o++] = 'x';
+      out[o++] = hex[ch >> 4];
+      out[o++] = hex[ch & 15];
+    } else {
+      out[o++] = (char)ch;
+    }
+  }
+  if (s[i]) {
+    memcpy(out + o, "...", 4);
+  } else {
+    out[o] = '\0';
+  }
   return out;
 }
 
@@ -325,7 +339,7 @@ int lsim__p_f64(const char *s, double *out) {
 
 lsim_err lsim__p_tokens(const char *s, const char *path, int64_t line,
                         const char *field, int64_t *out, lsim_errbuf *eb) {
-  char q[64];
+  char q[LSIM__SHOW_BUF];
   int64_t v;
   if (!*s)
     return lsim__rowerr(eb, LSIM_E_TRACE_MISSING, path, line, field,
@@ -341,6 +355,13 @@ lsim_err lsim__p_tokens(const char *s, const char *path, int64_t line,
                         lsim__show(s, q, sizeof q));
   *out = v;
   return 0;
+}
+
+int lsim__plain_word(const char *s) {
+  size_t n = strlen(s);
+  return n > 0 && n <= 40 &&
+         strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                   "0123456789_ ()-") == n;
 }
 
 int lsim__name_ok(const char *s) {
@@ -467,6 +488,7 @@ static int lsim__jpush(lsim__jobj *o, uint64_t v) {
 }
 
 int lsim__json_line(char *line, lsim__jobj *o, char *why, size_t wl) {
+  char kq[LSIM__SHOW_BUF];
   char *p = lsim__jws(line);
   o->n = 0;
   o->arr_n = 0;
@@ -490,7 +512,7 @@ int lsim__json_line(char *line, lsim__jobj *o, char *why, size_t wl) {
       return -1;
     p = lsim__jws(p);
     if (*p != ':') {
-      snprintf(why, wl, "expected ':' after key '%.40s'", key);
+      snprintf(why, wl, "expected ':' after key '%s'", lsim__show(key, kq, sizeof kq));
       return -1;
     }
     p = lsim__jws(p + 1);
@@ -519,8 +541,8 @@ int lsim__json_line(char *line, lsim__jobj *o, char *why, size_t wl) {
         for (;;) {
           char *t;
           if (*p == '-' || lsim__jnum(&p, &t, why, wl)) {
-            snprintf(why, wl, "array '%.40s': elements must be non-negative "
-                              "integers", key);
+            snprintf(why, wl, "array '%s': elements must be non-negative "
+                              "integers", lsim__show(key, kq, sizeof kq));
             return -1;
           }
           char save = *p;
@@ -529,8 +551,8 @@ int lsim__json_line(char *line, lsim__jobj *o, char *why, size_t wl) {
           int bad = lsim__p_i64(t, &v) != 0;
           *p = save;
           if (bad) {
-            snprintf(why, wl, "array '%.40s': elements must be non-negative "
-                              "integers", key);
+            snprintf(why, wl, "array '%s': elements must be non-negative "
+                              "integers", lsim__show(key, kq, sizeof kq));
             return -1;
           }
           if (lsim__jpush(o, (uint64_t)v))
@@ -544,13 +566,13 @@ int lsim__json_line(char *line, lsim__jobj *o, char *why, size_t wl) {
             p++;
             break;
           }
-          snprintf(why, wl, "array '%.40s': expected ',' or ']'", key);
+          snprintf(why, wl, "array '%s': expected ',' or ']'", lsim__show(key, kq, sizeof kq));
           return -1;
         }
       }
       kv->arr_n = o->arr_n - kv->arr_off;
     } else if (*p == '{') {
-      snprintf(why, wl, "key '%.40s': nested objects are not allowed", key);
+      snprintf(why, wl, "key '%s': nested objects are not allowed", lsim__show(key, kq, sizeof kq));
       return -1;
     } else if (strncmp(p, "null", 4) == 0) {
       kv->type = LSIM__J_NULL;
@@ -570,7 +592,7 @@ int lsim__json_line(char *line, lsim__jobj *o, char *why, size_t wl) {
     }
     for (int i = 0; i < o->n; i++)
       if (strcmp(o->kv[i].key, key) == 0) {
-        snprintf(why, wl, "key '%.40s' appears twice", key);
+        snprintf(why, wl, "key '%s' appears twice", lsim__show(key, kq, sizeof kq));
         return -1;
       }
     o->n++;
