@@ -330,6 +330,7 @@ static int lsim__sg_advance(lsim__sg *g, lsim__client *c, lsim_errbuf *eb,
       int lr = lsim__lines_next(&c->L, eb, fatal);
       if (lr < 0)
         return lr;
+      *fatal = 0; /* a line was read: its errors are row errors */
       if (lr == 0) {
         c->done = 1;
         return 0;
