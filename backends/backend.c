@@ -4,6 +4,8 @@
 */
 #include "backend.h"
 
+#include "engine/checked.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,9 +30,15 @@ int64_t lsim_cost_collective_ns(const lsim_tp_cost *c, const lsim_plan *p,
              (double)p->true_rank_rows *
              (double)(c->col_targets + 2 * c->row_targets);
   }
-  int64_t ns = ncalls * c->coll_latency_ns;
-  if (c->link_gbps > 0)
-    ns += (int64_t)ceil(elems * (double)c->dtype_bytes / c->link_gbps);
+  int64_t ns = ncalls * c->coll_latency_ns, bytes_ns;
+  if (c->link_gbps > 0) {
+    /* a tiny link_gbps makes the quotient too large for int64 (or inf):
+    ** -1, never an undefined cast */
+    if (lsim_d2i64_ceil(elems * (double)c->dtype_bytes / c->link_gbps, 0,
+                        INT64_MAX - ns, &bytes_ns))
+      return -1;
+    ns += bytes_ns;
+  }
   if (calls)
     *calls = ncalls;
   return ns;

@@ -53,7 +53,9 @@ typedef struct lsim_tp_cost {
 } lsim_tp_cost;
 
 /* Modelled TP collective time of an iteration in ns (0 when tp_degree <=
-** 1); *calls (may be NULL) gets the number of collective calls. */
+** 1), or -1 when the byte term does not fit in int64 (a link_gbps so small
+** that the time is beyond the clock); *calls (may be NULL) gets the number
+** of collective calls. */
 int64_t lsim_cost_collective_ns(const lsim_tp_cost *c, const lsim_plan *p,
                                 int64_t *calls);
 

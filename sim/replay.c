@@ -36,6 +36,8 @@
 */
 #include "replay.h"
 
+#include "engine/checked.h"
+
 #include <errno.h>
 #include <math.h>
 #include <sqlite3.h>
@@ -155,14 +157,43 @@ static lsim_err lsim__sink_request(void *ud, const lsim_request_record *rec) {
 
 /* ---- time helpers ------------------------------------------------------- */
 
+/* The longest span one copy or one iteration may take, in ns: 2^62 (about
+** 146 simulated years), so that a tick sum of a few of them stays inside
+** int64.  A longer one is an E_SCN_RANGE error naming the scenario key that
+** made it (docs/SCENARIO.md), never a silently clamped or wrapped time. */
+#define LSIM__MAX_SPAN_NS (INT64_C(1) << 62)
+
 static lsim_tick lsim__ns_to_ticks_ceil(const lsim_scenario *sc, int64_t ns) {
   lsim_tick t = (ns + sc->ns_per_tick - 1) / sc->ns_per_tick;
   return t < 1 ? 1 : t;
 }
 
-static int64_t lsim__copy_ns(const lsim_scenario *sc, int64_t bytes) {
-  /* bytes / (GB/s) = ns; rounded up so a copy never takes zero time */
-  return sc->load_fixed_us * 1000 + (int64_t)ceil((double)bytes / sc->h2d_gbps);
+/* *done = start + the ticks of ns, checked; key names the cause. */
+static lsim_err lsim__span_end(const lsim_scenario *sc, lsim_tick start,
+                               int64_t ns, const char *key, lsim_tick *done,
+                               lsim_errbuf *eb) {
+  if (ns < 0 || ns > LSIM__MAX_SPAN_NS ||
+      lsim_add_i64_checked(start, lsim__ns_to_ticks_ceil(sc, ns), done))
+    return lsim_fail(eb, LSIM_E_SCN_RANGE,
+                     "%s: a span of %lld ns from tick %lld passes the end of "
+                     "the tick clock",
+                     key, (long long)ns, (long long)start);
+  return 0;
+}
+
+/* The ns a copy of `bytes` takes: bytes / (GB/s) = ns, rounded up so a copy
+** never takes zero time, checked against LSIM__MAX_SPAN_NS. */
+static lsim_err lsim__copy_ns(const lsim_scenario *sc, int64_t bytes,
+                              int64_t *ns, lsim_errbuf *eb) {
+  int64_t t;
+  if (lsim_d2i64_ceil((double)bytes / sc->h2d_gbps, 0, LSIM__MAX_SPAN_NS, &t) ||
+      lsim_add_i64_checked(t, sc->load_fixed_us * 1000, ns) ||
+      *ns > LSIM__MAX_SPAN_NS)
+    return lsim_fail(eb, LSIM_E_SCN_RANGE,
+                     "$.workers.h2d_gbps: a copy of %lld bytes at %g GB/s "
+                     "takes more than 2^62 ns",
+                     (long long)bytes, sc->h2d_gbps);
+  return 0;
 }
 
 static lsim_err lsim__push(lsim__world *W, lsim_tick tick, int cls, int w,
@@ -363,11 +394,19 @@ static lsim_err lsim__on_step(lsim__world *W, int w, lsim_errbuf *eb) {
   for (int i = 0; i < nloads; i++) {
     /* copies on one worker run one after another on its copy engine */
     lsim_tick start = W->copy_free_at[w] > W->now ? W->copy_free_at[w] : W->now;
-    int64_t ns = lsim__copy_ns(sc, loads[i].bytes);
+    int64_t ns = 0;
+    if ((rc = lsim__copy_ns(sc, loads[i].bytes, &ns, eb)))
+      return rc;
     if (sc->h2d_slowdown > 1 && start >= sc->h2d_slowdown_from_tick &&
         (sc->h2d_slowdown_until_tick == 0 ||
          start < sc->h2d_slowdown_until_tick)) {
-      int64_t slow = (int64_t)ceil((double)ns * sc->h2d_slowdown);
+      int64_t slow;
+      if (lsim_d2i64_ceil((double)ns * sc->h2d_slowdown, 0, LSIM__MAX_SPAN_NS,
+                          &slow))
+        return lsim_fail(eb, LSIM_E_SCN_RANGE,
+                         "$.faults.h2d_slowdown: a copy of %lld ns slowed "
+                         "x%g takes more than 2^62 ns",
+                         (long long)ns, sc->h2d_slowdown);
       /* value: the extra copy time in ns */
       if ((rc = lsim_engine_fault(W->eng, w, W->now, loads[i].adapter,
                                   loads[i].request, "h2d_slowdown", slow - ns,
@@ -375,7 +414,9 @@ static lsim_err lsim__on_step(lsim__world *W, int w, lsim_errbuf *eb) {
         return rc;
       ns = slow;
     }
-    lsim_tick done = start + lsim__ns_to_ticks_ceil(sc, ns);
+    lsim_tick done = 0;
+    if ((rc = lsim__span_end(sc, start, ns, "$.workers.h2d_gbps", &done, eb)))
+      return rc;
     W->copy_free_at[w] = done;
     int outcome = LSIM_LOAD_OK;
     if (sc->tp_degree > 1) {
@@ -414,11 +455,16 @@ static lsim_err lsim__on_step(lsim__world *W, int w, lsim_errbuf *eb) {
       return lsim_fail(eb, rc, "%s", lsim_db_errmsg(W->db));
   }
   /* TP workers add their collective time (0 at degree 1; docs/TP.md) */
-  lsim_tick dur = lsim__ns_to_ticks_ceil(
-      W->sc, lsim_cost_plan_ns(&W->cost, p) +
-                 lsim_cost_collective_ns(&W->tp_cost, p, NULL));
+  int64_t cns = lsim_cost_collective_ns(&W->tp_cost, p, NULL), ins;
+  lsim_tick end = 0;
+  if (cns < 0 || lsim_add_i64_checked(lsim_cost_plan_ns(&W->cost, p), cns, &ins))
+    return lsim_fail(eb, LSIM_E_SCN_RANGE,
+                     "$.cost: an iteration's modelled time passes the end of "
+                     "the ns clock (cost.link_gbps too small?)");
+  if ((rc = lsim__span_end(W->sc, W->now, ins, "$.cost", &end, eb)))
+    return rc;
   W->iterations++;
-  return lsim__push(W, W->now + dur, LSIM__Q_ITER_DONE, w, br.ok, 0, eb);
+  return lsim__push(W, end, LSIM__Q_ITER_DONE, w, br.ok, 0, eb);
 }
 
 static lsim_err lsim__on_iter_done(lsim__world *W, int w, int ok,
@@ -484,8 +530,11 @@ static lsim_err lsim__on_hotswap(lsim__world *W, int i, lsim_errbuf *eb) {
   for (int k = 0; !rc && k < n; k++) {
     int w = copies[k].worker;
     lsim_tick start = W->copy_free_at[w] > W->now ? W->copy_free_at[w] : W->now;
-    lsim_tick done =
-        start + lsim__ns_to_ticks_ceil(sc, lsim__copy_ns(sc, copies[k].bytes));
+    int64_t ns = 0;
+    lsim_tick done = 0;
+    if ((rc = lsim__copy_ns(sc, copies[k].bytes, &ns, eb)) ||
+        (rc = lsim__span_end(sc, start, ns, "$.workers.h2d_gbps", &done, eb)))
+      break;
     W->copy_free_at[w] = done;
     int outcome = h->fail == LSIM_HS_FAIL_COPY     ? LSIM_LOAD_COPY_FAILED
                   : h->fail == LSIM_HS_FAIL_DIGEST ? LSIM_LOAD_DIGEST_BAD

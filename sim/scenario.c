@@ -438,7 +438,7 @@ static lsim_err lsim__workers(const lsim__ctx *c, const cJSON *root,
       {"pool_pages", LSIM__I64, LSIM__REQ, 1, 1073741824.0, 0, &sc->pool_pages},
       {"page_bytes", LSIM__I64, LSIM__REQ, 256, 2147483648.0, 0,
        &sc->page_bytes},
-      {"h2d_gbps", LSIM__NUM, LSIM__REQ | LSIM__LO_OPEN, 0, 10000, 0,
+      {"h2d_gbps", LSIM__NUM, LSIM__REQ, 1e-6, 10000, 0,
        &sc->h2d_gbps},
       {"load_fixed_us", LSIM__I64, 0, 0, 1e9, 0, &sc->load_fixed_us},
       {"max_batch_tokens", LSIM__I64, LSIM__REQ, 1, 16777216.0, 0,
@@ -835,6 +835,12 @@ static lsim_err lsim__resolve(const lsim__ctx *c, const cJSON *v,
     memcpy(out, full, (size_t)n + 1);
     return 0;
   }
+  /* the type before the open: fopen of a FIFO blocks until a writer comes */
+  if (stat(full, &st) == 0 && !S_ISREG(st.st_mode))
+    return lsim__bad(c, LSIM_E_SCN_TRACE_FILE, path,
+                     "'%s' is not a regular file%s",
+                     lsim__quote(full, q, sizeof q),
+                     allow_dir ? " or directory" : "");
   FILE *fp = fopen(full, "rb");
   if (!fp)
     return lsim__bad(c, LSIM_E_SCN_TRACE_FILE, path, "cannot open '%s': %s",
@@ -1000,7 +1006,7 @@ static lsim_err lsim__arrivals(const lsim__ctx *c, const cJSON *gen,
   if (err)
     return err;
   const lsim__field cvf[] = {
-      {"cv", LSIM__NUM, LSIM__LO_OPEN, 0, 100, 0, &a->cv},
+      {"cv", LSIM__NUM, 0, 1e-3, 100, 0, &a->cv},
   };
   if ((err = lsim__fields(c, gen, gp, cvf, 1)))
     return err;
@@ -1016,8 +1022,8 @@ static lsim_err lsim__arrivals(const lsim__ctx *c, const cJSON *gen,
     return err;
   if (o) {
     const lsim__field f[] = {
-        {"on_s", LSIM__NUM, LSIM__REQ | LSIM__LO_OPEN, 0, 1e9, 0, &a->on_s},
-        {"off_s", LSIM__NUM, LSIM__REQ | LSIM__LO_OPEN, 0, 1e9, 0, &a->off_s},
+        {"on_s", LSIM__NUM, LSIM__REQ, 1e-6, 1e9, 0, &a->on_s},
+        {"off_s", LSIM__NUM, LSIM__REQ, 1e-6, 1e9, 0, &a->off_s},
         {"off_level", LSIM__NUM, 0, 0, 1, 0, &a->off_level},
     };
     if ((err = lsim__keys(c, o, p, f, LSIM__N(f), NULL)) ||

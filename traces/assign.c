@@ -199,7 +199,7 @@ lsim_err lsim__assign_new(lsim__assign **out, const lsim_assign_spec *spec,
 static lsim_err lsim__trace_adapter(lsim__assign *a, const lsim__raw *r,
                                     const char *path, int *out,
                                     lsim_errbuf *eb) {
-  char q[64];
+  char q[LSIM__SHOW_BUF];
   if (!r->adapter_name) {
     if (!a->raw && r->adapter >= a->N)
       return lsim__rowerr(eb, LSIM_E_TRACE_RANGE, path, r->line, "adapter",
@@ -225,7 +225,7 @@ static lsim_err lsim__trace_adapter(lsim__assign *a, const lsim__raw *r,
 static lsim_err lsim__trace_tenant(lsim__assign *a, const lsim__raw *r,
                                    const char *path, int modulo, int *out,
                                    lsim_errbuf *eb) {
-  char q[64];
+  char q[LSIM__SHOW_BUF];
   if (!r->tenant_name) {
     if (!a->raw && !modulo && r->tenant >= a->T)
       return lsim__rowerr(eb, LSIM_E_TRACE_RANGE, path, r->line, "tenant",

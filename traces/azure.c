@@ -107,7 +107,7 @@ static int lsim__stamp(const char *s, int64_t *ns) {
 static int lsim__azure_next(lsim__src *s, lsim__raw *r, lsim_errbuf *eb,
                             int *fatal) {
   lsim__azure *a = (lsim__azure *)s;
-  char *f[4], q[64];
+  char *f[4], q[LSIM__SHOW_BUF];
   for (;;) {
     int rc = lsim__lines_next(&a->L, eb, fatal);
     if (rc <= 0) {
@@ -125,8 +125,7 @@ static int lsim__azure_next(lsim__src *s, lsim__raw *r, lsim_errbuf *eb,
         return lsim__rowerr(eb, LSIM_E_TRACE_PARSE, s->path, a->L.line,
                             "header",
                             "expected 'TIMESTAMP,ContextTokens,"
-                            "GeneratedTokens' (got '%s')",
-                            lsim__show(a->L.buf, q, sizeof q));
+                            "GeneratedTokens' (the line is not quoted)");
       }
       a->have_header = 1;
       continue;

@@ -37,17 +37,28 @@ typedef struct lsim__burst {
 } lsim__burst;
 
 static lsim_err lsim__bheader(lsim__burst *b, lsim_errbuf *eb) {
-  char *f[LSIM__B_N + 1], q[64];
+  char *f[LSIM__B_N + 1], q[LSIM__SHOW_BUF];
   int nf = lsim__csv_split(b->L.buf, f, LSIM__B_N);
   if (nf > LSIM__B_N)
     return lsim__rowerr(eb, LSIM_E_TRACE_PARSE, b->base.path, b->L.line,
                         "header", "more than %d columns", LSIM__B_N);
   for (int c = 0; c < LSIM__B_N; c++)
     b->col_of[c] = -1;
+  /* no known column: not a BurstGPT header, and never quoted */
+  int known = 0;
+  for (int i = 0; i < nf; i++)
+    for (int c = 0; c < LSIM__B_N; c++)
+      known += strcmp(f[i], lsim__bcols[c]) == 0;
+  if (!known)
+    return lsim__rowerr(eb, LSIM_E_TRACE_PARSE, b->base.path, b->L.line,
+                        "header", "not a BurstGPT header: no known column");
   for (int i = 0; i < nf; i++) {
     int c = 0;
     while (c < LSIM__B_N && strcmp(f[i], lsim__bcols[c]) != 0)
       c++;
+    if (c == LSIM__B_N && !lsim__plain_word(f[i]))
+      return lsim__rowerr(eb, LSIM_E_TRACE_UNKNOWN, b->base.path, b->L.line,
+                          "header", "unknown column %d", i + 1);
     if (c == LSIM__B_N)
       return lsim__rowerr(eb, LSIM_E_TRACE_UNKNOWN, b->base.path, b->L.line,
                           "header", "unknown column '%s'",
@@ -69,7 +80,7 @@ static lsim_err lsim__bheader(lsim__burst *b, lsim_errbuf *eb) {
 static int lsim__burst_next(lsim__src *s, lsim__raw *r, lsim_errbuf *eb,
                             int *fatal) {
   lsim__burst *b = (lsim__burst *)s;
-  char *f[LSIM__B_N + 1], q[64];
+  char *f[LSIM__B_N + 1], q[LSIM__SHOW_BUF];
   for (;;) {
     int rc = lsim__lines_next(&b->L, eb, fatal);
     if (rc <= 0) {

@@ -25,6 +25,8 @@
 */
 #include "internal.h"
 
+#include "engine/checked.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -157,9 +159,12 @@ int64_t lsim__len_draw(const lsim__len *l, lsim_rng *r) {
   case LSIM_DIST_UNIFORM:
     v = d->min + (int64_t)lsim_rng_below(r, (uint64_t)(d->max - d->min + 1));
     break;
-  case LSIM_DIST_EXP:
-    v = (int64_t)llround(-d->mean * log1p(-lsim_rng_unit(r)));
+  case LSIM_DIST_EXP: {
+    /* mean <= 10^7 and -log1p(-u) < 40, but clamp before converting */
+    double x = -d->mean * log1p(-lsim_rng_unit(r));
+    v = x >= (double)d->max ? d->max : (int64_t)llround(x);
     break;
+  }
   case LSIM_DIST_EMPIRICAL:
     v = l->vals[lsim__search(l->cdf, l->n,
                              lsim_rng_unit(r) * l->cdf[l->n - 1])];
@@ -280,10 +285,25 @@ static void lsim__advance(lsim__gen *g, double need) {
   }
 }
 
+/* An arrival computed in ns (a double) as the record's int64 arrival_ns:
+** NaN, infinity or a time past 2^63 ns (about 292 simulated years) is a
+** fatal E_TRACE_RANGE naming the generator's keys, never an undefined cast
+** (which gave INT64_MIN, reported as a misleading E_TRACE_ORDER). */
+static lsim_err lsim__gen_arrival(lsim__gen *g, double ns, int64_t *out,
+                                  lsim_errbuf *eb) {
+  if (!lsim_d2i64_checked(ns, 0, INT64_MAX, out))
+    return 0;
+  return lsim_fail(eb, LSIM_E_TRACE_RANGE,
+                   "<generator>: request %lld: arrival %g s is past the end of "
+                   "the ns clock (2^63 ns, about 292 years): "
+                   "$.trace.generator.rate_per_s, onoff or shifts make "
+                   "arrivals too sparse",
+                   (long long)g->n, ns / 1e9);
+}
+
 static int lsim__gen_next(lsim__src *s, lsim__raw *r, lsim_errbuf *eb,
                           int *fatal) {
   lsim__gen *g = (lsim__gen *)s;
-  (void)eb;
   *fatal = 0;
   if (g->n >= g->requests)
     return 0;
@@ -295,13 +315,19 @@ static int lsim__gen_next(lsim__src *s, lsim__raw *r, lsim_errbuf *eb,
     /* Poisson process: exponential gaps with mean 1e9 / rate ns. */
     double gap = -log1p(-lsim_rng_unit(&g->ra)) * 1e9 / g->seg_rate[0];
     g->t_ns += gap;
-    r->arrival_ns = (int64_t)g->t_ns;
+    if (lsim__gen_arrival(g, g->t_ns, &r->arrival_ns, eb)) {
+      *fatal = 1;
+      return LSIM_E_TRACE_RANGE;
+    }
   } else {
     double need = g->arr.process == LSIM_ARR_GAMMA
                       ? lsim__gamma(&g->ra, g->gamma_k) / g->gamma_k
                       : -log1p(-lsim_rng_unit(&g->ra));
     lsim__advance(g, need);
-    r->arrival_ns = (int64_t)(g->t_s * 1e9);
+    if (lsim__gen_arrival(g, g->t_s * 1e9, &r->arrival_ns, eb)) {
+      *fatal = 1;
+      return LSIM_E_TRACE_RANGE;
+    }
     seg = g->cur;
   }
   g->n++;
@@ -342,8 +368,8 @@ lsim_err lsim__gen_open(lsim__src **out, const lsim_trace_spec *spec,
       !(spec->gen_rate_per_s > 0) || !spec->gen_prompt || !spec->gen_output ||
       a->nshifts < 0 || a->nshifts > LSIM_TRACE_MAX_SHIFTS ||
       (a->onoff && a->diurnal) ||
-      (a->process == LSIM_ARR_GAMMA && !(a->cv > 0)) ||
-      (a->onoff && (!(a->on_s > 0) || !(a->off_s > 0) || a->off_level < 0 ||
+      (a->process == LSIM_ARR_GAMMA && !(a->cv >= 1e-3 && a->cv <= 100)) ||
+      (a->onoff && (!(a->on_s >= 1e-6) || !(a->off_s >= 1e-6) || a->off_level < 0 ||
                     a->off_level > 1)) ||
       (a->diurnal && (!(a->period_s > 0) || a->amplitude < 0 ||
                       a->amplitude >= 1)))

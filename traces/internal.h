@@ -91,14 +91,22 @@ lsim_err lsim__rowerr(lsim_errbuf *eb, lsim_err code, const char *path,
                       int64_t line, const char *field, const char *fmt, ...)
     LSIM__FMT(6, 7);
 
-/* A value quoted for a message: control bytes become '?', long values are
-** cut with "...". */
+/* A value quoted for a message: at most LSIM__SHOW_MAX bytes of s, each
+** control, non-ASCII, quote or backslash byte written as \xNN, cut with
+** "..." when longer, so an error never echoes more than a short excerpt of
+** a file (docs/TRACES.md, "Errors").  Header errors quote nothing. */
+#define LSIM__SHOW_MAX 40
+#define LSIM__SHOW_BUF (4 * LSIM__SHOW_MAX + 4)
 const char *lsim__show(const char *s, char *out, size_t size);
 
 /* ---- lines ------------------------------------------------------------------- */
 
 typedef struct lsim__lines {
-  FILE *fp;
+  int fd;      /* -1 closed */
+  char *rbuf;  /* read-ahead, rpos..rlen unread */
+  size_t rpos, rlen;
+  int eof;
+  int skipping; /* the rest of an over-long line is still to be read */
   char *buf; /* the current line, NUL-terminated, without \r\n */
   size_t cap;
   size_t len;
@@ -106,10 +114,18 @@ typedef struct lsim__lines {
   const char *path;
 } lsim__lines;
 
-/* fopen path; on failure an E_IO message. */
+/* Open path for reading as a trace: a regular file only.  The type is
+** checked before the open (a FIFO would block in open, a device never
+** end) and again on the descriptor, which is opened non-blocking and then
+** made blocking.  E_IO naming the path and the file's kind otherwise. */
+lsim_err lsim__open_regular(const char *path, int *fd, lsim_errbuf *eb);
+/* lsim__open_regular and a line buffer; on failure an E_IO message. */
 lsim_err lsim__lines_open(lsim__lines *L, const char *path, lsim_errbuf *eb);
-/* 1 a line, 0 end of file, < 0: E_IO (fatal) or a line over
-** LSIM_TRACE_MAX_LINE bytes (E_TRACE_PARSE; the line is consumed, *fatal 0). */
+/* 1 a line, 0 end of file, < 0: E_IO (fatal), or a bad line with *fatal 0
+** and the line counted: one of LSIM_TRACE_MAX_LINE bytes or more, NUL
+** bytes included (E_TRACE_PARSE, reported as soon as the limit is passed;
+** the rest of the line is skipped by the next call), or a line holding a
+** NUL byte (E_TRACE_PARSE naming the column). */
 int lsim__lines_next(lsim__lines *L, lsim_errbuf *eb, int *fatal);
 void lsim__lines_close(lsim__lines *L);
 
@@ -137,6 +153,9 @@ lsim_err lsim__p_tokens(const char *s, const char *path, int64_t line,
                         const char *field, int64_t *out, lsim_errbuf *eb);
 /* 1 when s is a valid name: 1..63 characters of [A-Za-z0-9_.:/@+-]. */
 int lsim__name_ok(const char *s);
+/* 1 when s may be quoted in a header error: 1..40 bytes of
+** [A-Za-z0-9_ ()-] (a column name, not a line of an arbitrary file). */
+int lsim__plain_word(const char *s);
 /* 1 when s is made of decimal digits only (and is not empty). */
 int lsim__all_digits(const char *s);
 

@@ -25,7 +25,7 @@ typedef struct lsim__mooncake {
 static int lsim__mooncake_next(lsim__src *s, lsim__raw *r, lsim_errbuf *eb,
                                int *fatal) {
   lsim__mooncake *m = (lsim__mooncake *)s;
-  char why[160], q[64];
+  char why[160], q[LSIM__SHOW_BUF];
   static const char *const keys[] = {"timestamp", "input_length",
                                      "output_length", "hash_ids"};
   for (;;) {
@@ -81,6 +81,10 @@ static int lsim__mooncake_next(lsim__src *s, lsim__raw *r, lsim_errbuf *eb,
         (e = lsim__p_tokens(kv[2]->num, s->path, m->L.line, "output_length",
                             &r->output, eb)))
       return e;
+    if (kv[3]->arr_n > LSIM_TRACE_MAX_BLOCKS)
+      return lsim__rowerr(eb, LSIM_E_TRACE_RANGE, s->path, m->L.line,
+                          "hash_ids", "more than %d block ids (got %d)",
+                          LSIM_TRACE_MAX_BLOCKS, kv[3]->arr_n);
     int64_t want = (r->prompt + m->block_tokens - 1) / m->block_tokens;
     if (kv[3]->arr_n != want)
       return lsim__rowerr(eb, LSIM_E_TRACE_MISMATCH, s->path, m->L.line,

@@ -93,10 +93,26 @@ static lsim_err lsim__header(lsim__native *n, char *line, lsim_errbuf *eb) {
     return lsim__rowerr(eb, LSIM_E_TRACE_PARSE, path, ln, NULL,
                         "header has more than %d columns", LSIM__MAX_COLS);
   int seen[LSIM__C_N] = {0};
-  char q[64];
+  char q[LSIM__SHOW_BUF];
+  /* a first line with no known column at all is not a trace header: it
+  ** is never quoted (it may be any file's first line, a secret included) */
+  int known = 0;
+  for (int i = 0; i < nf; i++) {
+    int64_t unit;
+    known += lsim__col_find(f[i], &unit) >= 0;
+  }
+  if (!known)
+    return lsim__rowerr(eb, LSIM_E_TRACE_PARSE, path, ln, "header",
+                        "not a trace header: no known column (expected "
+                        "names such as arrival_us,prompt_tokens,output_tokens)");
   for (int i = 0; i < nf; i++) {
     int64_t unit;
     int c = lsim__col_find(f[i], &unit);
+    if (c < 0 && !lsim__plain_word(f[i]))
+      return lsim__rowerr(eb, LSIM_E_TRACE_UNKNOWN, path, ln, "header",
+                          "unknown column %d (known: arrival_ns|_us|_ms, "
+                          "tenant, adapter, prompt_tokens, output_tokens, slo, "
+                          "deadline_*, cancel_*, prefix_blocks)", i + 1);
     if (c < 0)
       return lsim__rowerr(eb, LSIM_E_TRACE_UNKNOWN, path, ln, "header",
                           "unknown column '%s' (known: arrival_ns|_us|_ms, "
@@ -127,7 +143,7 @@ static lsim_err lsim__header(lsim__native *n, char *line, lsim_errbuf *eb) {
 
 static lsim_err lsim__time(lsim__native *n, const char *s, int c, int64_t *ns,
                            lsim_errbuf *eb) {
-  char q[64];
+  char q[LSIM__SHOW_BUF];
   int rc = lsim__p_time(s, n->unit[c], ns);
   if (rc == -1)
     return lsim__rowerr(eb, LSIM_E_TRACE_PARSE, n->base.path, n->L.line,
@@ -143,7 +159,7 @@ static lsim_err lsim__time(lsim__native *n, const char *s, int c, int64_t *ns,
 /* A tenant or adapter: an index or a name. */
 static lsim_err lsim__who(lsim__native *n, const char *s, int c, int *has,
                           int64_t *idx, const char **name, lsim_errbuf *eb) {
-  char q[64];
+  char q[LSIM__SHOW_BUF];
   *has = 0;
   *name = NULL;
   if (!*s)
@@ -284,7 +300,7 @@ static int lsim__csv_row(lsim__native *n, lsim__raw *r, lsim_errbuf *eb,
       break;
     case LSIM__C_SLO:
       if (*s && !lsim__name_ok(s)) {
-        char q[64];
+        char q[LSIM__SHOW_BUF];
         return lsim__rowerr(eb, LSIM_E_TRACE_PARSE, path, n->L.line, "slo",
                             "a name is 1 to 63 characters of "
                             "[A-Za-z0-9_.:/@+-] (got '%s')",
@@ -346,7 +362,7 @@ static int lsim__jsonl_row(lsim__native *n, lsim__raw *r, lsim_errbuf *eb,
     const lsim__jkv *kv = &n->J.kv[i];
     int64_t unit;
     int c = lsim__col_find(kv->key, &unit);
-    char q[64];
+    char q[LSIM__SHOW_BUF];
     if (c < 0)
       return lsim__rowerr(eb, LSIM_E_TRACE_UNKNOWN, path, n->L.line, NULL,
                           "unknown key '%s'", lsim__show(kv->key, q, sizeof q));

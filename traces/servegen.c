@@ -27,6 +27,8 @@
 */
 #include "internal.h"
 
+#include "engine/checked.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <math.h>
@@ -38,6 +40,18 @@
 /* The last window start accepted: (9e9 + 600) s in ns stays below 2^63
 ** (found by fuzz_trace_servegen: a 3.4e10 s stamp overflowed the ns cast). */
 #define LSIM__SG_MAX_TS_S 9e9
+/* Shapes a Gamma or Weibull window may have: the fitted shapes of the real
+** m-small trace lie in [0.0099, 365] (Gamma) and [0.16, 2.3] (Weibull).
+** Outside these the samplers lose the mean (a Gamma shape of 1e-300 draws
+** every gap as 0, so the window never ends; a Weibull shape under 0.01
+** overflows pow and tgamma). */
+#define LSIM__SG_MIN_SHAPE 1e-3
+#define LSIM__SG_MAX_SHAPE 1e4
+/* The most arrivals one window of one client may draw (a rate of 10^6
+** req/s for 600 s is 6 x 10^8); past it the window is a row error, so a
+** degenerate fit cannot loop forever. */
+#define LSIM__SG_MAX_WINDOW_ARRIVALS 1000000000LL
+#define LSIM__SG_MAX_RATE 1e6
 
 typedef struct lsim__client {
   int id, ordinal;
@@ -52,6 +66,7 @@ typedef struct lsim__client {
   int pattern;      /* 0 exponential, 1 gamma, 2 weibull */
   double shape, scale;
   double t;         /* the pending arrival, s */
+  int64_t drawn;    /* gaps drawn in the current window */
 } lsim__client;
 
 typedef struct lsim__sg {
@@ -158,7 +173,7 @@ static void lsim__sg_file(char *out, size_t size, const char *path, int dir,
 static lsim_err lsim__sg_row(const char *path, int64_t line, char *buf,
                              double *ts, double *rate, int *pattern,
                              double *shape, double *scale, lsim_errbuf *eb) {
-  char *f[7], q[64];
+  char *f[7], q[LSIM__SHOW_BUF];
   int nf = lsim__csv_split(buf, f, 6);
   if (nf != 6)
     return lsim__rowerr(eb, LSIM_E_TRACE_PARSE, path, line, NULL,
@@ -197,9 +212,16 @@ static lsim_err lsim__sg_row(const char *path, int64_t line, char *buf,
     return lsim__rowerr(eb, LSIM_E_TRACE_RANGE, path, line, "timestamp",
                         "above %.0f s (got '%s')", LSIM__SG_MAX_TS_S,
                         lsim__show(f[0], q, sizeof q));
-  if (*pattern && v[1] > 0 && !(v[4] > 0))
+  if (v[1] > LSIM__SG_MAX_RATE)
+    return lsim__rowerr(eb, LSIM_E_TRACE_RANGE, path, line, "rate",
+                        "above %.0f req/s (got '%s')", LSIM__SG_MAX_RATE,
+                        lsim__show(f[1], q, sizeof q));
+  if (*pattern && v[1] > 0 &&
+      !(v[4] >= LSIM__SG_MIN_SHAPE && v[4] <= LSIM__SG_MAX_SHAPE))
     return lsim__rowerr(eb, LSIM_E_TRACE_RANGE, path, line, "shape",
-                        "must be positive for a %s window", f[3]);
+                        "must be in [%g, %g] for a %s window (got '%s')",
+                        LSIM__SG_MIN_SHAPE, LSIM__SG_MAX_SHAPE, f[3],
+                        lsim__show(f[4], q, sizeof q));
   *ts = v[0];
   *rate = v[1];
   *shape = v[4];
@@ -308,6 +330,7 @@ static int lsim__sg_advance(lsim__sg *g, lsim__client *c, lsim_errbuf *eb,
       int lr = lsim__lines_next(&c->L, eb, fatal);
       if (lr < 0)
         return lr;
+      *fatal = 0; /* a line was read: its errors are row errors */
       if (lr == 0) {
         c->done = 1;
         return 0;
@@ -342,6 +365,13 @@ static int lsim__sg_advance(lsim__sg *g, lsim__client *c, lsim_errbuf *eb,
       c->shape = shape;
       c->scale = scale;
       c->t = ts;
+      c->drawn = 0;
+    }
+    if (++c->drawn > LSIM__SG_MAX_WINDOW_ARRIVALS) {
+      c->in_window = 0; /* the row is consumed: a skip goes on after it */
+      return lsim__rowerr(eb, LSIM_E_TRACE_RANGE, c->path, c->L.line, NULL,
+                          "the window draws more than %lld arrivals",
+                          (long long)LSIM__SG_MAX_WINDOW_ARRIVALS);
     }
     double gap; /* mean 1 / rate */
     if (c->pattern == 1)
@@ -351,6 +381,12 @@ static int lsim__sg_advance(lsim__sg *g, lsim__client *c, lsim_errbuf *eb,
             (tgamma(1.0 + 1.0 / c->shape) * c->rate);
     else
       gap = -log1p(-lsim_rng_unit(&c->rng)) / c->rate;
+    if (!(gap >= 0)) { /* NaN from a degenerate draw: the row is bad */
+      c->in_window = 0;
+      return lsim__rowerr(eb, LSIM_E_TRACE_RANGE, c->path, c->L.line, "shape",
+                          "the window's gaps are not numbers (shape %g)",
+                          c->shape);
+    }
     c->t += gap;
     if (!(c->t < c->win_end)) {
       c->in_window = 0;
@@ -383,7 +419,12 @@ static int lsim__sg_next(lsim__src *s, lsim__raw *r, lsim_errbuf *eb,
   r->deadline_ns = r->cancel_ns = -1;
   r->time_field = "timestamp";
   r->line = c->L.line;
-  r->arrival_ns = (int64_t)((c->t - g->spec.start_s) * 1e9);
+  /* t < win_end <= 9e9 + 600 s and t >= start_s: the cast is in range */
+  if (lsim_d2i64_checked((c->t - g->spec.start_s) * 1e9, 0, INT64_MAX,
+                         &r->arrival_ns)) {
+    *fatal = 1;
+    return LSIM_BUG(eb, "servegen arrival out of the ns range");
+  }
   r->has_tenant = 1;
   r->tenant = c->ordinal;
   r->prompt = lsim__len_draw(&g->prompt, &g->rl);

@@ -9,9 +9,12 @@
 #include "internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 /* ---- messages ---------------------------------------------------------- */
 
@@ -32,85 +35,204 @@ lsim_err lsim__rowerr(lsim_errbuf *eb, lsim_err code, const char *path,
 }
 
 const char *lsim__show(const char *s, char *out, size_t size) {
-  size_t i = 0;
-  for (; s[i] && i < size - 4; i++)
-    out[i] = ((unsigned char)s[i] < 0x20 || s[i] == 0x7f) ? '?' : s[i];
-  if (s[i])
-    memcpy(out + i, "...", 4);
-  else
-    out[i] = '\0';
+  static const char hex[] = "0123456789abcdef";
+  size_t i = 0, o = 0;
+  for (; s[i] && i < LSIM__SHOW_MAX; i++) {
+    unsigned char ch = (unsigned char)s[i];
+    int esc = ch < 0x20 || ch >= 0x7f || ch == '\\' || ch == '\'';
+    if (o + (esc ? 4 : 1) + 4 > size)
+      break; /* room for "..." and the NUL stays */
+    if (esc) {
+      out[o++] = '\\';
+      out[o++] = 'x';
+      out[o++] = hex[ch >> 4];
+      out[o++] = hex[ch & 15];
+    } else {
+      out[o++] = (char)ch;
+    }
+  }
+  if (s[i]) {
+    memcpy(out + o, "...", 4);
+  } else {
+    out[o] = '\0';
+  }
   return out;
 }
 
 /* ---- lines --------------------------------------------------------------- */
 
-lsim_err lsim__lines_open(lsim__lines *L, const char *path, lsim_errbuf *eb) {
-  memset(L, 0, sizeof *L);
-  L->path = path;
-  L->fp = fopen(path, "r");
-  if (!L->fp) {
+#define LSIM__RBUF 65536
+
+/* The kind of a non-regular file, for messages. */
+static const char *lsim__ftype(mode_t m) {
+  return S_ISDIR(m)    ? "a directory"
+         : S_ISFIFO(m) ? "a FIFO"
+         : S_ISCHR(m)  ? "a character device"
+         : S_ISBLK(m)  ? "a block device"
+         : S_ISSOCK(m) ? "a socket"
+                       : "not a regular file";
+}
+
+lsim_err lsim__open_regular(const char *path, int *fd_out, lsim_errbuf *eb) {
+  struct stat st;
+  *fd_out = -1;
+  /* the type first: opening a FIFO for reading blocks until a writer
+  ** comes, and a device may never end */
+  if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
+    return lsim_fail(eb, LSIM_E_IO, "%s: cannot read %s as a trace: not a "
+                     "regular file", path, lsim__ftype(st.st_mode));
+  /* non-blocking, so a file swapped for a FIFO after the stat cannot
+  ** block either; fstat then decides on what was really opened */
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
     int e = errno;
     return lsim_fail(eb, LSIM_E_IO, "%s: cannot open: %s", path, strerror(e));
   }
+  int fl;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    return lsim_fail(eb, LSIM_E_IO, "%s: cannot read %s as a trace: not a "
+                     "regular file", path, lsim__ftype(st.st_mode));
+  }
+  if ((fl = fcntl(fd, F_GETFL)) < 0 ||
+      fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0) {
+    int e = errno;
+    close(fd);
+    return lsim_fail(eb, LSIM_E_IO, "%s: cannot open: %s", path, strerror(e));
+  }
+  *fd_out = fd;
+  return 0;
+}
+
+lsim_err lsim__lines_open(lsim__lines *L, const char *path, lsim_errbuf *eb) {
+  memset(L, 0, sizeof *L);
+  L->fd = -1;
+  L->path = path;
+  lsim_err rc = lsim__open_regular(path, &L->fd, eb);
+  if (rc)
+    return rc;
   L->cap = 4096;
   L->buf = malloc(L->cap);
-  if (!L->buf) {
-    fclose(L->fp);
-    L->fp = NULL;
+  L->rbuf = malloc(LSIM__RBUF);
+  if (!L->buf || !L->rbuf) {
+    lsim__lines_close(L);
     return lsim_fail(eb, LSIM_E_NOMEM, "%s: out of memory", path);
   }
   return 0;
 }
 
+/* Refill the read-ahead: 1 bytes, 0 end of file, < 0 E_IO. */
+static int lsim__fill(lsim__lines *L, lsim_errbuf *eb) {
+  if (L->eof)
+    return 0;
+  for (;;) {
+    ssize_t n = read(L->fd, L->rbuf, LSIM__RBUF);
+    if (n > 0) {
+      L->rpos = 0;
+      L->rlen = (size_t)n;
+      return 1;
+    }
+    if (n == 0) {
+      L->eof = 1;
+      return 0;
+    }
+    if (errno != EINTR) {
+      int e = errno;
+      return lsim_fail(eb, LSIM_E_IO, "%s:%lld: read error: %s", L->path,
+                       (long long)L->line + 1, strerror(e));
+    }
+  }
+}
+
 int lsim__lines_next(lsim__lines *L, lsim_errbuf *eb, int *fatal) {
   size_t len = 0;
-  int too_long = 0;
+  int any = 0, r;
   *fatal = 1;
-  for (;;) {
-    if (!fgets(L->buf + len, (int)(L->cap - len), L->fp)) {
-      if (ferror(L->fp))
-        return lsim_fail(eb, LSIM_E_IO, "%s:%lld: read error", L->path,
-                         (long long)L->line + 1);
-      if (len == 0 && !too_long)
-        return 0;
-      break; /* a last line without a newline */
-    }
-    len += strlen(L->buf + len);
-    if (len > 0 && L->buf[len - 1] == '\n')
+  /* the rest of an over-long line reported by the previous call */
+  while (L->skipping) {
+    if (L->rpos == L->rlen && (r = lsim__fill(L, eb)) <= 0) {
+      if (r < 0)
+        return r;
+      L->skipping = 0;
       break;
-    if (len + 1 < L->cap)
-      continue; /* a NUL byte inside the line cut fgets short: read on */
-    if (L->cap >= LSIM_TRACE_MAX_LINE) {
-      too_long = 1; /* keep consuming into the same buffer */
-      len = 0;
-      continue;
     }
-    size_t ncap = L->cap * 2;
-    char *nb = realloc(L->buf, ncap);
-    if (!nb)
-      return lsim_fail(eb, LSIM_E_NOMEM, "%s: out of memory", L->path);
-    L->buf = nb;
-    L->cap = ncap;
+    char *nl = memchr(L->rbuf + L->rpos, '\n', L->rlen - L->rpos);
+    if (nl) {
+      L->rpos = (size_t)(nl - L->rbuf) + 1;
+      L->skipping = 0;
+    } else {
+      L->rpos = L->rlen;
+    }
+  }
+  for (;;) {
+    if (L->rpos == L->rlen) {
+      r = lsim__fill(L, eb);
+      if (r < 0)
+        return r;
+      if (r == 0) {
+        if (!any)
+          return 0;
+        break; /* a last line without a newline */
+      }
+    }
+    any = 1;
+    const char *s = L->rbuf + L->rpos;
+    size_t avail = L->rlen - L->rpos;
+    const char *nl = memchr(s, '\n', avail);
+    size_t take = nl ? (size_t)(nl - s) : avail;
+    /* every byte counts toward the limit, NUL bytes too */
+    if (len + take >= LSIM_TRACE_MAX_LINE) {
+      L->line++;
+      L->rpos += nl ? take + 1 : take;
+      L->skipping = !nl;
+      L->buf[0] = '\0';
+      L->len = 0;
+      *fatal = 0;
+      return lsim__rowerr(eb, LSIM_E_TRACE_PARSE, L->path, L->line, NULL,
+                          "line longer than %d bytes", LSIM_TRACE_MAX_LINE);
+    }
+    if (len + take + 1 > L->cap) {
+      size_t ncap = L->cap;
+      while (ncap < len + take + 1)
+        ncap *= 2;
+      char *nb = realloc(L->buf, ncap);
+      if (!nb)
+        return lsim_fail(eb, LSIM_E_NOMEM, "%s: out of memory", L->path);
+      L->buf = nb;
+      L->cap = ncap;
+    }
+    memcpy(L->buf + len, s, take);
+    len += take;
+    L->rpos += take;
+    if (nl) {
+      L->rpos++;
+      break;
+    }
   }
   L->line++;
-  if (too_long) {
+  L->buf[len] = '\0';
+  while (len > 0 && (L->buf[len - 1] == '\n' || L->buf[len - 1] == '\r'))
+    L->buf[--len] = '\0';
+  L->len = len;
+  const char *z = memchr(L->buf, '\0', len);
+  if (z) {
+    /* a C string would end here and the row would change silently */
     L->buf[0] = '\0';
     L->len = 0;
     *fatal = 0;
     return lsim__rowerr(eb, LSIM_E_TRACE_PARSE, L->path, L->line, NULL,
-                        "line longer than %d bytes", LSIM_TRACE_MAX_LINE);
+                        "NUL byte at column %zu", (size_t)(z - L->buf) + 1);
   }
-  while (len > 0 && (L->buf[len - 1] == '\n' || L->buf[len - 1] == '\r'))
-    L->buf[--len] = '\0';
-  L->len = len;
   return 1;
 }
 
 void lsim__lines_close(lsim__lines *L) {
-  if (L->fp)
-    fclose(L->fp);
+  if (L->fd >= 0)
+    close(L->fd);
   free(L->buf);
+  free(L->rbuf);
   memset(L, 0, sizeof *L);
+  L->fd = -1;
 }
 
 int lsim__skippable(const char *s) {
@@ -217,7 +339,7 @@ int lsim__p_f64(const char *s, double *out) {
 
 lsim_err lsim__p_tokens(const char *s, const char *path, int64_t line,
                         const char *field, int64_t *out, lsim_errbuf *eb) {
-  char q[64];
+  char q[LSIM__SHOW_BUF];
   int64_t v;
   if (!*s)
     return lsim__rowerr(eb, LSIM_E_TRACE_MISSING, path, line, field,
@@ -233,6 +355,13 @@ lsim_err lsim__p_tokens(const char *s, const char *path, int64_t line,
                         lsim__show(s, q, sizeof q));
   *out = v;
   return 0;
+}
+
+int lsim__plain_word(const char *s) {
+  size_t n = strlen(s);
+  return n > 0 && n <= 40 &&
+         strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                   "0123456789_ ()-") == n;
 }
 
 int lsim__name_ok(const char *s) {
@@ -359,6 +488,7 @@ static int lsim__jpush(lsim__jobj *o, uint64_t v) {
 }
 
 int lsim__json_line(char *line, lsim__jobj *o, char *why, size_t wl) {
+  char kq[LSIM__SHOW_BUF];
   char *p = lsim__jws(line);
   o->n = 0;
   o->arr_n = 0;
@@ -382,7 +512,7 @@ int lsim__json_line(char *line, lsim__jobj *o, char *why, size_t wl) {
       return -1;
     p = lsim__jws(p);
     if (*p != ':') {
-      snprintf(why, wl, "expected ':' after key '%.40s'", key);
+      snprintf(why, wl, "expected ':' after key '%s'", lsim__show(key, kq, sizeof kq));
       return -1;
     }
     p = lsim__jws(p + 1);
@@ -411,8 +541,8 @@ int lsim__json_line(char *line, lsim__jobj *o, char *why, size_t wl) {
         for (;;) {
           char *t;
           if (*p == '-' || lsim__jnum(&p, &t, why, wl)) {
-            snprintf(why, wl, "array '%.40s': elements must be non-negative "
-                              "integers", key);
+            snprintf(why, wl, "array '%s': elements must be non-negative "
+                              "integers", lsim__show(key, kq, sizeof kq));
             return -1;
           }
           char save = *p;
@@ -421,8 +551,8 @@ int lsim__json_line(char *line, lsim__jobj *o, char *why, size_t wl) {
           int bad = lsim__p_i64(t, &v) != 0;
           *p = save;
           if (bad) {
-            snprintf(why, wl, "array '%.40s': elements must be non-negative "
-                              "integers", key);
+            snprintf(why, wl, "array '%s': elements must be non-negative "
+                              "integers", lsim__show(key, kq, sizeof kq));
             return -1;
           }
           if (lsim__jpush(o, (uint64_t)v))
@@ -436,13 +566,13 @@ int lsim__json_line(char *line, lsim__jobj *o, char *why, size_t wl) {
             p++;
             break;
           }
-          snprintf(why, wl, "array '%.40s': expected ',' or ']'", key);
+          snprintf(why, wl, "array '%s': expected ',' or ']'", lsim__show(key, kq, sizeof kq));
           return -1;
         }
       }
       kv->arr_n = o->arr_n - kv->arr_off;
     } else if (*p == '{') {
-      snprintf(why, wl, "key '%.40s': nested objects are not allowed", key);
+      snprintf(why, wl, "key '%s': nested objects are not allowed", lsim__show(key, kq, sizeof kq));
       return -1;
     } else if (strncmp(p, "null", 4) == 0) {
       kv->type = LSIM__J_NULL;
@@ -462,7 +592,7 @@ int lsim__json_line(char *line, lsim__jobj *o, char *why, size_t wl) {
     }
     for (int i = 0; i < o->n; i++)
       if (strcmp(o->kv[i].key, key) == 0) {
-        snprintf(why, wl, "key '%.40s' appears twice", key);
+        snprintf(why, wl, "key '%s' appears twice", lsim__show(key, kq, sizeof kq));
         return -1;
       }
     o->n++;
