@@ -52,7 +52,7 @@
 #include "compress_cmd.h"
 #include "db.h"
 #include "queue.h"
-#include "rng.h"
+#include "../base/rng.h"
 
 enum { LSIM__Q_LOAD_DONE = 0, LSIM__Q_ITER_DONE = 1, LSIM__Q_ARRIVAL = 2,
        LSIM__Q_STEP = 3 };

@@ -2,7 +2,7 @@
 #include <criterion/criterion.h>
 
 #include "sim/queue.h"
-#include "sim/rng.h"
+#include "base/rng.h"
 
 static lsim_qev ev(lsim_tick t, int cls, int64_t tag) {
   lsim_qev e = {t, cls, 0, 0, 0, tag, 0};

@@ -39,7 +39,7 @@
 #include <stdio.h>
 
 #include "../engine/lsim.h"
-#include "../sim/rng.h"
+#include "../base/rng.h"
 
 #define LSIM_TRACE_PATH_MAX 1024
 #define LSIM_TRACE_MAX_TENANTS 64   /* the scenario's limit */
