@@ -20,7 +20,7 @@
 #include <string.h>
 
 #ifdef LSIM_HAVE_CUDA
-#include "backends/cpu_ref/compress_ref.h"
+#include "testsupport/compress_ref.h"
 #include "backends/cuda/compress_gpu.h"
 #include "backends/cuda/cuda.h"
 #include "base/rng.h"

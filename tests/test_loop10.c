@@ -22,7 +22,7 @@
 #include <string.h>
 
 #include "../backends/cpu_ref/cpu_ref.h"
-#include "../backends/cpu_ref/repr.h"
+#include "../testsupport/repr.h"
 #include "../engine/rowplan.h"
 #include "../base/rng.h"
 
