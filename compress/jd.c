@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../sim/rng.h"
+#include "../base/rng.h"
 
 #define LSIM__KMEANS_STREAM 0x636d70u /* "cmp": the k-means++ start */
 

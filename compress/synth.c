@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../sim/rng.h"
+#include "../base/rng.h"
 
 #define LSIM__SYNTH_STREAM 0x73796eu /* "syn" */
 

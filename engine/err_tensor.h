@@ -11,7 +11,7 @@
 **                          logical rank the plan froze for its rows
 **   E_SLOT_RANK            a logical rank above the physical slot rank R
 **
-** Codes from -174 on: the Loop 10 layouts (backends/cpu_ref/repr.h):
+** Codes from -174 on: the Loop 10 layouts (testsupport/repr.h):
 **   E_REPR_SEGMENT         a segment or sub-batch offset vector does not
 **                          start at 0, does not strictly increase, or runs
 **                          past the rows

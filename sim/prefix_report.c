@@ -50,7 +50,7 @@
 #include "../traces/trace.h"
 #include "escape.h"
 #include "plot_run.h"
-#include "rng.h"
+#include "../base/rng.h"
 
 #define LSIM__PX_RNG_BASE 0x7078000000000001ull /* base-share draws */
 #define LSIM__NMODES 4

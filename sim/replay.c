@@ -57,7 +57,7 @@
 #include "db.h"
 #include "outfile.h"
 #include "queue.h"
-#include "rng.h"
+#include "../base/rng.h"
 #include "runid.h"
 
 enum { LSIM__Q_LOAD_DONE = 0, LSIM__Q_ITER_DONE = 1, LSIM__Q_ARRIVAL = 2,

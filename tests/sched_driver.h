@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "engine/engine.h"
-#include "engine/lab.h"
+#include "testsupport/lab.h"
 #include "engine/policy/policy.h"
 
 #define MAXEV 512

@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backends/cpu_ref/compress_ref.h"
+#include "testsupport/compress_ref.h"
 #include "compress/jd.h"
 #include "compress/ledger.h"
 #include "compress/synth.h"

@@ -21,7 +21,7 @@
 
 #include "../backends/cpu_ref/cpu_ref.h"
 #include "../engine/rowplan.h"
-#include "../sim/rng.h"
+#include "../base/rng.h"
 
 #define BASE LSIM_BASE
 #define PRE LSIM_PHASE_PREFILL

@@ -20,10 +20,10 @@
 #include <string.h>
 
 #ifdef LSIM_HAVE_CUDA
-#include "backends/cpu_ref/compress_ref.h"
+#include "testsupport/compress_ref.h"
 #include "backends/cuda/compress_gpu.h"
 #include "backends/cuda/cuda.h"
-#include "sim/rng.h"
+#include "base/rng.h"
 
 static void need_gpu(void) {
   char d[256];

@@ -33,7 +33,7 @@
 #include "backends/cuda/cuda.h"
 #include "backends/cuda/pool.h"
 #include "engine/rowplan.h"
-#include "sim/rng.h"
+#include "base/rng.h"
 
 #define MAXAD 24
 

@@ -8,7 +8,7 @@
 #include "backends/cpu_ref/cpu_ref.h"
 #include "engine/hotswap.h"
 #include "engine/residency.h"
-#include "engine/merge.h"
+#include "testsupport/merge.h"
 
 /* ---- exact tensors of the fixture ------------------------------------------- */
 

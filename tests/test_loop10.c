@@ -22,9 +22,9 @@
 #include <string.h>
 
 #include "../backends/cpu_ref/cpu_ref.h"
-#include "../backends/cpu_ref/repr.h"
+#include "../testsupport/repr.h"
 #include "../engine/rowplan.h"
-#include "../sim/rng.h"
+#include "../base/rng.h"
 
 #define BASE LSIM_BASE
 #define NELEM(a) ((int)(sizeof(a) / sizeof((a)[0])))

@@ -2,7 +2,7 @@
 #include <criterion/criterion.h>
 
 #include "sim/queue.h"
-#include "sim/rng.h"
+#include "base/rng.h"
 
 static lsim_qev ev(lsim_tick t, int cls, int64_t tag) {
   lsim_qev e = {t, cls, 0, 0, 0, tag, 0};
@@ -67,5 +67,26 @@ Test(queue, peek_matches_pop_and_interleaving_keeps_order) {
   cr_assert_eq(out.a, 1);
   lsim_queue_pop(&q, &out);
   cr_assert_eq(out.a, 2);
+  lsim_queue_release(&q);
+}
+
+Test(queue, release_empties_and_the_queue_can_be_reused) {
+  lsim_queue q = LSIM_QUEUE_INIT;
+  lsim_qev a = ev(3, 1, 1), b = ev(3, 1, 2), out = ev(9, 9, 9);
+  cr_assert_eq(lsim_queue_pop(&q, &out), 0);
+  cr_assert_eq(out.a, 9); /* an empty pop leaves *out alone */
+  cr_assert_eq(lsim_queue_push(&q, &a), 0);
+  cr_assert_eq(a.seq, 0); /* the caller's event is not changed */
+  lsim_queue_release(&q);
+  cr_assert_eq(lsim_queue_len(&q), 0);
+  cr_assert_null(lsim_queue_peek(&q));
+  lsim_queue_release(&q); /* twice is safe */
+  cr_assert_eq(lsim_queue_push(&q, &b), 0);
+  cr_assert_eq(lsim_queue_push(&q, &a), 0);
+  cr_assert_eq(lsim_queue_pop(&q, &out), 1);
+  cr_assert_eq(out.a, 2); /* pushed first after the release */
+  cr_assert_gt(out.seq, 0); /* seq kept counting */
+  cr_assert_eq(lsim_queue_pop(&q, &out), 1);
+  cr_assert_eq(out.a, 1);
   lsim_queue_release(&q);
 }

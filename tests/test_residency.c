@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "engine/residency.h"
-#include "sim/rng.h"
+#include "base/rng.h"
 
 /* ---- the sixteen-slot fixture (article 0x05B) ----------------------------- */
 

@@ -1,7 +1,7 @@
 /* PRNG streams: determinism, independence, range. */
 #include <criterion/criterion.h>
 
-#include "sim/rng.h"
+#include "base/rng.h"
 
 Test(rng, same_seed_and_stream_give_the_same_sequence) {
   lsim_rng a, b;

@@ -26,7 +26,7 @@
 #include <string.h>
 
 #include "../engine/rowplan.h"
-#include "../sim/rng.h"
+#include "../base/rng.h"
 
 #define B LSIM_BASE
 #define PRE LSIM_PHASE_PREFILL

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "engine/engine.h"
-#include "engine/lab.h"
+#include "testsupport/lab.h"
 #include "engine/policy/policy.h"
 
 /* ---- a hand-driven engine (one worker, unit-tick world) ------------------- */

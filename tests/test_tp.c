@@ -21,7 +21,7 @@
 #include "backends/cuda/tp_step.h"
 #include "engine/identity.h"
 #include "engine/tp.h"
-#include "sim/rng.h"
+#include "base/rng.h"
 #include "tools/tp_host_ref.h"
 
 /* ---------------------------------------------------------------- helpers */

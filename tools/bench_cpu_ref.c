@@ -30,7 +30,7 @@
 
 #include "../backends/cpu_ref/cpu_ref.h"
 #include "../engine/rowplan.h"
-#include "../sim/rng.h"
+#include "../base/rng.h"
 
 static double now_s(void) {
   struct timespec ts;

@@ -39,7 +39,7 @@
 #include <stdio.h>
 
 #include "../engine/lsim.h"
-#include "../sim/rng.h"
+#include "../base/rng.h"
 
 #define LSIM_TRACE_PATH_MAX 1024
 #define LSIM_TRACE_MAX_TENANTS 64   /* the scenario's limit */
@@ -50,7 +50,7 @@
 #define LSIM_TRACE_MAX_TOKENS 10000000 /* prompt and output lengths */
 
 /*
-** Random streams of the trace stage beyond sim/rng.h's purposes (their
+** Random streams of the trace stage beyond base/rng.h's purposes (their
 ** values are far from rng.h's small enum).  A ServeGen client c draws from
 ** LSIM_TRACE_RNG_CLIENT + c; the generator uses LSIM_RNG_ARRIVALS,
 ** LSIM_RNG_TENANTS and LSIM_RNG_LENGTHS; the assignment of adapters uses

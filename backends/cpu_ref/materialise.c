@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../sim/rng.h"
+#include "../../base/rng.h"
 
 /* A stream keyed by several integers: mix them into one seed. */
 static void lsim__keyed(lsim_rng *r, uint64_t seed, uint64_t a, uint64_t b,

@@ -47,7 +47,7 @@
 
 #include <stdio.h>
 
-#include "../../sim/rng.h"
+#include "../../base/rng.h"
 #include "../backend.h"
 #include "../cpu_ref/materialise.h"
 #include "gpu_exact.h"

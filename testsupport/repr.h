@@ -72,7 +72,7 @@
 #ifndef LSIM_REPR_H
 #define LSIM_REPR_H
 
-#include "cpu_ref.h"
+#include "../backends/cpu_ref/cpu_ref.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -25,8 +25,8 @@
 #ifndef LSIM_LAB_H
 #define LSIM_LAB_H
 
-#include "lsim.h"
-#include "policy/policy.h"
+#include "../engine/lsim.h"
+#include "../engine/policy/policy.h"
 
 enum lsim_pred_slot_state {
   LSIM_PSLOT_COLD = 0,

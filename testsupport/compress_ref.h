@@ -31,7 +31,7 @@
 #ifndef LSIM_COMPRESS_REF_H
 #define LSIM_COMPRESS_REF_H
 
-#include "cpu_ref.h"
+#include "../backends/cpu_ref/cpu_ref.h"
 
 #ifdef __cplusplus
 extern "C" {

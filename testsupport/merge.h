@@ -22,7 +22,7 @@
 #ifndef LSIM_MERGE_H
 #define LSIM_MERGE_H
 
-#include "lsim.h"
+#include "../engine/lsim.h"
 
 #if !defined(__FLT16_MANT_DIG__)
 #error "lsim merge.h needs the C _Float16 type (gcc/clang on x86-64 or AArch64)"
