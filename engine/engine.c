@@ -1751,17 +1751,59 @@ static lsim_err lsim__begin(lsim_engine *e, int wi, lsim_tick now,
   return 0;
 }
 
+/*
+** The one release path of a request that gives its place in the pool back:
+** finish, cancellation (running or waiting), preemption and the end of the
+** run all come through here.  In this order: the prefix cache's references
+** go back, then the request's KV object (*owned: the pages it held) and its
+** adapter reference, then, with `lease`, its hotswap lease (a preempted
+** request that stays on its worker keeps it), then its compressed-catalog
+** lease and basis reference.  Nothing is emitted here except what the
+** features emit (lease_released); the caller says why the request left.
+** On error the remaining steps are skipped (the run fails).
+*/
+static lsim_err lsim__release(lsim_engine *e, int wi, lsim__req *r,
+                              lsim_tick now, int lease, int64_t *owned,
+                              lsim_errbuf *eb) {
+  lsim__worker *w = &e->w[wi];
+  lsim_err rc;
+  *owned = 0;
+  if ((rc = lsim__px_release(e, wi, r, eb)))
+    return rc;
+  if (r->kv >= 0) {
+    int64_t used;
+    if ((rc = lsim_res_kv_pages(w->res, r->kv, owned, &used, eb)) ||
+        (rc = lsim_res_kv_release(w->res, r->kv, eb)) ||
+        (rc = lsim_res_unbind(w->res, r->adapter, now, eb)))
+      return rc;
+    r->kv = -1;
+  }
+  if (lease && (rc = lsim__hs_unbind(e, wi, r, now, eb)))
+    return rc;
+  return lsim__cmp_unbind(e, w, r, now, eb);
+}
+
+/* The request's record is written with `outcome` and it is freed. */
+static lsim_err lsim__retire(lsim_engine *e, lsim__req *r, lsim_tick now,
+                             const char *outcome, lsim_errbuf *eb) {
+  lsim_err rc = lsim__record(e, r, now, outcome, eb);
+  lsim__req_free(e, r);
+  e->live--;
+  return rc;
+}
+
 /* Reject a request that is not running: record + event, free it. */
 static lsim_err lsim__reject(lsim_engine *e, lsim__req *r, lsim_tick now,
                              const char *why, lsim_errbuf *eb) {
   lsim_err rc = lsim__emit(e, now, LSIM_EV_ADMISSION_REJECTED, r->worker,
                            r->id, r->tenant, r->adapter, LSIM_NONE, 0, 0, 0,
                            0, why, eb);
-  if (!rc)
-    rc = lsim__record(e, r, now, "rejected", eb);
-  lsim__req_free(e, r);
-  e->live--;
-  return rc;
+  if (rc) {
+    lsim__req_free(e, r);
+    e->live--;
+    return rc;
+  }
+  return lsim__retire(e, r, now, "rejected", eb);
 }
 
 /* Take r off the waiting list of its worker, closing its queue entry and
@@ -2440,13 +2482,9 @@ static lsim_err lsim__withdraw_waiting(lsim_engine *e, int wi, lsim__req *r,
     r->txn = -1;
     *what = "during_load";
   } else if (r->kv >= 0) {
-    int64_t owned, used;
-    if ((rc = lsim_res_kv_pages(w->res, r->kv, &owned, &used, eb)) ||
-        (rc = lsim_res_kv_release(w->res, r->kv, eb)) ||
-        (rc = lsim_res_unbind(w->res, r->adapter, now, eb)))
+    /* a preempted request waiting on its own worker keeps its lease */
+    if ((rc = lsim__release(e, wi, r, now, 0, released, eb)))
       return rc;
-    *released = owned;
-    r->kv = -1;
     w->admitted_waiting--;
     *what = "admitted";
   }
@@ -2460,17 +2498,11 @@ static lsim_err lsim__withdraw_waiting(lsim_engine *e, int wi, lsim__req *r,
 static lsim_err lsim__drop_running(lsim_engine *e, int wi, lsim__req *r,
                                    lsim_tick now, lsim_errbuf *eb) {
   lsim__worker *w = &e->w[wi];
-  int64_t owned, used;
-  lsim_err rc;
+  int64_t owned;
   lsim__list_remove(&w->running, r);
-  if ((rc = lsim__px_release(e, wi, r, eb)) ||
-      (rc = lsim_res_kv_pages(w->res, r->kv, &owned, &used, eb)) ||
-      (rc = lsim_res_kv_release(w->res, r->kv, eb)) ||
-      (rc = lsim_res_unbind(w->res, r->adapter, now, eb)) ||
-      (rc = lsim__hs_unbind(e, wi, r, now, eb)) ||
-      (rc = lsim__cmp_unbind(e, w, r, now, eb)))
+  lsim_err rc = lsim__release(e, wi, r, now, 1, &owned, eb);
+  if (rc)
     return rc;
-  r->kv = -1;
   assert(lsim__worker_sound(e, w));
   int64_t gen = lsim__av(w, r->adapter).generation;
   rc = lsim__emit(e, now, LSIM_EV_KV_RELEASED, wi, r->id, r->tenant,
@@ -2480,11 +2512,12 @@ static lsim_err lsim__drop_running(lsim_engine *e, int wi, lsim__req *r,
     rc = lsim__emit(e, now, LSIM_EV_REQUEST_CANCELLED, wi, r->id, r->tenant,
                     r->adapter, gen, 0, owned, owned * e->cfg.page_bytes,
                     r->produced, "running", eb);
-  if (!rc)
-    rc = lsim__record(e, r, now, "cancelled", eb);
-  lsim__req_free(e, r);
-  e->live--;
-  return rc;
+  if (rc) {
+    lsim__req_free(e, r);
+    e->live--;
+    return rc;
+  }
+  return lsim__retire(e, r, now, "cancelled", eb);
 }
 
 /*
@@ -2500,16 +2533,12 @@ static lsim_err lsim__drop_running(lsim_engine *e, int wi, lsim__req *r,
 static lsim_err lsim__preempt(lsim_engine *e, int wi, lsim__req *r,
                               lsim_tick now, lsim_errbuf *eb) {
   lsim__worker *w = &e->w[wi];
-  int64_t owned, used;
-  lsim_err rc;
+  int64_t owned;
   lsim__list_remove(&w->running, r);
-  if ((rc = lsim__px_release(e, wi, r, eb)) ||
-      (rc = lsim_res_kv_pages(w->res, r->kv, &owned, &used, eb)) ||
-      (rc = lsim_res_kv_release(w->res, r->kv, eb)) ||
-      (rc = lsim_res_unbind(w->res, r->adapter, now, eb)) ||
-      (rc = lsim__cmp_unbind(e, w, r, now, eb)))
+  /* the lease stays unless it migrates (below) */
+  lsim_err rc = lsim__release(e, wi, r, now, 0, &owned, eb);
+  if (rc)
     return rc;
-  r->kv = -1;
   r->recomp = r->produced;
   r->prefilled = 0;
   r->kv_initial = lsim__kv_pages(e, (int64_t)r->prompt + r->recomp);
@@ -2665,11 +2694,12 @@ lsim_err lsim_engine_withdraw(lsim_engine *e, int64_t request, lsim_tick now,
       rc = lsim__emit(e, now, LSIM_EV_REQUEST_CANCELLED, wi, r->id, r->tenant,
                       r->adapter, lsim__av(w, r->adapter).generation, 0,
                       released, released * e->cfg.page_bytes, 0, what, eb);
-      if (!rc)
-        rc = lsim__record(e, r, now, "cancelled", eb);
-      lsim__req_free(e, r);
-      e->live--;
-      return rc;
+      if (rc) {
+        lsim__req_free(e, r);
+        e->live--;
+        return rc;
+      }
+      return lsim__retire(e, r, now, "cancelled", eb);
     }
     if (why != LSIM_WITHDRAW_CANCEL)
       continue;
@@ -3113,13 +3143,9 @@ lsim_err lsim_engine_iter_done(lsim_engine *e, int wi, lsim_tick now, int ok,
     /* finished: close KV ownership and the adapter reference (a request
     ** cancelled during its last iteration finished first) */
     lsim__list_remove(&w->running, r);
-    if ((rc = lsim__px_release(e, wi, r, eb)) ||
-        (rc = lsim_res_kv_release(w->res, r->kv, eb)) ||
-        (rc = lsim_res_unbind(w->res, r->adapter, now, eb)) ||
-        (rc = lsim__hs_unbind(e, wi, r, now, eb)) ||
-        (rc = lsim__cmp_unbind(e, w, r, now, eb)))
+    int64_t owned;
+    if ((rc = lsim__release(e, wi, r, now, 1, &owned, eb)))
       return rc;
-    r->kv = -1;
     assert(lsim__worker_sound(e, w));
     int64_t gen = lsim__av(w, r->adapter).generation;
     rc = lsim__emit(e, now, LSIM_EV_KV_RELEASED, wi, r->id, r->tenant,
@@ -3128,11 +3154,12 @@ lsim_err lsim_engine_iter_done(lsim_engine *e, int wi, lsim_tick now, int ok,
     if (!rc)
       rc = lsim__emit(e, now, LSIM_EV_REQUEST_FINISHED, wi, r->id, r->tenant,
                       r->adapter, gen, 0, 0, 0, r->produced, "ok", eb);
-    if (!rc)
-      rc = lsim__record(e, r, now, "ok", eb);
-    lsim__req_free(e, r);
-    e->live--;
-    if (rc)
+    if (rc) {
+      lsim__req_free(e, r);
+      e->live--;
+      return rc;
+    }
+    if ((rc = lsim__retire(e, r, now, "ok", eb)))
       return rc;
   }
   w->nbatch = 0;
@@ -3158,14 +3185,11 @@ lsim_err lsim_engine_finish(lsim_engine *e, lsim_tick now, lsim_errbuf *eb) {
         ** final conservation check sees the pool the run ended with */
         lsim_err rc = lsim__record(e, r, now, "unfinished", eb);
         lsim_errbuf tmp = LSIM_ERRBUF_INIT;
-        lsim__px_release(e, i, r, &tmp);
-        if (r->kv >= 0) {
-          lsim_res_kv_release(w->res, r->kv, &tmp);
-          lsim_res_unbind(w->res, r->adapter, now, &tmp);
-          if (k == 1)
-            w->admitted_waiting--;
-        }
-        lsim__cmp_unbind(e, w, r, now, &tmp);
+        int64_t owned;
+        if (k == 1 && r->kv >= 0)
+          w->admitted_waiting--;
+        /* leases stay: no lease_released for a request that never left */
+        lsim__release(e, i, r, now, 0, &owned, &tmp);
         if (k == 1)
           lsim__unwait(e, now, w, r, &tmp);
         else
