@@ -164,7 +164,7 @@ struct lsim_engine {
   lsim__req **cand_req;
   int *order;
   lsim_evict_cand *ecands;
-  lsim__req **admitted;
+  lsim__req **admitted; /* [window] admitted by lsim__sel_admit */
   int *prop;
   int *vict;      /* [na] victims a txn just chose (begin) */
   int *vict_done; /* [na] victims of a txn that completes or fails */
@@ -2733,31 +2733,32 @@ lsim_err lsim_engine_cancel(lsim_engine *e, int64_t request, lsim_tick now,
 
 /* ---- selection ------------------------------------------------------------ */
 
-static lsim_err lsim__select(lsim_engine *e, int wi, lsim_tick now,
-                             lsim_plan *plan, int *selected,
-                             lsim_errbuf *eb) {
-  lsim__worker *w = &e->w[wi];
-  lsim_err rc;
-  *selected = 0;
-  lsim_plan_reset(plan);
-  /* incremental KV: running requests get their next page first, or the
-  ** newest of them is preempted */
-  if (e->cfg.kv_incremental && (rc = lsim__grow_running(e, wi, now, eb)))
-    return rc;
-  /* one decode row per running request; a part-prefilled one (chunked
-  ** prefill) takes its next chunk instead, and one whose first row (a
-  ** prefill or a recompute) was in a failed iteration takes that row
-  ** again */
+/*
+** Selection of worker wi's next iteration, in named steps (each below):
+**
+**   1. lsim__sel_grow        incremental KV: running requests get their
+**                            next page, or the newest is preempted
+**   2. lsim__sel_running     rows the running set already needs
+**   3. lsim__sel_abort       early abort of requests past their budget
+**   4. lsim__sel_candidates  the ready waiting requests, queue order
+**   5. lsim_sched_order      the scheduler ranks them
+**   6. lsim__sel_admit       admission in that order, within the budgets
+**   7. lsim__sel_pack        the plan's rows in packed order
+**   8. lsim__sel_launch      the launch snapshot and iteration_selected
+*/
+
+/* Step 2: token rows of the running set: one decode row per request; a
+** part-prefilled one (chunked prefill) takes its next chunk instead, and
+** one whose first row (a prefill or a recompute) was in a failed iteration
+** takes that row again.  Compressed: also the clusters of the running
+** batch, for the affinity cost of the candidates. */
+static int64_t lsim__sel_running(lsim_engine *e, lsim__worker *w) {
   int64_t tokens = w->running.n;
   for (lsim__req *r = w->running.head; r; r = r->next)
     if (lsim__mid_prefill(r))
       tokens += lsim__chunk_of(e, r->prompt - r->reuse - r->prefilled) - 1;
     else if (lsim__first_row_pending(r))
       tokens += lsim__admit_rows(e, r) - 1;
-  int slots = e->cfg.max_batch_requests - w->running.n;
-  int nadmit = 0;
-  int *victims = e->vict;
-  /* compressed: the clusters of the running batch, for the affinity cost */
   e->nbcl = 0;
   for (lsim__req *r = e->k ? w->running.head : NULL; r; r = r->next) {
     int c = e->cluster[r->adapter], seen = 0;
@@ -2766,26 +2767,39 @@ static lsim_err lsim__select(lsim_engine *e, int wi, lsim_tick now,
     if (!seen && e->nbcl <= e->cfg.max_batch_requests)
       e->bcl[e->nbcl++] = c;
   }
+  return tokens;
+}
 
-  /* S-LoRA-style early abort (option): a waiting request that can no
-  ** longer meet its latency budget is rejected before it costs a row. */
-  if (e->cfg.abort_ticks > 0) {
-    int seen = 0;
-    for (lsim__req *r = w->waiting.head, *nx; r && seen < LSIM_ENGINE_WINDOW;
-         r = nx, seen++) {
-      nx = r->next;
-      if (r->kv >= 0 || r->txn >= 0 || now - r->arrival <= e->cfg.abort_ticks)
-        continue;
-      if ((rc = lsim__unwait(e, now, w, r, eb)) ||
-          (rc = lsim__reject(e, r, now, "early_abort", eb)))
-        return rc;
-    }
+/* Step 3: S-LoRA-style early abort (option): a waiting request that can no
+** longer meet its latency budget is rejected before it costs a row. */
+static lsim_err lsim__sel_abort(lsim_engine *e, lsim__worker *w,
+                                lsim_tick now, lsim_errbuf *eb) {
+  if (e->cfg.abort_ticks <= 0)
+    return 0;
+  int seen = 0;
+  lsim_err rc;
+  for (lsim__req *r = w->waiting.head, *nx; r && seen < LSIM_ENGINE_WINDOW;
+       r = nx, seen++) {
+    nx = r->next;
+    if (r->kv >= 0 || r->txn >= 0 || now - r->arrival <= e->cfg.abort_ticks)
+      continue;
+    if ((rc = lsim__unwait(e, now, w, r, eb)) ||
+        (rc = lsim__reject(e, r, now, "early_abort", eb)))
+      return rc;
   }
+  return 0;
+}
 
-  /* Eligible candidates (lsim_pred_eligible's engine form): waiting
-  ** requests whose adapter generation is visible on this worker, from the
-  ** queue head, at most a window.  Cold requests are never candidates: no
-  ** ordering can make them selectable. */
+/*
+** Step 4: eligible candidates (lsim_pred_eligible's engine form) into
+** e->cands / e->cand_req; returns their count.  Waiting requests whose
+** adapter generation is visible on this worker, from the queue head, at
+** most a window.  Cold requests are never candidates: no ordering can make
+** them selectable.
+*/
+static int lsim__sel_candidates(lsim_engine *e, int wi, lsim_tick now,
+                                int slots) {
+  lsim__worker *w = &e->w[wi];
   int n = 0, scanned = 0;
   for (lsim__req *r = w->waiting.head;
        r && slots > 0 && n < LSIM_ENGINE_WINDOW && scanned < 4 * LSIM_ENGINE_WINDOW;
@@ -2829,18 +2843,30 @@ static lsim_err lsim__select(lsim_engine *e, int wi, lsim_tick now,
       extra++;
     }
   }
-  if (n > 0)
-    lsim_sched_order(e->cfg.sched, e->sched_st, now, e->cands, n, e->order);
+  return n;
+}
 
+/*
+** Step 6: admit the n ranked candidates (e->order) in order while the
+** request slots and the token budget last; the admitted, in that order,
+** go to e->admitted (*nadmit).  *tokens and *slots are updated.
+*/
+static lsim_err lsim__sel_admit(lsim_engine *e, int wi, lsim_tick now, int n,
+                                int64_t *tokens, int *slots, int *nadmit,
+                                lsim_errbuf *eb) {
+  lsim__worker *w = &e->w[wi];
+  lsim_err rc;
+  int *victims = e->vict;
   int blocked = 0;
-  for (int i = 0; i < n && slots > 0; i++) {
+  *nadmit = 0;
+  for (int i = 0; i < n && *slots > 0; i++) {
     int k = e->order[i];
     if (k < 0 || k >= n)
       return lsim_fail(eb, LSIM_E_POLICY, "scheduler '%s' returned a bad order",
                        e->cfg.sched->name);
     lsim__req *r = e->cand_req[k];
     int first = lsim__admit_rows(e, r);
-    if (tokens + first > e->cfg.max_batch_tokens)
+    if (*tokens + first > e->cfg.max_batch_tokens)
       break; /* keeps the policy's order: no overtaking past the budget */
     if (r->kv >= 0) {
       /* admitted together with its adapter's load: KV already committed */
@@ -2861,7 +2887,7 @@ static lsim_err lsim__select(lsim_engine *e, int wi, lsim_tick now,
                         r->kv_pages - r->kv_initial};
       int64_t txn;
       int nv, relaxed_used, ok;
-      int relaxed = lsim__stuck(w) && nadmit == 0;
+      int relaxed = lsim__stuck(w) && *nadmit == 0;
       if ((rc = lsim__begin(e, wi, now, &q, relaxed, &txn, victims, &nv,
                             &relaxed_used, &ok, eb)))
         return rc;
@@ -2917,22 +2943,39 @@ static lsim_err lsim__select(lsim_engine *e, int wi, lsim_tick now,
       first = lsim__admit_rows(e, r);
     }
     assert(lsim__worker_sound(e, w));
-    e->admitted[nadmit++] = r;
-    tokens += first;
-    slots--;
+    e->admitted[(*nadmit)++] = r;
+    *tokens += first;
+    (*slots)--;
   }
+  return 0;
+}
 
-  /* Packed order: the admitted prefills (in scheduler order), then every
-  ** running request that already has its first token, as decode rows. */
+/* One row of r (phase, token rows) into the plan and the batch. */
+static lsim_err lsim__sel_row(lsim_engine *e, lsim__worker *w, lsim__req *r,
+                              int phase, int rows, lsim_plan *plan,
+                              lsim_errbuf *eb) {
+  r->planned = rows;
+  lsim_plan_entry pe = {r->id, r->tenant, r->adapter, e->rank[r->adapter],
+                        phase, rows, r->version};
+  lsim_err rc = lsim_plan_push(plan, &pe, eb);
+  if (rc)
+    return rc;
+  w->batch[w->nbatch++] = r;
+  return 0;
+}
+
+/* Step 7: packed order: the admitted prefills (in scheduler order), first
+** rows lost with a failed iteration, continuing prefill chunks, then every
+** running request that already has its first token, as decode rows. */
+static lsim_err lsim__sel_pack(lsim_engine *e, lsim__worker *w, int nadmit,
+                               lsim_plan *plan, lsim_errbuf *eb) {
+  lsim_err rc;
   w->nbatch = 0;
   for (int i = 0; i < nadmit; i++) {
     lsim__req *r = e->admitted[i];
-    r->planned = lsim__admit_rows(e, r);
-    lsim_plan_entry pe = {r->id, r->tenant, r->adapter, e->rank[r->adapter],
-                          LSIM_PHASE_PREFILL, r->planned, r->version};
-    if ((rc = lsim_plan_push(plan, &pe, eb)))
+    if ((rc = lsim__sel_row(e, w, r, LSIM_PHASE_PREFILL,
+                            lsim__admit_rows(e, r), plan, eb)))
       return rc;
-    w->batch[w->nbatch++] = r;
   }
   /* running requests whose first row was lost with a failed iteration
   ** (admitted earlier, nothing completed): the same row again, first */
@@ -2944,41 +2987,40 @@ static lsim_err lsim__select(lsim_engine *e, int wi, lsim_tick now,
       fresh = e->admitted[i] == r;
     if (fresh)
       continue;
-    r->planned = lsim__admit_rows(e, r);
-    lsim_plan_entry pe = {r->id, r->tenant, r->adapter, e->rank[r->adapter],
-                          LSIM_PHASE_PREFILL, r->planned, r->version};
-    if ((rc = lsim_plan_push(plan, &pe, eb)))
+    if ((rc = lsim__sel_row(e, w, r, LSIM_PHASE_PREFILL,
+                            lsim__admit_rows(e, r), plan, eb)))
       return rc;
-    w->batch[w->nbatch++] = r;
   }
   /* chunked prefill: part-prefilled requests continue, after the new ones */
   if (e->cfg.prefill_chunk > 0)
     for (lsim__req *r = w->running.head; r; r = r->next) {
       if (!lsim__mid_prefill(r))
         continue;
-      r->planned = lsim__chunk_of(e, r->prompt - r->reuse - r->prefilled);
-      lsim_plan_entry pe = {r->id, r->tenant, r->adapter, e->rank[r->adapter],
-                            LSIM_PHASE_PREFILL, r->planned, r->version};
-      if ((rc = lsim_plan_push(plan, &pe, eb)))
+      if ((rc = lsim__sel_row(
+               e, w, r, LSIM_PHASE_PREFILL,
+               lsim__chunk_of(e, r->prompt - r->reuse - r->prefilled), plan,
+               eb)))
         return rc;
-      w->batch[w->nbatch++] = r;
     }
   for (lsim__req *r = w->running.head; r; r = r->next) {
     if (r->produced == 0 || r->recomp > 0)
       continue; /* prefilling or recomputing: its row is above */
-    r->planned = 1;
-    lsim_plan_entry pe = {r->id, r->tenant, r->adapter, e->rank[r->adapter],
-                          LSIM_PHASE_DECODE, 1, r->version};
-    if ((rc = lsim_plan_push(plan, &pe, eb)))
+    if ((rc = lsim__sel_row(e, w, r, LSIM_PHASE_DECODE, 1, plan, eb)))
       return rc;
-    w->batch[w->nbatch++] = r;
   }
-  if (w->nbatch == 0)
-    return 0;
+  return 0;
+}
+
+/* Step 8: the launch snapshot names each adapter generation it uses: those
+** are not evictable until the iteration's completion event.  Then the
+** features check the launch, and iteration_selected is emitted. */
+static lsim_err lsim__sel_launch(lsim_engine *e, int wi, lsim_tick now,
+                                 lsim_plan *plan, int *selected,
+                                 lsim_errbuf *eb) {
+  lsim__worker *w = &e->w[wi];
+  lsim_err rc;
   if ((rc = lsim_plan_finish(plan, eb)))
     return rc;
-  /* The launch snapshot names each adapter generation it uses: those are
-  ** not evictable until the iteration's completion event. */
   w->nlaunched = 0;
   for (int i = 0; i < w->nbatch; i++) {
     int a = w->batch[i]->adapter, seen = 0;
@@ -3024,6 +3066,31 @@ static lsim_err lsim__select(lsim_engine *e, int wi, lsim_tick now,
   return lsim__emit(e, now, LSIM_EV_ITERATION_SELECTED, wi, LSIM_NONE,
                     LSIM_NONE, LSIM_NONE, plan->iter, 0, 0, 0,
                     plan->prefill_rows + plan->decode_rows, NULL, eb);
+}
+
+static lsim_err lsim__select(lsim_engine *e, int wi, lsim_tick now,
+                             lsim_plan *plan, int *selected,
+                             lsim_errbuf *eb) {
+  lsim__worker *w = &e->w[wi];
+  lsim_err rc;
+  *selected = 0;
+  lsim_plan_reset(plan);
+  if (e->cfg.kv_incremental && (rc = lsim__grow_running(e, wi, now, eb)))
+    return rc;
+  int64_t tokens = lsim__sel_running(e, w);
+  int slots = e->cfg.max_batch_requests - w->running.n;
+  if ((rc = lsim__sel_abort(e, w, now, eb)))
+    return rc;
+  int n = lsim__sel_candidates(e, wi, now, slots);
+  if (n > 0)
+    lsim_sched_order(e->cfg.sched, e->sched_st, now, e->cands, n, e->order);
+  int nadmit;
+  if ((rc = lsim__sel_admit(e, wi, now, n, &tokens, &slots, &nadmit, eb)) ||
+      (rc = lsim__sel_pack(e, w, nadmit, plan, eb)))
+    return rc;
+  if (w->nbatch == 0)
+    return 0;
+  return lsim__sel_launch(e, wi, now, plan, selected, eb);
 }
 
 lsim_err lsim_engine_step(lsim_engine *e, int wi, lsim_tick now,
