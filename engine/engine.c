@@ -154,7 +154,8 @@ struct lsim_engine {
   lsim_prefetch_cand *pcands; /* prefetch view scratch [window] */
   int *pseen;           /* [na] stamp of the view that listed an adapter */
   int pstamp;
-  int64_t rr;           /* round-robin placement counter */
+  const lsim_place_ops *place; /* placement policy (cfg.placement) */
+  void *place_st;
   /* future of the trace (oracle eviction): per-adapter FIFO of ticks */
   int *fhead, *ftail;
   lsim__fnode *fnode;
@@ -1270,6 +1271,9 @@ lsim_err lsim_engine_new(lsim_engine **out, const lsim_engine_cfg *cfg,
       cfg->page_bytes < 1 || !cfg->sched || !cfg->evict || !cfg->prefetch ||
       cfg->guard_pages < 0 || cfg->ntenants < 1)
     return lsim_fail(eb, LSIM_E_USAGE, "engine configuration incomplete");
+  if (!lsim_place_at(cfg->placement))
+    return lsim_fail(eb, LSIM_E_USAGE, "placement %d is not registered",
+                     cfg->placement);
   lsim_engine *e = calloc(1, sizeof *e);
   if (!e)
     return lsim_fail(eb, LSIM_E_NOMEM, "out of memory creating engine");
@@ -1329,9 +1333,11 @@ lsim_err lsim_engine_new(lsim_engine **out, const lsim_engine_cfg *cfg,
   e->pcands = malloc(LSIM_ENGINE_WINDOW * sizeof *e->pcands);
   e->pseen = calloc((size_t)na, sizeof *e->pseen);
   e->prefetch_st = lsim__policy_state(cfg->prefetch->state_size);
+  e->place = lsim_place_at(cfg->placement);
+  e->place_st = lsim__policy_state(e->place->state_size);
   int ok = e->rank && e->bytes && e->pages && e->artifact && e->w &&
            e->cands && e->cand_req && e->order && e->ecands && e->admitted &&
-           e->prop && e->nudge && e->nudged && e->vict && e->vict_done && e->rest && e->fhead && e->ftail && e->sched_st && e->prefetch_st &&
+           e->prop && e->nudge && e->nudged && e->vict && e->vict_done && e->rest && e->fhead && e->ftail && e->sched_st && e->prefetch_st && e->place_st &&
            e->fair && e->pcands && e->pseen && e->bcl &&
            (!e->k || e->cluster);
   if (ok) {
@@ -1486,6 +1492,7 @@ void lsim_engine_release(lsim_engine *e) {
   free(e->fnode);
   free(e->sched_st);
   free(e->prefetch_st);
+  free(e->place_st);
   lsim_fair_release(e->fair);
   free(e->px_ad);
   free(e->pcands);
@@ -1827,93 +1834,43 @@ static lsim_err lsim__unwait(lsim_engine *e, lsim_tick now, lsim__worker *w,
 
 /* ---- arrival ------------------------------------------------------------- */
 
-int lsim_place_jump_hash(uint64_t key, int n) {
-  int64_t b = -1, j = 0;
-  while (j < n) {
-    b = j;
-    key = key * 2862933555777941757ULL + 1;
-    j = (int64_t)((double)(b + 1) *
-                  ((double)(1LL << 31) / (double)((key >> 33) + 1)));
-  }
-  return (int)b;
+/* Placement (engine/policy/place_*.c): the view's queries. */
+static int lsim__pv_load(const void *ctx, int i) {
+  const lsim_engine *e = ctx;
+  return e->w[i].waiting.n + e->w[i].running.n;
 }
 
-int lsim_place_punica(const int *ws, const int64_t *kv_free, int n, int max_ws,
-                      int64_t need) {
-  int best = -1;
-  for (int i = 0; i < n; i++) {
-    if (ws[i] >= max_ws || kv_free[i] < need)
-      continue;
-    if (best < 0 || ws[i] >= ws[best])
-      best = i; /* ties go to the later (higher) id */
-  }
-  return best;
+static int64_t lsim__pv_free(const void *ctx, int i) {
+  const lsim_engine *e = ctx;
+  lsim_res_view v;
+  lsim_res_view_get(e->w[i].res, &v);
+  return v.free;
 }
 
-static const char *const lsim__place_names[] = {
-    "least_loaded", "round_robin", "punica_consolidate", "adapter_affinity",
-    NULL};
+static int lsim__pv_holds(const void *ctx, int i, int a) {
+  const lsim_engine *e = ctx;
+  int st = lsim__av(&e->w[i], a).state;
+  return st != LSIM_RS_ABSENT && st != LSIM_RS_HOST_READY &&
+         st != LSIM_RS_RETIRING;
+}
 
 int lsim_placement_find(const char *name) {
-  for (int i = 0; name && lsim__place_names[i]; i++)
-    if (strcmp(name, lsim__place_names[i]) == 0)
+  const char *const *n = lsim_place_names();
+  for (int i = 0; name && n[i]; i++)
+    if (strcmp(name, n[i]) == 0)
       return i;
   return -1;
 }
 
-const char *const *lsim_placement_names(void) { return lsim__place_names; }
+const char *const *lsim_placement_names(void) { return lsim_place_names(); }
 
-/* Placement by policy; O(workers) per arrival. */
-static int lsim__place_policy(lsim_engine *e, const lsim__req *r) {
-  int nw = e->cfg.workers;
-  switch (e->cfg.placement) {
-  case LSIM_PLACE_ROUND_ROBIN:
-    return (int)(e->rr++ % nw);
-  case LSIM_PLACE_AFFINITY:
-    return lsim_place_jump_hash((uint64_t)r->adapter * 0x9E3779B97F4A7C15ULL +
-                                    1,
-                                nw);
-  case LSIM_PLACE_PUNICA: {
-    /* working set: the worker's requests (waiting + running); KV free: its
-    ** free pages less the guard.  No feasible worker: the least loaded. */
-    int best = -1, ws_best = 0, least = 0;
-    for (int i = 0; i < nw; i++) {
-      const lsim__worker *w = &e->w[i];
-      lsim_res_view v;
-      lsim_res_view_get(w->res, &v);
-      int ws = w->waiting.n + w->running.n;
-      int ws_least = e->w[least].waiting.n + e->w[least].running.n;
-      if (ws < ws_least)
-        least = i;
-      if (ws >= e->cfg.max_batch_requests ||
-          v.free - e->cfg.guard_pages < r->kv_pages)
-        continue;
-      if (best < 0 || ws >= ws_best) {
-        best = i;
-        ws_best = ws;
-      }
-    }
-    return best >= 0 ? best : least;
-  }
-  default:
-    return -1;
-  }
-}
-
-static int lsim__place(const lsim_engine *e, int adapter) {
-  int best = 0;
-  for (int i = 0; i < e->cfg.workers; i++) {
-    int st = lsim__av(&e->w[i], adapter).state;
-    if (st != LSIM_RS_ABSENT && st != LSIM_RS_HOST_READY &&
-        st != LSIM_RS_RETIRING)
-      return i;
-  }
-  for (int i = 1; i < e->cfg.workers; i++) {
-    const lsim__worker *a = &e->w[i], *b = &e->w[best];
-    if (a->waiting.n + a->running.n < b->waiting.n + b->running.n)
-      best = i;
-  }
-  return best;
+/* The worker the placement policy picks for r (O(workers) per arrival). */
+static int lsim__place(lsim_engine *e, const lsim__req *r) {
+  lsim_place_view v = {e->cfg.workers, e->cfg.max_batch_requests,
+                       e->cfg.guard_pages, e, lsim__pv_load, lsim__pv_free,
+                       lsim__pv_holds};
+  lsim_place_req q = {r->id, r->tenant, r->adapter, r->kv_pages};
+  return lsim_place_pick(e->place, e->place_st, &v, &q);
 }
 
 lsim_err lsim_engine_arrive(lsim_engine *e, lsim_tick now,
@@ -1975,8 +1932,10 @@ lsim_err lsim_engine_arrive_blocks(lsim_engine *e, lsim_tick now,
     return lsim__reject(e, r, now, "prompt_over_batch_budget", eb);
   if (whole + e->pages[a->adapter] + e->cfg.guard_pages > e->cfg.pool_pages)
     return lsim__reject(e, r, now, "over_pool_capacity", eb);
-  int wi = e->cfg.placement ? lsim__place_policy(e, r)
-                            : lsim__place(e, a->adapter);
+  int wi = lsim__place(e, r);
+  if (wi < 0 || wi >= e->cfg.workers)
+    return lsim_fail(eb, LSIM_E_POLICY, "placement '%s' chose worker %d",
+                     e->place->name, wi);
   lsim__worker *w = &e->w[wi];
   r->worker = wi;
   r->state = LSIM__WAITING;

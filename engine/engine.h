@@ -83,7 +83,8 @@ typedef struct lsim_engine_cfg {
   /* scheduling (docs/SCHEDULING.md); zero values keep the defaults */
   lsim_sched_params sched_params; /* ntenants, nadapters: filled in here;
                                      w_in = w_out = 0 means 1 and 1 */
-  int placement;        /* enum lsim_placement */
+  int placement;        /* enum lsim_placement: the index of a registered
+                           placement policy (policy.h, lsim_place_at) */
   int64_t abort_ticks;  /* early abort: a waiting request that has waited
                            longer than this when a selection looks at it is
                            rejected ("early_abort"); 0: off */
@@ -201,18 +202,12 @@ enum lsim_placement {
   LSIM_PLACE_AFFINITY = 3  /* jump consistent hash of the adapter */
 };
 /* Placement by name ("least_loaded", "round_robin", "punica_consolidate",
-** "adapter_affinity"); -1 when unknown.  names: NULL-terminated list. */
+** "adapter_affinity"): its index (lsim_place_at), -1 when unknown.
+** names: NULL-terminated list.  The policies themselves are tables in
+** engine/policy/place_*.c (policy.h, lsim_place_ops), with
+** lsim_place_punica and lsim_place_jump_hash. */
 int lsim_placement_find(const char *name);
 const char *const *lsim_placement_names(void);
-
-/* The Punica placement rule on a snapshot (article 0x09E): among workers
-** with working set < max_ws and free KV pages >= need, the one with the
-** largest working set, ties to the highest index (the deterministic UUID
-** order).  -1 when none is feasible. */
-int lsim_place_punica(const int *working_set, const int64_t *kv_free, int n,
-                      int max_ws, int64_t need);
-/* Jump consistent hash (Lamping and Veach) of key into n buckets. */
-int lsim_place_jump_hash(uint64_t key, int n);
 
 typedef struct lsim_arrival {
   int64_t request;
