@@ -32,169 +32,128 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hotswap.h"
-#include "fair.h"
-#include "identity.h"
-#include "prefix.h"
-
-enum { LSIM__WAITING = 0, LSIM__RUNNING = 1 };
+#include "engine_impl.h"
 
 
-typedef struct lsim__req {
-  int64_t id;
-  int tenant, adapter, worker;
-  lsim_tick arrival, first_token;
-  int prompt, output, produced;
-  int prefilled;       /* prompt tokens whose prefill completed (chunked) */
-  int planned;         /* token rows of this request in the launched plan */
-  int state;
-  int loads_waited;
-  int64_t kv_pages;    /* initial + growth */
-  int64_t kv_initial;  /* prompt pages */
-  int kv;              /* KV object handle in the worker's pool, or -1 */
-  int queued;          /* counted in the adapter's queued reservations */
-  int64_t txn;         /* open load txn carrying this request, or -1 */
-  lsim_hs_lease lease; /* resolved once, when admitted to run (hotswap) */
-  int version;         /* artifact version its lease names */
-  int fair;            /* fair.h ledger: 0 not counted, 1 cold, 2 ready */
-  int cancel;          /* cancelled while in the launched plan: leaves at
-                          that iteration's completion */
-  int recomp;          /* preempted: output tokens its next prefill
-                          recomputes (with the prompt); 0 otherwise */
-  int svc_in;          /* prompt tokens already debited as input service */
-  int preemptions;
-  lsim_tick preempted_at;
-  int preempted_on;    /* the worker that preempted it */
-  lsim_cmp_lease cmp;  /* compressed: lease on the collection generation */
-  int cmp_bound;       /* holds cmp (and a reference on its basis object) */
-  /* prefix cache (engine.h, lsim_engine_prefix) */
-  int64_t *px_tok;     /* full blocks' hashes as pseudo tokens, or NULL */
-  int px_n;
-  int reuse;           /* prompt tokens its current admission reuses */
-  int px_held;         /* holds a receipt (from admission to leaving) */
-  int px_pub;          /* its blocks were published this admission */
-  int64_t px_pages;    /* KV pages it gave up because the cache's blocks
-                          hold those rows (its receipt's blocks) */
-  lsim_prefix_receipt px_rc;
-  lsim_kv_keys px_keys, px_truth; /* until the publication */
-  struct lsim__req *prev, *next; /* waiting or running list */
-} lsim__req;
+/* Decode pages of r for `tokens` tokens, less what the cache holds. */
+static int64_t lsim__own_pages(const lsim_engine *e, const lsim_core_req *r,
+                               int64_t tokens) {
+  int64_t p = lsim_core_kv_pages(e, tokens) - r->kv_lent;
+  return p > 0 ? p : 0;
+}
 
-typedef struct lsim__list {
-  lsim__req *head, *tail;
-  int n;
-} lsim__list;
+/* ---- extensions (engine_impl.h, lsim_core_ext) ---------------------------- */
 
-/* A worker's lease catalog (hotswap.h): aliases are adapters, plus one
-** fresh alias per new_alias hotswap. */
-typedef struct lsim__hsw {
-  lsim_hs *hs;
-  int nslots;
-  int *alias;      /* [na] the alias adapter a resolves through */
-  int *ver;        /* [naliases] version the alias names (or will name) */
-  int *slot_ver;   /* [nslots] version staged or published in the slot */
-  int64_t *shadow; /* [na] staged slot of a hotswap in flight, or -1 */
-  int *shadow_alias, *shadow_ver, *shadow_mode; /* [na] */
-  lsim_hs_handle *shadow_expect; /* [na] handle the CAS expects */
-  int *drain;      /* [na] version waiting for drain_then_overwrite, or 0 */
-  int active;      /* a retiring slot or a drain may be pending: reap looks */
-  /* The joint pool's charge for a copy beside the live one (M_old + M_new,
-  ** docs/RESIDENCY.md): a KV-type object of the adapter's pages, bound to
-  ** the adapter, from staging until the old slot is reclaimed. */
-  int *shadow_kv;  /* [na] charge of the staged copy, or -1 */
-  int *slot_kv;    /* [nslots] charge held until this retiring slot goes */
-  int *slot_kv_a;  /* [nslots] the adapter of that charge */
-  int *reg_ver;    /* [na] version whose digest the pool registered */
-} lsim__hsw;
+/* The extensions, in hook order (LSIM_CORE_EXT_*). */
+static const lsim_core_ext *const lsim__exts[LSIM_CORE_NEXT] = {
+    [LSIM_CORE_EXT_PREFIX] = &lsim_ext_prefix};
 
-typedef struct lsim__worker {
-  lsim_res *res;
-  lsim_prefix *pc; /* prefix cache on this pool, or NULL (off) */
-  lsim__hsw hsw;
-  lsim_cmp_catalog cat; /* compressed collections: this worker's catalog */
-  int *attempts;       /* failed copies in the current load sequence [na] */
-  lsim__list waiting, running;
-  int busy;
-  int inflight_copies;
-  int admitted_waiting; /* waiting requests holding a KV reservation */
-  void *evict_st;
-  /* the iteration in flight: its requests in plan order, its adapters */
-  lsim__req **batch;
-  int nbatch;
-  int *launched;
-  int nlaunched;
-  int64_t iter;  /* number of the iteration in flight (valid while busy) */
-} lsim__worker;
+#define LSIM__EXT_EACH(x, hook)                                          \
+  for (int x = 0; x < LSIM_CORE_NEXT; x++)                              \
+    if (e->ext_st[x] && lsim__exts[x]->hook)
 
-typedef struct lsim__fnode {
-  lsim_tick tick;
-  int next;
-} lsim__fnode;
+static lsim_err lsim__ext_arrive(lsim_engine *e, lsim_core_req *r,
+                                 const uint64_t *blocks, int nblocks,
+                                 lsim_errbuf *eb) {
+  LSIM__EXT_EACH(x, arrive) {
+    lsim_err rc = lsim__exts[x]->arrive(e, e->ext_st[x], r, blocks, nblocks,
+                                        eb);
+    if (rc)
+      return rc;
+  }
+  return 0;
+}
 
-struct lsim_engine {
-  lsim_engine_cfg cfg;
-  /* residency objects: adapters 0..na-1, then (compressed) one basis per
-  ** cluster, na..na+k-1; bytes, pages and artifact cover all of them */
-  int nobj, k;
-  int *cluster;          /* [na] compressed: cluster of each adapter */
-  lsim_digest bundle;    /* compressed: the collection's bundle */
-  int *bcl;              /* [batch + 1] clusters of the running batch */
-  int nbcl;
-  int *rank;
-  int64_t *bytes, *pages;
-  lsim_digest *artifact; /* per adapter */
-  lsim_digest kabi;      /* the kernel ABI every worker accepts */
-  lsim__worker *w;
-  int64_t seq;   /* next event seq */
-  int64_t iters; /* next iteration number */
-  int64_t live;
-  lsim__req *freelist;
-  void *sched_st, *prefetch_st;
-  lsim_fair *fair;      /* liveness ledgers and starvation intervals */
-  lsim_prefetch_cand *pcands; /* prefetch view scratch [window] */
-  int *pseen;           /* [na] stamp of the view that listed an adapter */
-  int pstamp;
-  int64_t rr;           /* round-robin placement counter */
-  /* future of the trace (oracle eviction): per-adapter FIFO of ticks */
-  int *fhead, *ftail;
-  lsim__fnode *fnode;
-  int fcap, ffree;
-  /* scratch, sized once */
-  lsim_sched_cand *cands;
-  lsim__req **cand_req;
-  int *order;
-  lsim_evict_cand *ecands;
-  lsim__req **admitted;
-  int *prop;
-  int *vict;      /* [na] victims a txn just chose (begin) */
-  int *vict_done; /* [na] victims of a txn that completes or fails */
-  int64_t *rest;  /* [na] restore txns handed out by a rollback */
-  /* hotswap: latest version requested per adapter, alias space */
-  int *hs_version;       /* [na] */
-  int *hs_alias_adapter; /* [hs_aliases] */
-  int hs_aliases, hs_next_alias;
-  /* workers a migration queued work on, to be stepped by the world */
-  int *nudge;      /* [workers] stack */
-  int nnudge;
-  unsigned char *nudged; /* [workers] */
-  /* prefix cache (engine.h, lsim_engine_prefix); px_mode 0: off */
-  int px_mode;
-  int64_t px_bt;  /* prompt tokens per block */
-  int64_t px_ppb; /* pool pages per block */
-  lsim_kv_graph px_graph;
-  lsim_kv_manifest px_m; /* the manifest every request's keys start from */
-  lsim_kv_adapter *px_ad; /* [na] */
-  /* ranking context */
-  int rank_worker;
-  lsim_tick rank_now;
-  int rank_bad;
-};
+static lsim_err lsim__ext_admit(lsim_engine *e, int wi, lsim_core_req *r,
+                                lsim_tick now, lsim_errbuf *eb) {
+  LSIM__EXT_EACH(x, admit) {
+    lsim_err rc = lsim__exts[x]->admit(e, e->ext_st[x], wi, r, now, eb);
+    if (rc)
+      return rc;
+  }
+  return 0;
+}
 
-static int64_t lsim__kv_pages(const lsim_engine *e, int64_t tokens);
+static lsim_err lsim__ext_first_row(lsim_engine *e, int wi, lsim_core_req *r,
+                                    lsim_tick now, lsim_errbuf *eb) {
+  LSIM__EXT_EACH(x, first_row) {
+    lsim_err rc = lsim__exts[x]->first_row(e, e->ext_st[x], wi, r, now, eb);
+    if (rc)
+      return rc;
+  }
+  return 0;
+}
+
+static lsim_err lsim__ext_leave(lsim_engine *e, int wi, lsim_core_req *r,
+                                lsim_errbuf *eb) {
+  LSIM__EXT_EACH(x, leave) {
+    lsim_err rc = lsim__exts[x]->leave(e, e->ext_st[x], wi, r, eb);
+    if (rc)
+      return rc;
+  }
+  return 0;
+}
+
+static lsim_err lsim__ext_reclaim(lsim_engine *e, int wi, lsim_tick now,
+                                  int64_t want, lsim_errbuf *eb) {
+  LSIM__EXT_EACH(x, reclaim) {
+    lsim_err rc = lsim__exts[x]->reclaim(e, e->ext_st[x], wi, now, want, eb);
+    if (rc)
+      return rc;
+  }
+  return 0;
+}
+
+static int lsim__ext_sound(const lsim_engine *e, int wi, int64_t *kv) {
+  int ok = 1;
+  LSIM__EXT_EACH(x, sound)
+  ok &= lsim__exts[x]->sound(e, e->ext_st[x], wi, kv);
+  return ok;
+}
+
+static void lsim__ext_req_free(lsim_engine *e, lsim_core_req *r) {
+  LSIM__EXT_EACH(x, req_free)
+  lsim__exts[x]->req_free(e, e->ext_st[x], r);
+}
+
+/* Every extension's setup, in order (after workers and policies exist). */
+static lsim_err lsim__ext_setup(lsim_engine *e, lsim_errbuf *eb) {
+  for (int x = 0; x < LSIM_CORE_NEXT; x++) {
+    const lsim_core_ext *o = lsim__exts[x];
+    void *st = calloc(1, o->state_size ? o->state_size : 1);
+    if (!st)
+      return lsim_fail(eb, LSIM_E_NOMEM, "extension %s: out of memory",
+                       o->name);
+    int on = 1;
+    e->ext_st[x] = st; /* its release sees it even when setup fails */
+    lsim_err rc = o->setup ? o->setup(e, st, &on, eb) : 0;
+    if (rc)
+      return rc;
+    if (!on) {
+      if (o->release)
+        o->release(e, st);
+      free(st);
+      e->ext_st[x] = NULL;
+      continue;
+    }
+    e->nreclaim += o->reclaim != NULL;
+  }
+  return 0;
+}
+
+static void lsim__ext_release(lsim_engine *e) {
+  for (int x = 0; x < LSIM_CORE_NEXT; x++)
+    if (e->ext_st[x]) {
+      if (lsim__exts[x]->release)
+        lsim__exts[x]->release(e, e->ext_st[x]);
+      free(e->ext_st[x]);
+      e->ext_st[x] = NULL;
+    }
+}
 
 /* ---- lists and request pool -------------------------------------------- */
 
-static void lsim__list_push(lsim__list *l, lsim__req *r) {
+static void lsim__list_push(lsim_core_list *l, lsim_core_req *r) {
   r->next = NULL;
   r->prev = l->tail;
   if (l->tail)
@@ -205,7 +164,7 @@ static void lsim__list_push(lsim__list *l, lsim__req *r) {
   l->n++;
 }
 
-static void lsim__list_push_front(lsim__list *l, lsim__req *r) {
+static void lsim__list_push_front(lsim_core_list *l, lsim_core_req *r) {
   r->prev = NULL;
   r->next = l->head;
   if (l->head)
@@ -216,7 +175,7 @@ static void lsim__list_push_front(lsim__list *l, lsim__req *r) {
   l->n++;
 }
 
-static void lsim__list_remove(lsim__list *l, lsim__req *r) {
+static void lsim__list_remove(lsim_core_list *l, lsim_core_req *r) {
   if (r->prev)
     r->prev->next = r->next;
   else
@@ -229,35 +188,30 @@ static void lsim__list_remove(lsim__list *l, lsim__req *r) {
   l->n--;
 }
 
-static lsim__req *lsim__req_alloc(lsim_engine *e) {
-  lsim__req *r = e->freelist;
+static lsim_core_req *lsim__req_alloc(lsim_engine *e) {
+  lsim_core_req *r = e->freelist;
   if (r) {
     e->freelist = r->next;
   } else {
-    r = malloc(sizeof *r);
+    r = malloc(e->req_size);
     if (!r)
       return NULL;
   }
-  memset(r, 0, sizeof *r);
+  memset(r, 0, e->req_size);
   r->kv = -1;
   r->txn = -1;
   return r;
 }
 
-static void lsim__req_free(lsim_engine *e, lsim__req *r) {
-  /* a receipt was released where the request left; its keys with it */
-  lsim_kv_keys_release(&r->px_keys);
-  lsim_kv_keys_release(&r->px_truth);
-  free(r->px_tok);
-  r->px_tok = NULL;
-  r->px_n = 0;
+static void lsim__req_free(lsim_engine *e, lsim_core_req *r) {
+  lsim__ext_req_free(e, r);
   r->next = e->freelist;
   e->freelist = r;
 }
 
 /* ---- events ------------------------------------------------------------- */
 
-static lsim_err lsim__emit(lsim_engine *e, lsim_tick now, int kind, int w,
+lsim_err lsim_core_emit(lsim_engine *e, lsim_tick now, int kind, int w,
                            int64_t request, int tenant, int adapter,
                            int64_t generation, int attempt, int64_t pages,
                            int64_t bytes, int64_t value, const char *detail,
@@ -285,7 +239,7 @@ static lsim_err lsim__emit(lsim_engine *e, lsim_tick now, int kind, int w,
   return 0;
 }
 
-static lsim_err lsim__record(lsim_engine *e, const lsim__req *r,
+static lsim_err lsim__record(lsim_engine *e, const lsim_core_req *r,
                              lsim_tick now, const char *outcome,
                              lsim_errbuf *eb) {
   if (r->worker != LSIM_NONE)
@@ -311,205 +265,13 @@ static lsim_err lsim__record(lsim_engine *e, const lsim__req *r,
   return 0;
 }
 
-/* ---- prefix cache (engine.h, lsim_engine_prefix) -------------------------- */
-
-/* prefix_evicted for the blocks the cache evicted since its counter read
-** `before` (value: tokens; generation: blocks). */
-static lsim_err lsim__px_evicted(lsim_engine *e, int wi, lsim_tick now,
-                                 int64_t before, const char *why,
-                                 lsim_errbuf *eb) {
-  lsim_prefix_stats st;
-  lsim_prefix_stats_get(e->w[wi].pc, &st);
-  int64_t n = st.evictions - before;
-  if (n <= 0)
-    return 0;
-  return lsim__emit(e, now, LSIM_EV_PREFIX_EVICTED, wi, LSIM_NONE, LSIM_NONE,
-                    LSIM_NONE, n, 0, n * e->px_ppb,
-                    n * e->px_ppb * e->cfg.page_bytes, n * e->px_bt, why, eb);
-}
-
-/* Make `want` slots free on worker wi by evicting unreferenced blocks
-** (least recently released first), before a transaction or a decode page
-** would otherwise find too few. */
-static lsim_err lsim__px_reclaim(lsim_engine *e, int wi, lsim_tick now,
-                                 int64_t want, lsim_errbuf *eb) {
-  lsim__worker *w = &e->w[wi];
-  if (!w->pc)
-    return 0;
-  lsim_res_view v;
-  lsim_res_view_get(w->res, &v);
-  if (v.free >= want)
-    return 0;
-  lsim_prefix_stats st;
-  lsim_prefix_stats_get(w->pc, &st);
-  lsim_err rc = lsim_prefix_reclaim(w->pc, want, NULL, eb);
-  if (rc)
-    return rc;
-  return lsim__px_evicted(e, wi, now, st.evictions, "reclaim", eb);
-}
-
-/* The request keeps no copy of rows its receipt's blocks hold: its KV
-** object gives `want` pages (at most all but one) to the pool, or takes
-** back what it gave beyond `want`. */
-static lsim_err lsim__px_give(lsim_engine *e, int wi, lsim__req *r,
-                              int64_t want, lsim_errbuf *eb) {
-  lsim__worker *w = &e->w[wi];
-  int64_t cap = r->px_pages + r->kv_pages - 1;
-  if (want > cap)
-    want = cap;
-  if (want < 0)
-    want = 0;
-  lsim_err rc = 0;
-  if (want > r->px_pages)
-    rc = lsim_res_kv_shrink(w->res, r->kv, want - r->px_pages, eb);
-  else if (want < r->px_pages)
-    rc = lsim_res_kv_extend(w->res, r->kv, r->px_pages - want, eb);
-  if (rc)
-    return rc;
-  r->kv_pages -= want - r->px_pages;
-  r->px_pages = want;
-  return 0;
-}
-
-/* Decode pages of r for `tokens` tokens, less what the cache holds. */
-static int64_t lsim__own_pages(const lsim_engine *e, const lsim__req *r,
-                               int64_t tokens) {
-  int64_t p = lsim__kv_pages(e, tokens) - r->px_pages;
-  return p > 0 ? p : 0;
-}
-
-/* Admission: look the request's full blocks up and size its first row.
-** Emits prefix_hit (generation: hit blocks, attempt: full blocks looked
-** up, pages: the hit's pages, value: reused tokens) and, for a hit whose
-** rows another adapter's execution computed (oblivious keys only),
-** prefix_corrupt (generation: such blocks, value: their tokens). */
-static lsim_err lsim__px_admit(lsim_engine *e, int wi, lsim__req *r,
-                               lsim_tick now, lsim_errbuf *eb) {
-  lsim__worker *w = &e->w[wi];
-  r->reuse = 0;
-  if (!w->pc || r->px_n < 1 || r->px_held)
-    return 0;
-  lsim_kv_manifest m = e->px_m;
-  /* a hotswapped artifact is another execution: the version its lease
-  ** names enters the semantic ABI (version 0: the catalog's) */
-  lsim_kv_adapter ad = e->px_ad[r->adapter];
-  if (r->version > 0) {
-    char buf[96];
-    int n = snprintf(buf, sizeof buf, "lorasim-replay-prefix:semantic:%d:v%d",
-                     r->adapter, r->version);
-    lsim_sha256(buf, (size_t)n, &ad.semantic, NULL);
-  }
-  if (ad.kind == LSIM_KV_ALORA) { /* invoked by its own last block */
-    ad.invocation = r->px_tok + (r->px_n - 1);
-    ad.ninvocation = 1;
-  }
-  m.adapter = &ad;
-  m.tokens = r->px_tok;
-  m.ntokens = r->px_n;
-  lsim_err rc = lsim_kv_keys_derive(&m, e->px_mode, &r->px_keys, eb);
-  const lsim_kv_keys *truth = NULL;
-  if (!rc && e->px_mode == LSIM_KV_KEYS_OBLIVIOUS) {
-    /* the correct keys beside the study's: a hit is corrupt when the
-    ** block's own correct key differs from the requester's */
-    rc = lsim_kv_keys_derive(&m, LSIM_KV_KEYS_ALORA, &r->px_truth, eb);
-    truth = &r->px_truth;
-  }
-  if (!rc)
-    rc = lsim_prefix_lookup(w->pc, 0, &m.isolation, &r->px_keys, truth,
-                            r->adapter, &r->px_rc, eb);
-  if (rc) {
-    lsim_kv_keys_release(&r->px_keys);
-    lsim_kv_keys_release(&r->px_truth);
-    return rc;
-  }
-  r->px_held = 1;
-  r->px_pub = 0;
-  int64_t hit = r->px_rc.hit_blocks, t = hit * e->px_bt;
-  if (hit > 0 && (rc = lsim__px_give(e, wi, r, hit * e->px_ppb, eb)))
-    return rc;
-  r->reuse = (int)(t < r->prompt - 1 ? t : r->prompt - 1);
-  rc = lsim__emit(e, now, LSIM_EV_PREFIX_HIT, wi, r->id, r->tenant,
-                  r->adapter, hit, r->px_n, hit * e->px_ppb,
-                  hit * e->px_ppb * e->cfg.page_bytes, r->reuse,
-                  hit ? "hit" : "miss", eb);
-  int64_t bad = r->px_rc.corrupt_blocks;
-  if (!rc && bad > 0)
-    rc = lsim__emit(e, now, LSIM_EV_PREFIX_CORRUPT, wi, r->id, r->tenant,
-                    r->adapter, bad, 0, bad * e->px_ppb,
-                    bad * e->px_ppb * e->cfg.page_bytes, bad * e->px_bt,
-                    "oblivious", eb);
-  return rc;
-}
-
-/* The first row completed: publish the request's full blocks past its
-** hit.  prefix_published: generation = blocks newly published (new pool
-** pages), attempt = blocks another request had published meanwhile
-** (shared, no pages), value = tokens of the new blocks. */
-static lsim_err lsim__px_publish(lsim_engine *e, int wi, lsim__req *r,
-                                 lsim_tick now, lsim_errbuf *eb) {
-  lsim__worker *w = &e->w[wi];
-  if (!w->pc || !r->px_held || r->px_pub)
-    return 0;
-  lsim_prefix_stats s0, s1;
-  lsim_prefix_stats_get(w->pc, &s0);
-  int64_t n = 0;
-  /* the request's own copy of the blocks it is about to publish goes
-  ** first, so that publishing moves rows instead of doubling them */
-  lsim_err rc = lsim__px_give(e, wi, r, r->px_n * e->px_ppb, eb);
-  if (rc)
-    return rc;
-  rc = lsim_prefix_publish(
-      w->pc, &r->px_rc, &r->px_keys, r->px_truth.key ? &r->px_truth : NULL,
-      r->adapter, -1, &n, eb);
-  r->px_pub = 1;
-  lsim_kv_keys_release(&r->px_keys);
-  lsim_kv_keys_release(&r->px_truth);
-  /* what did not get published (pool or index full) stays the request's */
-  if (!rc)
-    rc = lsim__px_give(e, wi, r, r->px_rc.nblocks * e->px_ppb, eb);
-  if (rc)
-    return rc;
-  lsim_prefix_stats_get(w->pc, &s1);
-  if ((rc = lsim__px_evicted(e, wi, now, s0.evictions, "publish", eb)))
-    return rc;
-  int64_t shared = s1.shared_publish - s0.shared_publish, fresh = n - shared;
-  if (n <= 0)
-    return 0;
-  return lsim__emit(e, now, LSIM_EV_PREFIX_PUBLISHED, wi, r->id, r->tenant,
-                    r->adapter, fresh, (int)shared, fresh * e->px_ppb,
-                    fresh * e->px_ppb * e->cfg.page_bytes, fresh * e->px_bt,
-                    NULL, eb);
-}
-
-/* The request leaves (finish, cancel, preemption, end of run): its
-** references go back; published blocks stay cached until evicted. */
-static lsim_err lsim__px_release(lsim_engine *e, int wi, lsim__req *r,
-                                 lsim_errbuf *eb) {
-  lsim_kv_keys_release(&r->px_keys);
-  lsim_kv_keys_release(&r->px_truth);
-  r->reuse = 0;
-  if (!r->px_held)
-    return 0;
-  r->px_held = r->px_pub = 0;
-  r->px_pages = 0; /* its KV object goes back right after */
-  return lsim_prefix_release(e->w[wi].pc, &r->px_rc, eb);
-}
-
-void lsim_engine_prefix_stats(const lsim_engine *e, int w,
-                              lsim_prefix_stats *out) {
-  if (e->w[w].pc)
-    lsim_prefix_stats_get(e->w[w].pc, out);
-  else
-    memset(out, 0, sizeof *out);
-}
-
 /* ---- small views ---------------------------------------------------------- */
 
 static int lsim__tenant_of(const lsim_engine *e, int a) {
   return a % e->cfg.ntenants;
 }
 
-static lsim_res_adapter_view lsim__av(const lsim__worker *w, int a) {
+static lsim_res_adapter_view lsim__av(const lsim_core_worker *w, int a) {
   lsim_res_adapter_view v;
   lsim_res_adapter(w->res, a, &v);
   return v;
@@ -545,7 +307,7 @@ const lsim_cmp_catalog *lsim_engine_cmp_catalog(const lsim_engine *e,
 /* Admission of r to run: a lease on the live collection generation and a
 ** reference on its basis object (so neither the catalog nor the pool lets
 ** the basis go while r is in flight). */
-static lsim_err lsim__cmp_bind(lsim_engine *e, lsim__worker *w, lsim__req *r,
+static lsim_err lsim__cmp_bind(lsim_engine *e, lsim_core_worker *w, lsim_core_req *r,
                                lsim_tick now, lsim_errbuf *eb) {
   if (!e->k || r->cmp_bound)
     return 0;
@@ -560,8 +322,8 @@ static lsim_err lsim__cmp_bind(lsim_engine *e, lsim__worker *w, lsim__req *r,
   return 0;
 }
 
-static lsim_err lsim__cmp_unbind(lsim_engine *e, lsim__worker *w,
-                                 lsim__req *r, lsim_tick now,
+static lsim_err lsim__cmp_unbind(lsim_engine *e, lsim_core_worker *w,
+                                 lsim_core_req *r, lsim_tick now,
                                  lsim_errbuf *eb) {
   if (!r->cmp_bound)
     return 0;
@@ -573,7 +335,7 @@ static lsim_err lsim__cmp_unbind(lsim_engine *e, lsim__worker *w,
 }
 
 /* I5 and the basis part of the pool (the recount of lsim__worker_sound). */
-static int lsim__cmp_sound(const lsim_engine *e, const lsim__worker *w) {
+static int lsim__cmp_sound(const lsim_engine *e, const lsim_core_worker *w) {
   if (!e->k)
     return 1;
   const lsim_cmp_gen *g = &w->cat.live;
@@ -581,9 +343,9 @@ static int lsim__cmp_sound(const lsim_engine *e, const lsim__worker *w) {
     return 0;
   for (int c = 0; c < e->k; c++) {
     int64_t held = 0;
-    for (const lsim__req *r = w->running.head; r; r = r->next)
+    for (const lsim_core_req *r = w->running.head; r; r = r->next)
       held += r->cmp_bound && r->cmp.cluster == c;
-    for (const lsim__req *r = w->waiting.head; r; r = r->next)
+    for (const lsim_core_req *r = w->waiting.head; r; r = r->next)
       if (r->cmp_bound)
         return 0; /* a waiting request holds no lease */
     lsim_res_adapter_view bv = lsim__av(w, e->cfg.nadapters + c);
@@ -599,7 +361,7 @@ static int lsim__cmp_sound(const lsim_engine *e, const lsim__worker *w) {
 
 /* ---- invariants --------------------------------------------------------- */
 
-static int lsim__worker_sound(const lsim_engine *e, const lsim__worker *w) {
+static int lsim__worker_sound(const lsim_engine *e, const lsim_core_worker *w) {
   if (lsim_res_check(w->res, NULL))
     return 0;
   lsim_res_view v;
@@ -613,9 +375,9 @@ static int lsim__worker_sound(const lsim_engine *e, const lsim__worker *w) {
     return 1; /* cannot check without memory; not a violation */
   int *que = ref + na;
   int ok = 1;
-  const lsim__list *lists[2] = {&w->running, &w->waiting};
+  const lsim_core_list *lists[2] = {&w->running, &w->waiting};
   for (int k = 0; k < 2; k++)
-    for (const lsim__req *r = lists[k]->head; r; r = r->next) {
+    for (const lsim_core_req *r = lists[k]->head; r; r = r->next) {
       if (r->kv >= 0) {
         int64_t owned, used;
         if (lsim_res_kv_pages(w->res, r->kv, &owned, &used, NULL) ||
@@ -632,7 +394,7 @@ static int lsim__worker_sound(const lsim_engine *e, const lsim__worker *w) {
         ok = 0;
     }
   /* hotswap copies charged beside their live version */
-  const lsim__hsw *h = &w->hsw;
+  const lsim_core_hsw *h = &w->hsw;
   for (int a = 0; h->shadow_kv && a < na; a++)
     if (h->shadow_kv[a] >= 0) {
       kv += e->pages[a];
@@ -651,13 +413,10 @@ static int lsim__worker_sound(const lsim_engine *e, const lsim__worker *w) {
   free(ref);
   /* prefix cache blocks are KV objects of the same pool (I2 counts them;
   ** lsim_prefix_check checks the cache's own index, LRU and references) */
-  if (w->pc) {
-    lsim_prefix_stats ps;
-    lsim_prefix_stats_get(w->pc, &ps);
-    kv += ps.pool_pages;
-    if (lsim_prefix_check(w->pc, NULL))
-      ok = 0;
-  }
+  /* pages the extensions hold in the pool (the prefix cache's blocks are
+  ** KV objects of the same pool), and their own checks */
+  if (!lsim__ext_sound(e, (int)(w - e->w), &kv))
+    ok = 0;
   return ok && kv == v.kv && lsim__cmp_sound(e, w);
 }
 
@@ -693,7 +452,7 @@ static int lsim__hs_setup(lsim_engine *e) {
   return 1;
 }
 
-static int lsim__hs_worker_init(lsim_engine *e, lsim__hsw *h) {
+static int lsim__hs_worker_init(lsim_engine *e, lsim_core_hsw *h) {
   int na = e->cfg.nadapters;
   /* every adapter's live slot, plus a retiring and a staged slot per
   ** hotswap the run may make */
@@ -728,7 +487,7 @@ static int lsim__hs_worker_init(lsim_engine *e, lsim__hsw *h) {
   return 1;
 }
 
-static void lsim__hs_worker_release(lsim__hsw *h) {
+static void lsim__hs_worker_release(lsim_core_hsw *h) {
   lsim_hs_release_all(h->hs);
   free(h->alias);
   free(h->ver);
@@ -767,7 +526,7 @@ static lsim_err lsim__begin(lsim_engine *e, int wi, lsim_tick now,
 */
 static lsim_err lsim__hs_charge(lsim_engine *e, int wi, int a, lsim_tick now,
                                 int *kv, int *ok, lsim_errbuf *eb) {
-  lsim__worker *w = &e->w[wi];
+  lsim_core_worker *w = &e->w[wi];
   *kv = -1;
   *ok = 1;
   int st = lsim__av(w, a).state;
@@ -784,7 +543,7 @@ static lsim_err lsim__hs_charge(lsim_engine *e, int wi, int a, lsim_tick now,
       (rc = lsim_res_commit(w->res, txn, now, kv, eb)) ||
       (rc = lsim__emit_retired(e, wi, now, e->vict, nv, eb)))
     return rc;
-  return lsim__emit(e, now, LSIM_EV_KV_RESERVED, wi, LSIM_NONE,
+  return lsim_core_emit(e, now, LSIM_EV_KV_RESERVED, wi, LSIM_NONE,
                     lsim__tenant_of(e, a), a, lsim__av(w, a).generation, 0,
                     e->pages[a], e->pages[a] * e->cfg.page_bytes, 0,
                     "hotswap_shadow", eb);
@@ -792,14 +551,14 @@ static lsim_err lsim__hs_charge(lsim_engine *e, int wi, int a, lsim_tick now,
 
 static lsim_err lsim__hs_uncharge(lsim_engine *e, int wi, int a, int kv,
                                   lsim_tick now, lsim_errbuf *eb) {
-  lsim__worker *w = &e->w[wi];
+  lsim_core_worker *w = &e->w[wi];
   if (kv < 0)
     return 0;
   lsim_err rc;
   if ((rc = lsim_res_kv_release(w->res, kv, eb)) ||
       (rc = lsim_res_unbind(w->res, a, now, eb)))
     return rc;
-  return lsim__emit(e, now, LSIM_EV_KV_RELEASED, wi, LSIM_NONE,
+  return lsim_core_emit(e, now, LSIM_EV_KV_RELEASED, wi, LSIM_NONE,
                     lsim__tenant_of(e, a), a, lsim__av(w, a).generation, 0,
                     e->pages[a], e->pages[a] * e->cfg.page_bytes, 0,
                     "hotswap_shadow", eb);
@@ -828,7 +587,7 @@ static lsim_err lsim__hs_emit_h(lsim_engine *e, lsim_tick now, int kind,
                                 int wi, int64_t request, int a, int version,
                                 int64_t cgen, const lsim_hs_handle *hd,
                                 const char *detail, lsim_errbuf *eb) {
-  return lsim__emit(e, now, kind, wi, request, lsim__tenant_of(e, a), a, cgen,
+  return lsim_core_emit(e, now, kind, wi, request, lsim__tenant_of(e, a), a, cgen,
                     version, hd ? hd->slot : LSIM_NONE,
                     hd ? hd->ptr_gen : 0, hd ? hd->slot_gen : 0, detail, eb);
 }
@@ -837,7 +596,7 @@ static lsim_err lsim__hs_emit_h(lsim_engine *e, lsim_tick now, int kind,
 static lsim_err lsim__hs_emit(lsim_engine *e, lsim_tick now, int kind, int wi,
                               int a, int version, int64_t slot,
                               const char *detail, lsim_errbuf *eb) {
-  lsim__hsw *h = &e->w[wi].hsw;
+  lsim_core_hsw *h = &e->w[wi].hsw;
   lsim_hs_handle hd = {slot, 0, 0, LSIM_DIGEST_INIT};
   lsim_hs_slot_view v;
   if (slot >= 0 && !lsim_hs_slot(h->hs, slot, &v, NULL)) {
@@ -852,9 +611,9 @@ static lsim_err lsim__hs_emit(lsim_engine *e, lsim_tick now, int kind, int wi,
 /* Admission: resolve the adapter's alias once into r's lease.  The first
 ** use on a worker maps the alias to the version it names (the residency
 ** load already copied the bytes; no event). */
-static lsim_err lsim__hs_bind(lsim_engine *e, int wi, lsim__req *r,
+static lsim_err lsim__hs_bind(lsim_engine *e, int wi, lsim_core_req *r,
                               lsim_tick now, lsim_errbuf *eb) {
-  lsim__hsw *h = &e->w[wi].hsw;
+  lsim_core_hsw *h = &e->w[wi].hsw;
   int a = r->adapter, al = h->alias[a];
   lsim_hs_handle cur;
   lsim_err rc = lsim_hs_lookup(h->hs, al, &cur, eb);
@@ -882,7 +641,7 @@ static lsim_err lsim__hs_bind(lsim_engine *e, int wi, lsim__req *r,
 }
 
 /* Every launch checks each request's lease against its slot. */
-static lsim_err lsim__hs_launch(lsim_engine *e, lsim__worker *w,
+static lsim_err lsim__hs_launch(lsim_engine *e, lsim_core_worker *w,
                                 lsim_errbuf *eb) {
   for (int i = 0; i < w->nbatch; i++) {
     lsim_err rc = lsim_hs_launch(w->hsw.hs, &w->batch[i]->lease, eb);
@@ -894,13 +653,13 @@ static lsim_err lsim__hs_launch(lsim_engine *e, lsim__worker *w,
 }
 
 /* The iteration's completion event is the last-use event of its slots. */
-static void lsim__hs_fence(lsim__worker *w) {
+static void lsim__hs_fence(lsim_core_worker *w) {
   for (int i = 0; i < w->nbatch; i++)
     if (w->batch[i]->lease.bound)
       lsim_hs_event_complete(w->hsw.hs, w->batch[i]->lease.h.slot, NULL);
 }
 
-static lsim_err lsim__hs_unbind(lsim_engine *e, int wi, lsim__req *r,
+static lsim_err lsim__hs_unbind(lsim_engine *e, int wi, lsim_core_req *r,
                                 lsim_tick now, lsim_errbuf *eb) {
   if (!r->lease.bound)
     return 0;
@@ -916,7 +675,7 @@ static lsim_err lsim__hs_unbind(lsim_engine *e, int wi, lsim__req *r,
 ** complete, then run the drains that became possible. */
 static lsim_err lsim__hs_reap(lsim_engine *e, int wi, lsim_tick now,
                               lsim_errbuf *eb) {
-  lsim__hsw *h = &e->w[wi].hsw;
+  lsim_core_hsw *h = &e->w[wi].hsw;
   lsim_err rc;
   /* Nothing retires and nothing drains until a hotswap happened on this
   ** worker: skip the scans (they are O(slots + adapters) per call). */
@@ -995,11 +754,11 @@ lsim_err lsim_engine_hotswap(lsim_engine *e, lsim_tick now, int a, int mode,
   int v = ++e->hs_version[a];
   for (int i = 0; i < e->cfg.workers; i++)
     e->w[i].hsw.active = 1; /* reap looks again on every worker */
-  lsim_err rc = lsim__emit(e, now, LSIM_EV_HOTSWAP_REQUESTED, LSIM_NONE,
+  lsim_err rc = lsim_core_emit(e, now, LSIM_EV_HOTSWAP_REQUESTED, LSIM_NONE,
                            LSIM_NONE, lsim__tenant_of(e, a), a, LSIM_NONE, v,
                            LSIM_NONE, 0, 0, lsim__hsm_names[mode], eb);
   for (int wi = 0; !rc && wi < e->cfg.workers; wi++) {
-    lsim__hsw *h = &e->w[wi].hsw;
+    lsim_core_hsw *h = &e->w[wi].hsw;
     int al = h->alias[a];
     lsim_hs_handle cur;
     if ((rc = lsim_hs_lookup(h->hs, al, &cur, eb)))
@@ -1085,7 +844,7 @@ lsim_err lsim_engine_hotswap_done(lsim_engine *e, int wi, int a,
     return lsim_fail(eb, LSIM_E_STATE,
                      "hotswap_done: no shadow copy of adapter %d on worker %d",
                      a, wi);
-  lsim__hsw *h = &e->w[wi].hsw;
+  lsim_core_hsw *h = &e->w[wi].hsw;
   h->active = 1;
   int64_t slot = h->shadow[a];
   int v = h->shadow_ver[a], al = h->shadow_alias[a], mode = h->shadow_mode[a];
@@ -1154,89 +913,11 @@ lsim_err lsim_engine_hotswap_done(lsim_engine *e, int wi, int a,
 
 static void *lsim__policy_state(size_t n) { return calloc(1, n ? n : 1); }
 
-static lsim_digest lsim__px_dg(const char *what, int a) {
-  char buf[96];
-  lsim_digest d;
-  int n = snprintf(buf, sizeof buf, "lorasim-replay-prefix:%s:%d", what, a);
-  lsim_sha256(buf, (size_t)n, &d, NULL);
-  return d;
-}
-
-/* Every catalog adapter adapts q, k, v and o of layer 0 (K/V change from
-** layer 0).  An ordinary LoRA shares nothing with another adapter or the
-** base under a correct key mode; an aLoRA ($.prefix_cache.alora_fraction)
-** shares the blocks before its activation under semantic_alora. */
-static const lsim_kv_target lsim__px_targets[4] = {
-    {0, LSIM_KV_Q}, {0, LSIM_KV_K}, {0, LSIM_KV_V}, {0, LSIM_KV_O}};
-
-static lsim_err lsim__px_setup(lsim_engine *e, const lsim_engine_prefix *p,
-                               lsim_errbuf *eb) {
-  if (!lsim_kv_key_mode_name(p->mode) || p->block_tokens < 1 ||
-      p->max_blocks < 0 || p->layers < 1 || p->layers > LSIM_KV_MAX_LAYERS)
-    return lsim_fail(eb, LSIM_E_KV_CFG, "prefix cache: mode %d, block_tokens "
-                     "%lld, max_blocks %lld, layers %d", p->mode,
-                     (long long)p->block_tokens, (long long)p->max_blocks,
-                     p->layers);
-  int na = e->cfg.nadapters;
-  e->px_mode = p->mode;
-  e->px_bt = p->block_tokens;
-  e->px_ppb = lsim__kv_pages(e, p->block_tokens);
-  if (e->px_ppb < 1)
-    e->px_ppb = 1;
-  int64_t maxb = p->max_blocks ? p->max_blocks : e->cfg.pool_pages / e->px_ppb;
-  if (maxb < 1)
-    return lsim_fail(eb, LSIM_E_KV_CFG, "prefix cache: a block of %lld "
-                     "tokens takes %lld pages, more than the pool's %lld",
-                     (long long)p->block_tokens, (long long)e->px_ppb,
-                     (long long)e->cfg.pool_pages);
-  e->px_ad = calloc((size_t)na, sizeof *e->px_ad);
-  if (!e->px_ad)
-    return lsim_fail(eb, LSIM_E_NOMEM, "prefix cache: out of memory");
-  e->px_graph.arch = LSIM_KV_ARCH_SERIAL;
-  e->px_graph.layers = p->layers;
-  e->px_graph.revision = lsim__px_dg("graph", 0);
-  memset(&e->px_m, 0, sizeof e->px_m);
-  e->px_m.base_abi = lsim__px_dg("base", 0);
-  e->px_m.cache_abi = lsim__px_dg("cache", 0);
-  e->px_m.graph = &e->px_graph;
-  e->px_m.side_inputs = lsim__px_dg("no side inputs", 0);
-  e->px_m.isolation = lsim__px_dg("namespace", 0);
-  e->px_m.block_tokens = 1; /* one block hash is one pseudo token */
-  /* aLoRA ids: the fractional part of a times the golden ratio (in 64-bit
-  ** fixed point) below the fraction -- spread over popular and rare ids
-  ** alike, the same for every run */
-  const uint64_t cut = p->alora_fraction >= 1 ? UINT64_MAX
-                       : p->alora_fraction <= 0
-                           ? 0
-                           : (uint64_t)(p->alora_fraction * 18446744073709551616.0);
-  for (int a = 0; a < na; a++) {
-    lsim_kv_adapter *x = &e->px_ad[a];
-    const uint64_t u = (uint64_t)a * UINT64_C(0x9E3779B97F4A7C15);
-    x->kind = p->alora_fraction >= 1 || u < cut ? LSIM_KV_ALORA : LSIM_KV_LORA;
-    x->offset_mode = LSIM_KV_OFFSET_DERIVE; /* read by aLoRA only */
-    x->artifact = e->artifact[a];
-    x->semantic = lsim__px_dg("semantic", a);
-    x->raw_id = lsim__px_dg("alias", a);
-    x->targets = lsim__px_targets;
-    x->ntargets = 4;
-    x->explicit_start = -1;
-  }
-  lsim_prefix_grant g = {0, e->px_m.isolation};
-  lsim_prefix_cfg pc = {1, e->px_ppb, maxb, na, NULL, &g, 1};
-  for (int i = 0; i < e->cfg.workers; i++) {
-    pc.pool = e->w[i].res;
-    lsim_err rc = lsim_prefix_new(&e->w[i].pc, &pc, eb);
-    if (rc)
-      return rc;
-  }
-  return 0;
-}
-
 /* A worker's catalog at start: the collection's version registered, its
 ** bases and cores staged and published as generation 1 (its identity,
 ** checked on every load and launch); no basis is resident on the device
 ** yet, that follows the pool. */
-static lsim_err lsim__cmp_setup(lsim_engine *e, lsim__worker *w,
+static lsim_err lsim__cmp_setup(lsim_engine *e, lsim_core_worker *w,
                                 const lsim_engine_cmp *cm, lsim_errbuf *eb) {
   lsim_cmp_catalog *cat = &w->cat;
   int na = e->cfg.nadapters;
@@ -1270,11 +951,22 @@ lsim_err lsim_engine_new(lsim_engine **out, const lsim_engine_cfg *cfg,
       cfg->page_bytes < 1 || !cfg->sched || !cfg->evict || !cfg->prefetch ||
       cfg->guard_pages < 0 || cfg->ntenants < 1)
     return lsim_fail(eb, LSIM_E_USAGE, "engine configuration incomplete");
+  if (!lsim_place_at(cfg->placement))
+    return lsim_fail(eb, LSIM_E_USAGE, "placement %d is not registered",
+                     cfg->placement);
   lsim_engine *e = calloc(1, sizeof *e);
   if (!e)
     return lsim_fail(eb, LSIM_E_NOMEM, "out of memory creating engine");
   e->cfg = *cfg;
   e->cfg.compress = NULL;
+  /* each extension's request slot after the core's fields, aligned */
+  size_t off = sizeof(lsim_core_req);
+  for (int x = 0; x < LSIM_CORE_NEXT; x++) {
+    off = (off + 15) & ~(size_t)15;
+    e->ext_off[x] = off;
+    off += lsim__exts[x]->req_state_size;
+  }
+  e->req_size = off;
   int na = cfg->nadapters;
   const lsim_engine_cmp *cm = cfg->compress;
   if (cm) {
@@ -1329,9 +1021,11 @@ lsim_err lsim_engine_new(lsim_engine **out, const lsim_engine_cfg *cfg,
   e->pcands = malloc(LSIM_ENGINE_WINDOW * sizeof *e->pcands);
   e->pseen = calloc((size_t)na, sizeof *e->pseen);
   e->prefetch_st = lsim__policy_state(cfg->prefetch->state_size);
+  e->place = lsim_place_at(cfg->placement);
+  e->place_st = lsim__policy_state(e->place->state_size);
   int ok = e->rank && e->bytes && e->pages && e->artifact && e->w &&
            e->cands && e->cand_req && e->order && e->ecands && e->admitted &&
-           e->prop && e->nudge && e->nudged && e->vict && e->vict_done && e->rest && e->fhead && e->ftail && e->sched_st && e->prefetch_st &&
+           e->prop && e->nudge && e->nudged && e->vict && e->vict_done && e->rest && e->fhead && e->ftail && e->sched_st && e->prefetch_st && e->place_st &&
            e->fair && e->pcands && e->pseen && e->bcl &&
            (!e->k || e->cluster);
   if (ok) {
@@ -1377,7 +1071,7 @@ lsim_err lsim_engine_new(lsim_engine **out, const lsim_engine_cfg *cfg,
       comp[o] = o < na ? na + e->cluster[o] : -1;
   }
   for (int i = 0; ok && i < cfg->workers; i++) {
-    lsim__worker *w = &e->w[i];
+    lsim_core_worker *w = &e->w[i];
     lsim_res_cfg rc = {cfg->pool_pages, cfg->page_bytes, nobj, e->pages,
                        cfg->guard_pages, e->kabi};
     lsim_err rrc = lsim_res_new(&w->res, &rc, eb);
@@ -1419,7 +1113,7 @@ lsim_err lsim_engine_new(lsim_engine **out, const lsim_engine_cfg *cfg,
     lsim_engine_release(e);
     return lsim_fail(eb, LSIM_E_POLICY, "policy initialisation failed");
   }
-  if (cfg->prefix && (rc = lsim__px_setup(e, cfg->prefix, eb))) {
+  if ((rc = lsim__ext_setup(e, eb))) {
     lsim_engine_release(e);
     return rc;
   }
@@ -1428,9 +1122,9 @@ lsim_err lsim_engine_new(lsim_engine **out, const lsim_engine_cfg *cfg,
   return 0;
 }
 
-static void lsim__free_list(lsim__req *r) {
+static void lsim__free_list(lsim_core_req *r) {
   while (r) {
-    lsim__req *n = r->next;
+    lsim_core_req *n = r->next;
     free(r);
     r = n;
   }
@@ -1439,19 +1133,11 @@ static void lsim__free_list(lsim__req *r) {
 void lsim_engine_release(lsim_engine *e) {
   if (!e)
     return;
+  /* extensions first: they may still read the lists and the pools */
+  lsim__ext_release(e);
   for (int i = 0; e->w && i < e->cfg.workers; i++) {
-    lsim__list *lists[2] = {&e->w[i].waiting, &e->w[i].running};
-    for (int k = 0; k < 2; k++)
-      for (lsim__req *r = lists[k]->head; r; r = r->next) {
-        if (r->px_held)
-          lsim__px_release(e, i, r, NULL);
-        lsim_kv_keys_release(&r->px_keys);
-        lsim_kv_keys_release(&r->px_truth);
-        free(r->px_tok);
-      }
     lsim__free_list(e->w[i].waiting.head);
     lsim__free_list(e->w[i].running.head);
-    lsim_prefix_free(e->w[i].pc);
     lsim_res_release(e->w[i].res);
     free(e->w[i].attempts);
     free(e->w[i].batch);
@@ -1486,8 +1172,8 @@ void lsim_engine_release(lsim_engine *e) {
   free(e->fnode);
   free(e->sched_st);
   free(e->prefetch_st);
+  free(e->place_st);
   lsim_fair_release(e->fair);
-  free(e->px_ad);
   free(e->pcands);
   free(e->pseen);
   free(e);
@@ -1501,7 +1187,7 @@ lsim_err lsim_engine_future_push(lsim_engine *e, int a, lsim_tick tick,
     return lsim_fail(eb, LSIM_E_STATE, "future: adapter %d out of range", a);
   if (e->ffree < 0) {
     int cap = e->fcap ? 2 * e->fcap : 256;
-    lsim__fnode *n = realloc(e->fnode, (size_t)cap * sizeof *n);
+    lsim_core_fnode *n = realloc(e->fnode, (size_t)cap * sizeof *n);
     if (!n)
       return lsim_fail(eb, LSIM_E_NOMEM, "out of memory in the lookahead");
     e->fnode = n;
@@ -1535,7 +1221,7 @@ void lsim_engine_future_pop(lsim_engine *e, int a) {
 
 /* ---- helpers ------------------------------------------------------------ */
 
-static int64_t lsim__kv_pages(const lsim_engine *e, int64_t tokens) {
+int64_t lsim_core_kv_pages(const lsim_engine *e, int64_t tokens) {
   int64_t b = tokens * e->cfg.kv_bytes_per_token;
   return (b + e->cfg.page_bytes - 1) / e->cfg.page_bytes;
 }
@@ -1554,20 +1240,20 @@ static int lsim__first_chunk(const lsim_engine *e, int64_t prompt) {
 /* Token rows of a request's first row when admitted: its first prefill
 ** chunk, or, after a preemption, its prompt and the tokens it had
 ** produced, recomputed in one row. */
-static int lsim__admit_rows(const lsim_engine *e, const lsim__req *r) {
+static int lsim__admit_rows(const lsim_engine *e, const lsim_core_req *r) {
   int p = r->prompt - r->reuse; /* prefix-cache hit: rows not computed */
   return r->recomp > 0 ? p + r->recomp : lsim__first_chunk(e, p);
 }
 
 /* A running request whose first row (its prefill, or its recompute after a
 ** preemption) has not completed: admitted, then its iteration failed. */
-static int lsim__first_row_pending(const lsim__req *r) {
+static int lsim__first_row_pending(const lsim_core_req *r) {
   return (r->produced == 0 && r->prefilled == 0) || r->recomp > 0;
 }
 
 /* A running request whose prefill is part-done (chunked prefill only): it
 ** gets its next prefill chunk, not a decode row. */
-static int lsim__mid_prefill(const lsim__req *r) {
+static int lsim__mid_prefill(const lsim_core_req *r) {
   return r->produced == 0 && r->prefilled > 0;
 }
 
@@ -1575,7 +1261,7 @@ static int lsim__mid_prefill(const lsim__req *r) {
 ** eligible adapters the residency engine found. */
 static int lsim__rank(void *ud, const int *cand, int n) {
   lsim_engine *e = ud;
-  lsim__worker *w = &e->w[e->rank_worker];
+  lsim_core_worker *w = &e->w[e->rank_worker];
   for (int i = 0; i < n; i++) {
     int a = cand[i];
     lsim_res_adapter_view v = lsim__av(w, a);
@@ -1603,7 +1289,7 @@ static int lsim__rank(void *ud, const int *cand, int n) {
 static lsim_err lsim__emit_victims(lsim_engine *e, int wi, lsim_tick now,
                                    const int *v, int nv, int relaxed,
                                    lsim_errbuf *eb) {
-  lsim__worker *w = &e->w[wi];
+  lsim_core_worker *w = &e->w[wi];
   for (int k = 0; k < nv; k++) {
     lsim_res_adapter_view av = lsim__av(w, v[k]);
     if (lsim__is_basis(e, v[k])) {
@@ -1614,14 +1300,14 @@ static lsim_err lsim__emit_victims(lsim_engine *e, int wi, lsim_tick now,
       if (rc)
         return rc;
       /* adapter: none; value: the cluster */
-      if ((rc = lsim__emit(e, now, LSIM_EV_BASIS_EVICTED, wi, LSIM_NONE,
+      if ((rc = lsim_core_emit(e, now, LSIM_EV_BASIS_EVICTED, wi, LSIM_NONE,
                            LSIM_NONE, LSIM_NONE, av.generation, 0,
                            e->pages[v[k]], e->bytes[v[k]], c,
                            relaxed ? "relaxed" : e->cfg.evict->name, eb)))
         return rc;
       continue;
     }
-    lsim_err rc = lsim__emit(e, now, LSIM_EV_ADAPTER_EVICTED, wi, LSIM_NONE,
+    lsim_err rc = lsim_core_emit(e, now, LSIM_EV_ADAPTER_EVICTED, wi, LSIM_NONE,
                              lsim__tenant_of(e, v[k]), v[k], av.generation, 0,
                              e->pages[v[k]], e->bytes[v[k]], av.uses,
                              relaxed ? "relaxed" : e->cfg.evict->name, eb);
@@ -1629,12 +1315,12 @@ static lsim_err lsim__emit_victims(lsim_engine *e, int wi, lsim_tick now,
       return rc;
     /* a prefetched generation evicted before any request used it */
     if (lsim_fair_prefetch_wasted(e->fair, wi, v[k]) &&
-        (rc = lsim__emit(e, now, LSIM_EV_PREFETCH_RELEASED, wi, LSIM_NONE,
+        (rc = lsim_core_emit(e, now, LSIM_EV_PREFETCH_RELEASED, wi, LSIM_NONE,
                          lsim__tenant_of(e, v[k]), v[k], av.generation, 0,
                          e->pages[v[k]], e->bytes[v[k]], 0, "wasted", eb)))
       return rc;
     /* relaxed mode may evict under waiters: they are load-eligible again */
-    for (lsim__req *r = relaxed ? w->waiting.head : NULL; r; r = r->next)
+    for (lsim_core_req *r = relaxed ? w->waiting.head : NULL; r; r = r->next)
       if (r->adapter == v[k] && r->fair == 2) {
         r->fair = 1;
         if ((rc = lsim_fair_became_cold(e->fair, now, wi, r->tenant, v[k])))
@@ -1646,12 +1332,12 @@ static lsim_err lsim__emit_victims(lsim_engine *e, int wi, lsim_tick now,
 
 static lsim_err lsim__emit_retired(lsim_engine *e, int wi, lsim_tick now,
                                    const int *v, int nv, lsim_errbuf *eb) {
-  lsim__worker *w = &e->w[wi];
+  lsim_core_worker *w = &e->w[wi];
   for (int k = 0; k < nv; k++) {
     if (lsim__is_basis(e, v[k]))
       continue; /* basis_evicted said it */
     lsim_res_adapter_view av = lsim__av(w, v[k]);
-    lsim_err rc = lsim__emit(e, now, LSIM_EV_ADAPTER_RETIRED, wi, LSIM_NONE,
+    lsim_err rc = lsim_core_emit(e, now, LSIM_EV_ADAPTER_RETIRED, wi, LSIM_NONE,
                              lsim__tenant_of(e, v[k]), v[k], av.generation, 0,
                              e->pages[v[k]], e->bytes[v[k]], 0, NULL, eb);
     if (rc)
@@ -1666,9 +1352,9 @@ static lsim_err lsim__emit_retired(lsim_engine *e, int wi, lsim_tick now,
 ** predicate on that clause alone, so the predicate itself is never bent.
 ** lsim__requeue gives the flags back to adapters that stayed resident.
 */
-static lsim_err lsim__revoke_queued(lsim_engine *e, lsim__worker *w, int keep,
+static lsim_err lsim__revoke_queued(lsim_engine *e, lsim_core_worker *w, int keep,
                                     lsim_errbuf *eb) {
-  for (lsim__req *r = w->waiting.head; r; r = r->next) {
+  for (lsim_core_req *r = w->waiting.head; r; r = r->next) {
     if (!r->queued || r->adapter == keep)
       continue;
     if (lsim_res_eligible(w->res, r->adapter) != LSIM_E_RES_QUEUED)
@@ -1685,8 +1371,8 @@ static lsim_err lsim__revoke_queued(lsim_engine *e, lsim__worker *w, int keep,
   return 0;
 }
 
-static lsim_err lsim__requeue(lsim__worker *w, int only, lsim_errbuf *eb) {
-  for (lsim__req *r = w->waiting.head; r; r = r->next) {
+static lsim_err lsim__requeue(lsim_core_worker *w, int only, lsim_errbuf *eb) {
+  for (lsim_core_req *r = w->waiting.head; r; r = r->next) {
     if (r->queued || (only >= 0 && r->adapter != only))
       continue;
     if (!lsim__visible(lsim__av(w, r->adapter).state))
@@ -1708,14 +1394,15 @@ static lsim_err lsim__begin(lsim_engine *e, int wi, lsim_tick now,
                             const lsim_res_req *q, int relaxed, int64_t *txn,
                             int *victims, int *nv, int *used_relaxed, int *ok,
                             lsim_errbuf *eb) {
-  lsim__worker *w = &e->w[wi];
+  lsim_core_worker *w = &e->w[wi];
   *ok = 0;
   *used_relaxed = 0;
-  if (w->pc) {
-    /* cached prefix blocks give way before any adapter is evicted */
+  if (e->nreclaim) {
+    /* what extensions hold (cached prefix blocks) gives way before any
+    ** adapter is evicted */
     lsim_res_demand d;
     lsim_err prc = lsim_res_demand_of(w->res, q, &d, NULL);
-    if (!prc && (prc = lsim__px_reclaim(e, wi, now, d.total + d.guard, eb)))
+    if (!prc && (prc = lsim__ext_reclaim(e, wi, now, d.total + d.guard, eb)))
       return prc;
   }
   e->rank_worker = wi;
@@ -1751,23 +1438,65 @@ static lsim_err lsim__begin(lsim_engine *e, int wi, lsim_tick now,
   return 0;
 }
 
-/* Reject a request that is not running: record + event, free it. */
-static lsim_err lsim__reject(lsim_engine *e, lsim__req *r, lsim_tick now,
-                             const char *why, lsim_errbuf *eb) {
-  lsim_err rc = lsim__emit(e, now, LSIM_EV_ADMISSION_REJECTED, r->worker,
-                           r->id, r->tenant, r->adapter, LSIM_NONE, 0, 0, 0,
-                           0, why, eb);
-  if (!rc)
-    rc = lsim__record(e, r, now, "rejected", eb);
+/*
+** The one release path of a request that gives its place in the pool back:
+** finish, cancellation (running or waiting), preemption and the end of the
+** run all come through here.  In this order: the prefix cache's references
+** go back, then the request's KV object (*owned: the pages it held) and its
+** adapter reference, then, with `lease`, its hotswap lease (a preempted
+** request that stays on its worker keeps it), then its compressed-catalog
+** lease and basis reference.  Nothing is emitted here except what the
+** features emit (lease_released); the caller says why the request left.
+** On error the remaining steps are skipped (the run fails).
+*/
+static lsim_err lsim__release(lsim_engine *e, int wi, lsim_core_req *r,
+                              lsim_tick now, int lease, int64_t *owned,
+                              lsim_errbuf *eb) {
+  lsim_core_worker *w = &e->w[wi];
+  lsim_err rc;
+  *owned = 0;
+  if ((rc = lsim__ext_leave(e, wi, r, eb)))
+    return rc;
+  if (r->kv >= 0) {
+    int64_t used;
+    if ((rc = lsim_res_kv_pages(w->res, r->kv, owned, &used, eb)) ||
+        (rc = lsim_res_kv_release(w->res, r->kv, eb)) ||
+        (rc = lsim_res_unbind(w->res, r->adapter, now, eb)))
+      return rc;
+    r->kv = -1;
+  }
+  if (lease && (rc = lsim__hs_unbind(e, wi, r, now, eb)))
+    return rc;
+  return lsim__cmp_unbind(e, w, r, now, eb);
+}
+
+/* The request's record is written with `outcome` and it is freed. */
+static lsim_err lsim__retire(lsim_engine *e, lsim_core_req *r, lsim_tick now,
+                             const char *outcome, lsim_errbuf *eb) {
+  lsim_err rc = lsim__record(e, r, now, outcome, eb);
   lsim__req_free(e, r);
   e->live--;
   return rc;
 }
 
+/* Reject a request that is not running: record + event, free it. */
+static lsim_err lsim__reject(lsim_engine *e, lsim_core_req *r, lsim_tick now,
+                             const char *why, lsim_errbuf *eb) {
+  lsim_err rc = lsim_core_emit(e, now, LSIM_EV_ADMISSION_REJECTED, r->worker,
+                           r->id, r->tenant, r->adapter, LSIM_NONE, 0, 0, 0,
+                           0, why, eb);
+  if (rc) {
+    lsim__req_free(e, r);
+    e->live--;
+    return rc;
+  }
+  return lsim__retire(e, r, now, "rejected", eb);
+}
+
 /* Take r off the waiting list of its worker, closing its queue entry and
 ** its place in the liveness ledgers (fair.h). */
-static lsim_err lsim__unwait(lsim_engine *e, lsim_tick now, lsim__worker *w,
-                             lsim__req *r, lsim_errbuf *eb) {
+static lsim_err lsim__unwait(lsim_engine *e, lsim_tick now, lsim_core_worker *w,
+                             lsim_core_req *r, lsim_errbuf *eb) {
   lsim__list_remove(&w->waiting, r);
   if (r->fair) {
     lsim_err rc = lsim_fair_leave(e->fair, now, (int)(w - e->w), r->tenant,
@@ -1785,93 +1514,43 @@ static lsim_err lsim__unwait(lsim_engine *e, lsim_tick now, lsim__worker *w,
 
 /* ---- arrival ------------------------------------------------------------- */
 
-int lsim_place_jump_hash(uint64_t key, int n) {
-  int64_t b = -1, j = 0;
-  while (j < n) {
-    b = j;
-    key = key * 2862933555777941757ULL + 1;
-    j = (int64_t)((double)(b + 1) *
-                  ((double)(1LL << 31) / (double)((key >> 33) + 1)));
-  }
-  return (int)b;
+/* Placement (engine/policy/place_*.c): the view's queries. */
+static int lsim__pv_load(const void *ctx, int i) {
+  const lsim_engine *e = ctx;
+  return e->w[i].waiting.n + e->w[i].running.n;
 }
 
-int lsim_place_punica(const int *ws, const int64_t *kv_free, int n, int max_ws,
-                      int64_t need) {
-  int best = -1;
-  for (int i = 0; i < n; i++) {
-    if (ws[i] >= max_ws || kv_free[i] < need)
-      continue;
-    if (best < 0 || ws[i] >= ws[best])
-      best = i; /* ties go to the later (higher) id */
-  }
-  return best;
+static int64_t lsim__pv_free(const void *ctx, int i) {
+  const lsim_engine *e = ctx;
+  lsim_res_view v;
+  lsim_res_view_get(e->w[i].res, &v);
+  return v.free;
 }
 
-static const char *const lsim__place_names[] = {
-    "least_loaded", "round_robin", "punica_consolidate", "adapter_affinity",
-    NULL};
+static int lsim__pv_holds(const void *ctx, int i, int a) {
+  const lsim_engine *e = ctx;
+  int st = lsim__av(&e->w[i], a).state;
+  return st != LSIM_RS_ABSENT && st != LSIM_RS_HOST_READY &&
+         st != LSIM_RS_RETIRING;
+}
 
 int lsim_placement_find(const char *name) {
-  for (int i = 0; name && lsim__place_names[i]; i++)
-    if (strcmp(name, lsim__place_names[i]) == 0)
+  const char *const *n = lsim_place_names();
+  for (int i = 0; name && n[i]; i++)
+    if (strcmp(name, n[i]) == 0)
       return i;
   return -1;
 }
 
-const char *const *lsim_placement_names(void) { return lsim__place_names; }
+const char *const *lsim_placement_names(void) { return lsim_place_names(); }
 
-/* Placement by policy; O(workers) per arrival. */
-static int lsim__place_policy(lsim_engine *e, const lsim__req *r) {
-  int nw = e->cfg.workers;
-  switch (e->cfg.placement) {
-  case LSIM_PLACE_ROUND_ROBIN:
-    return (int)(e->rr++ % nw);
-  case LSIM_PLACE_AFFINITY:
-    return lsim_place_jump_hash((uint64_t)r->adapter * 0x9E3779B97F4A7C15ULL +
-                                    1,
-                                nw);
-  case LSIM_PLACE_PUNICA: {
-    /* working set: the worker's requests (waiting + running); KV free: its
-    ** free pages less the guard.  No feasible worker: the least loaded. */
-    int best = -1, ws_best = 0, least = 0;
-    for (int i = 0; i < nw; i++) {
-      const lsim__worker *w = &e->w[i];
-      lsim_res_view v;
-      lsim_res_view_get(w->res, &v);
-      int ws = w->waiting.n + w->running.n;
-      int ws_least = e->w[least].waiting.n + e->w[least].running.n;
-      if (ws < ws_least)
-        least = i;
-      if (ws >= e->cfg.max_batch_requests ||
-          v.free - e->cfg.guard_pages < r->kv_pages)
-        continue;
-      if (best < 0 || ws >= ws_best) {
-        best = i;
-        ws_best = ws;
-      }
-    }
-    return best >= 0 ? best : least;
-  }
-  default:
-    return -1;
-  }
-}
-
-static int lsim__place(const lsim_engine *e, int adapter) {
-  int best = 0;
-  for (int i = 0; i < e->cfg.workers; i++) {
-    int st = lsim__av(&e->w[i], adapter).state;
-    if (st != LSIM_RS_ABSENT && st != LSIM_RS_HOST_READY &&
-        st != LSIM_RS_RETIRING)
-      return i;
-  }
-  for (int i = 1; i < e->cfg.workers; i++) {
-    const lsim__worker *a = &e->w[i], *b = &e->w[best];
-    if (a->waiting.n + a->running.n < b->waiting.n + b->running.n)
-      best = i;
-  }
-  return best;
+/* The worker the placement policy picks for r (O(workers) per arrival). */
+static int lsim__place(lsim_engine *e, const lsim_core_req *r) {
+  lsim_place_view v = {e->cfg.workers, e->cfg.max_batch_requests,
+                       e->cfg.guard_pages, e, lsim__pv_load, lsim__pv_free,
+                       lsim__pv_holds};
+  lsim_place_req q = {r->id, r->tenant, r->adapter, r->kv_pages};
+  return lsim_place_pick(e->place, e->place_st, &v, &q);
 }
 
 lsim_err lsim_engine_arrive(lsim_engine *e, lsim_tick now,
@@ -1891,7 +1570,7 @@ lsim_err lsim_engine_arrive_blocks(lsim_engine *e, lsim_tick now,
     return lsim_fail(eb, LSIM_E_STATE,
                      "request %lld: adapter, tenant or lengths out of range",
                      (long long)a->request);
-  lsim__req *r = lsim__req_alloc(e);
+  lsim_core_req *r = lsim__req_alloc(e);
   if (!r)
     return lsim_fail(eb, LSIM_E_NOMEM, "out of memory admitting request");
   e->live++;
@@ -1903,39 +1582,31 @@ lsim_err lsim_engine_arrive_blocks(lsim_engine *e, lsim_tick now,
   r->output = a->output_tokens;
   /* initial KV covers the prompt; the growth reserve covers the declared
   ** output (the admission horizon is the whole request) */
-  r->kv_initial = lsim__kv_pages(e, a->prompt_tokens);
+  r->kv_initial = lsim_core_kv_pages(e, a->prompt_tokens);
   int64_t whole =
-      lsim__kv_pages(e, (int64_t)a->prompt_tokens + a->output_tokens);
+      lsim_core_kv_pages(e, (int64_t)a->prompt_tokens + a->output_tokens);
   /* incremental: the prompt and its first token now, the rest page by
   ** page as the request decodes */
   r->kv_pages = e->cfg.kv_incremental
-                    ? lsim__kv_pages(e, (int64_t)a->prompt_tokens + 1)
+                    ? lsim_core_kv_pages(e, (int64_t)a->prompt_tokens + 1)
                     : whole;
   r->worker = LSIM_NONE;
-  /* prefix cache: the hashes of the prompt's full blocks (a partial last
-  ** block is never published nor matched) */
-  if (e->px_mode && blocks && nblocks > 0) {
-    int64_t full = a->prompt_tokens / e->px_bt;
-    int n = (int)(full < nblocks ? full : nblocks);
-    if (n > 0) {
-      r->px_tok = malloc((size_t)n * sizeof *r->px_tok);
-      if (!r->px_tok) {
-        lsim__req_free(e, r);
-        e->live--;
-        return lsim_fail(eb, LSIM_E_NOMEM, "out of memory admitting request");
-      }
-      for (int i = 0; i < n; i++)
-        r->px_tok[i] = (int64_t)(blocks[i] & (uint64_t)INT64_MAX);
-      r->px_n = n;
-    }
+  lsim_err rc;
+  /* extensions read the arrival (the prefix cache: its block hashes) */
+  if ((rc = lsim__ext_arrive(e, r, blocks, nblocks, eb))) {
+    lsim__req_free(e, r);
+    e->live--;
+    return rc;
   }
   if (lsim__first_chunk(e, a->prompt_tokens) > e->cfg.max_batch_tokens)
     return lsim__reject(e, r, now, "prompt_over_batch_budget", eb);
   if (whole + e->pages[a->adapter] + e->cfg.guard_pages > e->cfg.pool_pages)
     return lsim__reject(e, r, now, "over_pool_capacity", eb);
-  int wi = e->cfg.placement ? lsim__place_policy(e, r)
-                            : lsim__place(e, a->adapter);
-  lsim__worker *w = &e->w[wi];
+  int wi = lsim__place(e, r);
+  if (wi < 0 || wi >= e->cfg.workers)
+    return lsim_fail(eb, LSIM_E_POLICY, "placement '%s' chose worker %d",
+                     e->place->name, wi);
+  lsim_core_worker *w = &e->w[wi];
   r->worker = wi;
   r->state = LSIM__WAITING;
   lsim_res_adapter_view av = lsim__av(w, a->adapter);
@@ -1943,7 +1614,7 @@ lsim_err lsim_engine_arrive_blocks(lsim_engine *e, lsim_tick now,
   if (!hit)
     r->loads_waited = 1;
   r->queued = 1;
-  lsim_err rc = lsim_res_queue(w->res, a->adapter, +1, eb);
+  rc = lsim_res_queue(w->res, a->adapter, +1, eb);
   if (rc)
     return rc;
   lsim__list_push(&w->waiting, r);
@@ -1954,7 +1625,7 @@ lsim_err lsim_engine_arrive_blocks(lsim_engine *e, lsim_tick now,
     return lsim_fail(eb, rc, "interval sink failed");
   /* value: 1 when the adapter generation was resident at arrival (a cache
   ** hit), 0 for a cold or in-flight miss. */
-  return lsim__emit(e, now, LSIM_EV_QUEUE_ENQUEUED, wi, r->id, r->tenant,
+  return lsim_core_emit(e, now, LSIM_EV_QUEUE_ENQUEUED, wi, r->id, r->tenant,
                     r->adapter, av.generation, 0, r->kv_pages, 0, hit,
                     hit ? "hit" : "miss", eb);
 }
@@ -1963,7 +1634,7 @@ lsim_err lsim_engine_arrive_blocks(lsim_engine *e, lsim_tick now,
 
 /* The host copy of the version adapter a's alias names on worker w now
 ** (a reload after a hotswap loads the new version, not the catalog's). */
-static lsim_err lsim__ensure_host(lsim_engine *e, lsim__worker *w, int a,
+static lsim_err lsim__ensure_host(lsim_engine *e, lsim_core_worker *w, int a,
                                   lsim_errbuf *eb) {
   int b = lsim__basis_of(e, a);
   if (b >= 0 && lsim__av(w, b).state == LSIM_RS_ABSENT) {
@@ -1998,8 +1669,8 @@ static void lsim__load_out(lsim_engine *e, int wi, int a, int attempt,
 
 /* A scheduler candidate for r on worker w: its cost vector (article
 ** 0x09C).  ready: the adapter generation is visible there. */
-static void lsim__cand_fill(const lsim_engine *e, const lsim__worker *w,
-                            const lsim__req *r, int ready,
+static void lsim__cand_fill(const lsim_engine *e, const lsim_core_worker *w,
+                            const lsim_core_req *r, int ready,
                             lsim_sched_cand *c) {
   int a = r->adapter;
   lsim_res_adapter_view av = lsim__av(w, a);
@@ -2030,7 +1701,7 @@ static void lsim__cand_fill(const lsim_engine *e, const lsim__worker *w,
 
 /* Adapter a's basis is in a transaction (loading with another core, or
 ** retiring): a's load waits until it is resident or gone. */
-static int lsim__basis_busy(const lsim_engine *e, const lsim__worker *w,
+static int lsim__basis_busy(const lsim_engine *e, const lsim_core_worker *w,
                             int a) {
   int b = lsim__basis_of(e, a);
   if (b < 0)
@@ -2040,7 +1711,7 @@ static int lsim__basis_busy(const lsim_engine *e, const lsim__worker *w,
          !lsim__visible(st);
 }
 
-static int lsim__stuck(const lsim__worker *w) {
+static int lsim__stuck(const lsim_core_worker *w) {
   return w->running.n == 0 && w->inflight_copies == 0 &&
          w->admitted_waiting == 0 && !w->busy;
 }
@@ -2048,7 +1719,7 @@ static int lsim__stuck(const lsim__worker *w) {
 static lsim_err lsim__start_loads(lsim_engine *e, int wi, lsim_tick now,
                                   lsim_load_start *loads, int maxloads,
                                   int *nloads, lsim_errbuf *eb) {
-  lsim__worker *w = &e->w[wi];
+  lsim_core_worker *w = &e->w[wi];
   lsim_err rc;
   int *victims = e->vict;
   /* 1. compensating reloads left by a rollback come first */
@@ -2066,7 +1737,7 @@ static lsim_err lsim__start_loads(lsim_engine *e, int wi, lsim_tick now,
     if ((rc = lsim_res_copy_start(w->res, av.txn, eb)))
       return rc;
     w->inflight_copies++;
-    if ((rc = lsim__emit(e, now, LSIM_EV_ADAPTER_LOAD_STARTED, wi, LSIM_NONE,
+    if ((rc = lsim_core_emit(e, now, LSIM_EV_ADAPTER_LOAD_STARTED, wi, LSIM_NONE,
                          lsim__tenant_of(e, a), a, av.generation + 1, 1,
                          tv.nslots, e->bytes[a], 0, "restore", eb)))
       return rc;
@@ -2074,7 +1745,7 @@ static lsim_err lsim__start_loads(lsim_engine *e, int wi, lsim_tick now,
   }
   /* 2. demand loads, one txn per absent adapter, for the first waiter */
   int scanned = 0;
-  for (lsim__req *r = w->waiting.head;
+  for (lsim_core_req *r = w->waiting.head;
        r && scanned < LSIM_ENGINE_WINDOW && *nloads < maxloads;
        r = r->next, scanned++) {
     int a = r->adapter;
@@ -2116,7 +1787,7 @@ static lsim_err lsim__start_loads(lsim_engine *e, int wi, lsim_tick now,
       return rc;
     assert(lsim__worker_sound(e, w));
     /* bytes: the one copy, core and (when it comes along) basis */
-    rc = lsim__emit(e, now, LSIM_EV_ADAPTER_LOAD_STARTED, wi, r->id,
+    rc = lsim_core_emit(e, now, LSIM_EV_ADAPTER_LOAD_STARTED, wi, r->id,
                     lsim__tenant_of(e, a), a, av.generation + 1,
                     w->attempts[a], tv.nslots,
                     e->bytes[a] + (tv.with >= 0 ? e->bytes[tv.with] : 0), 0,
@@ -2139,7 +1810,7 @@ static lsim_err lsim__start_loads(lsim_engine *e, int wi, lsim_tick now,
       e->pstamp = 1;
     }
     int seen = 0;
-    for (lsim__req *r = w->waiting.head; r && seen < LSIM_ENGINE_WINDOW;
+    for (lsim_core_req *r = w->waiting.head; r && seen < LSIM_ENGINE_WINDOW;
          r = r->next, seen++) {
       int a = r->adapter, st = lsim__av(w, a).state;
       if (st != LSIM_RS_ABSENT && st != LSIM_RS_HOST_READY)
@@ -2188,10 +1859,10 @@ static lsim_err lsim__start_loads(lsim_engine *e, int wi, lsim_tick now,
     lsim_res_adapter_view av = lsim__av(w, a);
     int64_t pages = e->pages[a] + (tv.with >= 0 ? e->pages[tv.with] : 0);
     int64_t bytes = e->bytes[a] + (tv.with >= 0 ? e->bytes[tv.with] : 0);
-    if ((rc = lsim__emit(e, now, LSIM_EV_PREFETCH_RESERVED, wi, LSIM_NONE,
+    if ((rc = lsim_core_emit(e, now, LSIM_EV_PREFETCH_RESERVED, wi, LSIM_NONE,
                          lsim__tenant_of(e, a), a, av.generation + 1, 0,
                          pages, bytes, 0, NULL, eb)) ||
-        (rc = lsim__emit(e, now, LSIM_EV_ADAPTER_LOAD_STARTED, wi, LSIM_NONE,
+        (rc = lsim_core_emit(e, now, LSIM_EV_ADAPTER_LOAD_STARTED, wi, LSIM_NONE,
                          lsim__tenant_of(e, a), a, av.generation + 1,
                          w->attempts[a], pages, bytes, 0,
                          "prefetch", eb)))
@@ -2202,8 +1873,8 @@ static lsim_err lsim__start_loads(lsim_engine *e, int wi, lsim_tick now,
   return 0;
 }
 
-static lsim__req *lsim__find_txn_req(lsim__worker *w, int64_t txn) {
-  for (lsim__req *r = w->waiting.head; r; r = r->next)
+static lsim_core_req *lsim__find_txn_req(lsim_core_worker *w, int64_t txn) {
+  for (lsim_core_req *r = w->waiting.head; r; r = r->next)
     if (r->txn == txn)
       return r;
   return NULL;
@@ -2213,7 +1884,7 @@ static lsim__req *lsim__find_txn_req(lsim__worker *w, int64_t txn) {
 ** attempts and rejection of waiters. */
 static lsim_err lsim__rollback(lsim_engine *e, int wi, int a, lsim_tick now,
                                int64_t txn, const char *why, lsim_errbuf *eb) {
-  lsim__worker *w = &e->w[wi];
+  lsim_core_worker *w = &e->w[wi];
   lsim_res_txn_view tv;
   lsim_err rc = lsim_res_txn(w->res, txn, &tv, eb);
   if (rc)
@@ -2226,12 +1897,12 @@ static lsim_err lsim__rollback(lsim_engine *e, int wi, int a, lsim_tick now,
   /* copied: the txn's view dies with the txn */
   int *victims = e->vict_done, nv = tv.nvictims;
   memcpy(victims, tv.victim, (size_t)nv * sizeof *victims);
-  rc = lsim__emit(e, now, LSIM_EV_ADAPTER_LOAD_FAILED, wi, LSIM_NONE,
+  rc = lsim_core_emit(e, now, LSIM_EV_ADAPTER_LOAD_FAILED, wi, LSIM_NONE,
                   lsim__tenant_of(e, a), a, gen_try, attempt, pages,
                   e->bytes[a], 0, restore ? "restore_failed" : why, eb);
   if (rc)
     return rc;
-  lsim__req *r = lsim__find_txn_req(w, txn);
+  lsim_core_req *r = lsim__find_txn_req(w, txn);
   if (r)
     r->txn = -1;
   int nr;
@@ -2240,7 +1911,7 @@ static lsim_err lsim__rollback(lsim_engine *e, int wi, int a, lsim_tick now,
     return rc;
   assert(lsim__worker_sound(e, w));
   /* value: victims handed to restore txns */
-  rc = lsim__emit(e, now, LSIM_EV_LOAD_ROLLED_BACK, wi, LSIM_NONE,
+  rc = lsim_core_emit(e, now, LSIM_EV_LOAD_ROLLED_BACK, wi, LSIM_NONE,
                   lsim__tenant_of(e, a), a, gen_try, attempt, pages, 0, nr,
                   restore ? "restore_dropped" : NULL, eb);
   for (int k = 0; !rc && k < nv; k++) {
@@ -2248,7 +1919,7 @@ static lsim_err lsim__rollback(lsim_engine *e, int wi, int a, lsim_tick now,
     if (vv.state != LSIM_RS_RESERVED)
       continue; /* a basis taken with its last cores, and those cores:
                    dropped, not restored (residency.h, "Companions") */
-    rc = lsim__emit(e, now, LSIM_EV_ADAPTER_RESTORING, wi, LSIM_NONE,
+    rc = lsim_core_emit(e, now, LSIM_EV_ADAPTER_RESTORING, wi, LSIM_NONE,
                     lsim__tenant_of(e, victims[k]), victims[k],
                     vv.generation + 1, 0, e->pages[victims[k]],
                     e->bytes[victims[k]], vv.generation, "compensating_reload",
@@ -2260,9 +1931,9 @@ static lsim_err lsim__rollback(lsim_engine *e, int wi, int a, lsim_tick now,
     return 0;
   /* Out of attempts: the waiters of this adapter are rejected. */
   w->attempts[a] = 0;
-  lsim__req *q = w->waiting.head;
+  lsim_core_req *q = w->waiting.head;
   while (q) {
-    lsim__req *next = q->next;
+    lsim_core_req *next = q->next;
     if (q->adapter == a) {
       if ((rc = lsim__unwait(e, now, w, q, eb)))
         return rc;
@@ -2278,7 +1949,7 @@ lsim_err lsim_engine_load_result(lsim_engine *e, int wi, int a, lsim_tick now,
                                  int outcome, lsim_errbuf *eb) {
   if (wi < 0 || wi >= e->cfg.workers || a < 0 || a >= e->cfg.nadapters)
     return lsim_fail(eb, LSIM_E_STATE, "load_done: worker or adapter out of range");
-  lsim__worker *w = &e->w[wi];
+  lsim_core_worker *w = &e->w[wi];
   int64_t txn = lsim_res_txn_of(w->res, a);
   if (txn < 0 || lsim__av(w, a).state != LSIM_RS_LOADING)
     return lsim_fail(eb, LSIM_E_STATE,
@@ -2338,10 +2009,10 @@ lsim_err lsim_engine_load_result(lsim_engine *e, int wi, int a, lsim_tick now,
   lsim_res_adapter_view av = lsim__av(w, a);
   int with = tv.with;
   int64_t copied = e->bytes[a] + (with >= 0 ? e->bytes[with] : 0);
-  if ((rc = lsim__emit(e, now, LSIM_EV_ADAPTER_LOAD_COMPLETED, wi, LSIM_NONE,
+  if ((rc = lsim_core_emit(e, now, LSIM_EV_ADAPTER_LOAD_COMPLETED, wi, LSIM_NONE,
                        tenant, a, av.generation + 1, attempt, tv.nslots,
                        copied, 0, restore ? "restore" : NULL, eb)) ||
-      (rc = lsim__emit(e, now, LSIM_EV_ADAPTER_VALIDATED, wi, LSIM_NONE,
+      (rc = lsim_core_emit(e, now, LSIM_EV_ADAPTER_VALIDATED, wi, LSIM_NONE,
                        tenant, a, av.generation + 1, attempt, e->pages[a],
                        e->bytes[a], w->hsw.reg_ver ? w->hsw.reg_ver[a] : 0,
                        restore ? "restore" : NULL, eb)))
@@ -2353,7 +2024,7 @@ lsim_err lsim_engine_load_result(lsim_engine *e, int wi, int a, lsim_tick now,
   /* copied: the txn's view dies with the txn */
   int *victims = e->vict_done, nv = tv.nvictims;
   memcpy(victims, tv.victim, (size_t)nv * sizeof *victims);
-  if ((rc = lsim__emit(e, now, LSIM_EV_ADAPTER_GENERATION_PUBLISHED, wi,
+  if ((rc = lsim_core_emit(e, now, LSIM_EV_ADAPTER_GENERATION_PUBLISHED, wi,
                        LSIM_NONE, tenant, a, gen, 0, e->pages[a], e->bytes[a],
                        0, restore ? "restore" : NULL, eb)))
     return rc;
@@ -2362,7 +2033,7 @@ lsim_err lsim_engine_load_result(lsim_engine *e, int wi, int a, lsim_tick now,
     ** residency follows, and the event comes after its core's */
     int c = with - e->cfg.nadapters;
     if ((rc = lsim_cmp_basis_load(&w->cat, c, eb)) ||
-        (rc = lsim__emit(e, now, LSIM_EV_BASIS_PUBLISHED, wi, LSIM_NONE,
+        (rc = lsim_core_emit(e, now, LSIM_EV_BASIS_PUBLISHED, wi, LSIM_NONE,
                          LSIM_NONE, a, lsim__av(w, with).generation, 0,
                          e->pages[with], e->bytes[with], c, NULL, eb)))
       return rc;
@@ -2377,7 +2048,7 @@ lsim_err lsim_engine_load_result(lsim_engine *e, int wi, int a, lsim_tick now,
   int ncold = lsim_fair_cold(e->fair, wi, a); /* stop once all are found */
   if ((rc = lsim_fair_published(e->fair, now, wi, a)))
     return lsim_fail(eb, rc, "interval sink failed");
-  for (lsim__req *q = w->waiting.head; q && ncold > 0; q = q->next)
+  for (lsim_core_req *q = w->waiting.head; q && ncold > 0; q = q->next)
     if (q->adapter == a && q->fair == 1) {
       ncold--;
       q->fair = 2;
@@ -2385,7 +2056,7 @@ lsim_err lsim_engine_load_result(lsim_engine *e, int wi, int a, lsim_tick now,
         return lsim_fail(eb, rc, "interval sink failed");
     }
   /* commit: pin for the request, commit its KV, finalize victims */
-  lsim__req *r = lsim__find_txn_req(w, txn);
+  lsim_core_req *r = lsim__find_txn_req(w, txn);
   int kv;
   if ((rc = lsim_res_commit(w->res, txn, now, &kv, eb)))
     return rc;
@@ -2398,7 +2069,7 @@ lsim_err lsim_engine_load_result(lsim_engine *e, int wi, int a, lsim_tick now,
   if ((rc = lsim__requeue(w, a, eb)))
     return rc;
   assert(lsim__worker_sound(e, w));
-  if (r && (rc = lsim__emit(e, now, LSIM_EV_KV_RESERVED, wi, r->id, r->tenant,
+  if (r && (rc = lsim_core_emit(e, now, LSIM_EV_KV_RESERVED, wi, r->id, r->tenant,
                             r->adapter, gen, 0, r->kv_pages,
                             r->kv_pages * e->cfg.page_bytes,
                             r->prompt + r->output, "with_load", eb)))
@@ -2417,7 +2088,7 @@ lsim_err lsim_engine_load_done(lsim_engine *e, int w, int adapter,
 lsim_err lsim_engine_fault(lsim_engine *e, int w, lsim_tick now, int adapter,
                            int64_t request, const char *what, int64_t value,
                            lsim_errbuf *eb) {
-  return lsim__emit(e, now, LSIM_EV_FAULT_INJECTED, w, request,
+  return lsim_core_emit(e, now, LSIM_EV_FAULT_INJECTED, w, request,
                     adapter >= 0 ? lsim__tenant_of(e, adapter) : LSIM_NONE,
                     adapter, LSIM_NONE, 0, 0, 0, value, what, eb);
 }
@@ -2425,10 +2096,10 @@ lsim_err lsim_engine_fault(lsim_engine *e, int w, lsim_tick now, int adapter,
 /* Withdraw waiting request r of worker wi: its KV share of an open load
 ** txn or its committed KV goes back, its queue entry closes.  *released
 ** gets the pages given back, *what the state it was in. */
-static lsim_err lsim__withdraw_waiting(lsim_engine *e, int wi, lsim__req *r,
+static lsim_err lsim__withdraw_waiting(lsim_engine *e, int wi, lsim_core_req *r,
                                        lsim_tick now, int64_t *released,
                                        const char **what, lsim_errbuf *eb) {
-  lsim__worker *w = &e->w[wi];
+  lsim_core_worker *w = &e->w[wi];
   lsim_err rc;
   *released = 0;
   *what = "waiting";
@@ -2440,13 +2111,9 @@ static lsim_err lsim__withdraw_waiting(lsim_engine *e, int wi, lsim__req *r,
     r->txn = -1;
     *what = "during_load";
   } else if (r->kv >= 0) {
-    int64_t owned, used;
-    if ((rc = lsim_res_kv_pages(w->res, r->kv, &owned, &used, eb)) ||
-        (rc = lsim_res_kv_release(w->res, r->kv, eb)) ||
-        (rc = lsim_res_unbind(w->res, r->adapter, now, eb)))
+    /* a preempted request waiting on its own worker keeps its lease */
+    if ((rc = lsim__release(e, wi, r, now, 0, released, eb)))
       return rc;
-    *released = owned;
-    r->kv = -1;
     w->admitted_waiting--;
     *what = "admitted";
   }
@@ -2457,34 +2124,29 @@ static lsim_err lsim__withdraw_waiting(lsim_engine *e, int wi, lsim__req *r,
 
 /* A running request leaves (cancelled): KV and adapter reference go
 ** back, its lease is released, its record is written. */
-static lsim_err lsim__drop_running(lsim_engine *e, int wi, lsim__req *r,
+static lsim_err lsim__drop_running(lsim_engine *e, int wi, lsim_core_req *r,
                                    lsim_tick now, lsim_errbuf *eb) {
-  lsim__worker *w = &e->w[wi];
-  int64_t owned, used;
-  lsim_err rc;
+  lsim_core_worker *w = &e->w[wi];
+  int64_t owned;
   lsim__list_remove(&w->running, r);
-  if ((rc = lsim__px_release(e, wi, r, eb)) ||
-      (rc = lsim_res_kv_pages(w->res, r->kv, &owned, &used, eb)) ||
-      (rc = lsim_res_kv_release(w->res, r->kv, eb)) ||
-      (rc = lsim_res_unbind(w->res, r->adapter, now, eb)) ||
-      (rc = lsim__hs_unbind(e, wi, r, now, eb)) ||
-      (rc = lsim__cmp_unbind(e, w, r, now, eb)))
+  lsim_err rc = lsim__release(e, wi, r, now, 1, &owned, eb);
+  if (rc)
     return rc;
-  r->kv = -1;
   assert(lsim__worker_sound(e, w));
   int64_t gen = lsim__av(w, r->adapter).generation;
-  rc = lsim__emit(e, now, LSIM_EV_KV_RELEASED, wi, r->id, r->tenant,
+  rc = lsim_core_emit(e, now, LSIM_EV_KV_RELEASED, wi, r->id, r->tenant,
                   r->adapter, gen, 0, owned, owned * e->cfg.page_bytes, 0,
                   "cancelled", eb);
   if (!rc)
-    rc = lsim__emit(e, now, LSIM_EV_REQUEST_CANCELLED, wi, r->id, r->tenant,
+    rc = lsim_core_emit(e, now, LSIM_EV_REQUEST_CANCELLED, wi, r->id, r->tenant,
                     r->adapter, gen, 0, owned, owned * e->cfg.page_bytes,
                     r->produced, "running", eb);
-  if (!rc)
-    rc = lsim__record(e, r, now, "cancelled", eb);
-  lsim__req_free(e, r);
-  e->live--;
-  return rc;
+  if (rc) {
+    lsim__req_free(e, r);
+    e->live--;
+    return rc;
+  }
+  return lsim__retire(e, r, now, "cancelled", eb);
 }
 
 /*
@@ -2497,23 +2159,19 @@ static lsim_err lsim__drop_running(lsim_engine *e, int wi, lsim__req *r,
 ** worker's, or, with several workers, the one with the most free pages
 ** (migration by recompute; ties: its own, then the lowest index).
 */
-static lsim_err lsim__preempt(lsim_engine *e, int wi, lsim__req *r,
+static lsim_err lsim__preempt(lsim_engine *e, int wi, lsim_core_req *r,
                               lsim_tick now, lsim_errbuf *eb) {
-  lsim__worker *w = &e->w[wi];
-  int64_t owned, used;
-  lsim_err rc;
+  lsim_core_worker *w = &e->w[wi];
+  int64_t owned;
   lsim__list_remove(&w->running, r);
-  if ((rc = lsim__px_release(e, wi, r, eb)) ||
-      (rc = lsim_res_kv_pages(w->res, r->kv, &owned, &used, eb)) ||
-      (rc = lsim_res_kv_release(w->res, r->kv, eb)) ||
-      (rc = lsim_res_unbind(w->res, r->adapter, now, eb)) ||
-      (rc = lsim__cmp_unbind(e, w, r, now, eb)))
+  /* the lease stays unless it migrates (below) */
+  lsim_err rc = lsim__release(e, wi, r, now, 0, &owned, eb);
+  if (rc)
     return rc;
-  r->kv = -1;
   r->recomp = r->produced;
   r->prefilled = 0;
-  r->kv_initial = lsim__kv_pages(e, (int64_t)r->prompt + r->recomp);
-  r->kv_pages = lsim__kv_pages(e, (int64_t)r->prompt + r->recomp + 1);
+  r->kv_initial = lsim_core_kv_pages(e, (int64_t)r->prompt + r->recomp);
+  r->kv_pages = lsim_core_kv_pages(e, (int64_t)r->prompt + r->recomp + 1);
   r->preemptions++;
   r->preempted_at = now;
   r->preempted_on = wi;
@@ -2531,7 +2189,7 @@ static lsim_err lsim__preempt(lsim_engine *e, int wi, lsim__req *r,
       }
     }
   }
-  lsim__worker *t = &e->w[to];
+  lsim_core_worker *t = &e->w[to];
   if (to != wi) {
     /* a lease names a slot of this worker's catalog: a migrated request
     ** resolves its alias again where it will run */
@@ -2555,7 +2213,7 @@ static lsim_err lsim__preempt(lsim_engine *e, int wi, lsim__req *r,
   assert(lsim__worker_sound(e, w) && lsim__worker_sound(e, t));
   /* generation: the worker it now waits on; attempt: its preemptions;
   ** value: tokens its recompute prefill will process */
-  return lsim__emit(e, now, LSIM_EV_REQUEST_PREEMPTED, wi, r->id, r->tenant,
+  return lsim_core_emit(e, now, LSIM_EV_REQUEST_PREEMPTED, wi, r->id, r->tenant,
                     r->adapter, to, r->preemptions, owned,
                     owned * e->cfg.page_bytes, r->prompt + r->recomp,
                     to == wi ? "recompute" : "migrate", eb);
@@ -2564,10 +2222,10 @@ static lsim_err lsim__preempt(lsim_engine *e, int wi, lsim__req *r,
 /* Pages for r's growth by evicting idle adapters (the policy ranks them,
 ** never r's own): a KV transaction of `add` pages whose object joins r's.
 ** *ok = 0 when even eviction cannot free them. */
-static lsim_err lsim__grow_evict(lsim_engine *e, int wi, lsim__req *r,
+static lsim_err lsim__grow_evict(lsim_engine *e, int wi, lsim_core_req *r,
                                  int64_t add, lsim_tick now, int *ok,
                                  lsim_errbuf *eb) {
-  lsim__worker *w = &e->w[wi];
+  lsim_core_worker *w = &e->w[wi];
   lsim_res_req q = {LSIM_TXN_KV, r->adapter, r->id, add, 0};
   int64_t txn;
   int nv, relaxed, kv2;
@@ -2590,9 +2248,9 @@ static lsim_err lsim__grow_evict(lsim_engine *e, int wi, lsim__req *r,
 */
 static lsim_err lsim__grow_running(lsim_engine *e, int wi, lsim_tick now,
                                    lsim_errbuf *eb) {
-  lsim__worker *w = &e->w[wi];
+  lsim_core_worker *w = &e->w[wi];
   lsim_err rc;
-  for (lsim__req *r = w->running.head, *nx; r; r = nx) {
+  for (lsim_core_req *r = w->running.head, *nx; r; r = nx) {
     nx = r->next;
     if (r->produced == 0)
       continue; /* mid-prefill (chunked): its prompt pages are held */
@@ -2600,7 +2258,7 @@ static lsim_err lsim__grow_running(lsim_engine *e, int wi, lsim_tick now,
     while (need > r->kv_pages) {
       lsim_res_view v;
       int64_t add = need - r->kv_pages;
-      if ((rc = lsim__px_reclaim(e, wi, now, add + e->cfg.guard_pages, eb)))
+      if ((rc = lsim__ext_reclaim(e, wi, now, add + e->cfg.guard_pages, eb)))
         return rc;
       lsim_res_view_get(w->res, &v);
       if (v.free - e->cfg.guard_pages >= add) {
@@ -2616,7 +2274,7 @@ static lsim_err lsim__grow_running(lsim_engine *e, int wi, lsim_tick now,
         r->kv_pages = need;
         break;
       }
-      lsim__req *victim = w->running.tail;
+      lsim_core_req *victim = w->running.tail;
       if (victim == nx)
         nx = NULL; /* the loop must not visit a request that left */
       int self = victim == r;
@@ -2629,7 +2287,7 @@ static lsim_err lsim__grow_running(lsim_engine *e, int wi, lsim_tick now,
   return 0;
 }
 
-static int lsim__in_flight(const lsim__worker *w, const lsim__req *r) {
+static int lsim__in_flight(const lsim_core_worker *w, const lsim_core_req *r) {
   if (!w->busy)
     return 0;
   for (int i = 0; i < w->nbatch; i++)
@@ -2645,8 +2303,8 @@ lsim_err lsim_engine_withdraw(lsim_engine *e, int64_t request, lsim_tick now,
       why != LSIM_WITHDRAW_DEADLINE)
     return lsim_fail(eb, LSIM_E_USAGE, "withdraw: unknown reason %d", why);
   for (int wi = 0; wi < e->cfg.workers; wi++) {
-    lsim__worker *w = &e->w[wi];
-    lsim__req *r;
+    lsim_core_worker *w = &e->w[wi];
+    lsim_core_req *r;
     for (r = w->waiting.head; r && r->id != request; r = r->next)
       ;
     if (r) {
@@ -2662,14 +2320,15 @@ lsim_err lsim_engine_withdraw(lsim_engine *e, int64_t request, lsim_tick now,
         /* refused like an early abort, with its own reason */
         return lsim__reject(e, r, now, "deadline_expired", eb);
       }
-      rc = lsim__emit(e, now, LSIM_EV_REQUEST_CANCELLED, wi, r->id, r->tenant,
+      rc = lsim_core_emit(e, now, LSIM_EV_REQUEST_CANCELLED, wi, r->id, r->tenant,
                       r->adapter, lsim__av(w, r->adapter).generation, 0,
                       released, released * e->cfg.page_bytes, 0, what, eb);
-      if (!rc)
-        rc = lsim__record(e, r, now, "cancelled", eb);
-      lsim__req_free(e, r);
-      e->live--;
-      return rc;
+      if (rc) {
+        lsim__req_free(e, r);
+        e->live--;
+        return rc;
+      }
+      return lsim__retire(e, r, now, "cancelled", eb);
     }
     if (why != LSIM_WITHDRAW_CANCEL)
       continue;
@@ -2703,61 +2362,75 @@ lsim_err lsim_engine_cancel(lsim_engine *e, int64_t request, lsim_tick now,
 
 /* ---- selection ------------------------------------------------------------ */
 
-static lsim_err lsim__select(lsim_engine *e, int wi, lsim_tick now,
-                             lsim_plan *plan, int *selected,
-                             lsim_errbuf *eb) {
-  lsim__worker *w = &e->w[wi];
-  lsim_err rc;
-  *selected = 0;
-  lsim_plan_reset(plan);
-  /* incremental KV: running requests get their next page first, or the
-  ** newest of them is preempted */
-  if (e->cfg.kv_incremental && (rc = lsim__grow_running(e, wi, now, eb)))
-    return rc;
-  /* one decode row per running request; a part-prefilled one (chunked
-  ** prefill) takes its next chunk instead, and one whose first row (a
-  ** prefill or a recompute) was in a failed iteration takes that row
-  ** again */
+/*
+** Selection of worker wi's next iteration, in named steps (each below):
+**
+**   1. lsim__sel_grow        incremental KV: running requests get their
+**                            next page, or the newest is preempted
+**   2. lsim__sel_running     rows the running set already needs
+**   3. lsim__sel_abort       early abort of requests past their budget
+**   4. lsim__sel_candidates  the ready waiting requests, queue order
+**   5. lsim_sched_order      the scheduler ranks them
+**   6. lsim__sel_admit       admission in that order, within the budgets
+**   7. lsim__sel_pack        the plan's rows in packed order
+**   8. lsim__sel_launch      the launch snapshot and iteration_selected
+*/
+
+/* Step 2: token rows of the running set: one decode row per request; a
+** part-prefilled one (chunked prefill) takes its next chunk instead, and
+** one whose first row (a prefill or a recompute) was in a failed iteration
+** takes that row again.  Compressed: also the clusters of the running
+** batch, for the affinity cost of the candidates. */
+static int64_t lsim__sel_running(lsim_engine *e, lsim_core_worker *w) {
   int64_t tokens = w->running.n;
-  for (lsim__req *r = w->running.head; r; r = r->next)
+  for (lsim_core_req *r = w->running.head; r; r = r->next)
     if (lsim__mid_prefill(r))
       tokens += lsim__chunk_of(e, r->prompt - r->reuse - r->prefilled) - 1;
     else if (lsim__first_row_pending(r))
       tokens += lsim__admit_rows(e, r) - 1;
-  int slots = e->cfg.max_batch_requests - w->running.n;
-  int nadmit = 0;
-  int *victims = e->vict;
-  /* compressed: the clusters of the running batch, for the affinity cost */
   e->nbcl = 0;
-  for (lsim__req *r = e->k ? w->running.head : NULL; r; r = r->next) {
+  for (lsim_core_req *r = e->k ? w->running.head : NULL; r; r = r->next) {
     int c = e->cluster[r->adapter], seen = 0;
     for (int j = 0; j < e->nbcl && !seen; j++)
       seen = e->bcl[j] == c;
     if (!seen && e->nbcl <= e->cfg.max_batch_requests)
       e->bcl[e->nbcl++] = c;
   }
+  return tokens;
+}
 
-  /* S-LoRA-style early abort (option): a waiting request that can no
-  ** longer meet its latency budget is rejected before it costs a row. */
-  if (e->cfg.abort_ticks > 0) {
-    int seen = 0;
-    for (lsim__req *r = w->waiting.head, *nx; r && seen < LSIM_ENGINE_WINDOW;
-         r = nx, seen++) {
-      nx = r->next;
-      if (r->kv >= 0 || r->txn >= 0 || now - r->arrival <= e->cfg.abort_ticks)
-        continue;
-      if ((rc = lsim__unwait(e, now, w, r, eb)) ||
-          (rc = lsim__reject(e, r, now, "early_abort", eb)))
-        return rc;
-    }
+/* Step 3: S-LoRA-style early abort (option): a waiting request that can no
+** longer meet its latency budget is rejected before it costs a row. */
+static lsim_err lsim__sel_abort(lsim_engine *e, lsim_core_worker *w,
+                                lsim_tick now, lsim_errbuf *eb) {
+  if (e->cfg.abort_ticks <= 0)
+    return 0;
+  int seen = 0;
+  lsim_err rc;
+  for (lsim_core_req *r = w->waiting.head, *nx; r && seen < LSIM_ENGINE_WINDOW;
+       r = nx, seen++) {
+    nx = r->next;
+    if (r->kv >= 0 || r->txn >= 0 || now - r->arrival <= e->cfg.abort_ticks)
+      continue;
+    if ((rc = lsim__unwait(e, now, w, r, eb)) ||
+        (rc = lsim__reject(e, r, now, "early_abort", eb)))
+      return rc;
   }
+  return 0;
+}
 
-  /* Eligible candidates (lsim_pred_eligible's engine form): waiting
-  ** requests whose adapter generation is visible on this worker, from the
-  ** queue head, at most a window.  Cold requests are never candidates: no
-  ** ordering can make them selectable. */
+/*
+** Step 4: eligible candidates (lsim_pred_eligible's engine form) into
+** e->cands / e->cand_req; returns their count.  Waiting requests whose
+** adapter generation is visible on this worker, from the queue head, at
+** most a window.  Cold requests are never candidates: no ordering can make
+** them selectable.
+*/
+static int lsim__sel_candidates(lsim_engine *e, int wi, lsim_tick now,
+                                int slots) {
+  lsim_core_worker *w = &e->w[wi];
   int n = 0, scanned = 0;
-  for (lsim__req *r = w->waiting.head;
+  for (lsim_core_req *r = w->waiting.head;
        r && slots > 0 && n < LSIM_ENGINE_WINDOW && scanned < 4 * LSIM_ENGINE_WINDOW;
        r = r->next, scanned++) {
     if (r->kv < 0 && !lsim__visible(lsim__av(w, r->adapter).state))
@@ -2781,7 +2454,7 @@ static lsim_err lsim__select(lsim_engine *e, int wi, lsim_tick now,
     for (int i = 0; i < n; i++)
       held += e->cand_req[i]->kv >= 0;
     int extra = 0;
-    for (lsim__req *r = w->waiting.head; r && held < w->admitted_waiting &&
+    for (lsim_core_req *r = w->waiting.head; r && held < w->admitted_waiting &&
                                          extra < LSIM_ENGINE_WINDOW;
          r = r->next) {
       if (r->kv < 0)
@@ -2799,18 +2472,30 @@ static lsim_err lsim__select(lsim_engine *e, int wi, lsim_tick now,
       extra++;
     }
   }
-  if (n > 0)
-    lsim_sched_order(e->cfg.sched, e->sched_st, now, e->cands, n, e->order);
+  return n;
+}
 
+/*
+** Step 6: admit the n ranked candidates (e->order) in order while the
+** request slots and the token budget last; the admitted, in that order,
+** go to e->admitted (*nadmit).  *tokens and *slots are updated.
+*/
+static lsim_err lsim__sel_admit(lsim_engine *e, int wi, lsim_tick now, int n,
+                                int64_t *tokens, int *slots, int *nadmit,
+                                lsim_errbuf *eb) {
+  lsim_core_worker *w = &e->w[wi];
+  lsim_err rc;
+  int *victims = e->vict;
   int blocked = 0;
-  for (int i = 0; i < n && slots > 0; i++) {
+  *nadmit = 0;
+  for (int i = 0; i < n && *slots > 0; i++) {
     int k = e->order[i];
     if (k < 0 || k >= n)
       return lsim_fail(eb, LSIM_E_POLICY, "scheduler '%s' returned a bad order",
                        e->cfg.sched->name);
-    lsim__req *r = e->cand_req[k];
+    lsim_core_req *r = e->cand_req[k];
     int first = lsim__admit_rows(e, r);
-    if (tokens + first > e->cfg.max_batch_tokens)
+    if (*tokens + first > e->cfg.max_batch_tokens)
       break; /* keeps the policy's order: no overtaking past the budget */
     if (r->kv >= 0) {
       /* admitted together with its adapter's load: KV already committed */
@@ -2831,7 +2516,7 @@ static lsim_err lsim__select(lsim_engine *e, int wi, lsim_tick now,
                         r->kv_pages - r->kv_initial};
       int64_t txn;
       int nv, relaxed_used, ok;
-      int relaxed = lsim__stuck(w) && nadmit == 0;
+      int relaxed = lsim__stuck(w) && *nadmit == 0;
       if ((rc = lsim__begin(e, wi, now, &q, relaxed, &txn, victims, &nv,
                             &relaxed_used, &ok, eb)))
         return rc;
@@ -2848,7 +2533,7 @@ static lsim_err lsim__select(lsim_engine *e, int wi, lsim_tick now,
       if ((rc = lsim__emit_retired(e, wi, now, victims, nv, eb)))
         return rc;
       lsim_res_adapter_view av = lsim__av(w, r->adapter);
-      if ((rc = lsim__emit(e, now, LSIM_EV_KV_RESERVED, wi, r->id, r->tenant,
+      if ((rc = lsim_core_emit(e, now, LSIM_EV_KV_RESERVED, wi, r->id, r->tenant,
                            r->adapter, av.generation, 0, r->kv_pages,
                            r->kv_pages * e->cfg.page_bytes,
                            r->prompt + r->output, NULL, eb)))
@@ -2862,7 +2547,7 @@ static lsim_err lsim__select(lsim_engine *e, int wi, lsim_tick now,
                         e->bytes[b]);
     /* the first request bound to a prefetched generation makes it useful */
     if (lsim_fair_prefetch_used(e->fair, wi, r->adapter) &&
-        (rc = lsim__emit(e, now, LSIM_EV_PREFETCH_RELEASED, wi, r->id,
+        (rc = lsim_core_emit(e, now, LSIM_EV_PREFETCH_RELEASED, wi, r->id,
                          r->tenant, r->adapter,
                          lsim__av(w, r->adapter).generation, 0,
                          e->pages[r->adapter], e->bytes[r->adapter], 1, "used",
@@ -2881,32 +2566,47 @@ static lsim_err lsim__select(lsim_engine *e, int wi, lsim_tick now,
       return rc;
     /* prefix cache: a hit shortens the first row (never past the budget
     ** checked above, which assumed no hit) */
-    if (w->pc) {
-      if ((rc = lsim__px_admit(e, wi, r, now, eb)))
-        return rc;
-      first = lsim__admit_rows(e, r);
-    }
+    if ((rc = lsim__ext_admit(e, wi, r, now, eb)))
+      return rc;
+    first = lsim__admit_rows(e, r);
     assert(lsim__worker_sound(e, w));
-    e->admitted[nadmit++] = r;
-    tokens += first;
-    slots--;
+    e->admitted[(*nadmit)++] = r;
+    *tokens += first;
+    (*slots)--;
   }
+  return 0;
+}
 
-  /* Packed order: the admitted prefills (in scheduler order), then every
-  ** running request that already has its first token, as decode rows. */
+/* One row of r (phase, token rows) into the plan and the batch. */
+static lsim_err lsim__sel_row(lsim_engine *e, lsim_core_worker *w, lsim_core_req *r,
+                              int phase, int rows, lsim_plan *plan,
+                              lsim_errbuf *eb) {
+  r->planned = rows;
+  lsim_plan_entry pe = {r->id, r->tenant, r->adapter, e->rank[r->adapter],
+                        phase, rows, r->version};
+  lsim_err rc = lsim_plan_push(plan, &pe, eb);
+  if (rc)
+    return rc;
+  w->batch[w->nbatch++] = r;
+  return 0;
+}
+
+/* Step 7: packed order: the admitted prefills (in scheduler order), first
+** rows lost with a failed iteration, continuing prefill chunks, then every
+** running request that already has its first token, as decode rows. */
+static lsim_err lsim__sel_pack(lsim_engine *e, lsim_core_worker *w, int nadmit,
+                               lsim_plan *plan, lsim_errbuf *eb) {
+  lsim_err rc;
   w->nbatch = 0;
   for (int i = 0; i < nadmit; i++) {
-    lsim__req *r = e->admitted[i];
-    r->planned = lsim__admit_rows(e, r);
-    lsim_plan_entry pe = {r->id, r->tenant, r->adapter, e->rank[r->adapter],
-                          LSIM_PHASE_PREFILL, r->planned, r->version};
-    if ((rc = lsim_plan_push(plan, &pe, eb)))
+    lsim_core_req *r = e->admitted[i];
+    if ((rc = lsim__sel_row(e, w, r, LSIM_PHASE_PREFILL,
+                            lsim__admit_rows(e, r), plan, eb)))
       return rc;
-    w->batch[w->nbatch++] = r;
   }
   /* running requests whose first row was lost with a failed iteration
   ** (admitted earlier, nothing completed): the same row again, first */
-  for (lsim__req *r = w->running.head; r; r = r->next) {
+  for (lsim_core_req *r = w->running.head; r; r = r->next) {
     if (!lsim__first_row_pending(r))
       continue;
     int fresh = 0;
@@ -2914,41 +2614,40 @@ static lsim_err lsim__select(lsim_engine *e, int wi, lsim_tick now,
       fresh = e->admitted[i] == r;
     if (fresh)
       continue;
-    r->planned = lsim__admit_rows(e, r);
-    lsim_plan_entry pe = {r->id, r->tenant, r->adapter, e->rank[r->adapter],
-                          LSIM_PHASE_PREFILL, r->planned, r->version};
-    if ((rc = lsim_plan_push(plan, &pe, eb)))
+    if ((rc = lsim__sel_row(e, w, r, LSIM_PHASE_PREFILL,
+                            lsim__admit_rows(e, r), plan, eb)))
       return rc;
-    w->batch[w->nbatch++] = r;
   }
   /* chunked prefill: part-prefilled requests continue, after the new ones */
   if (e->cfg.prefill_chunk > 0)
-    for (lsim__req *r = w->running.head; r; r = r->next) {
+    for (lsim_core_req *r = w->running.head; r; r = r->next) {
       if (!lsim__mid_prefill(r))
         continue;
-      r->planned = lsim__chunk_of(e, r->prompt - r->reuse - r->prefilled);
-      lsim_plan_entry pe = {r->id, r->tenant, r->adapter, e->rank[r->adapter],
-                            LSIM_PHASE_PREFILL, r->planned, r->version};
-      if ((rc = lsim_plan_push(plan, &pe, eb)))
+      if ((rc = lsim__sel_row(
+               e, w, r, LSIM_PHASE_PREFILL,
+               lsim__chunk_of(e, r->prompt - r->reuse - r->prefilled), plan,
+               eb)))
         return rc;
-      w->batch[w->nbatch++] = r;
     }
-  for (lsim__req *r = w->running.head; r; r = r->next) {
+  for (lsim_core_req *r = w->running.head; r; r = r->next) {
     if (r->produced == 0 || r->recomp > 0)
       continue; /* prefilling or recomputing: its row is above */
-    r->planned = 1;
-    lsim_plan_entry pe = {r->id, r->tenant, r->adapter, e->rank[r->adapter],
-                          LSIM_PHASE_DECODE, 1, r->version};
-    if ((rc = lsim_plan_push(plan, &pe, eb)))
+    if ((rc = lsim__sel_row(e, w, r, LSIM_PHASE_DECODE, 1, plan, eb)))
       return rc;
-    w->batch[w->nbatch++] = r;
   }
-  if (w->nbatch == 0)
-    return 0;
+  return 0;
+}
+
+/* Step 8: the launch snapshot names each adapter generation it uses: those
+** are not evictable until the iteration's completion event.  Then the
+** features check the launch, and iteration_selected is emitted. */
+static lsim_err lsim__sel_launch(lsim_engine *e, int wi, lsim_tick now,
+                                 lsim_plan *plan, int *selected,
+                                 lsim_errbuf *eb) {
+  lsim_core_worker *w = &e->w[wi];
+  lsim_err rc;
   if ((rc = lsim_plan_finish(plan, eb)))
     return rc;
-  /* The launch snapshot names each adapter generation it uses: those are
-  ** not evictable until the iteration's completion event. */
   w->nlaunched = 0;
   for (int i = 0; i < w->nbatch; i++) {
     int a = w->batch[i]->adapter, seen = 0;
@@ -2991,9 +2690,34 @@ static lsim_err lsim__select(lsim_engine *e, int wi, lsim_tick now,
   w->busy = 1;
   *selected = 1;
   /* generation: the iteration number; value: token rows planned. */
-  return lsim__emit(e, now, LSIM_EV_ITERATION_SELECTED, wi, LSIM_NONE,
+  return lsim_core_emit(e, now, LSIM_EV_ITERATION_SELECTED, wi, LSIM_NONE,
                     LSIM_NONE, LSIM_NONE, plan->iter, 0, 0, 0,
                     plan->prefill_rows + plan->decode_rows, NULL, eb);
+}
+
+static lsim_err lsim__select(lsim_engine *e, int wi, lsim_tick now,
+                             lsim_plan *plan, int *selected,
+                             lsim_errbuf *eb) {
+  lsim_core_worker *w = &e->w[wi];
+  lsim_err rc;
+  *selected = 0;
+  lsim_plan_reset(plan);
+  if (e->cfg.kv_incremental && (rc = lsim__grow_running(e, wi, now, eb)))
+    return rc;
+  int64_t tokens = lsim__sel_running(e, w);
+  int slots = e->cfg.max_batch_requests - w->running.n;
+  if ((rc = lsim__sel_abort(e, w, now, eb)))
+    return rc;
+  int n = lsim__sel_candidates(e, wi, now, slots);
+  if (n > 0)
+    lsim_sched_order(e->cfg.sched, e->sched_st, now, e->cands, n, e->order);
+  int nadmit;
+  if ((rc = lsim__sel_admit(e, wi, now, n, &tokens, &slots, &nadmit, eb)) ||
+      (rc = lsim__sel_pack(e, w, nadmit, plan, eb)))
+    return rc;
+  if (w->nbatch == 0)
+    return 0;
+  return lsim__sel_launch(e, wi, now, plan, selected, eb);
 }
 
 lsim_err lsim_engine_step(lsim_engine *e, int wi, lsim_tick now,
@@ -3015,7 +2739,7 @@ lsim_err lsim_engine_iter_done(lsim_engine *e, int wi, lsim_tick now, int ok,
                                lsim_errbuf *eb) {
   if (wi < 0 || wi >= e->cfg.workers || !e->w[wi].busy)
     return lsim_fail(eb, LSIM_E_STATE, "iter_done on idle worker %d", wi);
-  lsim__worker *w = &e->w[wi];
+  lsim_core_worker *w = &e->w[wi];
   /* this worker's plan, not the run's latest: with several workers another
   ** worker may have frozen a later plan meanwhile (found by the event-log
   ** audit, engine/ledger.c) */
@@ -3024,7 +2748,7 @@ lsim_err lsim_engine_iter_done(lsim_engine *e, int wi, lsim_tick now, int ok,
   int64_t rows = 0;
   for (int i = 0; i < w->nbatch; i++)
     rows += w->batch[i]->planned;
-  rc = lsim__emit(e, now, LSIM_EV_ITERATION_COMPLETED, wi, LSIM_NONE,
+  rc = lsim_core_emit(e, now, LSIM_EV_ITERATION_COMPLETED, wi, LSIM_NONE,
                   LSIM_NONE, LSIM_NONE, iter, 0, 0, 0, ok ? rows : 0,
                   ok ? "ok" : "failed", eb);
   w->busy = 0;
@@ -3046,7 +2770,7 @@ lsim_err lsim_engine_iter_done(lsim_engine *e, int wi, lsim_tick now, int ok,
     return rc;
   }
   for (int i = 0; i < w->nbatch; i++) {
-    lsim__req *r = w->batch[i];
+    lsim_core_req *r = w->batch[i];
     int64_t units = r->planned;
     if (r->produced == 0 && r->prefilled + r->planned < r->prompt - r->reuse) {
       /* a prefill chunk that is not the last: input service, no token
@@ -3055,7 +2779,7 @@ lsim_err lsim_engine_iter_done(lsim_engine *e, int wi, lsim_tick now, int ok,
       units = r->prefilled > r->svc_in ? r->prefilled - r->svc_in : 0;
       if (r->prefilled > r->svc_in)
         r->svc_in = r->prefilled;
-      if ((rc = lsim__emit(e, now, LSIM_EV_COMPLETED_SERVICE_DEBITED, wi,
+      if ((rc = lsim_core_emit(e, now, LSIM_EV_COMPLETED_SERVICE_DEBITED, wi,
                            r->id, r->tenant, r->adapter, iter, 0, 0, 0, units,
                            "prefill", eb)))
         return rc;
@@ -3086,13 +2810,13 @@ lsim_err lsim_engine_iter_done(lsim_engine *e, int wi, lsim_tick now, int ok,
       units = 1;
     }
     r->produced++;
-    rc = lsim__emit(e, now, LSIM_EV_COMPLETED_SERVICE_DEBITED, wi, r->id,
+    rc = lsim_core_emit(e, now, LSIM_EV_COMPLETED_SERVICE_DEBITED, wi, r->id,
                     r->tenant, r->adapter, iter, 0, 0, 0, units,
                     prefill ? "prefill" : "decode", eb);
     if (rc)
       return rc;
     /* prefix cache: the first row's blocks become reusable */
-    if ((rc = lsim__px_publish(e, wi, r, now, eb)))
+    if ((rc = lsim__ext_first_row(e, wi, r, now, eb)))
       return rc;
     /* completed service, at its publication only: the prefill's input
     ** (its first token counts as input work), then one output per decode */
@@ -3113,26 +2837,23 @@ lsim_err lsim_engine_iter_done(lsim_engine *e, int wi, lsim_tick now, int ok,
     /* finished: close KV ownership and the adapter reference (a request
     ** cancelled during its last iteration finished first) */
     lsim__list_remove(&w->running, r);
-    if ((rc = lsim__px_release(e, wi, r, eb)) ||
-        (rc = lsim_res_kv_release(w->res, r->kv, eb)) ||
-        (rc = lsim_res_unbind(w->res, r->adapter, now, eb)) ||
-        (rc = lsim__hs_unbind(e, wi, r, now, eb)) ||
-        (rc = lsim__cmp_unbind(e, w, r, now, eb)))
+    int64_t owned;
+    if ((rc = lsim__release(e, wi, r, now, 1, &owned, eb)))
       return rc;
-    r->kv = -1;
     assert(lsim__worker_sound(e, w));
     int64_t gen = lsim__av(w, r->adapter).generation;
-    rc = lsim__emit(e, now, LSIM_EV_KV_RELEASED, wi, r->id, r->tenant,
+    rc = lsim_core_emit(e, now, LSIM_EV_KV_RELEASED, wi, r->id, r->tenant,
                     r->adapter, gen, 0, r->kv_pages,
                     r->kv_pages * e->cfg.page_bytes, 0, NULL, eb);
     if (!rc)
-      rc = lsim__emit(e, now, LSIM_EV_REQUEST_FINISHED, wi, r->id, r->tenant,
+      rc = lsim_core_emit(e, now, LSIM_EV_REQUEST_FINISHED, wi, r->id, r->tenant,
                       r->adapter, gen, 0, 0, 0, r->produced, "ok", eb);
-    if (!rc)
-      rc = lsim__record(e, r, now, "ok", eb);
-    lsim__req_free(e, r);
-    e->live--;
-    if (rc)
+    if (rc) {
+      lsim__req_free(e, r);
+      e->live--;
+      return rc;
+    }
+    if ((rc = lsim__retire(e, r, now, "ok", eb)))
       return rc;
   }
   w->nbatch = 0;
@@ -3146,26 +2867,23 @@ lsim_err lsim_engine_finish(lsim_engine *e, lsim_tick now, lsim_errbuf *eb) {
   if (frc)
     return lsim_fail(eb, frc, "interval sink failed");
   for (int i = 0; i < e->cfg.workers; i++)
-    for (lsim__req *r = e->w[i].waiting.head; r; r = r->next)
+    for (lsim_core_req *r = e->w[i].waiting.head; r; r = r->next)
       r->fair = 0;
   for (int i = 0; i < e->cfg.workers; i++) {
-    lsim__worker *w = &e->w[i];
-    lsim__list *lists[2] = {&w->running, &w->waiting};
+    lsim_core_worker *w = &e->w[i];
+    lsim_core_list *lists[2] = {&w->running, &w->waiting};
     for (int k = 0; k < 2; k++) {
-      lsim__req *r;
+      lsim_core_req *r;
       while ((r = lists[k]->head) != NULL) {
         /* the records are written; ownership stays as it was so that the
         ** final conservation check sees the pool the run ended with */
         lsim_err rc = lsim__record(e, r, now, "unfinished", eb);
         lsim_errbuf tmp = LSIM_ERRBUF_INIT;
-        lsim__px_release(e, i, r, &tmp);
-        if (r->kv >= 0) {
-          lsim_res_kv_release(w->res, r->kv, &tmp);
-          lsim_res_unbind(w->res, r->adapter, now, &tmp);
-          if (k == 1)
-            w->admitted_waiting--;
-        }
-        lsim__cmp_unbind(e, w, r, now, &tmp);
+        int64_t owned;
+        if (k == 1 && r->kv >= 0)
+          w->admitted_waiting--;
+        /* leases stay: no lease_released for a request that never left */
+        lsim__release(e, i, r, now, 0, &owned, &tmp);
         if (k == 1)
           lsim__unwait(e, now, w, r, &tmp);
         else
@@ -3188,7 +2906,7 @@ lsim_err lsim_engine_finish(lsim_engine *e, lsim_tick now, lsim_errbuf *eb) {
 
 void lsim_engine_worker_view(const lsim_engine *e, int wi,
                              lsim_worker_view *out) {
-  const lsim__worker *w = &e->w[wi];
+  const lsim_core_worker *w = &e->w[wi];
   lsim_res_view v;
   lsim_res_view_get(w->res, &v);
   out->pool_pages = v.slots;

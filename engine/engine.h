@@ -12,14 +12,20 @@
 **
 ** A typical driver (sim/replay.c):
 **
-**   lsim_engine_init(&e, &cfg, eb);
-**   on arrival:        lsim_engine_arrive(&e, now, &arr, eb)
-**   on copy finished:  lsim_engine_load_done(&e, w, adapter, now, ok, eb)
-**   on iteration end:  lsim_engine_iter_done(&e, w, now, ok, eb)
-**   after each tick, for each worker touched:
-**                      lsim_engine_step(&e, w, now, loads, max, &n, plan,
+**   lsim_engine_new(&e, &cfg, eb);
+**   on arrival:        lsim_engine_arrive_blocks(e, now, &arr, blocks, n,
+**                                                &worker, eb)
+**   on copy finished:  lsim_engine_load_result(e, w, adapter, now, outcome,
+**                                              eb)
+**   on iteration end:  lsim_engine_iter_done(e, w, now, ok, eb)
+**   after each tick, for each worker touched (and lsim_engine_pop_nudge's):
+**                      lsim_engine_step(e, w, now, loads, max, &n, plan,
 **                                       &selected, eb)
-**   at the end:        lsim_engine_finish(&e, now, eb); lsim_engine_release(&e)
+**   at the end:        lsim_engine_finish(e, now, eb); lsim_engine_release(e)
+**
+** Inside, engine.c is a core with extensions (engine_impl.h, private):
+** the prefix cache is engine/ext_prefix.c; placement, scheduling, eviction
+** and prefetch are policies (policy/policy.h).
 **
 ** Each worker's residency runs on its own lsim_res (residency.h): a joint
 ** page pool of adapter and KV slots, the adapter residency state machine
@@ -83,7 +89,8 @@ typedef struct lsim_engine_cfg {
   /* scheduling (docs/SCHEDULING.md); zero values keep the defaults */
   lsim_sched_params sched_params; /* ntenants, nadapters: filled in here;
                                      w_in = w_out = 0 means 1 and 1 */
-  int placement;        /* enum lsim_placement */
+  int placement;        /* enum lsim_placement: the index of a registered
+                           placement policy (policy.h, lsim_place_at) */
   int64_t abort_ticks;  /* early abort: a waiting request that has waited
                            longer than this when a selection looks at it is
                            rejected ("early_abort"); 0: off */
@@ -201,18 +208,12 @@ enum lsim_placement {
   LSIM_PLACE_AFFINITY = 3  /* jump consistent hash of the adapter */
 };
 /* Placement by name ("least_loaded", "round_robin", "punica_consolidate",
-** "adapter_affinity"); -1 when unknown.  names: NULL-terminated list. */
+** "adapter_affinity"): its index (lsim_place_at), -1 when unknown.
+** names: NULL-terminated list.  The policies themselves are tables in
+** engine/policy/place_*.c (policy.h, lsim_place_ops), with
+** lsim_place_punica and lsim_place_jump_hash. */
 int lsim_placement_find(const char *name);
 const char *const *lsim_placement_names(void);
-
-/* The Punica placement rule on a snapshot (article 0x09E): among workers
-** with working set < max_ws and free KV pages >= need, the one with the
-** largest working set, ties to the highest index (the deterministic UUID
-** order).  -1 when none is feasible. */
-int lsim_place_punica(const int *working_set, const int64_t *kv_free, int n,
-                      int max_ws, int64_t need);
-/* Jump consistent hash (Lamping and Veach) of key into n buckets. */
-int lsim_place_jump_hash(uint64_t key, int n);
 
 typedef struct lsim_arrival {
   int64_t request;
@@ -242,7 +243,8 @@ enum lsim_load_outcome {
                                 another basis version (compressed only) */
 };
 
-/* Allocate and initialise an engine.  *out is released with
+/* Allocate and initialise an engine (cfg and its arrays are copied; the
+** policy tables must outlive it).  *out is released with
 ** lsim_engine_release. */
 lsim_err lsim_engine_new(lsim_engine **out, const lsim_engine_cfg *cfg,
                          lsim_errbuf *eb);
@@ -289,6 +291,10 @@ lsim_err lsim_engine_load_result(lsim_engine *e, int w, int adapter,
 lsim_err lsim_engine_cancel(lsim_engine *e, int64_t request, lsim_tick now,
                             int *found, lsim_errbuf *eb);
 
+/* A worker that a migration by recompute queued a request on, which the
+** world must step (its own events would not wake it); -1 when none. */
+int lsim_engine_pop_nudge(lsim_engine *e);
+
 /*
 ** Withdraw a request for a reason of the trace (docs/SCHEDULING.md,
 ** "Cancellation and deadlines"):
@@ -304,10 +310,6 @@ lsim_err lsim_engine_cancel(lsim_engine *e, int64_t request, lsim_tick now,
 **     outcome "rejected"); an admitted or running one is left alone.
 ** *found = 0 when nothing changed.
 */
-/* A worker that a migration by recompute queued a request on, which the
-** world must step (its own events would not wake it); -1 when none. */
-int lsim_engine_pop_nudge(lsim_engine *e);
-
 enum {
   LSIM_WITHDRAW_CANCEL = 1,
   LSIM_WITHDRAW_CANCEL_WAITING = 2,
@@ -370,7 +372,8 @@ lsim_err lsim_engine_finish(lsim_engine *e, lsim_tick now, lsim_errbuf *eb);
 **
 ** A worker whose catalog never mapped the adapter takes the version at
 ** once ("cold").  Old slots are reclaimed only at refcount 0 with their
-** last-use event complete.  Every step is an event (event.h 22-30).
+** last-use event complete.  Every step is an event (event.h, the
+** hotswap_*, slot_* and lease_* kinds).
 */
 enum lsim_hs_mode { LSIM_HSM_SHADOW = 0, LSIM_HSM_DRAIN = 1,
                     LSIM_HSM_NEW_ALIAS = 2 };

@@ -1,13 +1,14 @@
 /*
 ** policy.h: the pluggable scheduler, eviction and prefetch policies.
 **
-** A policy is a const table of hooks plus the size of the state it needs;
+** Four kinds: schedulers, eviction, prefetch and placement.  A policy is
+** a const table of hooks plus the size of the state it needs;
 ** the engine allocates and zeroes that state, calls init once, and frees it
 ** (ROSS-style: the model declares, the kernel owns).  Policies see read-only
 ** views the engine builds for them and return decisions; they never touch
 ** engine state, read a clock or do I/O, and their decisions depend only on
 ** the views' contents (never on pointer values).  Callers go through the
-** lsim_sched_*, lsim_evict_*, lsim_prefetch_* wrappers, which check
+** lsim_sched_*, lsim_evict_*, lsim_prefetch_*, lsim_place_* wrappers, which check
 ** optional slots for NULL.
 **
 ** Registries: lsim_*_find(name) returns the table for a name or NULL;
@@ -188,6 +189,53 @@ typedef struct lsim_prefetch_ops {
 const lsim_prefetch_ops *lsim_prefetch_find(const char *name);
 const char *const *lsim_prefetch_names(void);
 
+/* ---- placement: the worker an arriving request joins --------------------- */
+
+/*
+** What a placement policy sees of the workers: per-worker queries answered
+** by the engine (O(1) each), asked only for the workers the policy looks
+** at.  load: waiting + running requests; free_pages: the pool's free
+** pages; holds: 1 when the adapter is on the worker or on its way in (not
+** absent, host-ready or retiring).
+*/
+typedef struct lsim_place_view {
+  int workers;
+  int max_batch_requests;
+  int64_t guard_pages;
+  const void *ctx;
+  int (*load)(const void *ctx, int w);
+  int64_t (*free_pages)(const void *ctx, int w);
+  int (*holds)(const void *ctx, int w, int adapter);
+} lsim_place_view;
+
+typedef struct lsim_place_req {
+  int64_t request;
+  int tenant;
+  int adapter;
+  int64_t kv_pages; /* the KV reservation it will ask for */
+} lsim_place_req;
+
+typedef struct lsim_place_ops {
+  const char *name;
+  size_t state_size; /* one state per engine */
+  /* The worker, 0..workers-1.  Required. */
+  int (*place)(void *state, const lsim_place_view *v, const lsim_place_req *r);
+} lsim_place_ops;
+
+const lsim_place_ops *lsim_place_find(const char *name);
+const char *const *lsim_place_names(void);
+/* The index-th registered placement (the order of lsim_place_names), or
+** NULL; index 0 is the default, least_loaded. */
+const lsim_place_ops *lsim_place_at(int index);
+/* The Punica placement rule on a snapshot (article 0x09E): among workers
+** with working set < max_ws and free KV pages >= need, the one with the
+** largest working set, ties to the highest index (the deterministic UUID
+** order).  -1 when none is feasible. */
+int lsim_place_punica(const int *working_set, const int64_t *kv_free, int n,
+                      int max_ws, int64_t need);
+/* Jump consistent hash (Lamping and Veach) of key into n buckets. */
+int lsim_place_jump_hash(uint64_t key, int n);
+
 /* Shared helper for policies: a stable merge sort of order[0..n) (the
 ** caller fills it) under cmp(ctx, i, j) < 0 meaning i runs before j.
 ** Deterministic; O(n log n); n is at most LSIM_POLICY_SORT_MAX. */
@@ -219,5 +267,7 @@ lsim_err lsim_prefetch_init(const lsim_prefetch_ops *o, void *st,
                             int nadapters, int64_t age_ticks);
 int lsim_prefetch_propose(const lsim_prefetch_ops *o, void *st, lsim_tick now,
                           const lsim_prefetch_view *v, int *out, int max);
+int lsim_place_pick(const lsim_place_ops *o, void *st,
+                    const lsim_place_view *v, const lsim_place_req *r);
 
 #endif /* LSIM_POLICY_H */

@@ -19,6 +19,10 @@ extern const lsim_evict_ops lsim_evict_belady;
 extern const lsim_prefetch_ops lsim_prefetch_none;
 extern const lsim_prefetch_ops lsim_prefetch_queue_lookahead;
 extern const lsim_prefetch_ops lsim_prefetch_age_triggered;
+extern const lsim_place_ops lsim_place_least_loaded;
+extern const lsim_place_ops lsim_place_round_robin;
+extern const lsim_place_ops lsim_place_punica_consolidate;
+extern const lsim_place_ops lsim_place_adapter_affinity;
 
 static const lsim_sched_ops *const lsim__scheds[] = {
     &lsim_sched_fcfs, &lsim_sched_resident_greedy, &lsim_sched_slora_cluster,
@@ -29,6 +33,12 @@ static const lsim_evict_ops *const lsim__evicts[] = {
 static const lsim_prefetch_ops *const lsim__prefetches[] = {
     &lsim_prefetch_none, &lsim_prefetch_queue_lookahead,
     &lsim_prefetch_age_triggered};
+
+/* the order is the scenario's placement index (engine.h, enum
+** lsim_placement): the default first */
+static const lsim_place_ops *const lsim__places[] = {
+    &lsim_place_least_loaded, &lsim_place_round_robin,
+    &lsim_place_punica_consolidate, &lsim_place_adapter_affinity};
 
 #define LSIM__COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -50,6 +60,21 @@ const lsim_evict_ops *lsim_evict_find(const char *name) {
 }
 const lsim_prefetch_ops *lsim_prefetch_find(const char *name) {
   LSIM__FIND(lsim_prefetch_ops, lsim__prefetches, name);
+}
+
+const lsim_place_ops *lsim_place_find(const char *name) {
+  LSIM__FIND(lsim_place_ops, lsim__places, name);
+}
+const lsim_place_ops *lsim_place_at(int index) {
+  return index >= 0 && (size_t)index < LSIM__COUNT(lsim__places)
+             ? lsim__places[index]
+             : NULL;
+}
+const char *const *lsim_place_names(void) {
+  static const char *names[LSIM__COUNT(lsim__places) + 1];
+  for (size_t i = 0; i < LSIM__COUNT(lsim__places); i++)
+    names[i] = lsim__places[i]->name;
+  return names;
 }
 
 const char *const *lsim_sched_names(void) {
@@ -154,4 +179,9 @@ void lsim_policy_sort(int *order, int n,
     }
     memcpy(order, tmp, (size_t)n * sizeof *order);
   }
+}
+
+int lsim_place_pick(const lsim_place_ops *o, void *st,
+                    const lsim_place_view *v, const lsim_place_req *r) {
+  return o->place(st, v, r);
 }
