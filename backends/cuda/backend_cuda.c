@@ -771,10 +771,9 @@ static void lsim__cuda_close(void *state) {
 }
 
 const lsim_backend_ops lsim_backend_cuda = {
-    /* .name       = */ "cuda",
-    /* .state_size = */ sizeof(lsim__cuda_state),
-    /* .open       = */ lsim__cuda_open,
-    /* .stage      = */ NULL,
-    /* .run        = */ lsim__cuda_run,
-    /* .close      = */ lsim__cuda_close,
+    .name = "cuda",
+    .state_size = sizeof(lsim__cuda_state),
+    .open = lsim__cuda_open,
+    .run = lsim__cuda_run,
+    .close = lsim__cuda_close,
 };
