@@ -393,3 +393,73 @@ Test(stage, run_reads_factors_through_the_pages) {
   cr_assert_eq(launch_run(&h, 0, 0, &eb), 0, "%s", eb.msg);
   hand_close(&h);
 }
+
+/* ---- the cuda backend's device pool follows the engine (GPU) ------------- */
+
+#ifdef LSIM_HAVE_CUDA
+#include "backends/cuda/cuda.h"
+
+/* Run `path` with backend cuda (verify against cpu_ref), then model, and
+** check the device pool followed the engine: bit-exact on every
+** iteration, stage / publish / retire / abort counts equal to the engine's
+** loads / publications / evictions / failed loads, and the same event rows
+** as the model backend. */
+static void cuda_follows(const char *path, int tensor_model) {
+  char desc[256];
+  if (lsim_cuda_describe(desc, sizeof desc) <= 0)
+    cr_skip_test("no CUDA device: %s (GPU tests run on the device machine)",
+                 desc);
+  static lsim_scenario sc;
+  lsim_errbuf eb = LSIM_ERRBUF_INIT;
+  char db[512], db2[512], h1[65], h2[65];
+  snprintf(db, sizeof db, "%s/cuda.db", tmpdir);
+  snprintf(db2, sizeof db2, "%s/model.db", tmpdir);
+  cr_assert_eq(lsim_scenario_load(&sc, path, &eb), 0, "%s", eb.msg);
+  snprintf(sc.backend, sizeof sc.backend, "cuda");
+  lsim_backend_counts c;
+  lsim_replay_opts o = {.db_path = db, .command_line = "test", .verify = 1,
+                        .tensor_model = tensor_model, .backend_counts = &c};
+  lsim_summary s;
+  cr_assert_eq(lsim_replay_run(&sc, &o, &s, &eb), 0, "%s", eb.msg);
+  int64_t iters = kind_count(db, 6);
+  cr_assert_eq(c.stages, kind_count(db, 3), "stages %lld", (long long)c.stages);
+  cr_assert_eq(c.publishes, kind_count(db, 5));
+  cr_assert_eq(c.retires, kind_count(db, 11));
+  cr_assert_eq(c.aborts, kind_count(db, 13));
+  cr_assert_eq(c.runs_checked, iters);
+  cr_assert_eq(q1(db, "SELECT count(*) FROM validations WHERE exact = 1"),
+               iters, "every iteration bit-exact against cpu_ref");
+  fprintf(stderr,
+          "stage_gpu %s: iterations %lld stages %lld publishes %lld retires "
+          "%lld aborts %lld (events: loads %lld evictions %lld failed %lld)\n",
+          path, (long long)iters, (long long)c.stages, (long long)c.publishes,
+          (long long)c.retires, (long long)c.aborts,
+          (long long)kind_count(db, 3), (long long)kind_count(db, 11),
+          (long long)kind_count(db, 13));
+  snprintf(sc.backend, sizeof sc.backend, "model");
+  lsim_replay_opts o2 = {.db_path = db2, .command_line = "test"};
+  cr_assert_eq(lsim_replay_run(&sc, &o2, &s, &eb), 0, "%s", eb.msg);
+  events_hex(db, h1);
+  events_hex(db2, h2);
+  cr_assert_str_eq(h1, h2, "the device pool changed a decision");
+}
+
+Test(stage_gpu, quickstart_device_pool_follows_the_engine, .init = mk_tmp,
+     .fini = rm_tmp, .timeout = 600) {
+  cuda_follows(LSIM_TEST_DIR "/../scenarios/quickstart.json", 0);
+}
+
+Test(stage_gpu, faults_and_hotswaps_device_pool_follows_the_engine,
+     .init = mk_tmp, .fini = rm_tmp, .timeout = 600) {
+  cuda_follows(FIXTURE, 0);
+}
+
+Test(stage_gpu, model_shape_device_pools_follow_the_engine, .init = mk_tmp,
+     .fini = rm_tmp, .timeout = 600) {
+  cuda_follows(FIXTURE, 1);
+}
+#else
+Test(stage_gpu, quickstart_device_pool_follows_the_engine) {
+  cr_skip_test("CUDA backend not built: nvcc was not found at configure time");
+}
+#endif
