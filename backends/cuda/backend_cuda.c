@@ -533,6 +533,8 @@ static lsim_err lsim__cuda_open(void *state, const lsim_backend_cfg *cfg,
                                s->stream};
       if (follow)
         pc.max_objects = 2 * (s->tbase + LSIM__CU_IDS) + 2;
+      if (follow && !ms) /* room for many copies in flight (small rows) */
+        pc.staging_pages = 32 * 2 * (int64_t)maxr;
       if ((rc = lsim_cuda_pool_open(&s->pools[w * s->nmod + m], &pc, eb)))
         return rc; /* close releases what was opened */
     }
