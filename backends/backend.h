@@ -15,14 +15,57 @@
 **            accumulation); with verify, each iteration is compared with
 **            the exact reference (validations table)
 **
-** Callers use the lsim_backend_* wrappers, never the table directly; the
-** `stage` and `close` slots are optional.
+** Callers use the lsim_backend_* wrappers, never the table directly; every
+** slot but open and run is optional.
+**
+** The residency protocol (docs/ARCHITECTURE.md, "Backends").  A backend
+** opened with the engine's pool geometry (cfg.pool_pages > 0) follows the
+** engine's residency page by page: the replay connects the residency hooks
+** of every worker's pool (engine/residency.h, lsim_res_hooks) to the
+** wrappers below, so the backend is told, with the page ids the engine
+** logs, of
+**
+**   stage    an adapter's bytes copied into the engine's reservation:
+**            (worker, object, version, generation, pages), at the copy's
+**            start; the pages must be free in the backend's own map
+**   publish  the same generation made visible (one visibility point)
+**   retire   the pages given back: a victim (published = 1), fenced by
+**            its launches (ev->fence: the launches that named the
+**            generation; every one must have been executed by `run`), or
+**            a staged copy rolled back (published = 0)
+**   launch   a launch snapshot of the engine names a published generation
+**   kv       KV pages allocated to / released by a KV object
+**
+** and `run` checks every adapter row of the plan (adapter, generation on
+** plan->worker) against what was staged and published at those pages and
+** against the launch snapshot: a launch naming a generation or a page the
+** engine had not published fails E_STAGE_LAUNCH; a retire before the last
+** launch naming the pages was executed, E_STAGE_FENCE; a protocol call
+** out of order (stage into pages the backend does not hold free, publish
+** without stage, a KV event on pages it does not hold so), E_STAGE_ORDER;
+** a stage the engine never published, met at a retire or at `finish`,
+** E_STAGE_UNPUBLISHED; bytes that do not fit the reserved pages,
+** E_STAGE_FIT.  The protocol observes: it never changes a decision, so
+** event rows are the same whatever backend runs.
+**
+**   model    records nothing (no slots): it executes nothing, so there is
+**            nothing to place; the checking lives in the backends that
+**            hold bytes
+**   cpu_ref  factor values live at the engine's pages (a sparse host page
+**            store: each page holds at most page_bytes bytes, materialised
+**            when staged) and are read through the page ids at run
+**   cuda     the device pool follows the engine: one frame per engine
+**            page, the adapter's factor rows written into the frames of
+**            its pages, published and retired with the engine
+** A backend opened without the geometry (pool_pages 0) keeps no residency
+** (tests and tools that run plans directly).
 */
 #ifndef LSIM_BACKEND_H
 #define LSIM_BACKEND_H
 
 #include "../engine/lsim.h"
 #include "../engine/plan.h"
+#include "../engine/residency.h"
 
 /* The iteration cost model, all in nanoseconds. */
 typedef struct lsim_cost_model {
@@ -74,7 +117,25 @@ typedef struct lsim_backend_cfg {
   ** module; 0 (the default) keeps the one module. */
   int layers, ntargets;
   const int *target_d_in, *target_d_out;
+  /* The engine's pool geometry, for the residency protocol; pool_pages 0:
+  ** the backend keeps no residency.  objects: residency objects per
+  ** worker (adapters, then compressed bases); adapter_rank [nadapters]
+  ** (borrowed for open). */
+  int workers;
+  int64_t pool_pages, page_bytes;
+  int nadapters, objects;
+  const int *adapter_rank;
 } lsim_backend_cfg;
+
+/* What a backend following the residency was told and checked. */
+typedef struct lsim_backend_counts {
+  int64_t stages, publishes, retires, aborts; /* retires: published = 1;
+                                                 aborts: published = 0 */
+  int64_t launches;     /* launch events (object generations named) */
+  int64_t runs_checked; /* runs whose adapter rows were checked */
+  int64_t kv_allocs, kv_releases; /* KV pages */
+  int64_t staged_bytes; /* bytes written into pages */
+} lsim_backend_counts;
 
 typedef struct lsim_backend_result {
   int64_t backend_ns; /* measured or modelled execution time; -1 unknown */
@@ -85,17 +146,26 @@ typedef struct lsim_backend_result {
   double max_abs_err, max_rel_err; /* with checked */
 } lsim_backend_result;
 
+typedef lsim_err (*lsim_backend_page_fn)(void *state,
+                                         const lsim_res_page_ev *ev,
+                                         lsim_errbuf *eb);
+
 typedef struct lsim_backend_ops {
   const char *name;
   size_t state_size;
   lsim_err (*open)(void *state, const lsim_backend_cfg *cfg, lsim_errbuf *eb);
-  /* Make `bytes` of adapter `adapter`, generation `gen`, resident on
-  ** `worker` (optional; the model backend has nothing to stage). */
-  lsim_err (*stage)(void *state, int worker, int adapter, int64_t gen,
-                    int64_t bytes, lsim_errbuf *eb);
   lsim_err (*run)(void *state, const lsim_plan *plan,
                   lsim_backend_result *res, lsim_errbuf *eb);
-  void (*close)(void *state); /* optional */
+  void (*close)(void *state);
+  /* the residency protocol (above); all NULL: the backend follows none */
+  lsim_backend_page_fn stage, publish, retire, launch, kv;
+  lsim_err (*finish)(void *state, lsim_errbuf *eb); /* end of run checks */
+  void (*counts)(const void *state, lsim_backend_counts *out);
+  /* The backend's own record of page `page` of `worker`: *st an enum
+  ** lsim_slot_state (RESERVED: staged, not yet published), *owner the
+  ** object or KV handle (-1 free), *gen its generation. */
+  void (*page)(const void *state, int worker, int64_t page, int *st,
+               int64_t *owner, int64_t *gen);
 } lsim_backend_ops;
 
 const lsim_backend_ops *lsim_backend_find(const char *name);
@@ -109,8 +179,31 @@ typedef struct lsim_backend {
 
 lsim_err lsim_backend_open(lsim_backend *b, const char *name,
                            const lsim_backend_cfg *cfg, lsim_errbuf *eb);
-lsim_err lsim_backend_stage(lsim_backend *b, int worker, int adapter,
-                            int64_t gen, int64_t bytes, lsim_errbuf *eb);
+/* 1 when the open backend follows the residency (it has the protocol
+** slots and was opened with pool_pages > 0). */
+int lsim_backend_follows(const lsim_backend *b);
+/* The residency hooks that forward to b (user data: the lsim_backend). */
+const lsim_res_hooks *lsim_backend_res_hooks(void);
+lsim_err lsim_backend_stage(lsim_backend *b, const lsim_res_page_ev *ev,
+                            lsim_errbuf *eb);
+lsim_err lsim_backend_publish(lsim_backend *b, const lsim_res_page_ev *ev,
+                              lsim_errbuf *eb);
+lsim_err lsim_backend_retire(lsim_backend *b, const lsim_res_page_ev *ev,
+                             lsim_errbuf *eb);
+lsim_err lsim_backend_launch(lsim_backend *b, const lsim_res_page_ev *ev,
+                             lsim_errbuf *eb);
+lsim_err lsim_backend_kv(lsim_backend *b, const lsim_res_page_ev *ev,
+                         lsim_errbuf *eb);
+/* End of run: a stage never published or a launch never executed fails. */
+lsim_err lsim_backend_finish(lsim_backend *b, lsim_errbuf *eb);
+/* The counts (all zero for a backend that follows nothing). */
+void lsim_backend_counts_get(const lsim_backend *b, lsim_backend_counts *out);
+/* Compare the backend's page map of worker w with the engine's pool res:
+** every ADAPTER and KV slot must be held by the same owner and generation,
+** every other slot free in the backend (E_STAGE_PAGES naming the first
+** page that differs). */
+lsim_err lsim_backend_check_pages(const lsim_backend *b, int w,
+                                  const lsim_res *res, lsim_errbuf *eb);
 lsim_err lsim_backend_run(lsim_backend *b, const lsim_plan *plan,
                           lsim_backend_result *res, lsim_errbuf *eb);
 void lsim_backend_close(lsim_backend *b);

@@ -1075,6 +1075,9 @@ lsim_err lsim_engine_new(lsim_engine **out, const lsim_engine_cfg *cfg,
     lsim_res_cfg rc = {cfg->pool_pages, cfg->page_bytes, nobj, e->pages,
                        cfg->guard_pages, e->kabi};
     lsim_err rrc = lsim_res_new(&w->res, &rc, eb);
+    if (!rrc && cfg->res_hooks)
+      rrc = lsim_res_set_hooks(w->res, cfg->res_hooks, cfg->res_hooks_ud, i,
+                               eb);
     if (!rrc && comp)
       rrc = lsim_res_set_companions(w->res, comp, eb);
     if (!rrc && cm)
@@ -1651,6 +1654,7 @@ static lsim_err lsim__ensure_host(lsim_engine *e, lsim_core_worker *w, int a,
     return rc;
   if (w->hsw.reg_ver)
     w->hsw.reg_ver[a] = v;
+  lsim_res_set_version(w->res, a, v);
   return lsim_res_register(w->res, a, &d, &e->kabi, eb);
 }
 

@@ -108,6 +108,12 @@ typedef struct lsim_engine_cfg {
   /* The adapter-aware prefix cache (docs/PREFIX.md, "The prefix cache in
   ** the replay"); NULL: off.  Copied. */
   const struct lsim_engine_prefix *prefix;
+  /* Residency hooks (residency.h, docs/RESIDENCY.md "Hooks"): attached to
+  ** every worker's pool with res_hooks_ud, so that a backend sees each
+  ** stage, publication, retirement, launch and KV page event with the
+  ** engine's page ids; NULL: none.  Copied. */
+  const lsim_res_hooks *res_hooks;
+  void *res_hooks_ud;
 } lsim_engine_cfg;
 
 /*

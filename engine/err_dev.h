@@ -1,6 +1,8 @@
 /*
 ** err_dev.h: stable error codes of the device adapter pool (paged
-** residency on the GPU, backends/cuda/pool.cu) and of `lorasim calibrate`.
+** residency on the GPU, backends/cuda/pool.cu), of `lorasim calibrate`,
+** and of the stage/retire protocol between the engine's residency and a
+** backend (backends/backend.h, docs/ARCHITECTURE.md "Backends").
 ** Range -620..-659.  Append only; never renumber.  docs/CUDA.md has the
 ** table with the meaning of each code.
 */
@@ -14,4 +16,10 @@
   X(LSIM_E_DEV_BUSY,           -626, "E_DEV_BUSY")                          \
   X(LSIM_E_DEV_NO_LOAD,        -627, "E_DEV_NO_LOAD")                       \
   X(LSIM_E_DEV_NO_DEVICE,      -628, "E_DEV_NO_DEVICE")                     \
-  X(LSIM_E_DEV_PROFILE,        -629, "E_DEV_PROFILE")
+  X(LSIM_E_DEV_PROFILE,        -629, "E_DEV_PROFILE")                      \
+  X(LSIM_E_STAGE_LAUNCH,       -630, "E_STAGE_LAUNCH")                     \
+  X(LSIM_E_STAGE_UNPUBLISHED,  -631, "E_STAGE_UNPUBLISHED")                \
+  X(LSIM_E_STAGE_FENCE,        -632, "E_STAGE_FENCE")                      \
+  X(LSIM_E_STAGE_ORDER,        -633, "E_STAGE_ORDER")                      \
+  X(LSIM_E_STAGE_FIT,          -634, "E_STAGE_FIT")                        \
+  X(LSIM_E_STAGE_PAGES,        -635, "E_STAGE_PAGES")

@@ -87,7 +87,27 @@ lsim_err lsim_plan_finish(lsim_plan *p, lsim_errbuf *eb) {
   return 0;
 }
 
+lsim_err lsim_plan_name(lsim_plan *p, int i, int64_t g, lsim_errbuf *eb) {
+  if (i < 0 || i >= p->n)
+    return LSIM_BUG(eb, "plan entry out of range");
+  if (p->gen_cap < p->cap) {
+    int64_t *ng = realloc(p->gen, (size_t)p->cap * sizeof *ng);
+    if (!ng)
+      return lsim_fail(eb, LSIM_E_NOMEM, "out of memory naming generations");
+    memset(ng + p->gen_cap, 0, (size_t)(p->cap - p->gen_cap) * sizeof *ng);
+    p->gen = ng;
+    p->gen_cap = p->cap;
+  }
+  p->gen[i] = g;
+  return 0;
+}
+
+int64_t lsim_plan_generation(const lsim_plan *p, int i) {
+  return p->gen && i >= 0 && i < p->gen_cap ? p->gen[i] : 0;
+}
+
 void lsim_plan_release(lsim_plan *p) {
+  free(p->gen);
   free(p->e);
   memset(p, 0, sizeof *p);
 }

@@ -40,15 +40,27 @@ typedef struct lsim_plan {
   int max_rank;
   int64_t true_rank_rows;   /* sum over rows of the row's logical rank */
   int64_t padded_rank_rows; /* rows x max_rank in the iteration */
+  /* The residency generation each entry's launch names (gen[i] for e[i]):
+  ** the adapter's published generation on the plan's worker, written by
+  ** the driver from the engine's residency view (lsim_plan_name) when a
+  ** backend follows the residency (backends/backend.h); NULL: none named.
+  ** Owned by the plan; kept across lsim_plan_reset. */
+  int64_t *gen;
+  int gen_cap;
 } lsim_plan;
 
-#define LSIM_PLAN_INIT {0, 0, 0, 0, 0, NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+#define LSIM_PLAN_INIT \
+  {0, 0, 0, 0, 0, NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0, NULL, 0}
 
 void lsim_plan_reset(lsim_plan *p);
 lsim_err lsim_plan_push(lsim_plan *p, const lsim_plan_entry *e,
                         lsim_errbuf *eb);
 /* Compute the ledgers.  Fails with LSIM_E_BUG if packed order is broken. */
 lsim_err lsim_plan_finish(lsim_plan *p, lsim_errbuf *eb);
+/* Name generation g for entry i (0 <= i < n). */
+lsim_err lsim_plan_name(lsim_plan *p, int i, int64_t g, lsim_errbuf *eb);
+/* The generation entry i names (0 when none was named). */
+int64_t lsim_plan_generation(const lsim_plan *p, int i);
 void lsim_plan_release(lsim_plan *p);
 
 #endif /* LSIM_PLAN_H */

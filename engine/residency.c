@@ -54,6 +54,8 @@ typedef struct lsim__adp {
   lsim_tick last_use, published_tick;
   int64_t uses, total_uses;
   int deps;       /* R6 */
+  int64_t version;  /* artifact version the next stage carries (hooks) */
+  int64_t launched; /* launches naming the published generation (hooks) */
 } lsim__adp;
 
 typedef struct lsim__kv {
@@ -104,7 +106,48 @@ struct lsim_res {
   int *cand;
   int *vict;
   unsigned char *mark;
+  /* hooks (residency.h); pg: [slots] scratch for the pages an event names */
+  lsim_res_hooks hk;
+  int hooked, hk_worker;
+  void *hk_ud;
+  int64_t *pg;
 };
+
+/* ---- hooks -------------------------------------------------------------------- */
+
+lsim_err lsim_res_set_hooks(lsim_res *r, const lsim_res_hooks *h, void *ud,
+                            int worker, lsim_errbuf *eb) {
+  r->hooked = 0;
+  if (!h)
+    return 0;
+  if (!r->pg && !(r->pg = malloc((size_t)r->cfg.slots * sizeof *r->pg)))
+    return lsim_fail(eb, LSIM_E_NOMEM, "out of memory attaching hooks");
+  r->hk = *h;
+  r->hk_ud = ud;
+  r->hk_worker = worker;
+  r->hooked = 1;
+  return 0;
+}
+
+void lsim_res_set_version(lsim_res *r, int a, int64_t version) {
+  if (a >= 0 && a < r->cfg.nadapters)
+    r->a[a].version = version;
+}
+
+/* Call hook fn (when attached) with an event over pages[0..n). */
+static lsim_err lsim__hook(const lsim_res *r, lsim_res_hook_fn fn, int object,
+                           int64_t gen, const int64_t *pages, int64_t n,
+                           int64_t fence, int published, int op,
+                           lsim_errbuf *eb) {
+  if (!r->hooked || !fn)
+    return 0;
+  lsim_res_page_ev ev = {r->hk_worker, object, gen,
+                         object >= 0 && object < r->cfg.nadapters && !op
+                             ? r->a[object].version
+                             : 0,
+                         pages, n, fence, published, op};
+  return fn(r->hk_ud, &ev, eb);
+}
 
 static const char *const lsim__state_names[LSIM_RS__COUNT] = {
     "absent",    "host_ready", "reserved", "loading", "validated",
@@ -519,6 +562,8 @@ static int lsim__comp(const lsim_res *r, int i) {
 }
 
 void lsim_res_release(lsim_res *r) {
+  if (r)
+    free(r->pg);
   if (!r)
     return;
   for (int i = 0; r->a && i < r->cfg.nadapters; i++)
@@ -685,6 +730,10 @@ lsim_err lsim_res_launch(lsim_res *r, int i, int d, lsim_errbuf *eb) {
   lsim_err rc = lsim__counter(r, i, &r->a[i].launches, d, "launch", eb);
   if (!rc)
     r->a[i].inflight += d;
+  if (!rc && d > 0) {
+    r->a[i].launched++;
+    rc = lsim__hook(r, r->hk.launch, i, r->a[i].gen, NULL, 0, 0, 0, 0, eb);
+  }
   return rc;
 }
 
@@ -911,6 +960,14 @@ static lsim_err lsim__begin(lsim_res *r, const lsim_res_req *q,
   }
   *txn = t->id;
   assert(lsim__sound(r));
+  /* the victims' pages go back before any copy can write them */
+  for (int k = 0; k < nv; k++) {
+    const lsim__adp *v = &r->a[victims[k]];
+    lsim_err rc = lsim__hook(r, r->hk.retire, victims[k], v->gen, v->slot,
+                             v->npages, v->launched, 1, 0, eb);
+    if (rc)
+      return rc;
+  }
   return 0;
 }
 
@@ -1074,7 +1131,13 @@ lsim_err lsim_res_copy_start(lsim_res *r, int64_t id, lsim_errbuf *eb) {
     r->a[t->with].inflight++;
   }
   assert(lsim__sound(r));
-  return 0;
+  /* the copy writes the slots lsim_res_publish will give each object */
+  rc = lsim__hook(r, r->hk.stage, t->adapter, a->gen + 1, t->slot, a->need, 0,
+                  0, 0, eb);
+  if (!rc && t->with >= 0)
+    rc = lsim__hook(r, r->hk.stage, t->with, r->a[t->with].gen + 1,
+                    t->slot + a->need, r->a[t->with].need, 0, 0, 0, eb);
+  return rc;
 }
 
 lsim_err lsim_res_copy_done(lsim_res *r, int64_t id, lsim_errbuf *eb) {
@@ -1165,6 +1228,7 @@ lsim_err lsim_res_publish(lsim_res *r, int64_t id, lsim_tick now, int64_t *gen,
     took += c->need;
     lsim__adp_set(r, c, LSIM_RS_PUBLISHED);
     c->txn = -1;
+    c->launched = 0;
     c->published_tick = now;
     c->last_use = now;
     c->uses = 0;
@@ -1182,10 +1246,18 @@ lsim_err lsim_res_publish(lsim_res *r, int64_t id, lsim_tick now, int64_t *gen,
   a->last_use = now;
   a->uses = 0;
   t->published = 1;
+  a->launched = 0;
   if (gen)
     *gen = a->gen;
   assert(lsim__sound(r));
-  return 0;
+  rc = lsim__hook(r, r->hk.publish, t->adapter, a->gen, a->slot, a->npages, 0,
+                  0, 0, eb);
+  if (!rc && t->with >= 0) {
+    const lsim__adp *c = &r->a[t->with];
+    rc = lsim__hook(r, r->hk.publish, t->with, c->gen, c->slot, c->npages, 0,
+                    0, 0, eb);
+  }
+  return rc;
 }
 
 static lsim_err lsim__kv_new(lsim_res *r, int64_t request, int *out) {
@@ -1276,6 +1348,9 @@ lsim_err lsim_res_commit(lsim_res *r, int64_t id, lsim_tick now, int *kvout,
   lsim__txn_close(t);
   *kvout = kv;
   assert(lsim__sound(r));
+  if (kv >= 0 && r->kv[kv].n > 0)
+    return lsim__hook(r, r->hk.kv, kv, r->kv[kv].gen, r->kv[kv].slot,
+                      r->kv[kv].n, 0, 0, LSIM_RES_KV_ALLOC, eb);
   return 0;
 }
 
@@ -1310,6 +1385,17 @@ lsim_err lsim_res_rollback(lsim_res *r, int64_t id, int64_t *restore,
   if (t->nvictims > max_restore && t->nvictims > 0 && !restore)
     return lsim_fail(eb, LSIM_E_USAGE, "no room for restore transactions");
   lsim__adp *a = &r->a[t->adapter];
+  /* a copy that started was staged: its pages go back unpublished */
+  if (t->kind != LSIM_TXN_KV &&
+      (a->state == LSIM_RS_LOADING || a->state == LSIM_RS_VALIDATED)) {
+    rc = lsim__hook(r, r->hk.retire, t->adapter, a->gen + 1, t->slot, a->need,
+                    0, 0, 0, eb);
+    if (!rc && t->with >= 0)
+      rc = lsim__hook(r, r->hk.retire, t->with, r->a[t->with].gen + 1,
+                      t->slot + a->need, r->a[t->with].need, 0, 0, 0, eb);
+    if (rc)
+      return rc;
+  }
   /* cancel / wait the txn's device events */
   if (t->kind != LSIM_TXN_KV && a->state == LSIM_RS_LOADING && !t->copied) {
     a->inflight--;
@@ -1493,17 +1579,21 @@ lsim_err lsim_res_kv_extend(lsim_res *r, int kv, int64_t add,
     k->cap = cap;
   }
   /* the lowest free slots, as a reservation takes them */
+  int64_t got = 0;
   for (int64_t need = add, i = r->free_hint; need > 0; i++) {
     if (r->s[i].state != LSIM_SLOT_FREE)
       continue;
     lsim__set(r, i, LSIM_SLOT_KV, kv, k->gen);
     k->slot[k->n++] = i;
+    if (r->hooked)
+      r->pg[got++] = i;
     need--;
     r->free_hint = i + 1;
   }
   qsort(k->slot, (size_t)k->n, sizeof *k->slot, lsim__cmp64);
   assert(lsim__sound(r));
-  return 0;
+  return lsim__hook(r, r->hk.kv, kv, k->gen, r->pg, got, 0, 0,
+                    LSIM_RES_KV_ALLOC, eb);
 }
 
 lsim_err lsim_res_kv_absorb(lsim_res *r, int dst, int src, lsim_errbuf *eb) {
@@ -1515,6 +1605,14 @@ lsim_err lsim_res_kv_absorb(lsim_res *r, int dst, int src, lsim_errbuf *eb) {
   if (dst == src)
     return lsim_fail(eb, LSIM_E_USAGE, "kv_absorb: an object into itself");
   lsim__kv *d = &r->kv[dst], *s = &r->kv[src];
+  if (r->hooked) {
+    /* the pages change owner: a release from src, an alloc to dst */
+    if ((rc = lsim__hook(r, r->hk.kv, src, s->gen, s->slot, s->n, 0, 0,
+                         LSIM_RES_KV_RELEASE, eb)) ||
+        (rc = lsim__hook(r, r->hk.kv, dst, d->gen, s->slot, s->n, 0, 0,
+                         LSIM_RES_KV_ALLOC, eb)))
+      return rc;
+  }
   if (d->n + s->n > d->cap) {
     int64_t cap = d->cap ? d->cap : 8;
     while (cap < d->n + s->n)
@@ -1542,6 +1640,9 @@ lsim_err lsim_res_kv_release(lsim_res *r, int kv, lsim_errbuf *eb) {
   if (rc)
     return rc;
   lsim__kv *k = &r->kv[kv];
+  if ((rc = lsim__hook(r, r->hk.kv, kv, k->gen, k->slot, k->n, 0, 0,
+                       LSIM_RES_KV_RELEASE, eb)))
+    return rc;
   for (int64_t j = 0; j < k->n; j++)
     lsim__set(r, k->slot[j], LSIM_SLOT_FREE, -1, 0);
   k->n = k->used = 0;
@@ -1559,6 +1660,9 @@ lsim_err lsim_res_kv_shrink(lsim_res *r, int kv, int64_t give,
   if (give < 0 || give >= k->n)
     return lsim_fail(eb, LSIM_E_USAGE, "kv_shrink: %lld of %lld pages",
                      (long long)give, (long long)k->n);
+  if ((rc = lsim__hook(r, r->hk.kv, kv, k->gen, k->slot + (k->n - give), give,
+                       0, 0, LSIM_RES_KV_RELEASE, eb)))
+    return rc;
   for (; give > 0; give--)
     lsim__set(r, k->slot[--k->n], LSIM_SLOT_FREE, -1, 0);
   if (k->used > k->n)

@@ -129,6 +129,67 @@ lsim_err lsim_res_new(lsim_res **out, const lsim_res_cfg *cfg,
                       lsim_errbuf *eb);
 void lsim_res_release(lsim_res *r);
 
+/*
+** Hooks (docs/RESIDENCY.md, "Hooks: the residency reaches a backend").
+** A pool with hooks tells an observer -- the replay connects them to the
+** open backend (backends/backend.h) -- what its transactions do to its
+** pages, with the slot ids it logs and reports (lsim_res_slot, the txn and
+** adapter views):
+**
+**   stage    lsim_res_copy_start: object `object` (the txn's adapter,
+**            then its companion when one comes along) will hold
+**            generation `generation` (the next one) of artifact version
+**            `version` at pages page[0..npages) -- the first slots of the
+**            txn's reservation, those lsim_res_publish gives it
+**   publish  lsim_res_publish: that generation became visible (core, then
+**            companion)
+**   retire   the object's pages go back: published = 1 for a victim at
+**            lsim_res_begin / lsim_res_begin_with (generation: its
+**            published one; fence: the launches that named that
+**            generation, lsim_res_launch +1 calls since it was published;
+**            every one of them has completed), published = 0 for a staged
+**            copy that lsim_res_rollback undoes (fence 0)
+**   launch   lsim_res_launch(+1): a launch snapshot names the object's
+**            published generation
+**   kv       KV pages: op LSIM_RES_KV_ALLOC when a KV object gains pages
+**            (lsim_res_commit, kv_extend, kv_alloc; kv_absorb moves pages:
+**            a release from src then an alloc to dst), LSIM_RES_KV_RELEASE
+**            when it gives them back (kv_release, kv_shrink)
+**
+** Hooks observe: they are called after the transaction's own change
+** (retire: after the victims are marked, before any copy can reuse their
+** pages), never change a decision, and any may be NULL.  A hook's error is
+** returned by the residency function that called it (its change stands;
+** the caller stops).  The page array is valid only during the call.
+*/
+enum { LSIM_RES_KV_ALLOC = 1, LSIM_RES_KV_RELEASE = 2 };
+
+typedef struct lsim_res_page_ev {
+  int worker;         /* the pool's worker (lsim_res_set_hooks) */
+  int object;         /* adapter object; kv: the KV object handle */
+  int64_t generation; /* adapter generation; kv: the object's generation */
+  int64_t version;    /* stage: artifact version (lsim_res_set_version) */
+  const int64_t *page;
+  int64_t npages;
+  int64_t fence;      /* retire: launches that named the generation */
+  int published;      /* retire: 1 evicted, 0 a staged copy rolled back */
+  int op;             /* kv: LSIM_RES_KV_ALLOC / LSIM_RES_KV_RELEASE */
+} lsim_res_page_ev;
+
+typedef lsim_err (*lsim_res_hook_fn)(void *ud, const lsim_res_page_ev *ev,
+                                     lsim_errbuf *eb);
+typedef struct lsim_res_hooks {
+  lsim_res_hook_fn stage, publish, retire, launch, kv;
+} lsim_res_hooks;
+
+/* Attach hooks (copied; NULL detaches) with their user data and the
+** worker index the events carry.  E_NOMEM when the scratch fails. */
+lsim_err lsim_res_set_hooks(lsim_res *r, const lsim_res_hooks *h, void *ud,
+                            int worker, lsim_errbuf *eb);
+/* The artifact version the next stage of object a carries (the engine's
+** hotswap version of the host copy it registered; 0 by default). */
+void lsim_res_set_version(lsim_res *r, int a, int64_t version);
+
 /* Companions (docs/COMPRESSION.md, "Serving"): companion[a] is the
 ** object a cannot be used without (a compressed core's shared basis),
 ** or -1.  Set once with lsim_res_set_companions, before any other call;

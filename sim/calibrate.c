@@ -391,8 +391,9 @@ static int lsim__calibrate(const char *out, int reps, const char *holdout,
     rc = lsim_fail(&eb, LSIM_E_NOMEM, "out of memory");
     goto out;
   }
-  lsim_backend_cfg cfg = {{0, 0, 0, 0, 0}, 1, LSIM_REPLAY_TENSOR_DIM,
-                          LSIM_REPLAY_TENSOR_DIM, 0, 0, 0, NULL, NULL};
+  lsim_backend_cfg cfg = {.seed = 1,
+                          .d_in = LSIM_REPLAY_TENSOR_DIM,
+                          .d_out = LSIM_REPLAY_TENSOR_DIM};
   /* model shape: the held-out scenario's layers and targets, as a replay
   ** with --tensor-shape model runs them */
   static lsim_scenario msc;

@@ -92,6 +92,7 @@ typedef struct lsim__world {
   lsim_metrics m;
   lsim_backend be;
   int be_open;
+  int follows;             /* the backend follows the residency (backend.h) */
   lsim_cost_model cost;
   lsim_tp_cost tp_cost;    /* zero unless $.workers.tp_degree > 1 */
   lsim_queue q;
@@ -444,6 +445,18 @@ static lsim_err lsim__on_step(lsim__world *W, int w, lsim_errbuf *eb) {
   if (!selected)
     return 0;
   lsim_plan *p = &W->plans[w];
+  if (W->follows) {
+    /* each row names its adapter's published generation on this worker */
+    const lsim_res *res = lsim_engine_res(W->eng, w);
+    for (int i = 0; i < p->n; i++) {
+      if (p->e[i].adapter < 0)
+        continue;
+      lsim_res_adapter_view av;
+      lsim_res_adapter(res, p->e[i].adapter, &av);
+      if ((rc = lsim_plan_name(p, i, av.generation, eb)))
+        return rc;
+    }
+  }
   lsim_backend_result br;
   if ((rc = lsim_backend_run(&W->be, p, &br, eb)))
     return rc;
@@ -884,6 +897,48 @@ static lsim_err lsim__setup(lsim__world *W, lsim_errbuf *eb) {
     }
   }
 
+  /* The backend first: one that follows the residency (backend.h) gets
+  ** every worker pool's hooks, with the engine's geometry and page ids. */
+  W->cost = (lsim_cost_model){sc->iter_fixed_ns, sc->prefill_token_ns,
+                              sc->decode_token_ns, sc->segment_ns,
+                              sc->rank_row_ps};
+  lsim__tp_cost(sc, &W->tp_cost);
+  lsim_backend_cfg bcfg = {
+      .cost = W->cost,
+      .seed = sc->seed,
+      .d_in = LSIM_REPLAY_TENSOR_DIM,
+      .d_out = LSIM_REPLAY_TENSOR_DIM,
+      .verify = W->o->verify,
+      .workers = sc->workers,
+      .pool_pages = sc->pool_pages,
+      .page_bytes = sc->page_bytes,
+      .nadapters = na,
+      .objects = na + (sc->compression.on ? W->cmp.cfg.clusters : 0),
+      .adapter_rank = rank,
+  };
+  int tdin[LSIM_MAX_TARGETS], tdout[LSIM_MAX_TARGETS];
+  if (W->o->tensor_model) {
+    for (int i = 0; i < sc->ntargets; i++) {
+      tdin[i] = sc->targets[i].d_in;
+      tdout[i] = sc->targets[i].d_out;
+    }
+    bcfg.layers = W->o->tensor_layers > 0 && W->o->tensor_layers < sc->layers
+                      ? W->o->tensor_layers
+                      : sc->layers;
+    bcfg.ntargets = sc->ntargets;
+    bcfg.target_d_in = tdin;
+    bcfg.target_d_out = tdout;
+  }
+  lsim_err brc = lsim_backend_open(&W->be, sc->backend, &bcfg, eb);
+  if (brc) {
+    free(rank);
+    free(bytes);
+    free(pages);
+    return brc;
+  }
+  W->be_open = 1;
+  W->follows = lsim_backend_follows(&W->be);
+
   lsim_engine_prefix pxc = {sc->prefix_mode, sc->prefix_block_tokens,
                             sc->prefix_max_blocks, sc->layers,
                             sc->prefix_alora_fraction};
@@ -918,6 +973,8 @@ static lsim_err lsim__setup(lsim__world *W, lsim_errbuf *eb) {
       .log_leases = sc->nhotswaps > 0,
       .compress = sc->compression.on ? &W->cmp.cfg : NULL,
       .prefix = sc->prefix_mode ? &pxc : NULL,
+      .res_hooks = W->follows ? lsim_backend_res_hooks() : NULL,
+      .res_hooks_ud = &W->be,
   };
   lsim_err rc = lsim_engine_new(&W->eng, &cfg, eb);
   W->rank = rank; /* the metrics' rank buckets read it; freed at teardown */
@@ -932,29 +989,6 @@ static lsim_err lsim__setup(lsim__world *W, lsim_errbuf *eb) {
     W->ring_cap = LSIM__LOOKAHEAD;
   }
 
-  W->cost = (lsim_cost_model){sc->iter_fixed_ns, sc->prefill_token_ns,
-                              sc->decode_token_ns, sc->segment_ns,
-                              sc->rank_row_ps};
-  lsim__tp_cost(sc, &W->tp_cost);
-  lsim_backend_cfg bcfg = {W->cost, sc->seed, LSIM_REPLAY_TENSOR_DIM,
-                           LSIM_REPLAY_TENSOR_DIM, W->o->verify,
-                           0, 0, NULL, NULL};
-  int tdin[LSIM_MAX_TARGETS], tdout[LSIM_MAX_TARGETS];
-  if (W->o->tensor_model) {
-    for (int i = 0; i < sc->ntargets; i++) {
-      tdin[i] = sc->targets[i].d_in;
-      tdout[i] = sc->targets[i].d_out;
-    }
-    bcfg.layers = W->o->tensor_layers > 0 && W->o->tensor_layers < sc->layers
-                      ? W->o->tensor_layers
-                      : sc->layers;
-    bcfg.ntargets = sc->ntargets;
-    bcfg.target_d_in = tdin;
-    bcfg.target_d_out = tdout;
-  }
-  if ((rc = lsim_backend_open(&W->be, sc->backend, &bcfg, eb)))
-    return rc;
-  W->be_open = 1;
 
   for (int i = 0; i < sc->nhotswaps; i++) {
     lsim_tick t = (lsim_tick)llround(sc->hotswaps[i].at_s * 1e9 /
@@ -1123,6 +1157,15 @@ lsim_err lsim_replay_run(const lsim_scenario *sc, const lsim_replay_opts *o,
   }
   if (!rc && W.eng && !lsim_engine_check(W.eng))
     rc = LSIM_BUG(eb, "page conservation violated at the end of the run");
+  if (!rc && W.follows) {
+    /* the backend holds nothing the engine did not publish, and its page
+    ** map is the engine's */
+    rc = lsim_backend_finish(&W.be, eb);
+    for (int w = 0; !rc && w < sc->workers; w++)
+      rc = lsim_backend_check_pages(&W.be, w, lsim_engine_res(W.eng, w), eb);
+  }
+  if (o->backend_counts && W.be_open)
+    lsim_backend_counts_get(&W.be, o->backend_counts);
   /* a sink that failed on a database write says only which event it was:
   ** add SQLite's own reason (a full disk, an I/O error) */
   const char *dbwhy = lsim_db_failure(W.db);

@@ -67,6 +67,10 @@ typedef struct lsim_replay_opts {
   ** recorded in run_options with the digests of every input the scenario
   ** reads (sim/runid.h), which `replay --resume` checks. */
   const char *const *run_options;
+  /* Optional: what a backend following the residency (cpu_ref, cuda) was
+  ** told and checked, filled at the end of the run (as far as it got);
+  ** all zero for the model backend.  backends/backend.h. */
+  struct lsim_backend_counts *backend_counts;
 } lsim_replay_opts;
 
 #define LSIM_REPLAY_HOOK_EVERY 1024

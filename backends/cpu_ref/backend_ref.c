@@ -17,6 +17,19 @@
 ** lets the CUDA backend be compared with this one on identical traces.
 ** Integer mode: entries are small integers (|x| <= 4, |A|, |B| <= 3) and
 ** the scale is 2 / rank, a genuine rational.
+**
+** Residency (backend.h): opened with the engine's pool geometry, the
+** backend follows the engine's pages through a ledger that keeps bytes
+** (backends/stage.h).  A stage of adapter a, version v, draws its factors
+** for the module (one signed byte per entry, lsim_factors_draw's layout,
+** r * (d_in + d_out) bytes) and writes them into the engine's pages, page
+** by page; a run checks the plan's rows against the ledger and reads each
+** adapter's factors back through its page ids.  A row leased to another
+** artifact version than the one its generation holds (a request leased
+** across a hotswap, whose new bytes the engine charges as a KV object
+** beside the old ones) has its factors drawn from (a, version) as before.
+** Compressed bases are staged as page ownership only: the one module
+** executes cores as ordinary adapters.
 */
 #include <stdlib.h>
 #include <string.h>
@@ -24,12 +37,20 @@
 
 #include "../../engine/rowplan.h"
 #include "../backend.h"
+#include "../stage.h"
 #include "cpu_ref.h"
 #include "materialise.h"
+
+extern const lsim_backend_ops lsim_backend_cpu_ref;
 
 typedef struct lsim__ref_state {
   lsim_backend_cfg cfg;
   lsim_iter_tensors it;
+  lsim_stage_ledger L;
+  int *rank;          /* [nadapters] */
+  int worker;         /* of the plan being built (the fetch callback) */
+  signed char *fb;    /* stage scratch */
+  size_t fb_cap;
 } lsim__ref_state;
 
 static lsim_err lsim__ref_open(void *state, const lsim_backend_cfg *cfg,
@@ -39,7 +60,83 @@ static lsim_err lsim__ref_open(void *state, const lsim_backend_cfg *cfg,
     return lsim_fail(eb, LSIM_E_BACKEND,
                      "cpu_ref needs a tensor shape (d_in, d_out >= 1)");
   s->cfg = *cfg;
+  s->cfg.target_d_in = s->cfg.target_d_out = NULL;
+  s->cfg.adapter_rank = NULL;
+  lsim_err rc = lsim_stage_open(&s->L, cfg, 1, eb);
+  if (rc || !s->L.on)
+    return rc;
+  s->rank = malloc((size_t)cfg->nadapters * sizeof *s->rank);
+  if (!s->rank) {
+    lsim_stage_close(&s->L);
+    return lsim_fail(eb, LSIM_E_NOMEM, "out of memory opening cpu_ref");
+  }
+  memcpy(s->rank, cfg->adapter_rank, (size_t)cfg->nadapters * sizeof *s->rank);
   return 0;
+}
+
+static lsim_err lsim__ref_stage(void *state, const lsim_res_page_ev *ev,
+                                lsim_errbuf *eb) {
+  lsim__ref_state *s = state;
+  lsim_err rc = lsim_stage_on_stage(&s->L, ev, eb);
+  if (rc || ev->object >= s->cfg.nadapters)
+    return rc; /* a basis: page ownership only */
+  int r = s->rank[ev->object];
+  size_t n = (size_t)r * (size_t)(s->cfg.d_in + s->cfg.d_out);
+  if (n > s->fb_cap) {
+    signed char *nb = realloc(s->fb, n);
+    if (!nb)
+      return lsim_fail(eb, LSIM_E_NOMEM, "out of memory staging");
+    s->fb = nb;
+    s->fb_cap = n;
+  }
+  lsim_factors_draw(s->cfg.seed, ev->object, (int)ev->version, r,
+                    s->cfg.d_in, s->cfg.d_out, s->fb);
+  return lsim_stage_write(&s->L, ev->worker, ev->object, s->fb, (int64_t)n,
+                          eb);
+}
+
+#define LSIM__REF_FWD(fn, on)                                              \
+  static lsim_err fn(void *state, const lsim_res_page_ev *ev,             \
+                     lsim_errbuf *eb) {                                    \
+    return on(&((lsim__ref_state *)state)->L, ev, eb);                     \
+  }
+LSIM__REF_FWD(lsim__ref_publish, lsim_stage_on_publish)
+LSIM__REF_FWD(lsim__ref_retire, lsim_stage_on_retire)
+LSIM__REF_FWD(lsim__ref_launch, lsim_stage_on_launch)
+LSIM__REF_FWD(lsim__ref_kv, lsim_stage_on_kv)
+#undef LSIM__REF_FWD
+
+static lsim_err lsim__ref_finish(void *state, lsim_errbuf *eb) {
+  return lsim_stage_finish(&((lsim__ref_state *)state)->L, eb);
+}
+
+static void lsim__ref_counts(const void *state, lsim_backend_counts *out) {
+  *out = ((const lsim__ref_state *)state)->L.c;
+}
+
+static void lsim__ref_page(const void *state, int w, int64_t page, int *st,
+                           int64_t *owner, int64_t *gen) {
+  lsim_stage_page_get(&((const lsim__ref_state *)state)->L, w, page, st, owner,
+                      gen);
+}
+
+/* The factors of (art, ver) through the engine's pages when the worker's
+** published generation of art holds that version. */
+static int lsim__ref_fetch(void *ud, int art, int ver, int r, signed char *out,
+                           lsim_errbuf *eb) {
+  lsim__ref_state *s = ud;
+  const lsim_stage_obj *o = lsim_stage_obj_get(&s->L, s->worker, art);
+  if (!o || o->st != LSIM_STAGE_PUBLISHED || o->version != ver ||
+      r != s->rank[art])
+    return 0;
+  lsim_err rc = lsim_stage_read(&s->L, s->worker, art, out,
+                                (int64_t)r * (s->cfg.d_in + s->cfg.d_out), eb);
+  return rc ? rc : 1;
+}
+
+lsim_stage_ledger *lsim_backend_cpu_ref__ledger(lsim_backend *b) {
+  return b->ops == &lsim_backend_cpu_ref ? &((lsim__ref_state *)b->state)->L
+                                         : NULL;
 }
 
 static int64_t lsim__now_ns(void) {
@@ -53,8 +150,15 @@ static lsim_err lsim__ref_run(void *state, const lsim_plan *plan,
   lsim__ref_state *s = state;
   int64_t t0 = lsim__now_ns();
   lsim_qmat D = LSIM_QMAT_INIT;
-  lsim_err rc = lsim_iter_tensors_build(&s->it, plan, s->cfg.seed, s->cfg.d_in,
-                                        s->cfg.d_out, eb);
+  lsim_err rc = lsim_stage_check_run(&s->L, plan, eb);
+  if (rc) {
+    res->ok = 0;
+    return rc;
+  }
+  s->worker = plan->worker;
+  rc = lsim_iter_tensors_build_with(&s->it, plan, s->cfg.seed, s->cfg.d_in,
+                                    s->cfg.d_out,
+                                    s->L.on ? lsim__ref_fetch : NULL, s, eb);
   if (!rc)
     rc = lsim_ref_delta_all(&s->it.rp, &s->it.X, s->it.ad, s->it.nad, &D, eb);
   res->backend_ns = lsim__now_ns() - t0;
@@ -67,14 +171,25 @@ static lsim_err lsim__ref_run(void *state, const lsim_plan *plan,
 }
 
 static void lsim__ref_close(void *state) {
-  lsim_iter_tensors_release(&((lsim__ref_state *)state)->it);
+  lsim__ref_state *s = state;
+  lsim_iter_tensors_release(&s->it);
+  lsim_stage_close(&s->L);
+  free(s->rank);
+  free(s->fb);
 }
 
 const lsim_backend_ops lsim_backend_cpu_ref = {
-    /* .name       = */ "cpu_ref",
-    /* .state_size = */ sizeof(lsim__ref_state),
-    /* .open       = */ lsim__ref_open,
-    /* .stage      = */ NULL,
-    /* .run        = */ lsim__ref_run,
-    /* .close      = */ lsim__ref_close,
+    .name = "cpu_ref",
+    .state_size = sizeof(lsim__ref_state),
+    .open = lsim__ref_open,
+    .run = lsim__ref_run,
+    .close = lsim__ref_close,
+    .stage = lsim__ref_stage,
+    .publish = lsim__ref_publish,
+    .retire = lsim__ref_retire,
+    .launch = lsim__ref_launch,
+    .kv = lsim__ref_kv,
+    .finish = lsim__ref_finish,
+    .counts = lsim__ref_counts,
+    .page = lsim__ref_page,
 };

@@ -90,12 +90,31 @@ int lsim_iter_artifact(const lsim_iter_tensors *t, int id, int *version) {
   return a;
 }
 
+void lsim_factors_draw(uint64_t seed, int art, int ver, int r, int d_in,
+                       int d_out, signed char *out) {
+  lsim_rng g;
+  lsim__keyed(&g, seed, 1, (uint64_t)art, (uint64_t)ver);
+  size_t n = (size_t)r * (size_t)d_in + (size_t)d_out * (size_t)r;
+  for (size_t i = 0; i < n; i++)
+    out[i] = (signed char)lsim__small(&g, 1);
+}
+
 lsim_err lsim_iter_tensors_build(lsim_iter_tensors *t, const lsim_plan *plan,
                                  uint64_t seed, int d_in, int d_out,
                                  lsim_errbuf *eb) {
+  return lsim_iter_tensors_build_with(t, plan, seed, d_in, d_out, NULL, NULL,
+                                      eb);
+}
+
+lsim_err lsim_iter_tensors_build_with(lsim_iter_tensors *t,
+                                      const lsim_plan *plan, uint64_t seed,
+                                      int d_in, int d_out,
+                                      lsim_factor_fetch_fn fetch, void *ud,
+                                      lsim_errbuf *eb) {
   lsim_err rc = lsim_iter_rows_build(t, plan, eb);
   if (rc)
     return rc;
+  signed char *fb = NULL;
   const lsim_rowplan *p = &t->rp;
 
   /* the plan's adapters, ascending (its grouped segments) */
@@ -108,15 +127,28 @@ lsim_err lsim_iter_tensors_build(lsim_iter_tensors *t, const lsim_plan *plan,
     if ((rc = lsim_qadapter_init(ad, id, r, d_in, d_out, eb)))
       break;
     t->nad++;
-    lsim_rng g;
     int ver, art = lsim_iter_artifact(t, id, &ver);
-    lsim__keyed(&g, seed, 1, (uint64_t)art, (uint64_t)ver);
+    signed char *nb =
+        realloc(fb, (size_t)r * (size_t)d_in + (size_t)d_out * (size_t)r);
+    if (!nb) {
+      rc = lsim_fail(eb, LSIM_E_NOMEM, "out of memory materialising tensors");
+      break;
+    }
+    fb = nb;
+    int got = fetch ? fetch(ud, art, ver, r, fb, eb) : 0;
+    if (got < 0) {
+      rc = got;
+      break;
+    }
+    if (!got)
+      lsim_factors_draw(seed, art, ver, r, d_in, d_out, fb);
+    const signed char *q = fb;
     for (int i = 0; i < r; i++)
       for (int j = 0; j < d_in; j++)
-        mpq_set_si(LSIM_QAT(&ad->A, i, j), lsim__small(&g, 1), 1);
+        mpq_set_si(LSIM_QAT(&ad->A, i, j), *q++, 1);
     for (int i = 0; i < d_out; i++)
       for (int j = 0; j < r; j++)
-        mpq_set_si(LSIM_QAT(&ad->B, i, j), lsim__small(&g, 1), 1);
+        mpq_set_si(LSIM_QAT(&ad->B, i, j), *q++, 1);
     mpq_set_ui(ad->scale, 2, (unsigned long)r);
     mpq_canonicalize(ad->scale);
   }
@@ -129,6 +161,7 @@ lsim_err lsim_iter_tensors_build(lsim_iter_tensors *t, const lsim_plan *plan,
     for (int j = 0; j < d_in; j++)
       mpq_set_si(LSIM_QAT(&t->X, r, j), lsim__small(&g, 1), 1);
   }
+  free(fb);
   return rc;
 }
 

@@ -50,6 +50,26 @@ lsim_err lsim_iter_tensors_build(lsim_iter_tensors *t, const lsim_plan *plan,
                                  lsim_errbuf *eb);
 void lsim_iter_tensors_release(lsim_iter_tensors *t);
 
+/* The factors of artifact (art, ver) at rank r for a d_in x d_out module,
+** exactly as lsim_iter_tensors_build draws them: A [r][d_in] then
+** B [d_out][r], row-major, one signed byte per entry (in [-1, 1]);
+** r * (d_in + d_out) bytes. */
+void lsim_factors_draw(uint64_t seed, int art, int ver, int r, int d_in,
+                       int d_out, signed char *out);
+/* Where a backend keeps factors of its own (the engine's pages): asked for
+** the bytes of lsim_factors_draw's layout for (art, ver, r); returns 1
+** when it wrote them to out, 0 to have them drawn, or a negative lsim_err
+** (its message in eb). */
+typedef int (*lsim_factor_fetch_fn)(void *ud, int art, int ver, int r,
+                                    signed char *out, lsim_errbuf *eb);
+/* lsim_iter_tensors_build with the factors taken from fetch when it has
+** them (fetch NULL: the same as lsim_iter_tensors_build). */
+lsim_err lsim_iter_tensors_build_with(lsim_iter_tensors *t,
+                                      const lsim_plan *plan, uint64_t seed,
+                                      int d_in, int d_out,
+                                      lsim_factor_fetch_fn fetch, void *ud,
+                                      lsim_errbuf *eb);
+
 /* Only the row plan and the artifact numbering of lsim_iter_tensors_build,
 ** no values (ad and X stay empty): for backends that make their own. */
 lsim_err lsim_iter_rows_build(lsim_iter_tensors *t, const lsim_plan *plan,

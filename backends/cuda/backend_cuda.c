@@ -8,13 +8,26 @@
 ** fp16 (11 significant bits, so the small-integer deltas of power-of-two
 ** ranks up to 64 are representable).
 **
-** Adapters are resident across iterations: an artifact (adapter, version)
-** the iteration needs and the pool does not hold is loaded through the
-** pool's event-fenced, digest-validated publication (pinned staging, copy
-** stream, copy event, SHA-256 of the staged bytes, device checksum) and
-** only then named by a launch; when the pool's pages or ids run out, the
-** least recently used artifact the iteration does not need is retired, and
-** its pages are reused only after its last launch completed.
+** The device pool follows the engine (backend.h's residency protocol,
+** docs/CUDA.md "The device pool follows the engine").  Opened with the
+** engine's pool geometry, the backend has one device pool per worker (per
+** module instance in model shape) of pool_pages frames, frame p being the
+** device vectors of engine page p: F = min(page_bytes / vector bytes,
+** 2 x the catalog's largest rank) vectors.  A stage of (adapter, version)
+** at engine pages P loads the adapter's 2r factor rows into the frames of
+** P in order (vector v at frame P[v / F], slot v % F) through the pool's
+** event-fenced, digest-validated load (pinned staging, copy stream, copy
+** event, SHA-256 of the staged bytes, device checksum); the engine's
+** publication publishes it (the one visibility point), the engine's
+** eviction or rollback retires it (its pages reused only after its last
+** launch completed).  Pool ids are the engine's residency objects; there
+** is no residency of the backend's own.  A run checks its rows against the
+** ledger (backends/stage.h) and launches through the published page
+** tables.  Rows of an artifact the engine holds no generation of (a lease
+** of a hotswap version charged as KV pages beside the old one, or any row
+** of a backend opened without the geometry, as `lorasim calibrate` opens
+** it) are loaded for that run only under transient ids past the objects
+** and retired after it.
 **
 ** iterations.backend_ns is device time: two CUDA events on the launch
 ** stream around the iteration's metadata copy and kernel launch.  With
@@ -50,21 +63,16 @@
 #include "../../base/rng.h"
 #include "../backend.h"
 #include "../cpu_ref/materialise.h"
+#include "../stage.h"
 #include "gpu_exact.h"
 #include "pool.h"
 
-#define LSIM__CU_IDS 64        /* pool adapter ids */
+#define LSIM__CU_IDS 64        /* transient ids (artifacts of one run) */
 #define LSIM__CU_RANK 256      /* largest rank the replay pool takes */
 #define LSIM__CU_PAGES 4096    /* pool pages (a page: one 16-wide vector) */
 #define LSIM__MS_RANK 128      /* largest rank of a model-shape pool */
 #define LSIM__MS_NNZ 16        /* non-zeros per A row in model shape */
 #define LSIM__MS_VROWS 256     /* rows compared per verified iteration */
-
-typedef struct lsim__cu_res {
-  int art, ver, rank;  /* the artifact */
-  int exact;           /* its factors were representable in fp16 */
-  int64_t last_iter;   /* last iteration that needed it */
-} lsim__cu_res;
 
 typedef struct lsim__cuda_state {
   lsim_backend_cfg cfg;
@@ -87,7 +95,16 @@ typedef struct lsim__cuda_state {
   int maxd_in, maxd_out;
   int64_t nverified;
   char vref[96];
-  lsim__cu_res res[LSIM__CU_IDS]; /* by pool id; art < 0: unused */
+  /* the residency protocol: pools[w * nmod + m] for worker w */
+  lsim_stage_ledger L;
+  int nw;                  /* workers (1 without the geometry) */
+  int tbase;               /* first transient id (the objects) */
+  int *F;                  /* [nmod] device vectors per engine page */
+  int *rank;               /* [nadapters] */
+  unsigned char *defer;    /* [nw * objects] stage copy waits for publish */
+  unsigned char *oexact;   /* [nw * objects] fp16 holds its factors */
+  int64_t *dpg;            /* device page scratch [2 * max rank] */
+  int ntr, trexact;        /* transients of the run in flight */
   int *remap;   /* plan id -> pool id */
   int remap_cap;
   uint16_t *hx, *hy, *hA, *hB;
@@ -129,40 +146,6 @@ static uint16_t lsim__to16(mpq_t q, mpq_t back, int *exact) {
   if (mpq_cmp(back, q) != 0)
     *exact = 0;
   return h;
-}
-
-/* Pool id of an artifact, or -1. */
-static int lsim__cu_find(const lsim__cuda_state *s, int art, int ver) {
-  for (int i = 0; i < LSIM__CU_IDS; i++)
-    if (s->res[i].art == art && s->res[i].ver == ver)
-      return i;
-  return -1;
-}
-
-/* Retire pool id v in every instance; its pages are reused only after its
-** last launch completed (the pool's fence). */
-static lsim_err lsim__cu_retire(lsim__cuda_state *s, int v, lsim_errbuf *eb) {
-  for (int m = 0; m < s->nmod; m++) {
-    lsim_err rc = lsim_cuda_pool_retire(s->pools[m], v, eb);
-    if (rc)
-      return rc;
-  }
-  s->res[v].art = -1;
-  return 0;
-}
-
-/* Retire the least recently used artifact not needed by iteration `iter`;
-** its pool id, or -1 when every resident artifact is needed. */
-static int lsim__cu_evict(lsim__cuda_state *s, int64_t iter, lsim_errbuf *eb,
-                          lsim_err *rc) {
-  int v = -1;
-  for (int i = 0; i < LSIM__CU_IDS; i++)
-    if (s->res[i].art >= 0 && s->res[i].last_iter != iter &&
-        (v < 0 || s->res[i].last_iter < s->res[v].last_iter))
-      v = i;
-  if (v >= 0)
-    *rc = lsim__cu_retire(s, v, eb);
-  return v;
 }
 
 /* A stream keyed by several integers (the model-shape values). */
@@ -208,29 +191,32 @@ static int lsim__h2i(uint16_t h) {
   return (int)lsim_cuda_to_float(LSIM_CUDA_FP16, h);
 }
 
-/* Load artifact (art, ver) of rank r into pool id `id` of every instance
-** and publish it there; ad: its exact values (one-module mode), NULL in
-** model shape. */
-static lsim_err lsim__cu_load(lsim__cuda_state *s, int id, int art, int ver,
-                              int r, const lsim_qadapter *ad, int64_t iter,
-                              int *exact, lsim_errbuf *eb) {
-  lsim_err rc = 0;
-  *exact = 1;
-  if ((rc = lsim__grow16(&s->hA, &s->hf_cap,
-                         (size_t)r * (size_t)(s->maxd_in > s->maxd_out
-                                                  ? s->maxd_in
-                                                  : s->maxd_out),
-                         eb)))
+/* Factors of (art, ver) at rank r for instance m into s->hA, s->hB (ad:
+** the exact values, one-module mode; NULL: drawn -- model shape, or the
+** one module's small integers); *sc the scale, *exact cleared when fp16
+** does not hold them. */
+static lsim_err lsim__cu_factors(lsim__cuda_state *s, int m, int art, int ver,
+                                 int r, const lsim_qadapter *ad, float *sc,
+                                 int *exact, lsim_errbuf *eb) {
+  const int d_in = s->mod_din[m], d_out = s->mod_dout[m];
+  size_t need = (size_t)r * (size_t)(s->maxd_in > s->maxd_out ? s->maxd_in
+                                                              : s->maxd_out);
+  lsim_err rc = lsim__grow16(&s->hA, &s->hf_cap, need, eb);
+  if (rc)
     return rc;
   uint16_t *nb = realloc(s->hB, s->hf_cap * sizeof *nb);
   if (!nb)
     return lsim_fail(eb, LSIM_E_NOMEM, "out of memory");
   s->hB = nb;
-  float sc = 0.5f;
+  *sc = 0.5f;
+  if (s->cfg.layers > 0) {
+    lsim__ms_factors(s, m, art, ver, r, s->hA, s->hB);
+    return 0;
+  }
+  mpq_t back, q;
+  mpq_init(back);
+  mpq_init(q);
   if (ad) {
-    const int d_in = s->mod_din[0], d_out = s->mod_dout[0];
-    mpq_t back;
-    mpq_init(back);
     for (int i = 0; i < r; i++)
       for (int j = 0; j < d_in; j++)
         s->hA[(size_t)i * (size_t)d_in + (size_t)j] =
@@ -239,76 +225,216 @@ static lsim_err lsim__cu_load(lsim__cuda_state *s, int id, int art, int ver,
       for (int j = 0; j < r; j++)
         s->hB[(size_t)i * (size_t)r + (size_t)j] =
             lsim__to16(LSIM_QAT(&ad->B, i, j), back, exact);
-    sc = (float)mpq_get_d(ad->scale);
-    mpq_set_d(back, (double)sc);
-    if (mpq_cmp(back, ad->scale) != 0)
-      *exact = 0;
-    mpq_clear(back);
-  }
-  for (int m = 0; m < s->nmod; m++) {
-    if (!ad)
-      lsim__ms_factors(s, m, art, ver, r, s->hA, s->hB);
-    for (;;) {
-      lsim_errbuf e2 = LSIM_ERRBUF_INIT;
-      rc = lsim_cuda_pool_load(s->pools[m], id, r, sc, s->hA, s->hB, NULL,
-                               &e2);
-      if (rc != LSIM_E_DEV_NOSPACE) {
-        if (rc)
-          return lsim_fail(eb, rc, "%s", e2.msg);
-        break;
-      }
-      if (lsim__cu_evict(s, iter, eb, &rc) < 0)
-        return rc ? rc : lsim_fail(eb, LSIM_E_DEV_NOSPACE, "%s", e2.msg);
-      if (rc)
-        return rc;
+    mpq_set(q, ad->scale);
+  } else {
+    size_t n = (size_t)r * (size_t)(d_in + d_out);
+    signed char *f = malloc(n);
+    if (!f) {
+      mpq_clear(back);
+      mpq_clear(q);
+      return lsim_fail(eb, LSIM_E_NOMEM, "out of memory");
     }
-    /* the one visibility point: after the copy event, digest and checksum */
-    if ((rc = lsim_cuda_pool_publish(s->pools[m], id, 1, NULL, eb)))
+    lsim_factors_draw(s->cfg.seed, art, ver, r, d_in, d_out, f);
+    for (size_t i = 0; i < n; i++) {
+      uint16_t h = f[i] > 0 ? LSIM__H_ONE : f[i] < 0 ? LSIM__H_MONE : 0;
+      if (i < (size_t)r * (size_t)d_in)
+        s->hA[i] = h;
+      else
+        s->hB[i - (size_t)r * (size_t)d_in] = h;
+    }
+    free(f);
+    mpq_set_ui(q, 2, (unsigned long)r);
+    mpq_canonicalize(q);
+  }
+  *sc = (float)mpq_get_d(q);
+  mpq_set_d(back, (double)*sc);
+  if (mpq_cmp(back, q) != 0)
+    *exact = 0;
+  mpq_clear(back);
+  mpq_clear(q);
+  return 0;
+}
+
+/* Start loading (art, ver) of rank r under pool id `id` into every
+** instance of worker w: at the frames of engine pages pg[0..npg) when pg
+** is given (E_STAGE_FIT when they cannot hold 2r vectors), else where the
+** pool puts it.  E_DEV_STAGING is returned as is (the caller defers). */
+static lsim_err lsim__cu_load(lsim__cuda_state *s, int w, int id, int art,
+                              int ver, int r, const lsim_qadapter *ad,
+                              const int64_t *pg, int64_t npg, int *exact,
+                              lsim_errbuf *eb) {
+  const int maxr = s->cfg.layers > 0 ? LSIM__MS_RANK : LSIM__CU_RANK;
+  if (r > maxr)
+    return lsim_fail(eb, LSIM_E_BACKEND,
+                     "backend cuda: adapter %d has rank %d; the device pool "
+                     "takes ranks up to %d", art, r, maxr);
+  *exact = 1;
+  for (int m = 0; m < s->nmod; m++) {
+    float sc = 0.5f;
+    lsim_err rc = lsim__cu_factors(s, m, art, ver, r, ad, &sc, exact, eb);
+    if (rc)
+      return rc;
+    lsim_cuda_pool *P = s->pools[w * s->nmod + m];
+    if (pg) {
+      const int64_t F = s->F[m];
+      if (2 * (int64_t)r > npg * F)
+        return lsim_fail(eb, LSIM_E_STAGE_FIT,
+                         "backend cuda: adapter %d: %d factor rows do not fit "
+                         "the frames of its %lld pages (%lld rows each)", art,
+                         2 * r, (long long)npg, (long long)F);
+      for (int64_t v = 0; v < 2 * (int64_t)r; v++)
+        s->dpg[v] = pg[v / F] * F + v % F;
+      rc = lsim_cuda_pool_load_at(P, id, r, sc, s->hA, s->hB, NULL, s->dpg,
+                                  eb);
+    } else {
+      rc = lsim_cuda_pool_load(P, id, r, sc, s->hA, s->hB, NULL, eb);
+    }
+    if (rc)
       return rc;
   }
   return 0;
 }
 
-/* Make an artifact of the iteration resident and published in every
-** instance; *pid its pool id. */
-static lsim_err lsim__cu_ensure(lsim__cuda_state *s, const lsim_qadapter *ad,
-                                int art, int ver, int r, int64_t iter,
-                                int *pid, lsim_errbuf *eb) {
-  lsim_err rc = 0;
-  int id = lsim__cu_find(s, art, ver);
-  const int maxr = s->cfg.layers > 0 ? LSIM__MS_RANK : LSIM__CU_RANK;
-  if (id >= 0 && s->res[id].rank != r) {
-    /* the same artifact at another rank (calibration sweeps do this): a
-    ** different tensor, so the resident one goes */
-    if ((rc = lsim__cu_retire(s, id, eb)))
+/* Publish pool id `id` in every instance of worker w (after its copy). */
+static lsim_err lsim__cu_publish(lsim__cuda_state *s, int w, int id,
+                                 lsim_errbuf *eb) {
+  for (int m = 0; m < s->nmod; m++) {
+    lsim_err rc = lsim_cuda_pool_publish(s->pools[w * s->nmod + m], id, 1,
+                                         NULL, eb);
+    if (rc)
       return rc;
-    id = -1;
   }
-  if (id >= 0) {
-    s->res[id].last_iter = iter;
-    *pid = id;
+  return 0;
+}
+
+static lsim_err lsim__cu_retire(lsim__cuda_state *s, int w, int id,
+                                lsim_errbuf *eb) {
+  for (int m = 0; m < s->nmod; m++) {
+    lsim_err rc = lsim_cuda_pool_retire(s->pools[w * s->nmod + m], id, eb);
+    if (rc)
+      return rc;
+  }
+  return 0;
+}
+
+/* The pool id a run's artifact executes under: the engine's object when
+** its published generation holds this version and rank, else a transient
+** loaded for this run. */
+static lsim_err lsim__cu_resolve(lsim__cuda_state *s, int w,
+                                 const lsim_qadapter *ad, int art, int ver,
+                                 int r, int *pid, int *exact,
+                                 lsim_errbuf *eb) {
+  const lsim_stage_obj *o = lsim_stage_obj_get(&s->L, w, art);
+  if (o && o->st == LSIM_STAGE_PUBLISHED && o->version == ver &&
+      art < s->cfg.nadapters && s->rank[art] == r) {
+    *pid = art;
+    *exact = s->oexact[(size_t)w * (size_t)s->cfg.objects + (size_t)art];
     return 0;
   }
-  if (r > maxr)
+  if (s->ntr >= LSIM__CU_IDS)
     return lsim_fail(eb, LSIM_E_BACKEND,
-                     "backend cuda: adapter %d has rank %d; the device pool "
-                     "takes ranks up to %d", art, r, maxr);
-  for (int i = 0; i < LSIM__CU_IDS && id < 0; i++)
-    if (s->res[i].art < 0)
-      id = i;
-  if (id < 0 && (id = lsim__cu_evict(s, iter, eb, &rc)) < 0)
-    return rc ? rc
-              : lsim_fail(eb, LSIM_E_BACKEND,
-                          "backend cuda: more than %d adapters in one "
-                          "iteration", LSIM__CU_IDS);
-  if (rc)
-    return rc;
+                     "backend cuda: more than %d artifacts of one iteration "
+                     "outside the engine's residency", LSIM__CU_IDS);
+  int id = s->tbase + s->ntr;
+  lsim_err rc = lsim__cu_load(s, w, id, art, ver, r, ad, NULL, 0, exact, eb);
+  if (!rc)
+    s->ntr++;
+  if (!rc)
+    rc = lsim__cu_publish(s, w, id, eb);
+  if (!rc)
+    *pid = id;
+  return rc;
+}
+
+/* Retire the run's transients (fenced by the run's launches). */
+static lsim_err lsim__cu_drop_transients(lsim__cuda_state *s, int w,
+                                         lsim_errbuf *eb) {
+  lsim_err rc = 0;
+  for (int k = 0; k < s->ntr && !rc; k++)
+    rc = lsim__cu_retire(s, w, s->tbase + k, eb);
+  s->ntr = 0;
+  return rc;
+}
+
+/* ---- the residency protocol ---------------------------------------------- */
+
+static lsim_err lsim__cuda_stage(void *state, const lsim_res_page_ev *ev,
+                                 lsim_errbuf *eb) {
+  lsim__cuda_state *s = state;
+  lsim_err rc = lsim_stage_on_stage(&s->L, ev, eb);
+  if (rc || ev->object >= s->cfg.nadapters)
+    return rc; /* a basis: page ownership only */
+  size_t k = (size_t)ev->worker * (size_t)s->cfg.objects + (size_t)ev->object;
   int exact = 1;
-  if ((rc = lsim__cu_load(s, id, art, ver, r, ad, iter, &exact, eb)))
+  lsim_errbuf e2 = LSIM_ERRBUF_INIT;
+  rc = lsim__cu_load(s, ev->worker, ev->object, ev->object, (int)ev->version,
+                     s->rank[ev->object], NULL, ev->page, ev->npages, &exact,
+                     &e2);
+  s->defer[k] = rc == LSIM_E_DEV_STAGING; /* staging full: copy at publish */
+  s->oexact[k] = (unsigned char)exact;
+  if (rc == LSIM_E_DEV_STAGING) {
+    /* instances already loaded stay pending; drop them, redo at publish */
+    return lsim__cu_retire(s, ev->worker, ev->object, eb);
+  }
+  if (rc && eb)
+    *eb = e2;
+  return rc;
+}
+
+static lsim_err lsim__cuda_publish(void *state, const lsim_res_page_ev *ev,
+                                   lsim_errbuf *eb) {
+  lsim__cuda_state *s = state;
+  lsim_err rc = lsim_stage_on_publish(&s->L, ev, eb);
+  if (rc || ev->object >= s->cfg.nadapters)
     return rc;
-  s->res[id] = (lsim__cu_res){art, ver, r, exact, iter};
-  *pid = id;
-  return 0;
+  size_t k = (size_t)ev->worker * (size_t)s->cfg.objects + (size_t)ev->object;
+  if (s->defer[k]) {
+    int exact = 1;
+    const lsim_stage_obj *o = lsim_stage_obj_get(&s->L, ev->worker,
+                                                 ev->object);
+    if ((rc = lsim__cu_load(s, ev->worker, ev->object, ev->object,
+                            (int)o->version, s->rank[ev->object], NULL,
+                            o->page, o->npages, &exact, eb)))
+      return rc;
+    s->defer[k] = 0;
+    s->oexact[k] = (unsigned char)exact;
+  }
+  return lsim__cu_publish(s, ev->worker, ev->object, eb);
+}
+
+static lsim_err lsim__cuda_retire(void *state, const lsim_res_page_ev *ev,
+                                  lsim_errbuf *eb) {
+  lsim__cuda_state *s = state;
+  lsim_err rc = lsim_stage_on_retire(&s->L, ev, eb);
+  if (rc || ev->object >= s->cfg.nadapters)
+    return rc;
+  s->defer[(size_t)ev->worker * (size_t)s->cfg.objects + (size_t)ev->object] =
+      0;
+  return lsim__cu_retire(s, ev->worker, ev->object, eb);
+}
+
+static lsim_err lsim__cuda_launch(void *state, const lsim_res_page_ev *ev,
+                                  lsim_errbuf *eb) {
+  return lsim_stage_on_launch(&((lsim__cuda_state *)state)->L, ev, eb);
+}
+
+static lsim_err lsim__cuda_kv(void *state, const lsim_res_page_ev *ev,
+                              lsim_errbuf *eb) {
+  return lsim_stage_on_kv(&((lsim__cuda_state *)state)->L, ev, eb);
+}
+
+static lsim_err lsim__cuda_finish(void *state, lsim_errbuf *eb) {
+  return lsim_stage_finish(&((lsim__cuda_state *)state)->L, eb);
+}
+
+static void lsim__cuda_counts(const void *state, lsim_backend_counts *out) {
+  *out = ((const lsim__cuda_state *)state)->L.c;
+}
+
+static void lsim__cuda_page(const void *state, int w, int64_t page, int *st,
+                            int64_t *owner, int64_t *gen) {
+  lsim_stage_page_get(&((const lsim__cuda_state *)state)->L, w, page, st,
+                      owner, gen);
 }
 
 static lsim_err lsim__cuda_open(void *state, const lsim_backend_cfg *cfg,
@@ -325,12 +451,35 @@ static lsim_err lsim__cuda_open(void *state, const lsim_backend_cfg *cfg,
                      "cuda needs a tensor shape (d_in, d_out >= 1)");
   s->cfg = *cfg;
   s->cfg.target_d_in = s->cfg.target_d_out = NULL; /* not owned */
-  for (int i = 0; i < LSIM__CU_IDS; i++)
-    s->res[i].art = -1;
+  s->cfg.adapter_rank = NULL;
+  if ((rc = lsim_stage_open(&s->L, cfg, 0, eb)))
+    return rc;
+  const int follow = s->L.on;
+  s->nw = follow ? cfg->workers : 1;
+  s->tbase = follow ? cfg->objects : 0;
   s->nmod = ms ? cfg->layers * cfg->ntargets : 1;
-  s->pools = calloc((size_t)s->nmod, sizeof *s->pools);
+  const int maxr = ms ? LSIM__MS_RANK : LSIM__CU_RANK;
+  int catmax = 1;
+  if (follow) {
+    size_t no = (size_t)cfg->workers * (size_t)cfg->objects;
+    s->rank = malloc((size_t)cfg->nadapters * sizeof *s->rank);
+    s->defer = calloc(no, 1);
+    s->oexact = calloc(no, 1);
+    if (!s->rank || !s->defer || !s->oexact)
+      return lsim_fail(eb, LSIM_E_NOMEM, "out of memory");
+    for (int a = 0; a < cfg->nadapters; a++) {
+      s->rank[a] = cfg->adapter_rank[a];
+      if (s->rank[a] > catmax)
+        catmax = s->rank[a] < maxr ? s->rank[a] : maxr;
+    }
+  }
+  s->F = calloc((size_t)s->nmod, sizeof *s->F);
+  s->dpg = malloc(2 * (size_t)maxr * sizeof *s->dpg);
+  s->pools = calloc((size_t)s->nmod * (size_t)s->nw, sizeof *s->pools);
   s->mod_din = calloc((size_t)s->nmod, sizeof *s->mod_din);
   s->mod_dout = calloc((size_t)s->nmod, sizeof *s->mod_dout);
+  if (!s->F || !s->dpg)
+    return lsim_fail(eb, LSIM_E_NOMEM, "out of memory");
   if (ms) {
     s->dys = calloc((size_t)cfg->ntargets, sizeof *s->dys);
     s->dys_cap = calloc((size_t)cfg->ntargets, sizeof *s->dys_cap);
@@ -356,18 +505,39 @@ static lsim_err lsim__cuda_open(void *state, const lsim_backend_cfg *cfg,
              (rc = lsim_cuda_graph_open(&s->graph, eb))))
     return rc;
   for (int m = 0; m < s->nmod; m++) {
-    lsim_cuda_pool_cfg pc = {0,
-                             LSIM_CUDA_FP16,
-                             s->mod_din[m],
-                             s->mod_dout[m],
-                             LSIM__CU_PAGES,
-                             LSIM__CU_IDS,
-                             ms ? LSIM__MS_RANK : LSIM__CU_RANK,
-                             0,
-                             ms ? 2 * LSIM__MS_RANK + 2 : 0,
-                             s->stream};
-    if ((rc = lsim_cuda_pool_open(&s->pools[m], &pc, eb)))
-      return rc; /* close releases what was opened */
+    /* following the engine: pool_pages frames of F vectors (a vector: H
+    ** 16-bit elements), plus room for one run's transients */
+    int64_t H = ((s->mod_din[m] > s->mod_dout[m] ? s->mod_din[m]
+                                                 : s->mod_dout[m]) + 7) / 8 * 8;
+    int64_t F = cfg->page_bytes / (H * 2);
+    if (F > 2 * catmax)
+      F = 2 * catmax;
+    if (follow && F < 1)
+      return lsim_fail(eb, LSIM_E_STAGE_FIT,
+                       "backend cuda: a page of %lld bytes holds no factor "
+                       "row of %lld elements", (long long)cfg->page_bytes,
+                       (long long)H);
+    s->F[m] = (int)F;
+    int64_t pages = follow ? cfg->pool_pages * F + 8 * (int64_t)maxr
+                           : LSIM__CU_PAGES;
+    for (int w = 0; w < s->nw; w++) {
+      lsim_cuda_pool_cfg pc = {0,
+                               LSIM_CUDA_FP16,
+                               s->mod_din[m],
+                               s->mod_dout[m],
+                               pages,
+                               s->tbase + LSIM__CU_IDS,
+                               maxr,
+                               0,
+                               ms ? 2 * LSIM__MS_RANK + 2 : 0,
+                               s->stream};
+      if (follow)
+        pc.max_objects = 2 * (s->tbase + LSIM__CU_IDS) + 2;
+      if (follow && !ms) /* room for many copies in flight (small rows) */
+        pc.staging_pages = 32 * 2 * (int64_t)maxr;
+      if ((rc = lsim_cuda_pool_open(&s->pools[w * s->nmod + m], &pc, eb)))
+        return rc; /* close releases what was opened */
+    }
   }
   s->pool = s->pools[0];
   /* LSIM_CUDA_PATH: every pool runs this path instead of the chooser's
@@ -385,7 +555,7 @@ static lsim_err lsim__cuda_open(void *state, const lsim_backend_cfg *cfg,
                        "LSIM_CUDA_PATH: unknown path '%s' (auto, decode, "
                        "sgmv, indexed, sgmv_mma, indexed_mma, fused, paged)",
                        fp);
-    for (int m = 0; m < s->nmod; m++)
+    for (int m = 0; m < s->nmod * s->nw; m++)
       lsim_cuda_pool_set_path(s->pools[m], path);
   }
   return 0;
@@ -519,6 +689,8 @@ static lsim_err lsim__ms_verify(lsim__cuda_state *s, const lsim_plan *plan,
 /* Model shape: every (layer, target) instance of the iteration. */
 static lsim_err lsim__ms_run(lsim__cuda_state *s, const lsim_plan *plan,
                              lsim_backend_result *res, lsim_errbuf *eb) {
+  const int w = s->L.on ? plan->worker : 0;
+  lsim_cuda_pool **pools = s->pools + (size_t)w * (size_t)s->nmod;
   lsim_err rc = lsim_iter_rows_build(&s->it, plan, eb);
   const lsim_rowplan *p = &s->it.rp;
   const int T = p->T, nt = s->cfg.ntargets;
@@ -539,9 +711,9 @@ static lsim_err lsim__ms_run(lsim__cuda_state *s, const lsim_plan *plan,
   }
   for (int k = 0; k < p->nseg && !rc; k++) {
     int ver, art = lsim_iter_artifact(&s->it, p->seg_adapter[k], &ver);
-    int pid = -1;
-    rc = lsim__cu_ensure(s, NULL, art, ver, p->seg_rank[k], plan->iter, &pid,
-                         eb);
+    int pid = -1, ex = 1;
+    rc = lsim__cu_resolve(s, w, NULL, art, ver, p->seg_rank[k], &pid, &ex,
+                          eb);
     if (!rc)
       s->remap[p->seg_adapter[k]] = pid;
   }
@@ -566,10 +738,10 @@ static lsim_err lsim__ms_run(lsim__cuda_state *s, const lsim_plan *plan,
   int fast = 1;
   for (int m = 0; m < s->nmod && !rc; m++) {
     int t = m % nt;
-    rc = lsim_cuda_pool_prepare(s->pools[m], p, s->remap, s->remap_cap, s->dx,
+    rc = lsim_cuda_pool_prepare(pools[m], p, s->remap, s->remap_cap, s->dx,
                                 ldx, s->dys[t], (s->mod_dout[t] + 7) / 8 * 8,
                                 eb);
-    if (!rc && !lsim_cuda_pool_prepared_fast(s->pools[m]))
+    if (!rc && !lsim_cuda_pool_prepared_fast(pools[m]))
       fast = 0;
   }
   if (rc)
@@ -580,7 +752,7 @@ static lsim_err lsim__ms_run(lsim__cuda_state *s, const lsim_plan *plan,
     int ok = !lsim_cuda_graph_begin(s->graph, s->stream, &geb);
     if (ok) {
       for (int m = 0; m < s->nmod && ok; m++)
-        ok = !lsim_cuda_pool_launch(s->pools[m], &geb);
+        ok = !lsim_cuda_pool_launch(pools[m], &geb);
       if (lsim_cuda_graph_end(s->graph, s->stream, ok, &geb))
         ok = 0;
     }
@@ -595,11 +767,11 @@ static lsim_err lsim__ms_run(lsim__cuda_state *s, const lsim_plan *plan,
     rc = lsim_cuda_graph_launch(s->graph, s->stream, eb);
   else
     for (int m = 0; m < s->nmod && !rc; m++)
-      rc = lsim_cuda_pool_launch(s->pools[m], eb);
+      rc = lsim_cuda_pool_launch(pools[m], eb);
   if (!rc)
     rc = lsim_cuda_timer_stop(s->timer, eb);
   for (int m = 0; m < s->nmod && !rc; m++)
-    rc = lsim_cuda_pool_mark_used(s->pools[m], eb);
+    rc = lsim_cuda_pool_mark_used(pools[m], eb);
   if (rc || (rc = lsim_cuda_timer_ns(s->timer, &ns, eb)))
     return rc;
   res->backend_ns = ns;
@@ -611,9 +783,9 @@ static lsim_err lsim__ms_run(lsim__cuda_state *s, const lsim_plan *plan,
     size_t bytes = (size_t)T * (size_t)ldy * 2;
     if ((rc = lsim__growdev(&s->dyv, &s->dyv_cap, bytes, eb)) ||
         (rc = lsim_cuda_memset(s->dyv, 0, bytes, eb)) ||
-        (rc = lsim_cuda_pool_run(s->pools[m], p, s->remap, s->remap_cap,
+        (rc = lsim_cuda_pool_run(pools[m], p, s->remap, s->remap_cap,
                                  s->dx, ldx, s->dyv, ldy, eb)) ||
-        (rc = lsim_cuda_pool_sync(s->pools[m], eb)) ||
+        (rc = lsim_cuda_pool_sync(pools[m], eb)) ||
         (rc = lsim__grow16(&s->hy, &s->hy_cap, (size_t)T * (size_t)ldy, eb)) ||
         (rc = lsim_cuda_d2h(s->hy, s->dyv, bytes, eb)))
       return rc;
@@ -633,16 +805,41 @@ static lsim_err lsim__ms_run(lsim__cuda_state *s, const lsim_plan *plan,
   return rc;
 }
 
+static lsim_err lsim__one_run(lsim__cuda_state *s, const lsim_plan *plan,
+                              lsim_backend_result *res, lsim_errbuf *eb);
+
 static lsim_err lsim__cuda_run(void *state, const lsim_plan *plan,
                                lsim_backend_result *res, lsim_errbuf *eb) {
   lsim__cuda_state *s = state;
-  if (s->cfg.layers > 0) {
-    memset(res, 0, sizeof *res);
-    lsim_err rc = lsim__ms_run(s, plan, res, eb);
-    res->backend_ns = rc ? -1 : res->backend_ns;
-    res->ok = rc == 0;
+  lsim_err rc = lsim_stage_check_run(&s->L, plan, eb);
+  if (rc) {
+    res->ok = 0;
     return rc;
   }
+  if (s->cfg.layers > 0) {
+    memset(res, 0, sizeof *res);
+    rc = lsim__ms_run(s, plan, res, eb);
+    res->backend_ns = rc ? -1 : res->backend_ns;
+    res->ok = rc == 0;
+  } else {
+    rc = lsim__one_run(s, plan, res, eb);
+  }
+  /* the run's transients go, fenced by its launches */
+  lsim_errbuf e2 = LSIM_ERRBUF_INIT;
+  lsim_err rc2 = lsim__cu_drop_transients(s, s->L.on ? plan->worker : 0, &e2);
+  if (rc2 && !rc) {
+    rc = rc2;
+    if (eb)
+      *eb = e2;
+    res->ok = 0;
+  }
+  return rc;
+}
+
+static lsim_err lsim__one_run(lsim__cuda_state *s, const lsim_plan *plan,
+                              lsim_backend_result *res, lsim_errbuf *eb) {
+  const int w = s->L.on ? plan->worker : 0;
+  lsim_cuda_pool *pool = s->pools[(size_t)w * (size_t)s->nmod];
   lsim_qmat G = LSIM_QMAT_INIT, R = LSIM_QMAT_INIT;
   const int d_in = s->cfg.d_in, d_out = s->cfg.d_out;
   const int ldx = (d_in + 7) / 8 * 8, ldy = (d_out + 7) / 8 * 8;
@@ -671,11 +868,11 @@ static lsim_err lsim__cuda_run(void *state, const lsim_plan *plan,
   for (int k = 0; k < s->it.nad && !rc; k++) {
     const lsim_qadapter *ad = &s->it.ad[k];
     int ver, art = lsim_iter_artifact(&s->it, ad->id, &ver);
-    int pid = -1;
-    rc = lsim__cu_ensure(s, ad, art, ver, ad->rank, plan->iter, &pid, eb);
+    int pid = -1, ex = 1;
+    rc = lsim__cu_resolve(s, w, ad, art, ver, ad->rank, &pid, &ex, eb);
     if (!rc) {
       s->remap[ad->id] = pid;
-      if (!s->res[pid].exact)
+      if (!ex)
         exact_in = 0;
     }
   }
@@ -699,9 +896,9 @@ static lsim_err lsim__cuda_run(void *state, const lsim_plan *plan,
                             eb)) ||
         (rc = lsim_cuda_h2d(s->dx, s->hx, (size_t)T * (size_t)ldx * 2, eb)) ||
         (rc = lsim_cuda_memset(s->dy, 0, (size_t)T * (size_t)ldy * 2, eb)) ||
-        (rc = lsim_cuda_pool_run(s->pool, p, s->remap, s->remap_cap, s->dx,
+        (rc = lsim_cuda_pool_run(pool, p, s->remap, s->remap_cap, s->dx,
                                  ldx, s->dy, ldy, eb)) ||
-        (rc = lsim_cuda_pool_last_ns(s->pool, &ns, eb)) ||
+        (rc = lsim_cuda_pool_last_ns(pool, &ns, eb)) ||
         (rc = lsim_cuda_d2h(s->hy, s->dy, (size_t)T * (size_t)ldy * 2, eb)))
       goto out;
   } else {
@@ -748,8 +945,14 @@ out:
 static void lsim__cuda_close(void *state) {
   lsim__cuda_state *s = state;
   lsim_iter_tensors_release(&s->it);
-  for (int m = 0; s->pools && m < s->nmod; m++)
+  for (int m = 0; s->pools && m < s->nmod * s->nw; m++)
     lsim_cuda_pool_close(s->pools[m]);
+  lsim_stage_close(&s->L);
+  free(s->F);
+  free(s->dpg);
+  free(s->rank);
+  free(s->defer);
+  free(s->oexact);
   lsim_cuda_timer_close(s->timer);
   lsim_cuda_graph_close(s->graph);
   lsim_cuda_stream_destroy(s->stream);
@@ -771,10 +974,17 @@ static void lsim__cuda_close(void *state) {
 }
 
 const lsim_backend_ops lsim_backend_cuda = {
-    /* .name       = */ "cuda",
-    /* .state_size = */ sizeof(lsim__cuda_state),
-    /* .open       = */ lsim__cuda_open,
-    /* .stage      = */ NULL,
-    /* .run        = */ lsim__cuda_run,
-    /* .close      = */ lsim__cuda_close,
+    .name = "cuda",
+    .state_size = sizeof(lsim__cuda_state),
+    .open = lsim__cuda_open,
+    .run = lsim__cuda_run,
+    .close = lsim__cuda_close,
+    .stage = lsim__cuda_stage,
+    .publish = lsim__cuda_publish,
+    .retire = lsim__cuda_retire,
+    .launch = lsim__cuda_launch,
+    .kv = lsim__cuda_kv,
+    .finish = lsim__cuda_finish,
+    .counts = lsim__cuda_counts,
+    .page = lsim__cuda_page,
 };

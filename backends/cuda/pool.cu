@@ -528,11 +528,36 @@ static int64_t lsim__pg_staging(const lsim_cuda_pool *P, int64_t n) {
   }
 }
 
+/* Load with the pages chosen by the pool (at NULL) or given by the caller
+** (at: 2 * rank page ids, each free or held by a retired generation). */
+static lsim_err lsim__pg_load(lsim_cuda_pool *P, int id, int rank, float scale,
+                              const uint16_t *A, const uint16_t *B,
+                              const lsim_digest *expect, const int64_t *at,
+                              lsim_errbuf *eb);
+
 extern "C" lsim_err lsim_cuda_pool_load(lsim_cuda_pool *P, int id, int rank,
                                         float scale, const uint16_t *A,
                                         const uint16_t *B,
                                         const lsim_digest *expect,
                                         lsim_errbuf *eb) {
+  return lsim__pg_load(P, id, rank, scale, A, B, expect, NULL, eb);
+}
+
+extern "C" lsim_err lsim_cuda_pool_load_at(lsim_cuda_pool *P, int id, int rank,
+                                           float scale, const uint16_t *A,
+                                           const uint16_t *B,
+                                           const lsim_digest *expect,
+                                           const int64_t *at,
+                                           lsim_errbuf *eb) {
+  if (!at)
+    return lsim_fail(eb, LSIM_E_USAGE, "pool: load_at without pages");
+  return lsim__pg_load(P, id, rank, scale, A, B, expect, at, eb);
+}
+
+static lsim_err lsim__pg_load(lsim_cuda_pool *P, int id, int rank, float scale,
+                              const uint16_t *A, const uint16_t *B,
+                              const lsim_digest *expect, const int64_t *at,
+                              lsim_errbuf *eb) {
   lsim_err rc = 0;
   const int64_t n = 2 * (int64_t)rank, H = P->H;
   int64_t off, got = 0;
@@ -550,6 +575,22 @@ extern "C" lsim_err lsim_cuda_pool_load(lsim_cuda_pool *P, int id, int rank,
   if (P->pend[id] >= 0)
     return lsim_fail(eb, LSIM_E_DEV_BUSY,
                      "pool: adapter %d already has a load in flight", id);
+  for (int64_t j = 0; at && j < n; j++) {
+    if (at[j] < 0 || at[j] >= P->cfg.pages)
+      return lsim_fail(eb, LSIM_E_USAGE,
+                       "pool: adapter %d: page %lld outside the pool of %lld",
+                       id, (long long)at[j], (long long)P->cfg.pages);
+    for (int64_t k = 0; k < j; k++)
+      if (at[k] == at[j])
+        return lsim_fail(eb, LSIM_E_USAGE,
+                         "pool: adapter %d: page %lld given twice", id,
+                         (long long)at[j]);
+    int ow = P->owner[at[j]];
+    if (ow >= 0 && P->obj[ow].state != LSIM__OBJ_RETIRED)
+      return lsim_fail(eb, LSIM_E_DEV_BUSY,
+                       "pool: adapter %d: page %lld holds a live generation "
+                       "of adapter %d", id, (long long)at[j], P->obj[ow].id);
+  }
   off = lsim__pg_staging(P, n);
   if (off < 0)
     return lsim_fail(eb, LSIM_E_DEV_STAGING,
@@ -575,7 +616,7 @@ extern "C" lsim_err lsim_cuda_pool_load(lsim_cuda_pool *P, int id, int rank,
       return lsim_fail(eb, LSIM_E_DEV_NOSPACE,
                        "pool: no page-table slot for adapter %d (every slot "
                        "holds a live generation)", id);
-    if (have + reclaimable < n)
+    if (!at && have + reclaimable < n)
       return lsim_fail(eb, LSIM_E_DEV_NOSPACE,
                        "pool: adapter %d needs %lld pages; %lld free, %lld "
                        "retired", id, (long long)n, (long long)have,
@@ -586,7 +627,12 @@ extern "C" lsim_err lsim_cuda_pool_load(lsim_cuda_pool *P, int id, int rank,
     if ((rc = lsim__pg_reclaim(P, o, eb)))
       return rc;
   }
-  while (P->st.free_pages < n) {
+  /* the caller's pages: retired generations holding them are reclaimed
+  ** (fenced by their last use) */
+  for (int64_t j = 0; at && j < n; j++)
+    if (P->owner[at[j]] >= 0 && (rc = lsim__pg_reclaim(P, P->owner[at[j]], eb)))
+      return rc;
+  while (!at && P->st.free_pages < n) {
     int r = lsim__pg_oldest_retired(P);
     if (r < 0)
       return lsim_fail(eb, LSIM_E_BUG, "pool: page accounting broken");
@@ -594,11 +640,18 @@ extern "C" lsim_err lsim_cuda_pool_load(lsim_cuda_pool *P, int id, int rank,
       return rc;
   }
   ob = &P->obj[o];
-  for (int64_t i = 0; i < P->cfg.pages && got < n; i++)
-    if (P->owner[i] < 0) {
-      P->owner[i] = o;
-      ob->page[got++] = i;
+  if (at) {
+    for (int64_t j = 0; j < n; j++) {
+      P->owner[at[j]] = o;
+      ob->page[got++] = at[j];
     }
+  } else {
+    for (int64_t i = 0; i < P->cfg.pages && got < n; i++)
+      if (P->owner[i] < 0) {
+        P->owner[i] = o;
+        ob->page[got++] = i;
+      }
+  }
   ob->state = LSIM__OBJ_LOADING;
   ob->id = id;
   ob->rank = rank;

@@ -117,6 +117,19 @@ lsim_err lsim_cuda_pool_load(lsim_cuda_pool *P, int id, int rank, float scale,
                              const uint16_t *A, const uint16_t *B,
                              const lsim_digest *expect, lsim_errbuf *eb);
 
+/* The same at the caller's pages: at[0 .. 2 * rank) are device page ids
+** (A rows, then B rows, in page-table order), each free or held by a
+** retired generation, which is reclaimed first (its pages reused only
+** after its last-use event).  A page out of range or given twice: E_USAGE;
+** a page of a live generation: E_DEV_BUSY; nothing changes on failure.
+** The replay's cuda backend places every adapter at the frames of the
+** engine's pages this way (docs/CUDA.md, "The device pool follows the
+** engine"). */
+lsim_err lsim_cuda_pool_load_at(lsim_cuda_pool *P, int id, int rank,
+                                float scale, const uint16_t *A,
+                                const uint16_t *B, const lsim_digest *expect,
+                                const int64_t *at, lsim_errbuf *eb);
+
 /* The artifact digest lsim_cuda_pool_load would compute for these factors
 ** in this pool's geometry. */
 lsim_err lsim_cuda_pool_digest(const lsim_cuda_pool *P, int rank,
