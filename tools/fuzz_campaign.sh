@@ -37,9 +37,13 @@ fuzz_trace_mooncake fuzz_trace_burstgpt fuzz_trace_servegen"
 list=${*:-$all}
 B=build-fuzz
 # configure every time (cheap when nothing changed), so a build from before
-# a change of the sanitizer flags is brought up to date
-CC=clang cmake -S . -B $B -DLSIM_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build $B -j2 >/dev/null
+# a change of the sanitizer flags is brought up to date.  LSIM_FUZZ_PREBUILT=1
+# skips the build: the harnesses were built elsewhere (a machine with more
+# cores and no compiler, say) and travelled in build-fuzz/fuzz/.
+if [ "${LSIM_FUZZ_PREBUILT:-0}" != 1 ]; then
+  CC=clang cmake -S . -B $B -DLSIM_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+  cmake --build $B -j2 >/dev/null
+fi
 seeds() {
   case $1 in
   fuzz_scenario) echo scenarios tests/fixtures/replay tests/fixtures/scenarios \
@@ -94,7 +98,7 @@ done
 wait
 mkdir -p "$(dirname "$summary")"
 {
-  echo "# fuzz campaign: ${secs} s per harness, $jobs at a time, $(clang --version | head -1)"
+  echo "# fuzz campaign: ${secs} s per harness, $jobs at a time, $(cat $B/compiler.txt 2>/dev/null || clang --version | head -1)"
   echo "# flags: -fsanitize=fuzzer,address,undefined,float-cast-overflow -fno-sanitize-recover=all"
   printf '%-22s %10s %7s %7s %6s %7s %4s\n' harness execs cov ft corpus crashes exit
   bad=0
