@@ -15,7 +15,8 @@
 **       `queued` flag is set.
 **   I4  a request with an open load txn (`txn` >= 0) is waiting, and that
 **       txn carries it.
-**   I5  compressed collections (engine.h, lsim_engine_cmp): a basis
+**   I5  compressed collections (engine.h, lsim_engine_cmp; checked by
+**       ext_compress.c's sound hook): a basis
 **       object's refcount equals the running requests of its cluster
 **       holding a catalog lease, and equals the catalog's in-flight count
 **       of the cluster; the catalog calls a basis resident exactly when
@@ -46,6 +47,8 @@ static int64_t lsim__own_pages(const lsim_engine *e, const lsim_core_req *r,
 
 /* The extensions, in hook order (LSIM_CORE_EXT_*). */
 static const lsim_core_ext *const lsim__exts[LSIM_CORE_NEXT] = {
+    [LSIM_CORE_EXT_HOTSWAP] = &lsim_ext_hotswap,
+    [LSIM_CORE_EXT_COMPRESS] = &lsim_ext_compress,
     [LSIM_CORE_EXT_PREFIX] = &lsim_ext_prefix};
 
 #define LSIM__EXT_EACH(x, hook)                                          \
@@ -94,6 +97,80 @@ static lsim_err lsim__ext_leave(lsim_engine *e, int wi, lsim_core_req *r,
   return 0;
 }
 
+static lsim_err lsim__ext_left(lsim_engine *e, int wi, lsim_core_req *r,
+                               lsim_tick now, int keep, lsim_errbuf *eb) {
+  LSIM__EXT_EACH(x, left) {
+    lsim_err rc = lsim__exts[x]->left(e, e->ext_st[x], wi, r, now, keep, eb);
+    if (rc)
+      return rc;
+  }
+  return 0;
+}
+
+static lsim_err lsim__ext_migrate(lsim_engine *e, int wi, lsim_core_req *r,
+                                  int to, lsim_tick now, lsim_errbuf *eb) {
+  LSIM__EXT_EACH(x, migrate) {
+    lsim_err rc = lsim__exts[x]->migrate(e, e->ext_st[x], wi, r, to, now, eb);
+    if (rc)
+      return rc;
+  }
+  return 0;
+}
+
+static int lsim__ext_hold(const lsim_engine *e, int wi,
+                          const lsim_core_req *r) {
+  LSIM__EXT_EACH(x, hold)
+  if (lsim__exts[x]->hold(e, e->ext_st[x], wi, r))
+    return 1;
+  return 0;
+}
+
+static lsim_err lsim__ext_launch(lsim_engine *e, int wi, lsim_plan *plan,
+                                 lsim_errbuf *eb) {
+  LSIM__EXT_EACH(x, launch) {
+    lsim_err rc = lsim__exts[x]->launch(e, e->ext_st[x], wi, plan, eb);
+    if (rc)
+      return rc;
+  }
+  return 0;
+}
+
+static void lsim__ext_fence(lsim_engine *e, int wi) {
+  LSIM__EXT_EACH(x, fence)
+  lsim__exts[x]->fence(e, e->ext_st[x], wi);
+}
+
+static lsim_err lsim__ext_iter_end(lsim_engine *e, int wi, lsim_tick now,
+                                   lsim_errbuf *eb) {
+  LSIM__EXT_EACH(x, iter_end) {
+    lsim_err rc = lsim__exts[x]->iter_end(e, e->ext_st[x], wi, now, eb);
+    if (rc)
+      return rc;
+  }
+  return 0;
+}
+
+/* The version and digest of adapter a the pool registers (source) or
+** validates (staged) on worker wi: the catalog's artifact, version 0,
+** unless an extension names another. */
+static lsim_err lsim__ext_source(lsim_engine *e, int wi, int a, int staged,
+                                 int *version, lsim_digest *d,
+                                 lsim_errbuf *eb) {
+  *version = 0;
+  *d = e->artifact[a];
+  for (int x = 0; x < LSIM_CORE_NEXT; x++) {
+    const lsim_core_ext *o = lsim__exts[x];
+    lsim_err (*f)(lsim_engine *, void *, int, int, int *, lsim_digest *,
+                  lsim_errbuf *) = staged ? o->staged : o->source;
+    if (!e->ext_st[x] || !f)
+      continue;
+    lsim_err rc = f(e, e->ext_st[x], wi, a, version, d, eb);
+    if (rc)
+      return rc;
+  }
+  return 0;
+}
+
 static lsim_err lsim__ext_reclaim(lsim_engine *e, int wi, lsim_tick now,
                                   int64_t want, lsim_errbuf *eb) {
   LSIM__EXT_EACH(x, reclaim) {
@@ -104,10 +181,11 @@ static lsim_err lsim__ext_reclaim(lsim_engine *e, int wi, lsim_tick now,
   return 0;
 }
 
-static int lsim__ext_sound(const lsim_engine *e, int wi, int64_t *kv) {
+static int lsim__ext_sound(const lsim_engine *e, int wi, int64_t *kv,
+                           int *ref) {
   int ok = 1;
   LSIM__EXT_EACH(x, sound)
-  ok &= lsim__exts[x]->sound(e, e->ext_st[x], wi, kv);
+  ok &= lsim__exts[x]->sound(e, e->ext_st[x], wi, kv, ref);
   return ok;
 }
 
@@ -304,59 +382,35 @@ const lsim_cmp_catalog *lsim_engine_cmp_catalog(const lsim_engine *e,
   return e->k && w >= 0 && w < e->cfg.workers ? &e->w[w].cat : NULL;
 }
 
-/* Admission of r to run: a lease on the live collection generation and a
-** reference on its basis object (so neither the catalog nor the pool lets
-** the basis go while r is in flight). */
-static lsim_err lsim__cmp_bind(lsim_engine *e, lsim_core_worker *w, lsim_core_req *r,
-                               lsim_tick now, lsim_errbuf *eb) {
-  if (!e->k || r->cmp_bound)
-    return 0;
-  lsim_err rc = lsim_cmp_acquire(&w->cat, r->adapter, &r->cmp, eb);
-  if (rc)
-    return rc;
-  if ((rc = lsim_res_bind(w->res, lsim__basis_of(e, r->adapter), now, eb))) {
-    lsim_cmp_release(&w->cat, &r->cmp, NULL);
-    return rc;
-  }
-  r->cmp_bound = 1;
-  return 0;
+/* ---- core services for extensions (engine_impl.h) ---------------------- */
+
+static lsim_err lsim__emit_victims(lsim_engine *e, int wi, lsim_tick now,
+                                   const int *v, int nv, int relaxed,
+                                   lsim_errbuf *eb);
+static lsim_err lsim__emit_retired(lsim_engine *e, int wi, lsim_tick now,
+                                   const int *v, int nv, lsim_errbuf *eb);
+static lsim_err lsim__begin(lsim_engine *e, int wi, lsim_tick now,
+                            const lsim_res_req *q, int relaxed, int64_t *txn,
+                            int *victims, int *nv, int *used_relaxed, int *ok,
+                            lsim_errbuf *eb);
+
+lsim_err lsim_core_begin(lsim_engine *e, int wi, lsim_tick now,
+                         const lsim_res_req *q, int relaxed, int64_t *txn,
+                         int *victims, int *nv, int *used_relaxed, int *ok,
+                         lsim_errbuf *eb) {
+  return lsim__begin(e, wi, now, q, relaxed, txn, victims, nv, used_relaxed,
+                     ok, eb);
 }
 
-static lsim_err lsim__cmp_unbind(lsim_engine *e, lsim_core_worker *w,
-                                 lsim_core_req *r, lsim_tick now,
-                                 lsim_errbuf *eb) {
-  if (!r->cmp_bound)
-    return 0;
-  r->cmp_bound = 0;
-  lsim_err rc = lsim_cmp_release(&w->cat, &r->cmp, eb);
-  if (!rc)
-    rc = lsim_res_unbind(w->res, lsim__basis_of(e, r->adapter), now, eb);
-  return rc;
+lsim_err lsim_core_emit_victims(lsim_engine *e, int wi, lsim_tick now,
+                                const int *v, int nv, int relaxed,
+                                lsim_errbuf *eb) {
+  return lsim__emit_victims(e, wi, now, v, nv, relaxed, eb);
 }
 
-/* I5 and the basis part of the pool (the recount of lsim__worker_sound). */
-static int lsim__cmp_sound(const lsim_engine *e, const lsim_core_worker *w) {
-  if (!e->k)
-    return 1;
-  const lsim_cmp_gen *g = &w->cat.live;
-  if (!g->number || g->k != e->k)
-    return 0;
-  for (int c = 0; c < e->k; c++) {
-    int64_t held = 0;
-    for (const lsim_core_req *r = w->running.head; r; r = r->next)
-      held += r->cmp_bound && r->cmp.cluster == c;
-    for (const lsim_core_req *r = w->waiting.head; r; r = r->next)
-      if (r->cmp_bound)
-        return 0; /* a waiting request holds no lease */
-    lsim_res_adapter_view bv = lsim__av(w, e->cfg.nadapters + c);
-    int64_t inflight = g->inflight[c];
-    if (w->cat.prev.number && c < w->cat.prev.k)
-      inflight += w->cat.prev.inflight[c];
-    if (bv.refcount != held || inflight != held ||
-        !!g->resident[c] != lsim__visible(bv.state))
-      return 0;
-  }
-  return 1;
+lsim_err lsim_core_emit_retired(lsim_engine *e, int wi, lsim_tick now,
+                                const int *v, int nv, lsim_errbuf *eb) {
+  return lsim__emit_retired(e, wi, now, v, nv, eb);
 }
 
 /* ---- invariants --------------------------------------------------------- */
@@ -393,31 +447,18 @@ static int lsim__worker_sound(const lsim_engine *e, const lsim_core_worker *w) {
       if (r->txn >= 0 && (k == 0 || r->kv >= 0))
         ok = 0;
     }
-  /* hotswap copies charged beside their live version */
-  const lsim_core_hsw *h = &w->hsw;
-  for (int a = 0; h->shadow_kv && a < na; a++)
-    if (h->shadow_kv[a] >= 0) {
-      kv += e->pages[a];
-      ref[a]++;
-    }
-  for (int i = 0; h->slot_kv && i < h->nslots; i++)
-    if (h->slot_kv[i] >= 0) {
-      kv += e->pages[h->slot_kv_a[i]];
-      ref[h->slot_kv_a[i]]++;
-    }
+  /* pages and adapter references the extensions hold in the pool (the
+  ** prefix cache's blocks, hotswap copies beside their live version), and
+  ** their own checks */
+  if (!lsim__ext_sound(e, (int)(w - e->w), &kv, ref))
+    ok = 0;
   for (int a = 0; ok && a < na; a++) {
     lsim_res_adapter_view av = lsim__av(w, a);
     if (av.refcount != ref[a] || av.queued != que[a])
       ok = 0;
   }
   free(ref);
-  /* prefix cache blocks are KV objects of the same pool (I2 counts them;
-  ** lsim_prefix_check checks the cache's own index, LRU and references) */
-  /* pages the extensions hold in the pool (the prefix cache's blocks are
-  ** KV objects of the same pool), and their own checks */
-  if (!lsim__ext_sound(e, (int)(w - e->w), &kv))
-    ok = 0;
-  return ok && kv == v.kv && lsim__cmp_sound(e, w);
+  return ok && kv == v.kv;
 }
 
 int lsim_engine_check(const lsim_engine *e) {
@@ -427,522 +468,9 @@ int lsim_engine_check(const lsim_engine *e) {
   return 1;
 }
 
-/* ---- hotswap and leases (docs/RESIDENCY.md, "Replay-driven hotswap") ---- */
-
-static const char *const lsim__hsm_names[] = {"shadow", "drain_then_overwrite",
-                                              "new_alias"};
-
-const char *lsim_hs_mode_name(int mode) {
-  return mode >= 0 && mode < 3 ? lsim__hsm_names[mode] : NULL;
-}
-
-static int lsim__hs_setup(lsim_engine *e) {
-  int na = e->cfg.nadapters;
-  if (e->cfg.max_hotswaps < 0)
-    return 0;
-  e->hs_aliases = na + e->cfg.max_hotswaps;
-  e->hs_next_alias = na;
-  e->hs_version = calloc((size_t)na, sizeof *e->hs_version);
-  e->hs_alias_adapter =
-      malloc((size_t)e->hs_aliases * sizeof *e->hs_alias_adapter);
-  if (!e->hs_version || !e->hs_alias_adapter)
-    return 0;
-  for (int i = 0; i < e->hs_aliases; i++)
-    e->hs_alias_adapter[i] = i < na ? i : -1;
-  return 1;
-}
-
-static int lsim__hs_worker_init(lsim_engine *e, lsim_core_hsw *h) {
-  int na = e->cfg.nadapters;
-  /* every adapter's live slot, plus a retiring and a staged slot per
-  ** hotswap the run may make */
-  h->nslots = na + 2 * e->cfg.max_hotswaps + 1;
-  if (lsim_hs_new(&h->hs, h->nslots, e->hs_aliases, NULL))
-    return 0;
-  h->alias = malloc((size_t)na * sizeof *h->alias);
-  h->ver = calloc((size_t)e->hs_aliases, sizeof *h->ver);
-  h->slot_ver = calloc((size_t)h->nslots, sizeof *h->slot_ver);
-  h->shadow = malloc((size_t)na * sizeof *h->shadow);
-  h->shadow_alias = calloc((size_t)na * 4, sizeof *h->shadow_alias);
-  h->shadow_expect = calloc((size_t)na, sizeof *h->shadow_expect);
-  if (!h->alias || !h->ver || !h->slot_ver || !h->shadow || !h->shadow_alias ||
-      !h->shadow_expect)
-    return 0;
-  h->shadow_ver = h->shadow_alias + na;
-  h->shadow_mode = h->shadow_alias + 2 * na;
-  h->drain = h->shadow_alias + 3 * na;
-  h->shadow_kv = malloc((size_t)na * sizeof *h->shadow_kv);
-  h->reg_ver = calloc((size_t)na, sizeof *h->reg_ver);
-  h->slot_kv = malloc((size_t)h->nslots * sizeof *h->slot_kv);
-  h->slot_kv_a = malloc((size_t)h->nslots * sizeof *h->slot_kv_a);
-  if (!h->shadow_kv || !h->reg_ver || !h->slot_kv || !h->slot_kv_a)
-    return 0;
-  for (int a = 0; a < na; a++) {
-    h->alias[a] = a;
-    h->shadow[a] = -1;
-    h->shadow_kv[a] = -1;
-  }
-  for (int i = 0; i < h->nslots; i++)
-    h->slot_kv[i] = h->slot_kv_a[i] = -1;
-  return 1;
-}
-
-static void lsim__hs_worker_release(lsim_core_hsw *h) {
-  lsim_hs_release_all(h->hs);
-  free(h->alias);
-  free(h->ver);
-  free(h->slot_ver);
-  free(h->shadow);
-  free(h->shadow_alias);
-  free(h->shadow_expect);
-  free(h->shadow_kv);
-  free(h->reg_ver);
-  free(h->slot_kv);
-  free(h->slot_kv_a);
-}
-
-static lsim_err lsim__emit_victims(lsim_engine *e, int wi, lsim_tick now,
-                                   const int *v, int nv, int relaxed,
-                                   lsim_errbuf *eb);
-static lsim_err lsim__emit_retired(lsim_engine *e, int wi, lsim_tick now,
-                                   const int *v, int nv, lsim_errbuf *eb);
-static lsim_err lsim__begin(lsim_engine *e, int wi, lsim_tick now,
-                            const lsim_res_req *q, int relaxed, int64_t *txn,
-                            int *victims, int *nv, int *used_relaxed, int *ok,
-                            lsim_errbuf *eb);
-
-/* The request id a hotswap charge's KV object carries: outside the trace's
-** id space, one per adapter (one replacement at a time per adapter). */
-#define LSIM__HS_CHARGE_ID(a) (((int64_t)1 << 62) | (int64_t)(a))
-
-/*
-** Charge the joint pool for a copy of adapter a staged beside its live
-** version on worker wi: a KV-type object of e->pages[a] pages, reserved
-** through the ordinary admission path (victims chosen by the eviction
-** policy, never a itself), bound to a so that the live version cannot be
-** evicted while its successor is being copied.  *kv = -1 and *ok = 1 when a
-** has no live version in the pool (nothing is beside it); *ok = 0 when the
-** pool has no room.
-*/
-static lsim_err lsim__hs_charge(lsim_engine *e, int wi, int a, lsim_tick now,
-                                int *kv, int *ok, lsim_errbuf *eb) {
-  lsim_core_worker *w = &e->w[wi];
-  *kv = -1;
-  *ok = 1;
-  int st = lsim__av(w, a).state;
-  if (st != LSIM_RS_PUBLISHED && st != LSIM_RS_ACTIVE && st != LSIM_RS_IDLE)
-    return 0;
-  lsim_res_req q = {LSIM_TXN_KV, a, LSIM__HS_CHARGE_ID(a), e->pages[a], 0};
-  int64_t txn;
-  int nv, relaxed;
-  lsim_err rc = lsim__begin(e, wi, now, &q, 0, &txn, e->vict, &nv, &relaxed,
-                            ok, eb);
-  if (rc || !*ok)
-    return rc;
-  if ((rc = lsim__emit_victims(e, wi, now, e->vict, nv, 0, eb)) ||
-      (rc = lsim_res_commit(w->res, txn, now, kv, eb)) ||
-      (rc = lsim__emit_retired(e, wi, now, e->vict, nv, eb)))
-    return rc;
-  return lsim_core_emit(e, now, LSIM_EV_KV_RESERVED, wi, LSIM_NONE,
-                    lsim__tenant_of(e, a), a, lsim__av(w, a).generation, 0,
-                    e->pages[a], e->pages[a] * e->cfg.page_bytes, 0,
-                    "hotswap_shadow", eb);
-}
-
-static lsim_err lsim__hs_uncharge(lsim_engine *e, int wi, int a, int kv,
-                                  lsim_tick now, lsim_errbuf *eb) {
-  lsim_core_worker *w = &e->w[wi];
-  if (kv < 0)
-    return 0;
-  lsim_err rc;
-  if ((rc = lsim_res_kv_release(w->res, kv, eb)) ||
-      (rc = lsim_res_unbind(w->res, a, now, eb)))
-    return rc;
-  return lsim_core_emit(e, now, LSIM_EV_KV_RELEASED, wi, LSIM_NONE,
-                    lsim__tenant_of(e, a), a, lsim__av(w, a).generation, 0,
-                    e->pages[a], e->pages[a] * e->cfg.page_bytes, 0,
-                    "hotswap_shadow", eb);
-}
-
-/* The artifact digest of version v of adapter a (v 0: the catalog's). */
-static lsim_err lsim__hs_digest(const lsim_engine *e, int a, int v,
-                                lsim_digest *out) {
-  if (v == 0) {
-    *out = e->artifact[a];
-    return 0;
-  }
-  char id[128];
-  int n = snprintf(id, sizeof id,
-                   "lorasim-artifact:%d:rank=%d:bytes=%lld:version=%d", a,
-                   e->rank[a], (long long)e->bytes[a], v);
-  return lsim_sha256(id, (size_t)n, out, NULL);
-}
-
-/*
-** Hotswap and lease events share one column layout (docs/SCHEMA.md):
-** generation = catalog generation, attempt = artifact version, pages =
-** slot, value = slot generation, bytes = pointer generation.
-*/
-static lsim_err lsim__hs_emit_h(lsim_engine *e, lsim_tick now, int kind,
-                                int wi, int64_t request, int a, int version,
-                                int64_t cgen, const lsim_hs_handle *hd,
-                                const char *detail, lsim_errbuf *eb) {
-  return lsim_core_emit(e, now, kind, wi, request, lsim__tenant_of(e, a), a, cgen,
-                    version, hd ? hd->slot : LSIM_NONE,
-                    hd ? hd->ptr_gen : 0, hd ? hd->slot_gen : 0, detail, eb);
-}
-
-/* Same, with the slot's current generations and the current catalog. */
-static lsim_err lsim__hs_emit(lsim_engine *e, lsim_tick now, int kind, int wi,
-                              int a, int version, int64_t slot,
-                              const char *detail, lsim_errbuf *eb) {
-  lsim_core_hsw *h = &e->w[wi].hsw;
-  lsim_hs_handle hd = {slot, 0, 0, LSIM_DIGEST_INIT};
-  lsim_hs_slot_view v;
-  if (slot >= 0 && !lsim_hs_slot(h->hs, slot, &v, NULL)) {
-    hd.slot_gen = v.slot_gen;
-    hd.ptr_gen = v.ptr_gen;
-  }
-  return lsim__hs_emit_h(e, now, kind, wi, LSIM_NONE, a, version,
-                         lsim_hs_catalog_gen(h->hs), slot >= 0 ? &hd : NULL,
-                         detail, eb);
-}
-
-/* Admission: resolve the adapter's alias once into r's lease.  The first
-** use on a worker maps the alias to the version it names (the residency
-** load already copied the bytes; no event). */
-static lsim_err lsim__hs_bind(lsim_engine *e, int wi, lsim_core_req *r,
-                              lsim_tick now, lsim_errbuf *eb) {
-  lsim_core_hsw *h = &e->w[wi].hsw;
-  int a = r->adapter, al = h->alias[a];
-  lsim_hs_handle cur;
-  lsim_err rc = lsim_hs_lookup(h->hs, al, &cur, eb);
-  if (rc)
-    return rc;
-  if (cur.slot < 0) {
-    lsim_hs_handle none = {-1, 0, 0, LSIM_DIGEST_INIT};
-    lsim_digest d;
-    int64_t slot;
-    if ((rc = lsim__hs_digest(e, a, h->ver[al], &d)) ||
-        (rc = lsim_hs_stage(h->hs, al, &d, -1, &slot, eb)) ||
-        (rc = lsim_hs_copy_done(h->hs, slot, 1, &d, 0, 1, eb)) ||
-        (rc = lsim_hs_publish(h->hs, al, &none, slot, NULL, eb)))
-      return rc;
-    h->slot_ver[slot] = h->ver[al];
-  }
-  if ((rc = lsim_hs_resolve(h->hs, al, &r->lease, eb)))
-    return rc;
-  r->version = h->slot_ver[r->lease.h.slot];
-  if (!e->cfg.log_leases)
-    return 0;
-  return lsim__hs_emit_h(e, now, LSIM_EV_LEASE_BOUND, wi, r->id, a,
-                         r->version, r->lease.catalog_gen, &r->lease.h, NULL,
-                         eb);
-}
-
-/* Every launch checks each request's lease against its slot. */
-static lsim_err lsim__hs_launch(lsim_engine *e, lsim_core_worker *w,
-                                lsim_errbuf *eb) {
-  for (int i = 0; i < w->nbatch; i++) {
-    lsim_err rc = lsim_hs_launch(w->hsw.hs, &w->batch[i]->lease, eb);
-    if (rc)
-      return rc;
-  }
-  (void)e;
-  return 0;
-}
-
-/* The iteration's completion event is the last-use event of its slots. */
-static void lsim__hs_fence(lsim_core_worker *w) {
-  for (int i = 0; i < w->nbatch; i++)
-    if (w->batch[i]->lease.bound)
-      lsim_hs_event_complete(w->hsw.hs, w->batch[i]->lease.h.slot, NULL);
-}
-
-static lsim_err lsim__hs_unbind(lsim_engine *e, int wi, lsim_core_req *r,
-                                lsim_tick now, lsim_errbuf *eb) {
-  if (!r->lease.bound)
-    return 0;
-  lsim_hs_lease l = r->lease;
-  lsim_err rc = lsim_hs_unlease(e->w[wi].hsw.hs, &r->lease, eb);
-  if (rc || !e->cfg.log_leases)
-    return rc;
-  return lsim__hs_emit_h(e, now, LSIM_EV_LEASE_RELEASED, wi, r->id, r->adapter,
-                         r->version, l.catalog_gen, &l.h, NULL, eb);
-}
-
-/* Reclaim every retiring slot with refcount 0 and its last-use event
-** complete, then run the drains that became possible. */
-static lsim_err lsim__hs_reap(lsim_engine *e, int wi, lsim_tick now,
-                              lsim_errbuf *eb) {
-  lsim_core_hsw *h = &e->w[wi].hsw;
-  lsim_err rc;
-  /* Nothing retires and nothing drains until a hotswap happened on this
-  ** worker: skip the scans (they are O(slots + adapters) per call). */
-  if (!h->active)
-    return 0;
-  int pending = 0;
-  for (int64_t s = 0; s < h->nslots; s++) {
-    lsim_hs_slot_view v;
-    if ((rc = lsim_hs_slot(h->hs, s, &v, eb)))
-      return rc;
-    if (v.state == LSIM_RS_RETIRING && (v.refcount || !v.event_complete))
-      pending = 1;
-    if (v.state != LSIM_RS_RETIRING || v.refcount || !v.event_complete)
-      continue;
-    int a = v.alias >= 0 ? e->hs_alias_adapter[v.alias] : LSIM_NONE;
-    if ((rc = lsim_hs_reclaim(h->hs, s, eb)) ||
-        (rc = lsim__hs_emit(e, now, LSIM_EV_SLOT_RECLAIMED, wi, a,
-                            h->slot_ver[s], s, NULL, eb)))
-      return rc;
-    if (h->slot_kv[s] >= 0) {
-      int kv = h->slot_kv[s], ka = h->slot_kv_a[s];
-      h->slot_kv[s] = h->slot_kv_a[s] = -1;
-      if ((rc = lsim__hs_uncharge(e, wi, ka, kv, now, eb)))
-        return rc;
-    }
-  }
-  for (int a = 0; a < e->cfg.nadapters; a++) {
-    if (!h->drain[a])
-      continue;
-    int al = h->alias[a], v = h->drain[a];
-    lsim_hs_handle cur;
-    lsim_hs_slot_view sv;
-    if ((rc = lsim_hs_lookup(h->hs, al, &cur, eb)) ||
-        (rc = lsim_hs_slot(h->hs, cur.slot, &sv, eb)))
-      return rc;
-    if (sv.refcount || !sv.event_complete) {
-      pending = 1;
-      continue;
-    }
-    lsim_digest d;
-    lsim_hs_handle nh;
-    if ((rc = lsim__hs_digest(e, a, v, &d)) ||
-        (rc = lsim_hs_overwrite(h->hs, al, &d, &nh, eb)))
-      return rc;
-    h->slot_ver[nh.slot] = v;
-    h->ver[al] = v;
-    h->drain[a] = 0;
-    if ((rc = lsim__hs_emit(e, now, LSIM_EV_HOTSWAP_PUBLISHED, wi, a, v,
-                            nh.slot, lsim__hsm_names[LSIM_HSM_DRAIN], eb)))
-      return rc;
-  }
-  h->active = pending;
-  return 0;
-}
-
-lsim_err lsim_engine_hotswap(lsim_engine *e, lsim_tick now, int a, int mode,
-                             lsim_hs_copy *copies, int maxcopies,
-                             int *ncopies, lsim_errbuf *eb) {
-  *ncopies = 0;
-  if (e->k)
-    return lsim_fail(eb, LSIM_E_CMP_SERVE_CONFLICT,
-                     "hotswap of adapter %d: a compressed collection changes "
-                     "by a new bundle version, not one core at a time", a);
-  if (a < 0 || a >= e->cfg.nadapters || !lsim_hs_mode_name(mode))
-    return lsim_fail(eb, LSIM_E_STATE, "hotswap: adapter %d or mode %d", a,
-                     mode);
-  int nal = -1;
-  if (mode == LSIM_HSM_NEW_ALIAS) {
-    if (e->hs_next_alias >= e->hs_aliases)
-      return lsim_fail(eb, LSIM_E_STATE,
-                       "hotswap: more new aliases than max_hotswaps (%d)",
-                       e->cfg.max_hotswaps);
-    nal = e->hs_next_alias++;
-    e->hs_alias_adapter[nal] = a;
-  }
-  int v = ++e->hs_version[a];
-  for (int i = 0; i < e->cfg.workers; i++)
-    e->w[i].hsw.active = 1; /* reap looks again on every worker */
-  lsim_err rc = lsim_core_emit(e, now, LSIM_EV_HOTSWAP_REQUESTED, LSIM_NONE,
-                           LSIM_NONE, lsim__tenant_of(e, a), a, LSIM_NONE, v,
-                           LSIM_NONE, 0, 0, lsim__hsm_names[mode], eb);
-  for (int wi = 0; !rc && wi < e->cfg.workers; wi++) {
-    lsim_core_hsw *h = &e->w[wi].hsw;
-    int al = h->alias[a];
-    lsim_hs_handle cur;
-    if ((rc = lsim_hs_lookup(h->hs, al, &cur, eb)))
-      break;
-    if (h->shadow[a] >= 0 || h->drain[a]) {
-      /* one replacement at a time per adapter and worker */
-      rc = lsim__hs_emit(e, now, LSIM_EV_HOTSWAP_ABORTED, wi, a, v, -1,
-                         "busy", eb);
-      continue;
-    }
-    if (cur.slot < 0) {
-      /* never mapped here: the first binding takes the new version */
-      if (nal >= 0)
-        h->alias[a] = al = nal;
-      h->ver[al] = v;
-      rc = lsim__hs_emit(e, now, LSIM_EV_HOTSWAP_PUBLISHED, wi, a, v, -1,
-                         "cold", eb);
-      continue;
-    }
-    if (mode == LSIM_HSM_DRAIN) {
-      h->drain[a] = v; /* new admissions of a wait until the slot drains */
-      rc = lsim__hs_emit(e, now, LSIM_EV_HOTSWAP_STAGED, wi, a, v, cur.slot,
-                         lsim__hsm_names[mode], eb);
-      continue;
-    }
-    int target = mode == LSIM_HSM_SHADOW ? al : nal;
-    lsim_digest d;
-    int64_t slot;
-    lsim_errbuf tmp = LSIM_ERRBUF_INIT;
-    if ((rc = lsim__hs_digest(e, a, v, &d)))
-      break;
-    rc = lsim_hs_stage(h->hs, target, &d, -1, &slot, &tmp);
-    if (rc == LSIM_E_RES_NOSPACE) {
-      rc = lsim__hs_emit(e, now, LSIM_EV_HOTSWAP_ABORTED, wi, a, v, -1,
-                         "no_slot", eb);
-      continue;
-    }
-    if (rc) {
-      if (eb)
-        *eb = tmp;
-      break;
-    }
-    if (*ncopies >= maxcopies)
-      return lsim_fail(eb, LSIM_E_STATE, "hotswap: more copies than room");
-    int kv, room;
-    if ((rc = lsim__hs_charge(e, wi, a, now, &kv, &room, eb)))
-      break;
-    if (!room) {
-      /* the pool cannot hold both versions: the replacement waits for
-      ** nothing and is refused here (drain_then_overwrite needs no room) */
-      if ((rc = lsim_hs_abort(h->hs, slot, eb)))
-        break;
-      rc = lsim__hs_emit(e, now, LSIM_EV_HOTSWAP_ABORTED, wi, a, v, slot,
-                         "no_pages", eb);
-      continue;
-    }
-    h->shadow_kv[a] = kv;
-    h->slot_ver[slot] = v;
-    h->shadow[a] = slot;
-    h->shadow_alias[a] = target;
-    h->shadow_ver[a] = v;
-    h->shadow_mode[a] = mode;
-    if (mode == LSIM_HSM_SHADOW) {
-      h->shadow_expect[a] = cur;
-    } else {
-      lsim_hs_handle none = {-1, 0, 0, LSIM_DIGEST_INIT};
-      h->shadow_expect[a] = none;
-    }
-    copies[(*ncopies)++] = (lsim_hs_copy){wi, a, e->bytes[a], slot};
-    rc = lsim__hs_emit(e, now, LSIM_EV_HOTSWAP_STAGED, wi, a, v, slot,
-                       lsim__hsm_names[mode], eb);
-  }
-  for (int wi = 0; !rc && wi < e->cfg.workers; wi++)
-    rc = lsim__hs_reap(e, wi, now, eb);
-  return rc;
-}
-
-lsim_err lsim_engine_hotswap_done(lsim_engine *e, int wi, int a,
-                                  lsim_tick now, int outcome,
-                                  lsim_errbuf *eb) {
-  if (wi < 0 || wi >= e->cfg.workers || a < 0 || a >= e->cfg.nadapters ||
-      e->w[wi].hsw.shadow[a] < 0)
-    return lsim_fail(eb, LSIM_E_STATE,
-                     "hotswap_done: no shadow copy of adapter %d on worker %d",
-                     a, wi);
-  lsim_core_hsw *h = &e->w[wi].hsw;
-  h->active = 1;
-  int64_t slot = h->shadow[a];
-  int v = h->shadow_ver[a], al = h->shadow_alias[a], mode = h->shadow_mode[a];
-  lsim_digest staged;
-  lsim_err rc = lsim__hs_digest(e, a, v, &staged);
-  if (rc)
-    return rc;
-  if (outcome == LSIM_LOAD_DIGEST_BAD)
-    staged.b[0] ^= 0x01; /* the world corrupted the staged bytes */
-  lsim_errbuf tmp = LSIM_ERRBUF_INIT;
-  rc = lsim_hs_copy_done(h->hs, slot, outcome != LSIM_LOAD_COPY_FAILED,
-                         &staged, 0, 1, &tmp);
-  if (rc == LSIM_E_RES_COPY || rc == LSIM_E_RES_DIGEST) {
-    /* before publication: the shadow is discarded (generations + 1) and
-    ** the catalog never changed */
-    const char *why = rc == LSIM_E_RES_COPY ? "copy_failed" : "digest_failed";
-    h->shadow[a] = -1;
-    int kv = h->shadow_kv[a];
-    h->shadow_kv[a] = -1;
-    if ((rc = lsim_hs_abort(h->hs, slot, eb)) ||
-        (rc = lsim__hs_uncharge(e, wi, a, kv, now, eb)))
-      return rc;
-    return lsim__hs_emit(e, now, LSIM_EV_HOTSWAP_ABORTED, wi, a, v, slot, why,
-                         eb);
-  }
-  if (rc) {
-    if (eb)
-      *eb = tmp;
-    return rc;
-  }
-  if ((rc = lsim__hs_emit(e, now, LSIM_EV_HOTSWAP_VALIDATED, wi, a, v, slot,
-                          lsim__hsm_names[mode], eb)))
-    return rc;
-  lsim_hs_handle old;
-  if ((rc = lsim_hs_lookup(h->hs, h->alias[a], &old, eb)) ||
-      (rc = lsim_hs_publish(h->hs, al, &h->shadow_expect[a], slot, NULL, eb)))
-    return rc;
-  if (mode == LSIM_HSM_NEW_ALIAS) {
-    /* the caller's migration: adapter a now resolves the new alias */
-    if (old.slot >= 0 && (rc = lsim_hs_withdraw(h->hs, h->alias[a], eb)))
-      return rc;
-    h->alias[a] = al;
-  }
-  h->ver[al] = v;
-  h->shadow[a] = -1;
-  /* the charge stays until the old slot is reclaimed (M_old + M_new) */
-  int kv = h->shadow_kv[a];
-  h->shadow_kv[a] = -1;
-  if (old.slot >= 0 && kv >= 0) {
-    h->slot_kv[old.slot] = kv;
-    h->slot_kv_a[old.slot] = a;
-  } else if ((rc = lsim__hs_uncharge(e, wi, a, kv, now, eb))) {
-    return rc;
-  }
-  if ((rc = lsim__hs_emit(e, now, LSIM_EV_HOTSWAP_PUBLISHED, wi, a, v, slot,
-                          lsim__hsm_names[mode], eb)))
-    return rc;
-  if (old.slot >= 0 &&
-      (rc = lsim__hs_emit(e, now, LSIM_EV_SLOT_RETIRING, wi, a,
-                          h->slot_ver[old.slot], old.slot, NULL, eb)))
-    return rc;
-  return lsim__hs_reap(e, wi, now, eb);
-}
-
 /* ---- setup -------------------------------------------------------------- */
 
 static void *lsim__policy_state(size_t n) { return calloc(1, n ? n : 1); }
-
-/* A worker's catalog at start: the collection's version registered, its
-** bases and cores staged and published as generation 1 (its identity,
-** checked on every load and launch); no basis is resident on the device
-** yet, that follows the pool. */
-static lsim_err lsim__cmp_setup(lsim_engine *e, lsim_core_worker *w,
-                                const lsim_engine_cmp *cm, lsim_errbuf *eb) {
-  lsim_cmp_catalog *cat = &w->cat;
-  int na = e->cfg.nadapters;
-  lsim_err rc;
-  if ((rc = lsim_cmp_register_version(cat, cm->version, &cm->source_set,
-                                      &cm->bundle, eb)) ||
-      (rc = lsim_cmp_stage_begin(cat, cm->version, &cm->bundle, e->k, na,
-                                 eb)))
-    return rc;
-  for (int c = 0; c < e->k; c++)
-    if ((rc = lsim_cmp_stage_basis(cat, c, &cm->basis[c], eb)))
-      return rc;
-  for (int a = 0; a < na; a++)
-    if ((rc = lsim_cmp_stage_core(cat, a, cm->cluster[a],
-                                  &cm->basis[cm->cluster[a]], &cm->core[a],
-                                  eb)))
-      return rc;
-  lsim_cmp_catalog *ranks[1] = {cat};
-  if ((rc = lsim_cmp_tp_publish(ranks, 1, eb)))
-    return rc;
-  for (int c = 0; c < e->k; c++)
-    if ((rc = lsim_cmp_basis_evict(cat, c, eb)))
-      return rc;
-  return 0;
-}
 
 lsim_err lsim_engine_new(lsim_engine **out, const lsim_engine_cfg *cfg,
                          lsim_errbuf *eb) {
@@ -958,7 +486,6 @@ lsim_err lsim_engine_new(lsim_engine **out, const lsim_engine_cfg *cfg,
   if (!e)
     return lsim_fail(eb, LSIM_E_NOMEM, "out of memory creating engine");
   e->cfg = *cfg;
-  e->cfg.compress = NULL;
   /* each extension's request slot after the core's fields, aligned */
   size_t off = sizeof(lsim_core_req);
   for (int x = 0; x < LSIM_CORE_NEXT; x++) {
@@ -1059,8 +586,6 @@ lsim_err lsim_engine_new(lsim_engine **out, const lsim_engine_cfg *cfg,
       ok = 0;
   }
   e->ffree = -1;
-  if (ok && !lsim__hs_setup(e))
-    ok = 0;
   size_t est = lsim_evict_state_bytes(cfg->evict, nobj);
   int *comp = NULL;
   if (ok && e->k) {
@@ -1080,8 +605,6 @@ lsim_err lsim_engine_new(lsim_engine **out, const lsim_engine_cfg *cfg,
                                eb);
     if (!rrc && comp)
       rrc = lsim_res_set_companions(w->res, comp, eb);
-    if (!rrc && cm)
-      rrc = lsim__cmp_setup(e, w, cm, eb);
     if (rrc) {
       free(comp);
       lsim_engine_release(e);
@@ -1093,8 +616,7 @@ lsim_err lsim_engine_new(lsim_engine **out, const lsim_engine_cfg *cfg,
     w->launched = malloc(2 * ((size_t)cfg->max_batch_requests + 1) *
                          sizeof *w->launched);
     w->evict_st = lsim__policy_state(est);
-    ok = w->attempts && w->batch && w->launched && w->evict_st &&
-         lsim__hs_worker_init(e, &w->hsw);
+    ok = w->attempts && w->batch && w->launched && w->evict_st;
     if (ok && lsim_evict_init(cfg->evict, w->evict_st, nobj))
       ok = -1;
   }
@@ -1121,6 +643,7 @@ lsim_err lsim_engine_new(lsim_engine **out, const lsim_engine_cfg *cfg,
     return rc;
   }
   e->cfg.prefix = NULL;
+  e->cfg.compress = NULL;
   *out = e;
   return 0;
 }
@@ -1146,13 +669,10 @@ void lsim_engine_release(lsim_engine *e) {
     free(e->w[i].batch);
     free(e->w[i].launched);
     free(e->w[i].evict_st);
-    lsim__hs_worker_release(&e->w[i].hsw);
     lsim_cmp_catalog_release(&e->w[i].cat);
   }
   free(e->cluster);
   free(e->bcl);
-  free(e->hs_version);
-  free(e->hs_alias_adapter);
   lsim__free_list(e->freelist);
   free(e->w);
   free(e->rank);
@@ -1444,11 +964,12 @@ static lsim_err lsim__begin(lsim_engine *e, int wi, lsim_tick now,
 /*
 ** The one release path of a request that gives its place in the pool back:
 ** finish, cancellation (running or waiting), preemption and the end of the
-** run all come through here.  In this order: the prefix cache's references
-** go back, then the request's KV object (*owned: the pages it held) and its
-** adapter reference, then, with `lease`, its hotswap lease (a preempted
-** request that stays on its worker keeps it), then its compressed-catalog
-** lease and basis reference.  Nothing is emitted here except what the
+** run all come through here.  In this order: the extensions' leave hooks
+** (the prefix cache's references), then the request's KV object (*owned:
+** the pages it held) and its adapter reference, then the extensions' left
+** hooks, told whether the request keeps what names its worker (`lease` 0:
+** a preempted request that stays keeps its hotswap lease; the compressed
+** catalog's lease and basis reference always go back).  Nothing is emitted here except what the
 ** features emit (lease_released); the caller says why the request left.
 ** On error the remaining steps are skipped (the run fails).
 */
@@ -1468,9 +989,7 @@ static lsim_err lsim__release(lsim_engine *e, int wi, lsim_core_req *r,
       return rc;
     r->kv = -1;
   }
-  if (lease && (rc = lsim__hs_unbind(e, wi, r, now, eb)))
-    return rc;
-  return lsim__cmp_unbind(e, w, r, now, eb);
+  return lsim__ext_left(e, wi, r, now, !lease, eb);
 }
 
 /* The request's record is written with `outcome` and it is freed. */
@@ -1647,13 +1166,11 @@ static lsim_err lsim__ensure_host(lsim_engine *e, lsim_core_worker *w, int a,
   }
   if (lsim__av(w, a).state != LSIM_RS_ABSENT)
     return 0;
-  int v = w->hsw.ver ? w->hsw.ver[w->hsw.alias[a]] : 0;
+  int v;
   lsim_digest d;
-  lsim_err rc = lsim__hs_digest(e, a, v, &d);
+  lsim_err rc = lsim__ext_source(e, (int)(w - e->w), a, 0, &v, &d, eb);
   if (rc)
     return rc;
-  if (w->hsw.reg_ver)
-    w->hsw.reg_ver[a] = v;
   lsim_res_set_version(w->res, a, v);
   return lsim_res_register(w->res, a, &d, &e->kabi, eb);
 }
@@ -1974,8 +1491,8 @@ lsim_err lsim_engine_load_result(lsim_engine *e, int wi, int a, lsim_tick now,
     return rc;
   /* the bytes of the version the pool registered for this load */
   lsim_digest staged;
-  if ((rc = lsim__hs_digest(e, a, w->hsw.reg_ver ? w->hsw.reg_ver[a] : 0,
-                            &staged)))
+  int regv;
+  if ((rc = lsim__ext_source(e, wi, a, 1, &regv, &staged, eb)))
     return rc;
   if (outcome == LSIM_LOAD_DIGEST_BAD)
     staged.b[0] ^= 0x01; /* the world corrupted the staged bytes */
@@ -2018,7 +1535,7 @@ lsim_err lsim_engine_load_result(lsim_engine *e, int wi, int a, lsim_tick now,
                        copied, 0, restore ? "restore" : NULL, eb)) ||
       (rc = lsim_core_emit(e, now, LSIM_EV_ADAPTER_VALIDATED, wi, LSIM_NONE,
                        tenant, a, av.generation + 1, attempt, e->pages[a],
-                       e->bytes[a], w->hsw.reg_ver ? w->hsw.reg_ver[a] : 0,
+                       e->bytes[a], regv,
                        restore ? "restore" : NULL, eb)))
     return rc;
   int64_t gen;
@@ -2195,9 +1712,8 @@ static lsim_err lsim__preempt(lsim_engine *e, int wi, lsim_core_req *r,
   }
   lsim_core_worker *t = &e->w[to];
   if (to != wi) {
-    /* a lease names a slot of this worker's catalog: a migrated request
-    ** resolves its alias again where it will run */
-    if ((rc = lsim__hs_unbind(e, wi, r, now, eb)))
+    /* what names this worker (a hotswap lease) goes back */
+    if ((rc = lsim__ext_migrate(e, wi, r, to, now, eb)))
       return rc;
     if (!e->nudged[to]) {
       e->nudged[to] = 1;
@@ -2439,8 +1955,8 @@ static int lsim__sel_candidates(lsim_engine *e, int wi, lsim_tick now,
        r = r->next, scanned++) {
     if (r->kv < 0 && !lsim__visible(lsim__av(w, r->adapter).state))
       continue;
-    if (w->hsw.drain[r->adapter])
-      continue; /* drain_then_overwrite: new work waits for the swap */
+    if (lsim__ext_hold(e, wi, r))
+      continue; /* held by an extension (a drain_then_overwrite hotswap) */
     if (r->preemptions && r->preempted_at == now && r->preempted_on == wi)
       continue; /* not back in the step that preempted it (a request that
                    migrated may run where it went: nothing else would wake
@@ -2469,7 +1985,7 @@ static int lsim__sel_candidates(lsim_engine *e, int wi, lsim_tick now,
       if (seen)
         continue;
       held++;
-      if (w->hsw.drain[r->adapter])
+      if (lsim__ext_hold(e, wi, r))
         continue;
       lsim__cand_fill(e, w, r, 1, &e->cands[n]);
       e->cand_req[n++] = r;
@@ -2563,13 +2079,10 @@ static lsim_err lsim__sel_admit(lsim_engine *e, int wi, lsim_tick now, int n,
       return rc;
     r->state = LSIM__RUNNING;
     lsim__list_push(&w->running, r);
-    /* a preempted request keeps the lease it was admitted with */
-    if (!r->lease.bound && (rc = lsim__hs_bind(e, wi, r, now, eb)))
-      return rc;
-    if ((rc = lsim__cmp_bind(e, w, r, now, eb)))
-      return rc;
-    /* prefix cache: a hit shortens the first row (never past the budget
-    ** checked above, which assumed no hit) */
+    /* extensions in order: the hotswap lease (a preempted request keeps
+    ** its own), the compressed lease, the prefix cache (a hit shortens the
+    ** first row, never past the budget checked above, which assumed no
+    ** hit) */
     if ((rc = lsim__ext_admit(e, wi, r, now, eb)))
       return rc;
     first = lsim__admit_rows(e, r);
@@ -2664,9 +2177,8 @@ static lsim_err lsim__sel_launch(lsim_engine *e, int wi, lsim_tick now,
       return rc;
   }
   if (e->k) {
-    /* compressed: the launch names the bases of its clusters too, and
-    ** every row's lease must still match the live generation (one rank
-    ** per worker here: the TP check is over that one catalog) */
+    /* compressed: the launch names the bases of its clusters too (the
+    ** rows' catalog leases are checked by ext_compress.c's launch hook) */
     int nad = w->nlaunched;
     for (int j = 0; j < nad; j++) {
       int b = lsim__basis_of(e, w->launched[j]), seen = 0;
@@ -2678,14 +2190,8 @@ static lsim_err lsim__sel_launch(lsim_engine *e, int wi, lsim_tick now,
       if ((rc = lsim_res_launch(w->res, b, +1, eb)))
         return rc;
     }
-    lsim_cmp_catalog *ranks[1] = {&w->cat};
-    if ((rc = lsim_cmp_tp_check(ranks, 1, eb)))
-      return rc;
-    for (int i = 0; i < w->nbatch; i++)
-      if ((rc = lsim_cmp_launch_check(&w->cat, &w->batch[i]->cmp, eb)))
-        return rc;
   }
-  if ((rc = lsim__hs_launch(e, w, eb)))
+  if ((rc = lsim__ext_launch(e, wi, plan, eb)))
     return rc;
   plan->iter = e->iters++;
   w->iter = plan->iter;
@@ -2763,7 +2269,7 @@ lsim_err lsim_engine_iter_done(lsim_engine *e, int wi, lsim_tick now, int ok,
       rc = rc2;
   }
   w->nlaunched = 0;
-  lsim__hs_fence(w);
+  lsim__ext_fence(e, wi);
   if (rc || !ok) {
     int n = w->nbatch;
     w->nbatch = 0;
@@ -2861,7 +2367,7 @@ lsim_err lsim_engine_iter_done(lsim_engine *e, int wi, lsim_tick now, int ok,
       return rc;
   }
   w->nbatch = 0;
-  return lsim__hs_reap(e, wi, now, eb);
+  return lsim__ext_iter_end(e, wi, now, eb);
 }
 
 lsim_err lsim_engine_finish(lsim_engine *e, lsim_tick now, lsim_errbuf *eb) {

@@ -14,22 +14,44 @@
 ** order every hook runs in, fixed for the run (LSIM_CORE_EXT_* below).
 ** The core calls a hook only through the lsim__ext_* wrappers, which skip
 ** a NULL slot and an extension whose setup switched it off, and stop at
-** the first error.  Hook points, in the order a request meets them:
+** the first error.  Today: hotswap (ext_hotswap.c), compression
+** (ext_compress.c), the prefix cache (ext_prefix.c), in that order.  Hook
+** points, in the order a request meets them:
 **
 **   setup      lsim_engine_new, after the workers and policies exist;
 **              *on = 0 switches the extension off for this run
 **   arrive     lsim_engine_arrive_blocks, before placement (a request
 **              that is then rejected is still freed through req_free)
+**   source     lsim__ensure_host, when adapter a is registered on a
+**              worker's pool: the version and digest to register (the
+**              core's default: version 0, the catalog's artifact)
+**   staged     lsim_engine_load_done, before validation: the version and
+**              digest of what that registration staged
+**   hold       lsim__sel_candidates, per waiting request: 1 keeps it out
+**              of this step's candidates (a drain in progress)
 **   admit      lsim__sel_admit, once the request is running; the first
 **              row is sized again afterwards (r->reuse)
+**   launch     lsim__sel_launch, after the core named the launch's
+**              adapters (and bases) and before iteration_selected: checks
+**              of the batch (w->batch[i] is plan entry i)
+**   fence      lsim_engine_iter_done, right after iteration_completed and
+**              the core's launch fences: the batch's last use completed
 **   first_row  lsim_engine_iter_done, when the first row (prefill or
 **              recompute) completed, after its service debit
 **   leave      lsim__release, before the request's KV object and adapter
 **              reference go back (finish, cancel, preempt, end of run)
+**   left       lsim__release, after them; keep = 1 when the request stays,
+**              preempted (or unfinished at the end of the run), on its
+**              worker and keeps what names that worker
+**   migrate    lsim__preempt, when the preempted request moves to another
+**              worker (after left with keep = 1)
+**   iter_end   lsim_engine_iter_done, last, after every request of the
+**              batch was debited and the finished ones released
 **   reclaim    lsim__begin and lsim__grow_running, before a transaction
 **              or a decode page would find fewer than `want` free slots
 **   sound      lsim__worker_sound: the extension's own check, and the KV
-**              pages it holds in the pool (added to the recount of I2)
+**              pages and adapter references it holds in the pool (added
+**              to the recounts of I2 and I3)
 **   req_free   whenever a request is freed
 **   release    lsim_engine_release, before the core frees its lists
 **
@@ -50,7 +72,12 @@
 #include "prefix.h"
 
 /* Extension ids: the fixed hook order. */
-enum { LSIM_CORE_EXT_PREFIX = 0, LSIM_CORE_NEXT = 1 };
+enum {
+  LSIM_CORE_EXT_HOTSWAP = 0,
+  LSIM_CORE_EXT_COMPRESS = 1,
+  LSIM_CORE_EXT_PREFIX = 2,
+  LSIM_CORE_NEXT = 3
+};
 
 enum { LSIM__WAITING = 0, LSIM__RUNNING = 1 };
 
@@ -69,8 +96,6 @@ typedef struct lsim_core_req { /* core request state; extension slots follow */
   int kv;              /* KV object handle in the worker's pool, or -1 */
   int queued;          /* counted in the adapter's queued reservations */
   int64_t txn;         /* open load txn carrying this request, or -1 */
-  lsim_hs_lease lease; /* resolved once, when admitted to run (hotswap) */
-  int version;         /* artifact version its lease names */
   int fair;            /* fair.h ledger: 0 not counted, 1 cold, 2 ready */
   int cancel;          /* cancelled while in the launched plan: leaves at
                           that iteration's completion */
@@ -80,9 +105,10 @@ typedef struct lsim_core_req { /* core request state; extension slots follow */
   int preemptions;
   lsim_tick preempted_at;
   int preempted_on;    /* the worker that preempted it */
-  lsim_cmp_lease cmp;  /* compressed: lease on the collection generation */
-  int cmp_bound;       /* holds cmp (and a reference on its basis object) */
-  /* set by extensions (the prefix cache today) */
+  /* set by extensions, read by the core and other extensions */
+  int version;         /* artifact version the request runs, 0 the
+                          catalog's: set at admission by the hotswap lease;
+                          the plan row and the prefix cache's key read it */
   int reuse;           /* prompt tokens its current admission reuses */
   int64_t kv_lent;     /* KV pages it gave up because an extension holds
                           those rows for it (the prefix cache's blocks) */
@@ -94,31 +120,8 @@ typedef struct lsim_core_list {
   int n;
 } lsim_core_list;
 
-/* A worker's lease catalog (hotswap.h): aliases are adapters, plus one
-** fresh alias per new_alias hotswap. */
-typedef struct lsim_core_hsw {
-  lsim_hs *hs;
-  int nslots;
-  int *alias;      /* [na] the alias adapter a resolves through */
-  int *ver;        /* [naliases] version the alias names (or will name) */
-  int *slot_ver;   /* [nslots] version staged or published in the slot */
-  int64_t *shadow; /* [na] staged slot of a hotswap in flight, or -1 */
-  int *shadow_alias, *shadow_ver, *shadow_mode; /* [na] */
-  lsim_hs_handle *shadow_expect; /* [na] handle the CAS expects */
-  int *drain;      /* [na] version waiting for drain_then_overwrite, or 0 */
-  int active;      /* a retiring slot or a drain may be pending: reap looks */
-  /* The joint pool's charge for a copy beside the live one (M_old + M_new,
-  ** docs/RESIDENCY.md): a KV-type object of the adapter's pages, bound to
-  ** the adapter, from staging until the old slot is reclaimed. */
-  int *shadow_kv;  /* [na] charge of the staged copy, or -1 */
-  int *slot_kv;    /* [nslots] charge held until this retiring slot goes */
-  int *slot_kv_a;  /* [nslots] the adapter of that charge */
-  int *reg_ver;    /* [na] version whose digest the pool registered */
-} lsim_core_hsw;
-
 typedef struct lsim_core_worker {
   lsim_res *res;
-  lsim_core_hsw hsw;
   lsim_cmp_catalog cat; /* compressed collections: this worker's catalog */
   int *attempts;       /* failed copies in the current load sequence [na] */
   lsim_core_list waiting, running;
@@ -178,10 +181,6 @@ struct lsim_engine {
   int *vict;      /* [na] victims a txn just chose (begin) */
   int *vict_done; /* [na] victims of a txn that completes or fails */
   int64_t *rest;  /* [na] restore txns handed out by a rollback */
-  /* hotswap: latest version requested per adapter, alias space */
-  int *hs_version;       /* [na] */
-  int *hs_alias_adapter; /* [hs_aliases] */
-  int hs_aliases, hs_next_alias;
   /* workers a migration queued work on, to be stepped by the world */
   int *nudge;      /* [workers] stack */
   int nnudge;
@@ -212,13 +211,37 @@ typedef struct lsim_core_ext {
                         lsim_tick now, lsim_errbuf *eb);
   lsim_err (*leave)(lsim_engine *e, void *st, int wi, lsim_core_req *r,
                     lsim_errbuf *eb);
+  /* keep: the request stays, preempted, on worker wi */
+  lsim_err (*left)(lsim_engine *e, void *st, int wi, lsim_core_req *r,
+                   lsim_tick now, int keep, lsim_errbuf *eb);
+  lsim_err (*migrate)(lsim_engine *e, void *st, int wi, lsim_core_req *r,
+                      int to, lsim_tick now, lsim_errbuf *eb);
+  /* 1: waiting request r may not be admitted on wi now */
+  int (*hold)(const lsim_engine *e, const void *st, int wi,
+              const lsim_core_req *r);
+  lsim_err (*launch)(lsim_engine *e, void *st, int wi, lsim_plan *plan,
+                     lsim_errbuf *eb);
+  void (*fence)(lsim_engine *e, void *st, int wi);
+  lsim_err (*iter_end)(lsim_engine *e, void *st, int wi, lsim_tick now,
+                       lsim_errbuf *eb);
+  /* the version and digest the pool registers (source) and validated
+  ** (staged) for adapter a; the core's default is version 0, the
+  ** catalog's artifact */
+  lsim_err (*source)(lsim_engine *e, void *st, int wi, int a, int *version,
+                     lsim_digest *d, lsim_errbuf *eb);
+  lsim_err (*staged)(lsim_engine *e, void *st, int wi, int a, int *version,
+                     lsim_digest *d, lsim_errbuf *eb);
   lsim_err (*reclaim)(lsim_engine *e, void *st, int wi, lsim_tick now,
                       int64_t want, lsim_errbuf *eb);
-  /* 1 when sound; adds the pool pages the extension holds to *kv */
-  int (*sound)(const lsim_engine *e, const void *st, int wi, int64_t *kv);
+  /* 1 when sound; adds the pool pages the extension holds to *kv and the
+  ** adapter references it holds to ref[a] (the recounts of I2 and I3) */
+  int (*sound)(const lsim_engine *e, const void *st, int wi, int64_t *kv,
+               int *ref);
   void (*req_free)(lsim_engine *e, void *st, lsim_core_req *r);
 } lsim_core_ext;
 
+extern const lsim_core_ext lsim_ext_hotswap;
+extern const lsim_core_ext lsim_ext_compress;
 extern const lsim_core_ext lsim_ext_prefix;
 
 /* Extension x's per-request slot of r. */
@@ -235,5 +258,28 @@ lsim_err lsim_core_emit(lsim_engine *e, lsim_tick now, int kind, int w,
                         lsim_errbuf *eb);
 /* Pool pages of `tokens` tokens of KV. */
 int64_t lsim_core_kv_pages(const lsim_engine *e, int64_t tokens);
+/* The residency transaction for request q on worker wi (victims chosen by
+** the eviction policy into victims[0..*nv); *ok = 0: no room), and the
+** events of its victims before commit and after it. */
+lsim_err lsim_core_begin(lsim_engine *e, int wi, lsim_tick now,
+                         const lsim_res_req *q, int relaxed, int64_t *txn,
+                         int *victims, int *nv, int *used_relaxed, int *ok,
+                         lsim_errbuf *eb);
+lsim_err lsim_core_emit_victims(lsim_engine *e, int wi, lsim_tick now,
+                                const int *v, int nv, int relaxed,
+                                lsim_errbuf *eb);
+lsim_err lsim_core_emit_retired(lsim_engine *e, int wi, lsim_tick now,
+                                const int *v, int nv, lsim_errbuf *eb);
+
+static inline int lsim_core_tenant_of(const lsim_engine *e, int a) {
+  return a % e->cfg.ntenants;
+}
+
+static inline lsim_res_adapter_view lsim_core_av(const lsim_core_worker *w,
+                                                 int a) {
+  lsim_res_adapter_view v;
+  lsim_res_adapter(w->res, a, &v);
+  return v;
+}
 
 #endif /* LSIM_ENGINE_IMPL_H */

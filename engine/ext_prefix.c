@@ -362,9 +362,10 @@ static lsim_err lsim__px_h_reclaim(lsim_engine *e, void *st, int wi,
 /* The cache's blocks are KV objects of the worker's pool (I2 counts them);
 ** lsim_prefix_check checks the cache's own index, LRU and references. */
 static int lsim__px_sound(const lsim_engine *e, const void *st, int wi,
-                          int64_t *kv) {
+                          int64_t *kv, int *ref) {
   const lsim__pxs *P = st;
   (void)e;
+  (void)ref; /* blocks hold no adapter reference */
   lsim_prefix_stats ps;
   lsim_prefix_stats_get(P->pc[wi], &ps);
   *kv += ps.pool_pages;
