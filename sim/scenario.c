@@ -20,7 +20,7 @@
 #include "../engine/residency.h"
 
 #include "../backends/backend.h"
-#include "calibrate.h"
+#include "profile.h"
 #include "json.h"
 #include "slurp.h"
 #include "../engine/policy/policy.h"
