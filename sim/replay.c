@@ -53,7 +53,7 @@
 #include "../engine/engine.h"
 #include "../engine/tp.h"
 #include "../traces/trace.h"
-#include "compress_cmd.h"
+#include "bundle.h"
 #include "db.h"
 #include "outfile.h"
 #include "queue.h"
@@ -760,8 +760,8 @@ static lsim_err lsim__cmp_synthetic(const lsim_scenario *sc, lsim__cmpset *cs,
 static lsim_err lsim__cmp_bundle(const lsim_scenario *sc, lsim__cmpset *cs,
                                  lsim_errbuf *eb) {
   const char *p = "$.adapters.compression.bundle";
-  lsim_compress_serve b;
-  lsim_err rc = lsim_compress_bundle_read(sc->compression.bundle, &b, eb);
+  lsim_bundle b;
+  lsim_err rc = lsim_bundle_read(sc->compression.bundle, &b, eb);
   if (rc)
     return rc;
   if (b.n != sc->adapters)
@@ -785,7 +785,7 @@ static lsim_err lsim__cmp_bundle(const lsim_scenario *sc, lsim__cmpset *cs,
                    p, b.R, (long long)need, (long long)sc->guard_pages,
                    (long long)sc->pool_pages);
   if (rc) {
-    lsim_compress_serve_release(&b);
+    lsim_bundle_release(&b);
     return rc;
   }
   cs->method = method;
