@@ -17,6 +17,7 @@
 ** sim/profile.c.
 */
 #include "calibrate.h"
+#include "cli.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -70,12 +71,6 @@ void lsim_calibrate_usage(FILE *f) {
         "Needs a CUDA build and a device: without one it fails (exit 1).\n"
         "exit status: 0 ok, 1 failed, 2 bad usage\n",
         f);
-}
-
-static int lsim__cal_die(lsim_err code, const char *msg) {
-  fprintf(stderr, "lorasim calibrate: error: %s: %s\n", lsim_err_name(code),
-          msg);
-  return code == LSIM_E_USAGE ? 2 : 1;
 }
 
 #ifdef LSIM_HAVE_CUDA
@@ -318,7 +313,7 @@ static int lsim__calibrate(const char *out, int reps, const char *holdout,
   if (lsim_cuda_describe(desc, sizeof desc) <= 0) {
     char m[400];
     snprintf(m, sizeof m, "calibrate needs a CUDA device: %s", desc);
-    return lsim__cal_die(LSIM_E_DEV_NO_DEVICE, m);
+    return lsim_cli_fail("calibrate", LSIM_E_DEV_NO_DEVICE, m);
   }
   /* the sweep: decode-only, prefill-only and mixed batches over adapter
   ** counts and ranks (0: mixed ranks 8..64 in one batch) */
@@ -525,7 +520,7 @@ out:
   free(t);
   free(rel);
   if (rc)
-    return lsim__cal_die(rc, eb.msg);
+    return lsim_cli_fail("calibrate", rc, eb.msg);
   return status;
 }
 #endif /* LSIM_HAVE_CUDA */
@@ -555,7 +550,7 @@ int lsim_calibrate_cmd(int argc, char **argv) {
     case O_VERBOSE: verbose = 1; break;
     case O_TSHAPE:
       if (strcmp(optarg, "model") != 0 && strcmp(optarg, "small") != 0)
-        return lsim__cal_die(LSIM_E_USAGE,
+        return lsim_cli_fail("calibrate", LSIM_E_USAGE,
                              "--tensor-shape: expected 'small' or 'model'");
       tmodel = strcmp(optarg, "model") == 0;
       break;
@@ -563,31 +558,31 @@ int lsim_calibrate_cmd(int argc, char **argv) {
       errno = 0;
       tlayers = (int)strtol(optarg, &end, 10);
       if (end == optarg || *end || errno || tlayers < 1 || tlayers > 1024)
-        return lsim__cal_die(LSIM_E_USAGE, "--tensor-layers: expected 1..1024");
+        return lsim_cli_fail("calibrate", LSIM_E_USAGE, "--tensor-layers: expected 1..1024");
       break;
     case O_REPS:
       errno = 0;
       reps = (int)strtol(optarg, &end, 10);
       if (end == optarg || *end || errno || reps < 1 || reps > 1000)
-        return lsim__cal_die(LSIM_E_USAGE, "--reps: expected 1..1000");
+        return lsim_cli_fail("calibrate", LSIM_E_USAGE, "--reps: expected 1..1000");
       break;
     case 'h': lsim_calibrate_usage(stdout); return 0;
     default: lsim_calibrate_usage(stderr); return 2;
     }
   }
   if (optind != argc)
-    return lsim__cal_die(LSIM_E_USAGE, "unexpected argument (see lorasim "
+    return lsim_cli_fail("calibrate", LSIM_E_USAGE, "unexpected argument (see lorasim "
                                        "calibrate --help)");
   if (tmodel && !holdout)
-    return lsim__cal_die(LSIM_E_USAGE, "--tensor-shape model takes the "
+    return lsim_cli_fail("calibrate", LSIM_E_USAGE, "--tensor-shape model takes the "
                                        "model's shape from --holdout "
                                        "SCENARIO");
   if (tlayers && !tmodel)
-    return lsim__cal_die(LSIM_E_USAGE,
+    return lsim_cli_fail("calibrate", LSIM_E_USAGE,
                          "--tensor-layers needs --tensor-shape model");
 #ifdef LSIM_HAVE_CUDA
   if ((!out || !db) && mkdir("results", 0777) != 0 && errno != EEXIST)
-    return lsim__cal_die(LSIM_E_IO, "cannot create directory results/");
+    return lsim_cli_fail("calibrate", LSIM_E_IO, "cannot create directory results/");
   return lsim__calibrate(out ? out : "results/profile-cuda.json", reps,
                          holdout, db ? db : "results/calibrate-holdout.db",
                          verbose, tmodel, tlayers);
@@ -598,7 +593,7 @@ int lsim_calibrate_cmd(int argc, char **argv) {
   (void)verbose;
   (void)tmodel;
   (void)tlayers;
-  return lsim__cal_die(LSIM_E_DEV_NO_DEVICE,
+  return lsim_cli_fail("calibrate", LSIM_E_DEV_NO_DEVICE,
                        "calibrate needs a CUDA device: this lorasim was built "
                        "without CUDA (nvcc was not found at configure time)");
 #endif
