@@ -368,7 +368,7 @@ static int lsim__run(const lsim__topts *o) {
     }
   }
   if (rc) {
-    lsim_trace_stats_free(st);
+    lsim_trace_stats_release(st);
     return lsim__tdie(o->cmd, rc, eb.msg);
   }
   FILE *rep = convert ? stderr : stdout;
@@ -380,10 +380,10 @@ static int lsim__run(const lsim__topts *o) {
   } else {
     lsim_trace_stats_print(st, stdout);
     if (!o->noplot && (rc = lsim__plot(o, st, &eb))) {
-      lsim_trace_stats_free(st);
+      lsim_trace_stats_release(st);
       return lsim__tdie(o->cmd, rc, eb.msg);
     }
-    lsim_trace_stats_free(st);
+    lsim_trace_stats_release(st);
   }
   return 0;
 }
