@@ -295,7 +295,6 @@ lsim_err lsim_core_emit(lsim_engine *e, lsim_tick now, int kind, int w,
                            int64_t bytes, int64_t value, const char *detail,
                            lsim_errbuf *eb) {
   lsim_event ev;
-  ev.seq = e->seq++;
   ev.tick = now;
   ev.kind = kind;
   ev.worker = w;
@@ -308,14 +307,10 @@ lsim_err lsim_core_emit(lsim_engine *e, lsim_tick now, int kind, int w,
   ev.bytes = bytes;
   ev.value = value;
   ev.detail = detail;
-  if (!e->cfg.sink.event)
-    return 0;
-  lsim_err rc = e->cfg.sink.event(e->cfg.sink.ud, &ev);
-  if (rc)
-    return lsim_fail(eb, rc, "event sink failed on %s (seq %lld)",
-                     lsim_event_kind_name(kind), (long long)ev.seq);
-  return 0;
+  return lsim_evlog_emit(&e->log, &ev, eb);
 }
+
+lsim_evlog *lsim_engine_evlog(lsim_engine *e) { return &e->log; }
 
 static lsim_err lsim__record(lsim_engine *e, const lsim_core_req *r,
                              lsim_tick now, const char *outcome,
@@ -486,6 +481,7 @@ lsim_err lsim_engine_new(lsim_engine **out, const lsim_engine_cfg *cfg,
   if (!e)
     return lsim_fail(eb, LSIM_E_NOMEM, "out of memory creating engine");
   e->cfg = *cfg;
+  lsim_evlog_init(&e->log, &cfg->sink);
   /* each extension's request slot after the core's fields, aligned */
   size_t off = sizeof(lsim_core_req);
   for (int x = 0; x < LSIM_CORE_NEXT; x++) {
@@ -1604,15 +1600,7 @@ lsim_err lsim_engine_load_done(lsim_engine *e, int w, int adapter,
                                  ok ? LSIM_LOAD_OK : LSIM_LOAD_COPY_FAILED, eb);
 }
 
-/* ---- faults and cancellation ------------------------------------------------ */
-
-lsim_err lsim_engine_fault(lsim_engine *e, int w, lsim_tick now, int adapter,
-                           int64_t request, const char *what, int64_t value,
-                           lsim_errbuf *eb) {
-  return lsim_core_emit(e, now, LSIM_EV_FAULT_INJECTED, w, request,
-                    adapter >= 0 ? lsim__tenant_of(e, adapter) : LSIM_NONE,
-                    adapter, LSIM_NONE, 0, 0, 0, value, what, eb);
-}
+/* ---- cancellation ------------------------------------------------------- */
 
 /* Withdraw waiting request r of worker wi: its KV share of an open load
 ** txn or its committed KV goes back, its queue entry closes.  *released

@@ -54,6 +54,7 @@
 
 #include "compress_res.h"
 #include "event.h"
+#include "evlog.h"
 #include "lsim.h"
 #include "plan.h"
 #include "policy/policy.h"
@@ -324,11 +325,13 @@ enum {
 lsim_err lsim_engine_withdraw(lsim_engine *e, int64_t request, lsim_tick now,
                               int why, int *found, lsim_errbuf *eb);
 
-/* Log a fault the world injected (event fault_injected; what: a short
-** static string such as "copy_failure"; value: kind-specific). */
-lsim_err lsim_engine_fault(lsim_engine *e, int w, lsim_tick now, int adapter,
-                           int64_t request, const char *what, int64_t value,
-                           lsim_errbuf *eb);
+/*
+** The engine's event log (evlog.h): the one seq counter and cfg.sink's event
+** callback.  The world writes the events it decides (fault_injected) here, so
+** they take their place in the same sequence as the engine's own.  Borrowed:
+** valid until lsim_engine_release.
+*/
+lsim_evlog *lsim_engine_evlog(lsim_engine *e);
 
 /*
 ** The future of the trace, for offline eviction oracles (a policy with

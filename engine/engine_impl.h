@@ -156,7 +156,7 @@ struct lsim_engine {
   lsim_digest *artifact; /* per adapter */
   lsim_digest kabi;      /* the kernel ABI every worker accepts */
   lsim_core_worker *w;
-  int64_t seq;   /* next event seq */
+  lsim_evlog log; /* the event log: seq and sink (evlog.h) */
   int64_t iters; /* next iteration number */
   int64_t live;
   lsim_core_req *freelist;

@@ -10,8 +10,9 @@
 ** The engine has no I/O.  It hands each event to an lsim_sink, a pair of
 ** callbacks the simulator supplies (the SQLite logger and the metrics
 ** registry are sinks; tests use their own).  Events arrive at the sink in
-** emission order; `seq` is assigned by the engine and is strictly increasing
-** within one run, so (tick, seq) is a total order of the log.
+** emission order; `seq` is assigned by the event log (evlog.h) that both the
+** engine and the world write to, and is strictly increasing within one run,
+** so (tick, seq) is a total order of the log.
 **
 ** The numeric kind codes are stored in the database: append only, never
 ** renumber.  lsim_event_kind_name() gives the stable string.
@@ -87,7 +88,7 @@ const char *lsim_event_kind_name(int kind);
 ** short static string or NULL (never owned by the sink).
 */
 typedef struct lsim_event {
-  int64_t seq;        /* engine-assigned, strictly increasing */
+  int64_t seq;        /* assigned by the event log, strictly increasing */
   lsim_tick tick;
   int kind;           /* enum lsim_event_kind */
   int worker;

@@ -91,7 +91,7 @@ static void lsim__read(const char *path, int assigned) {
     lsim_trace_stats_summary(st, &s);
     if (s.requests != n)
       lsim__die("statistics lost a record", NULL);
-    lsim_trace_stats_free(st);
+    lsim_trace_stats_release(st);
   }
   lsim_trace_close(&t);
 }

@@ -13,9 +13,11 @@
 ** integer units.  With --holdout, a scenario is replayed with --backend
 ** cuda and the profile's prediction of every iteration with adapter rows
 ** is compared with its measured device time: median and p90 relative
-** error.  Nothing here steers a replay's decisions.
+** error.  Nothing here steers a replay's decisions.  Profiles are read by
+** sim/profile.c.
 */
 #include "calibrate.h"
+#include "cli.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -29,6 +31,7 @@
 #include <time.h>
 
 #include "outfile.h"
+#include "profile.h"
 #include "../engine/plan.h"
 #include "json.h"
 #include "replay.h"
@@ -37,55 +40,6 @@
 #ifdef LSIM_HAVE_CUDA
 #include "../backends/cuda/cuda.h"
 #endif
-
-/* ---- profiles -------------------------------------------------------------- */
-
-lsim_err lsim_profile_load(const char *path, lsim_cost_model *out,
-                           lsim_errbuf *eb) {
-  static const char *const keys[] = {"iter_fixed_ns", "prefill_token_ns",
-                                     "decode_token_ns", "segment_ns",
-                                     "rank_row_ps"};
-  /* the shared reader (sim/slurp.h, sim/json.h): the file type checked
-  ** before opening, at most 1 MiB, duplicate keys refused, exact integers */
-  static const lsim_json_codes codes = {LSIM_E_DEV_PROFILE,
-                                        LSIM_E_JSON_DUP_KEY};
-  const lsim_slurp_opts so = {(size_t)1 << 20, LSIM_E_DEV_PROFILE, 0, 0,
-                              "profile"};
-  lsim_json_doc doc;
-  lsim_errbuf e2 = LSIM_ERRBUF_INIT;
-  lsim_err rc = lsim_json_load(&doc, path, &so, &codes, &e2);
-  if (rc) {
-    int syntax = rc == LSIM_E_DEV_PROFILE && strncmp(e2.msg, "profile ", 8);
-    return lsim_fail(eb, rc, "%s%s%s", syntax ? "profile " : "", e2.msg,
-                     syntax ? " (not valid JSON)" : "");
-  }
-  char file[600];
-  snprintf(file, sizeof file, "profile %s", path);
-  const lsim_json_rd rd = {file, eb, LSIM_E_DEV_PROFILE, LSIM_E_DEV_PROFILE,
-                           LSIM_E_DEV_PROFILE};
-  const cJSON *root = doc.root;
-  const cJSON *ver = lsim_json_get(root, "lorasim_profile");
-  const cJSON *cost = lsim_json_get(root, "cost");
-  int64_t one = 0, v[5];
-  if (lsim_json_int(ver, &one) != LSIM_JSON_INT_OK || one != 1) {
-    rc = lsim_json_fail(eb, LSIM_E_DEV_PROFILE, file, "$.lorasim_profile",
-                        "must be 1");
-    goto out;
-  }
-  if (!cJSON_IsObject(cost)) {
-    rc = lsim_json_fail(eb, LSIM_E_DEV_PROFILE, file, "$.cost",
-                        "required object is missing");
-    goto out;
-  }
-  for (int i = 0; i < 5; i++)
-    if ((rc = lsim_json_get_int(&rd, cost, "$.cost", keys[i], 1, 0,
-                                1000000000000, 0, &v[i])))
-      goto out;
-  *out = (lsim_cost_model){v[0], v[1], v[2], v[3], v[4]};
-out:
-  lsim_json_release(&doc);
-  return rc;
-}
 
 void lsim_calibrate_usage(FILE *f) {
   fputs("usage: lorasim calibrate [options]\n"
@@ -117,12 +71,6 @@ void lsim_calibrate_usage(FILE *f) {
         "Needs a CUDA build and a device: without one it fails (exit 1).\n"
         "exit status: 0 ok, 1 failed, 2 bad usage\n",
         f);
-}
-
-static int lsim__cal_die(lsim_err code, const char *msg) {
-  fprintf(stderr, "lorasim calibrate: error: %s: %s\n", lsim_err_name(code),
-          msg);
-  return code == LSIM_E_USAGE ? 2 : 1;
 }
 
 #ifdef LSIM_HAVE_CUDA
@@ -365,7 +313,7 @@ static int lsim__calibrate(const char *out, int reps, const char *holdout,
   if (lsim_cuda_describe(desc, sizeof desc) <= 0) {
     char m[400];
     snprintf(m, sizeof m, "calibrate needs a CUDA device: %s", desc);
-    return lsim__cal_die(LSIM_E_DEV_NO_DEVICE, m);
+    return lsim_cli_fail("calibrate", LSIM_E_DEV_NO_DEVICE, m);
   }
   /* the sweep: decode-only, prefill-only and mixed batches over adapter
   ** counts and ranks (0: mixed ranks 8..64 in one batch) */
@@ -572,7 +520,7 @@ out:
   free(t);
   free(rel);
   if (rc)
-    return lsim__cal_die(rc, eb.msg);
+    return lsim_cli_fail("calibrate", rc, eb.msg);
   return status;
 }
 #endif /* LSIM_HAVE_CUDA */
@@ -602,7 +550,7 @@ int lsim_calibrate_cmd(int argc, char **argv) {
     case O_VERBOSE: verbose = 1; break;
     case O_TSHAPE:
       if (strcmp(optarg, "model") != 0 && strcmp(optarg, "small") != 0)
-        return lsim__cal_die(LSIM_E_USAGE,
+        return lsim_cli_fail("calibrate", LSIM_E_USAGE,
                              "--tensor-shape: expected 'small' or 'model'");
       tmodel = strcmp(optarg, "model") == 0;
       break;
@@ -610,31 +558,31 @@ int lsim_calibrate_cmd(int argc, char **argv) {
       errno = 0;
       tlayers = (int)strtol(optarg, &end, 10);
       if (end == optarg || *end || errno || tlayers < 1 || tlayers > 1024)
-        return lsim__cal_die(LSIM_E_USAGE, "--tensor-layers: expected 1..1024");
+        return lsim_cli_fail("calibrate", LSIM_E_USAGE, "--tensor-layers: expected 1..1024");
       break;
     case O_REPS:
       errno = 0;
       reps = (int)strtol(optarg, &end, 10);
       if (end == optarg || *end || errno || reps < 1 || reps > 1000)
-        return lsim__cal_die(LSIM_E_USAGE, "--reps: expected 1..1000");
+        return lsim_cli_fail("calibrate", LSIM_E_USAGE, "--reps: expected 1..1000");
       break;
     case 'h': lsim_calibrate_usage(stdout); return 0;
     default: lsim_calibrate_usage(stderr); return 2;
     }
   }
   if (optind != argc)
-    return lsim__cal_die(LSIM_E_USAGE, "unexpected argument (see lorasim "
+    return lsim_cli_fail("calibrate", LSIM_E_USAGE, "unexpected argument (see lorasim "
                                        "calibrate --help)");
   if (tmodel && !holdout)
-    return lsim__cal_die(LSIM_E_USAGE, "--tensor-shape model takes the "
+    return lsim_cli_fail("calibrate", LSIM_E_USAGE, "--tensor-shape model takes the "
                                        "model's shape from --holdout "
                                        "SCENARIO");
   if (tlayers && !tmodel)
-    return lsim__cal_die(LSIM_E_USAGE,
+    return lsim_cli_fail("calibrate", LSIM_E_USAGE,
                          "--tensor-layers needs --tensor-shape model");
 #ifdef LSIM_HAVE_CUDA
   if ((!out || !db) && mkdir("results", 0777) != 0 && errno != EEXIST)
-    return lsim__cal_die(LSIM_E_IO, "cannot create directory results/");
+    return lsim_cli_fail("calibrate", LSIM_E_IO, "cannot create directory results/");
   return lsim__calibrate(out ? out : "results/profile-cuda.json", reps,
                          holdout, db ? db : "results/calibrate-holdout.db",
                          verbose, tmodel, tlayers);
@@ -645,7 +593,7 @@ int lsim_calibrate_cmd(int argc, char **argv) {
   (void)verbose;
   (void)tmodel;
   (void)tlayers;
-  return lsim__cal_die(LSIM_E_DEV_NO_DEVICE,
+  return lsim_cli_fail("calibrate", LSIM_E_DEV_NO_DEVICE,
                        "calibrate needs a CUDA device: this lorasim was built "
                        "without CUDA (nvcc was not found at configure time)");
 #endif

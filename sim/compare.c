@@ -14,6 +14,7 @@
 ** `lorasim replay --scheduler k` writes with the same options.
 */
 #include "compare.h"
+#include "cli.h"
 
 #include "audit.h"
 #include "escape.h"
@@ -93,16 +94,6 @@ static void lsim__cmp_usage(FILE *f) {
   fputs("\n\nexit status: 0 ok, 1 a run failed, 2 bad usage or input, "
         "130 interrupted\n",
         f);
-}
-
-static int lsim__cmp_die(lsim_err code, const char *msg) {
-  fprintf(stderr, "lorasim compare: error: %s: %s\n", lsim_err_name(code),
-          msg);
-  if (code == LSIM_E_INTERRUPTED)
-    return 130;
-  if (code <= LSIM_E_SCN_JSON && code > LSIM_E_BACKEND)
-    return 2;
-  return code == LSIM_E_USAGE ? 2 : 1;
 }
 
 /* Split the comma list into names[] (pointers into buf); -1 with a message
@@ -678,28 +669,28 @@ int lsim_compare_main(int argc, char **argv) {
     return 2;
   }
   if (!scheds)
-    return lsim__cmp_die(LSIM_E_USAGE, "--schedulers is required (e.g. "
+    return lsim_cli_fail("compare", LSIM_E_USAGE, "--schedulers is required (e.g. "
                                        "--schedulers fcfs,deficit_aging)");
   lsim_errbuf eb = LSIM_ERRBUF_INIT;
   char list[1024];
   char *names[LSIM__CMP_MAX];
   int n = 0;
   if (strlen(scheds) >= sizeof list)
-    return lsim__cmp_die(LSIM_E_USAGE, "--schedulers: list too long");
+    return lsim_cli_fail("compare", LSIM_E_USAGE, "--schedulers: list too long");
   snprintf(list, sizeof list, "%s", scheds);
   if (lsim__cmp_split(list, names, &n, &eb))
-    return lsim__cmp_die(eb.code, eb.msg);
+    return lsim_cli_fail("compare", eb.code, eb.msg);
   if (evict && !lsim_evict_find(evict)) {
     lsim_fail(&eb, LSIM_E_SCN_POLICY,
               "--evict: unknown name '%s' (see lorasim compare --help)",
               evict);
-    return lsim__cmp_die(eb.code, eb.msg);
+    return lsim_cli_fail("compare", eb.code, eb.msg);
   }
   if (prefetch && !lsim_prefetch_find(prefetch)) {
     lsim_fail(&eb, LSIM_E_SCN_POLICY,
               "--prefetch: unknown name '%s' (see lorasim compare --help)",
               prefetch);
-    return lsim__cmp_die(eb.code, eb.msg);
+    return lsim_cli_fail("compare", eb.code, eb.msg);
   }
   uint64_t seed = 0;
   if (seed_s) {
@@ -707,7 +698,7 @@ int lsim_compare_main(int argc, char **argv) {
     errno = 0;
     unsigned long long v = strtoull(seed_s, &end, 10);
     if (*seed_s == '-' || end == seed_s || *end || errno)
-      return lsim__cmp_die(LSIM_E_USAGE,
+      return lsim_cli_fail("compare", LSIM_E_USAGE,
                            "--seed: expected a non-negative integer");
     seed = v;
   }
@@ -715,7 +706,7 @@ int lsim_compare_main(int argc, char **argv) {
   static lsim_scenario sc;
   lsim_err rc = lsim_scenario_load(&sc, argv[optind], &eb);
   if (rc) {
-    lsim__cmp_die(rc, eb.msg);
+    lsim_cli_fail("compare", rc, eb.msg);
     return 2;
   }
   if (seed_s)
@@ -728,7 +719,7 @@ int lsim_compare_main(int argc, char **argv) {
   char dir[1024];
   if (out) {
     if (strlen(out) > 900)
-      return lsim__cmp_die(LSIM_E_USAGE, "--out: path too long");
+      return lsim_cli_fail("compare", LSIM_E_USAGE, "--out: path too long");
     snprintf(dir, sizeof dir, "%s", out);
   } else {
     snprintf(dir, sizeof dir, "results/compare-%s", sc.name);
@@ -754,7 +745,7 @@ int lsim_compare_main(int argc, char **argv) {
   int64_t *service = calloc((size_t)n * (size_t)(sc.ntenants ? sc.ntenants : 1),
                             sizeof(int64_t));
   if (!service)
-    return lsim__cmp_die(LSIM_E_NOMEM, "out of memory");
+    return lsim_cli_fail("compare", LSIM_E_NOMEM, "out of memory");
   char tlp[1100], ttp[1100], svp[1100];
   snprintf(tlp, sizeof tlp, "%s/compare-timeline.dat", dir);
   snprintf(ttp, sizeof ttp, "%s/compare-ttft.dat", dir);
@@ -766,7 +757,7 @@ int lsim_compare_main(int argc, char **argv) {
   const char *const dps[3] = {tlp, ttp, svp};
   for (; ndof < 3; ndof++)
     if ((rc = lsim_out_open(&dof[ndof], dps[ndof], &eb))) {
-      st = lsim__cmp_die(rc, eb.msg);
+      st = lsim_cli_fail("compare", rc, eb.msg);
       break;
     }
   FILE *ftl = ndof == 3 ? dof[0].fp : NULL, *ftt = ndof == 3 ? dof[1].fp : NULL,
@@ -785,7 +776,7 @@ int lsim_compare_main(int argc, char **argv) {
     lsim_timeline tl;
     if (lsim_timeline_init(&tl, sc.ntenants, sc.workers, sc.adapters,
                            sc.ns_per_tick)) {
-      st = lsim__cmp_die(LSIM_E_NOMEM, "out of memory");
+      st = lsim_cli_fail("compare", LSIM_E_NOMEM, "out of memory");
       break;
     }
     lsim_sink tap = {lsim_timeline_event, NULL, &tl, NULL};
@@ -797,7 +788,7 @@ int lsim_compare_main(int argc, char **argv) {
                           .tap = &tap};
     rc = lsim_replay_run(&sc, &o, &rows[i].s, &eb);
     if (rc) {
-      st = lsim__cmp_die(rc, eb.msg);
+      st = lsim_cli_fail("compare", rc, eb.msg);
       char prog[LSIM_NAME_MAX + 64];
       snprintf(prog, sizeof prog, "lorasim compare: run of '%s'", names[i]);
       lsim_replay_explain(stderr, prog, &rows[i].s, dbpath);
@@ -805,7 +796,7 @@ int lsim_compare_main(int argc, char **argv) {
                                    sc.ns_per_tick) ||
                (rc = lsim__cmp_ttft(ftt, dbpath, tick_s * 1e3, &eb)) ||
                (rc = lsim__cmp_starved(fsv, dbpath, i, tick_s, &eb))) {
-      st = lsim__cmp_die(rc ? rc : LSIM_E_IO, rc ? eb.msg : "write failed");
+      st = lsim_cli_fail("compare", rc ? rc : LSIM_E_IO, rc ? eb.msg : "write failed");
     }
     lsim_timeline_release(&tl);
   }
@@ -813,7 +804,7 @@ int lsim_compare_main(int argc, char **argv) {
     if (st) {
       lsim_out_abort(&dof[k]);
     } else if ((rc = lsim_out_commit(&dof[k], &eb))) {
-      st = lsim__cmp_die(rc, eb.msg);
+      st = lsim_cli_fail("compare", rc, eb.msg);
     }
   }
   if (!st) {
@@ -833,7 +824,7 @@ int lsim_compare_main(int argc, char **argv) {
     if (!rc && plots && png[0])
       rc = lsim__cmp_plots2(dir, &sc, rows, n, note, sizeof note, &all, &eb);
     if (rc) {
-      st = lsim__cmp_die(rc, eb.msg);
+      st = lsim_cli_fail("compare", rc, eb.msg);
     } else {
       /* paths shown with control bytes made visible (escape.h) */
       char shown[LSIM_ESC_SIZE(1300)];

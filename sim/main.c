@@ -24,6 +24,7 @@
 #include "../backends/backend.h"
 #include "../engine/policy/policy.h"
 #include "audit.h"
+#include "cli.h"
 #include "calibrate.h"
 #include "compare.h"
 #include "compress_cmd.h"
@@ -130,21 +131,6 @@ static void lsim__usage(FILE *f) {
         "\n"
         "Run 'lorasim COMMAND --help' for the options of a command.\n",
         f);
-}
-
-static int lsim__die(const char *prog, lsim_err code, const char *msg) {
-  fprintf(stderr, "%s: error: %s: %s\n", prog, lsim_err_name(code), msg);
-  if (code == LSIM_E_INTERRUPTED)
-    return 130;
-  if (code <= LSIM_E_SCN_JSON && code > LSIM_E_BACKEND)
-    return 2; /* scenario and trace input */
-  if (code <= LSIM_E_CMP_JSON && code >= -559 && code != LSIM_E_CMP_LAPACK)
-    return 2; /* a compressed collection that cannot be served as given */
-  if (code == LSIM_E_OUT_SYMLINK || code == LSIM_E_OUT_NOT_REGULAR)
-    return 2; /* an output path refused before anything is written */
-  if (code == LSIM_E_RUN_INPUT_MISSING || code == LSIM_E_RUN_INPUT_CHANGED)
-    return 2; /* an input of the run that cannot be read */
-  return code == LSIM_E_USAGE ? 2 : 1;
 }
 
 static int lsim__set_name(char *dst, const char *src, const char *what,
@@ -261,17 +247,17 @@ static int lsim__cmd_replay(int argc, char **argv) {
   lsim_errbuf eb = LSIM_ERRBUF_INIT;
   lsim_err rc = lsim_scenario_load(&sc, argv[optind], &eb);
   if (rc) {
-    lsim__die("lorasim replay", rc, eb.msg);
+    lsim_cli_fail("replay", rc, eb.msg);
     return 2; /* an unreadable scenario is bad input too */
   }
   if (skip)
     sc.trace_skip_bad_rows = 1;
   if (profile && (rc = lsim_runid_apply_profile(&sc, profile, &eb))) {
-    lsim__die("lorasim replay", rc, eb.msg);
+    lsim_cli_fail("replay", rc, eb.msg);
     return 2; /* bad input */
   }
   if (seed_s && lsim__parse_seed(seed_s, &sc.seed))
-    return lsim__die("lorasim replay", LSIM_E_USAGE,
+    return lsim_cli_fail("replay", LSIM_E_USAGE,
                      "--seed: expected a non-negative integer");
   if ((sched && lsim__set_name(sc.scheduler, sched, "scheduler",
                                lsim_sched_find(sched) != NULL, &eb)) ||
@@ -281,26 +267,26 @@ static int lsim__cmd_replay(int argc, char **argv) {
                                   lsim_prefetch_find(prefetch) != NULL, &eb)) ||
       (backend && lsim__set_name(sc.backend, backend, "backend",
                                  lsim_backend_find(backend) != NULL, &eb)))
-    return lsim__die("lorasim replay", eb.code, eb.msg);
+    return lsim_cli_fail("replay", eb.code, eb.msg);
 
 #ifdef LSIM_HAVE_CUDA
   if (strcmp(sc.backend, "cuda") == 0) {
     char desc[256];
     if (lsim_cuda_describe(desc, sizeof desc) <= 0) {
       snprintf(eb.msg, sizeof eb.msg, "backend cuda: %s", desc);
-      lsim__die("lorasim replay", LSIM_E_BACKEND, eb.msg);
+      lsim_cli_fail("replay", LSIM_E_BACKEND, eb.msg);
       return 2; /* refused before anything is written */
     }
   }
 #endif
   if ((tmodel || tlayers) && strcmp(sc.backend, "cuda") != 0)
-    return lsim__die("lorasim replay", LSIM_E_USAGE,
+    return lsim_cli_fail("replay", LSIM_E_USAGE,
                      "--tensor-shape/--tensor-layers need --backend cuda");
   if (tlayers && !tmodel)
-    return lsim__die("lorasim replay", LSIM_E_USAGE,
+    return lsim_cli_fail("replay", LSIM_E_USAGE,
                      "--tensor-layers needs --tensor-shape model");
   if (verify && strcmp(sc.backend, "cuda") != 0)
-    return lsim__die("lorasim replay", LSIM_E_USAGE,
+    return lsim_cli_fail("replay", LSIM_E_USAGE,
                      "--verify cpu_ref needs --backend cuda (cpu_ref checks "
                      "itself: every family against the others)");
   char dbpath[1024];
@@ -308,7 +294,7 @@ static int lsim__cmd_replay(int argc, char **argv) {
     snprintf(dbpath, sizeof dbpath, "%s", db);
   } else {
     if (mkdir("results", 0777) != 0 && errno != EEXIST)
-      return lsim__die("lorasim replay", LSIM_E_IO,
+      return lsim_cli_fail("replay", LSIM_E_IO,
                        "cannot create directory results/");
     snprintf(dbpath, sizeof dbpath, "results/%s-seed%llu.db", sc.name,
              (unsigned long long)sc.seed);
@@ -357,7 +343,7 @@ static int lsim__cmd_replay(int argc, char **argv) {
   lsim_summary sum;
   rc = lsim_replay_run(&sc, &o, &sum, &eb);
   if (rc) {
-    int st = lsim__die("lorasim replay", rc, eb.msg);
+    int st = lsim_cli_fail("replay", rc, eb.msg);
     lsim_replay_explain(stderr, "lorasim replay", &sum, dbpath);
     return st;
   }

@@ -34,6 +34,7 @@
 ** the trace, the options and the seed only.
 */
 #include "prefix_report.h"
+#include "cli.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -145,13 +146,6 @@ static void lsim__px_usage(FILE *f) {
       "\n"
       "exit status: 0 ok, 1 failure, 2 bad usage or input\n",
       f);
-}
-
-static int lsim__px_die(lsim_err code, const char *msg) {
-  fprintf(stderr, "lorasim prefix: error: %s: %s\n", lsim_err_name(code), msg);
-  if (code == LSIM_E_USAGE || (code <= LSIM_E_SCN_JSON && code > LSIM_E_BACKEND))
-    return 2;
-  return 1;
 }
 
 static int lsim__px_num(const char *s, double lo, double hi, double *out) {
@@ -820,19 +814,19 @@ int lsim_prefix_main(int argc, char **argv) {
       char msg[160];
       snprintf(msg, sizeof msg, "%s: value '%s' is out of range or not a "
                "number", bad, optarg);
-      return lsim__px_die(LSIM_E_USAGE, msg);
+      return lsim_cli_fail("prefix", LSIM_E_USAGE, msg);
     }
   }
   if (optind != argc)
-    return lsim__px_die(LSIM_E_USAGE, "unexpected argument (see lorasim "
+    return lsim_cli_fail("prefix", LSIM_E_USAGE, "unexpected argument (see lorasim "
                                       "prefix --help)");
   if (o.lmhead_share + o.alora_share + o.alias_share > 1)
-    return lsim__px_die(LSIM_E_USAGE, "--lmhead-share + --alora-share + "
+    return lsim_cli_fail("prefix", LSIM_E_USAGE, "--lmhead-share + --alora-share + "
                                       "--alias-share exceed 1");
   if (o.requests != (int64_t)o.requests || o.seed != (uint64_t)o.seed ||
       o.adapters != (int)o.adapters || o.block_tokens != (int)o.block_tokens ||
       o.cache_blocks != (int64_t)o.cache_blocks || o.servers != (int)o.servers)
-    return lsim__px_die(LSIM_E_USAGE, "counts and the seed must be integers");
+    return lsim_cli_fail("prefix", LSIM_E_USAGE, "counts and the seed must be integers");
   int nad = (int)o.adapters;
   lsim__adp *ad = calloc((size_t)nad, sizeof *ad);
   lsim_prefix_adapter_stats *pa[LSIM__NMODES] = {0};
@@ -884,6 +878,6 @@ int lsim_prefix_main(int argc, char **argv) {
   for (int i = 0; i < LSIM__NMODES; i++)
     free(pa[i]);
   if (rc)
-    return lsim__px_die(rc, eb.msg);
+    return lsim_cli_fail("prefix", rc, eb.msg);
   return 0;
 }

@@ -53,7 +53,7 @@
 #include "../engine/engine.h"
 #include "../engine/tp.h"
 #include "../traces/trace.h"
-#include "compress_cmd.h"
+#include "bundle.h"
 #include "db.h"
 #include "outfile.h"
 #include "queue.h"
@@ -381,6 +381,30 @@ static lsim_err lsim__tp_outcome(lsim__world *W, lsim_tick start, int adapter,
   return 0;
 }
 
+/* ---- faults: decided by the world, logged by it ------------------------------ */
+
+/*
+** Write a fault the world injected to the engine's event log (event
+** fault_injected; what: a short static string such as "copy_failure"; value:
+** kind-specific, docs/SCHEMA.md).  The tenant follows the scenario's rule,
+** adapter a belongs to tenant a % ntenants (docs/SCENARIO.md).
+*/
+static lsim_err lsim__fault(lsim__world *W, int w, int adapter,
+                            int64_t request, const char *what, int64_t value,
+                            lsim_errbuf *eb) {
+  lsim_event ev = {0};
+  ev.tick = W->now;
+  ev.kind = LSIM_EV_FAULT_INJECTED;
+  ev.worker = w;
+  ev.request = request;
+  ev.tenant = adapter >= 0 ? adapter % W->sc->ntenants : LSIM_NONE;
+  ev.adapter = adapter;
+  ev.generation = LSIM_NONE;
+  ev.value = value;
+  ev.detail = what;
+  return lsim_evlog_emit(lsim_engine_evlog(W->eng), &ev, eb);
+}
+
 /* ---- handlers ------------------------------------------------------------- */
 
 static lsim_err lsim__on_step(lsim__world *W, int w, lsim_errbuf *eb) {
@@ -409,9 +433,8 @@ static lsim_err lsim__on_step(lsim__world *W, int w, lsim_errbuf *eb) {
                          "x%g takes more than 2^62 ns",
                          (long long)ns, sc->h2d_slowdown);
       /* value: the extra copy time in ns */
-      if ((rc = lsim_engine_fault(W->eng, w, W->now, loads[i].adapter,
-                                  loads[i].request, "h2d_slowdown", slow - ns,
-                                  eb)))
+      if ((rc = lsim__fault(W, w, loads[i].adapter, loads[i].request,
+                            "h2d_slowdown", slow - ns, eb)))
         return rc;
       ns = slow;
     }
@@ -503,14 +526,11 @@ static lsim_err lsim__on_load_done(lsim__world *W, int w, int adapter,
                                    int outcome, lsim_errbuf *eb) {
   lsim_err rc = 0;
   if (outcome == LSIM_LOAD_COPY_FAILED)
-    rc = lsim_engine_fault(W->eng, w, W->now, adapter, LSIM_NONE,
-                           "copy_failure", 0, eb);
+    rc = lsim__fault(W, w, adapter, LSIM_NONE, "copy_failure", 0, eb);
   else if (outcome == LSIM_LOAD_DIGEST_BAD)
-    rc = lsim_engine_fault(W->eng, w, W->now, adapter, LSIM_NONE,
-                           "digest_failure", 0, eb);
+    rc = lsim__fault(W, w, adapter, LSIM_NONE, "digest_failure", 0, eb);
   else if (outcome == LSIM_LOAD_STALE_BASIS)
-    rc = lsim_engine_fault(W->eng, w, W->now, adapter, LSIM_NONE,
-                           "stale_basis", 0, eb);
+    rc = lsim__fault(W, w, adapter, LSIM_NONE, "stale_basis", 0, eb);
   if (!rc)
     rc = lsim_engine_load_result(W->eng, w, adapter, W->now, outcome, eb);
   if (!rc)
@@ -524,8 +544,7 @@ static lsim_err lsim__on_cancel(lsim__world *W, int w, int64_t request,
   /* value: 1 when the request was still waiting and is now cancelled */
   lsim_err rc = lsim_engine_cancel(W->eng, request, W->now, &found, eb);
   if (!rc)
-    rc = lsim_engine_fault(W->eng, w, W->now, adapter, request, "cancel",
-                           found, eb);
+    rc = lsim__fault(W, w, adapter, request, "cancel", found, eb);
   if (!rc && found)
     rc = lsim__touch(W, w, eb);
   return rc;
@@ -568,11 +587,9 @@ static lsim_err lsim__on_hs_done(lsim__world *W, int w, int adapter,
   lsim_err rc = 0;
   /* value 1: the fault hit a hotswap's shadow copy */
   if (outcome == LSIM_LOAD_COPY_FAILED)
-    rc = lsim_engine_fault(W->eng, w, W->now, adapter, LSIM_NONE,
-                           "copy_failure", 1, eb);
+    rc = lsim__fault(W, w, adapter, LSIM_NONE, "copy_failure", 1, eb);
   else if (outcome == LSIM_LOAD_DIGEST_BAD)
-    rc = lsim_engine_fault(W->eng, w, W->now, adapter, LSIM_NONE,
-                           "digest_failure", 1, eb);
+    rc = lsim__fault(W, w, adapter, LSIM_NONE, "digest_failure", 1, eb);
   if (!rc)
     rc = lsim_engine_hotswap_done(W->eng, w, adapter, W->now, outcome, eb);
   if (!rc)
@@ -743,8 +760,8 @@ static lsim_err lsim__cmp_synthetic(const lsim_scenario *sc, lsim__cmpset *cs,
 static lsim_err lsim__cmp_bundle(const lsim_scenario *sc, lsim__cmpset *cs,
                                  lsim_errbuf *eb) {
   const char *p = "$.adapters.compression.bundle";
-  lsim_compress_serve b;
-  lsim_err rc = lsim_compress_bundle_read(sc->compression.bundle, &b, eb);
+  lsim_bundle b;
+  lsim_err rc = lsim_bundle_read(sc->compression.bundle, &b, eb);
   if (rc)
     return rc;
   if (b.n != sc->adapters)
@@ -768,7 +785,7 @@ static lsim_err lsim__cmp_bundle(const lsim_scenario *sc, lsim__cmpset *cs,
                    p, b.R, (long long)need, (long long)sc->guard_pages,
                    (long long)sc->pool_pages);
   if (rc) {
-    lsim_compress_serve_release(&b);
+    lsim_bundle_release(&b);
     return rc;
   }
   cs->method = method;

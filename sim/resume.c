@@ -28,6 +28,7 @@
 ** gone before renaming.
 */
 #include "resume.h"
+#include "cli.h"
 
 #include <errno.h>
 #include <sqlite3.h>
@@ -190,18 +191,6 @@ static lsim_err lsim__install(const char *tmp, const char *db,
   return 0;
 }
 
-static int lsim__exit(lsim_err rc, const char *msg) {
-  fprintf(stderr, "lorasim replay: error: %s: %s\n", lsim_err_name(rc), msg);
-  if (rc == LSIM_E_INTERRUPTED)
-    return 130;
-  if (rc == LSIM_E_USAGE || (rc <= LSIM_E_SCN_JSON && rc > LSIM_E_BACKEND) ||
-      rc == LSIM_E_OUT_SYMLINK || rc == LSIM_E_OUT_NOT_REGULAR ||
-      rc == LSIM_E_RUN_INPUT_MISSING || rc == LSIM_E_RUN_INPUT_CHANGED ||
-      rc == LSIM_E_RUN_IDENTITY)
-    return 2;
-  return 1;
-}
-
 static int lsim__resume_locked(const char *db_path, int quiet, int no_plots,
                                volatile sig_atomic_t *stop);
 
@@ -214,7 +203,7 @@ int lsim_resume_main(const char *db_path, int quiet, int no_plots,
   if (!rc)
     rc = lsim_out_lock(&lock, db_path, &eb);
   if (rc)
-    return lsim__exit(rc, eb.msg);
+    return lsim_cli_fail("replay", rc, eb.msg);
   int st = lsim__resume_locked(db_path, quiet, no_plots, stop);
   lsim_out_unlock(&lock);
   return st;
@@ -227,17 +216,17 @@ static int lsim__resume_locked(const char *db_path, int quiet, int no_plots,
   lsim_errbuf eb = LSIM_ERRBUF_INIT;
   lsim_err rc = lsim_resume_read(db_path, &ri, &eb);
   if (rc)
-    return lsim__exit(rc, eb.msg);
+    return lsim_cli_fail("replay", rc, eb.msg);
   if (strcmp(ri.status, "ok") == 0) {
     if (!quiet)
       printf("%s: the run already ended ok; nothing to resume\n", db_path);
     return 0;
   }
   if ((rc = lsim_resume_scenario(&ri, &sc, &eb)))
-    return lsim__exit(rc, eb.msg);
+    return lsim_cli_fail("replay", rc, eb.msg);
   char tmp[LSIM_PATH_MAX + 16];
   if (snprintf(tmp, sizeof tmp, "%s.resume", db_path) >= (int)sizeof tmp)
-    return lsim__exit(LSIM_E_USAGE, "database path too long");
+    return lsim_cli_fail("replay", LSIM_E_USAGE, "database path too long");
   if (!quiet)
     printf("resuming %s: %s seed %llu (%s, was '%s')\n", db_path,
            ri.scenario_path, (unsigned long long)ri.seed, ri.scheduler,
@@ -273,16 +262,16 @@ static int lsim__resume_locked(const char *db_path, int quiet, int no_plots,
     unlink(p);
     fprintf(stderr, "lorasim replay: resume interrupted; %s left as it was\n",
             db_path);
-    return lsim__exit(rc, eb.msg);
+    return lsim_cli_fail("replay", rc, eb.msg);
   }
   if (rc) {
     /* a rerun that failed replaces nothing: DB keeps the partial run */
-    int st = lsim__exit(rc, eb.msg);
+    int st = lsim_cli_fail("replay", rc, eb.msg);
     lsim_replay_explain(stderr, "lorasim replay: the rerun", &sum, tmp);
     fprintf(stderr, "lorasim replay: %s left as it was\n", db_path);
     return st;
   }
   if ((rc = lsim__install(tmp, db_path, &eb)))
-    return lsim__exit(rc, eb.msg);
+    return lsim_cli_fail("replay", rc, eb.msg);
   return 0;
 }

@@ -19,7 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "calibrate.h"
+#include "profile.h"
 
 #define LSIM__CHUNK 65536
 

@@ -13,14 +13,14 @@
 */
 #include "scenario.h"
 
-#include "compress_cmd.h"
+#include "bundle.h"
 
 #include "../engine/engine.h"
 #include "../engine/kv.h"
 #include "../engine/residency.h"
 
 #include "../backends/backend.h"
-#include "calibrate.h"
+#include "profile.h"
 #include "json.h"
 #include "slurp.h"
 #include "../engine/policy/policy.h"
@@ -1549,9 +1549,9 @@ static lsim_err lsim__cross_compression(const lsim__ctx *c,
     /* read and verified now, so a bad bundle is refused before a run
     ** writes anything (the replay reads it again) */
     lsim__key_path(kp, p, "bundle");
-    lsim_compress_serve b;
+    lsim_bundle b;
     lsim_errbuf be = LSIM_ERRBUF_INIT;
-    lsim_err rc = lsim_compress_bundle_read(cs->bundle, &b, &be);
+    lsim_err rc = lsim_bundle_read(cs->bundle, &b, &be);
     if (rc)
       return lsim__bad(c, rc, kp, "%s", be.msg);
     if (b.n != sc->adapters)
@@ -1574,7 +1574,7 @@ static lsim_err lsim__cross_compression(const lsim__ctx *c,
                      " pages (plus %" PRId64 " guard) but a worker's pool "
                      "has %" PRId64,
                      b.R, need, sc->guard_pages, sc->pool_pages);
-    lsim_compress_serve_release(&b);
+    lsim_bundle_release(&b);
     return rc;
   }
   if (cs->clusters > sc->adapters) {

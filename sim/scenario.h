@@ -119,7 +119,7 @@ typedef struct lsim_scenario {
   int64_t collective_latency_ns; /* per TP collective call (tp_degree > 1) */
   double link_gbps;              /* TP link bandwidth, GB/s; 0: no byte term */
   /* $.cost.profile (resolved against the scenario's directory) or the
-  ** replay's --profile: a calibrated cost profile (sim/calibrate.h) whose
+  ** replay's --profile: a calibrated cost profile (sim/profile.h) whose
   ** coefficients replaced the five above; "" when none */
   char cost_profile[LSIM_PATH_MAX];
 

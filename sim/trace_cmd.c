@@ -13,6 +13,7 @@
 ** 1 anything else (I/O).
 */
 #include "trace_cmd.h"
+#include "cli.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -79,13 +80,9 @@ static void lsim__trace_usage(FILE *f) {
 }
 
 static int lsim__tdie(const char *cmd, lsim_err code, const char *msg) {
-  fprintf(stderr, "lorasim trace %s: error: %s: %s\n", cmd, lsim_err_name(code),
-          msg);
-  if (code == LSIM_E_USAGE ||
-      (code <= LSIM_E_SCN_JSON && code > LSIM_E_BACKEND) ||
-      code == LSIM_E_OUT_SYMLINK || code == LSIM_E_OUT_NOT_REGULAR)
-    return 2; /* bad input, or an output path refused */
-  return 1;
+  char prog[64];
+  snprintf(prog, sizeof prog, "trace %s", cmd);
+  return lsim_cli_fail(prog, code, msg);
 }
 
 static int lsim__num(const char *s, double lo, double hi, double *out) {
@@ -371,7 +368,7 @@ static int lsim__run(const lsim__topts *o) {
     }
   }
   if (rc) {
-    lsim_trace_stats_free(st);
+    lsim_trace_stats_release(st);
     return lsim__tdie(o->cmd, rc, eb.msg);
   }
   FILE *rep = convert ? stderr : stdout;
@@ -383,10 +380,10 @@ static int lsim__run(const lsim__topts *o) {
   } else {
     lsim_trace_stats_print(st, stdout);
     if (!o->noplot && (rc = lsim__plot(o, st, &eb))) {
-      lsim_trace_stats_free(st);
+      lsim_trace_stats_release(st);
       return lsim__tdie(o->cmd, rc, eb.msg);
     }
-    lsim_trace_stats_free(st);
+    lsim_trace_stats_release(st);
   }
   return 0;
 }

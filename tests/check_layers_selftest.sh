@@ -103,6 +103,22 @@ put traces/priv.h '#include "trace.h"'
 put traces/trace.c '#include "priv.h"'
 expect 1 'layers: cycle: traces/'
 
+# 8b. NAME_impl.h is a private header too: it joins the module of the
+#     header it includes (engine/core_impl.h serves engine/core)
+base_tree
+put engine/core.h '#include "lsim.h"'
+put engine/core_impl.h '#include "core.h"'
+put engine/core.h '#include "lsim.h"' '#include "core_impl.h"'
+put engine/core.c '#include "core_impl.h"'
+put engine/ext_a.c '#include "core_impl.h"'
+expect 0 'layers: ok'
+
+# 8c. but a header merely ending in impl (no underscore) is its own module
+base_tree
+put engine/core.h '#include "lsim.h"' '#include "coreimpl.h"'
+put engine/coreimpl.h '#include "core.h"'
+expect 1 'layers: cycle: engine/core'
+
 # 9. a file in no room
 base_tree
 put misc/util.h ''

@@ -13,6 +13,7 @@
 
 #define LSIM_TMP_PREFIX "/tmp/lsim-cli-"
 #include "cli_harness.h"
+#include "sim/cli.h"
 
 static int exists(const char *rel) {
   char p[512];
@@ -222,4 +223,21 @@ Test(cli, sigint_to_a_running_replay_exits_130_and_marks_interrupted) {
   cr_assert_eq(WEXITSTATUS(ws), 130);
   db_status(db, st, sizeof st);
   cr_assert_str_eq(st, "interrupted");
+}
+
+/* One exit-status table for every command (sim/cli.h). */
+Test(cli, one_table_maps_codes_to_exit_status) {
+  cr_assert_eq(lsim_cli_status(0), 0);
+  cr_assert_eq(lsim_cli_status(LSIM_E_INTERRUPTED), 130);
+  cr_assert_eq(lsim_cli_status(LSIM_E_USAGE), 2);
+  cr_assert_eq(lsim_cli_status(LSIM_E_SCN_RANGE), 2);
+  cr_assert_eq(lsim_cli_status(LSIM_E_TRACE_PARSE), 2);
+  cr_assert_eq(lsim_cli_status(LSIM_E_CMP_JSON), 2);
+  cr_assert_eq(lsim_cli_status(LSIM_E_CMP_LAPACK), 1);
+  cr_assert_eq(lsim_cli_status(LSIM_E_OUT_SYMLINK), 2);
+  cr_assert_eq(lsim_cli_status(LSIM_E_RUN_INPUT_CHANGED), 2);
+  cr_assert_eq(lsim_cli_status(LSIM_E_IO), 1);
+  cr_assert_eq(lsim_cli_status(LSIM_E_DB), 1);
+  cr_assert_eq(lsim_cli_status(LSIM_E_BACKEND), 1);
+  cr_assert_eq(lsim_cli_status(LSIM_E_NOMEM), 1);
 }

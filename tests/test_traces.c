@@ -157,7 +157,7 @@ Test(traces, mooncake_conversation_records_and_blocks) {
   cr_expect_eq(s.distinct_blocks, 182790);
   cr_expect_eq(s.reused_blocks, 105710);
   cr_expect_eq(s.last_ns, 3536999LL * 1000000);
-  lsim_trace_stats_free(st);
+  lsim_trace_stats_release(st);
 }
 
 /* Expected arrivals of the ServeGen clients in [0, dur): sum of rate x 600

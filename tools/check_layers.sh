@@ -10,9 +10,11 @@
 #
 # The graph.  A node is a module: a file path without its extension, so
 # foo.c and foo.h are one node (a call from foo.c is an arrow of module
-# foo).  A room's private header DIR/internal.h is no module of its own:
-# it is the private half of the module of DIR whose header it includes
-# (traces/internal.h, shared by the trace sources, belongs to traces/trace).
+# foo).  A private header, DIR/internal.h or DIR/NAME_impl.h, is no module
+# of its own: it is the private half of the module of DIR whose header it
+# includes first (traces/internal.h, shared by the trace sources, belongs
+# to traces/trace; engine/engine_impl.h, shared by the engine core and its
+# extensions, belongs to engine/engine).
 # `#include "x"` is resolved as the compiler does: beside the including
 # file first, then from ROOT (the one -I of the build); an include that
 # names no file of the tree (a system or toolkit header) is no arrow.
@@ -51,7 +53,6 @@ sim               traces compress backends/cuda backends/cpu_ref backends engine
 
 # from-module to-module reason
 KNOWN_DEFAULT='
-sim/scenario sim/calibrate scenario.c loads cost profiles with calibrate.c (profile loading is leaving calibrate.c: issue 17 item 3, helper rel-input)
 '
 
 graph_only=0
@@ -143,11 +144,12 @@ FNR == 1 { cur = FILENAME; d = dirof(cur) }
   ne++; EF[ne] = cur; ET[ne] = t; EL[ne] = FNR
 }
 END {
-  # a private DIR/internal.h joins the module of the DIR header it includes
+  # a private DIR/internal.h or DIR/NAME_impl.h joins the module of the
+  # first DIR header it includes
   for (i = 1; i <= nfiles; i++) MOD[order[i]] = modof(order[i])
   for (e = 1; e <= ne; e++) {
     f = EF[e]
-    if (f ~ /(^|\/)internal\.h$/ && !(f in JOINED) && dirof(ET[e]) == dirof(f) &&
+    if (f ~ /(^|\/)(internal|[^\/]*_impl)\.h$/ && !(f in JOINED) && dirof(ET[e]) == dirof(f) &&
         ET[e] ~ /\.(h|cuh)$/ && modof(ET[e]) != modof(f)) {
       JOINED[f] = 1; MOD[f] = modof(ET[e])
     }

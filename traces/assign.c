@@ -363,7 +363,7 @@ lsim_err lsim__assign_do(lsim__assign *a, const lsim__raw *r, int generated,
 
 const char *lsim__assign_desc(const lsim__assign *a) { return a->desc; }
 
-void lsim__assign_free(lsim__assign *a) {
+void lsim__assign_release(lsim__assign *a) {
   if (!a)
     return;
   free(a->cdf);

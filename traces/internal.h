@@ -253,6 +253,6 @@ lsim_err lsim__assign_do(lsim__assign *a, const lsim__raw *r, int generated,
                          const char *path, lsim_trace_rec *rec,
                          lsim_errbuf *eb);
 const char *lsim__assign_desc(const lsim__assign *a);
-void lsim__assign_free(lsim__assign *a);
+void lsim__assign_release(lsim__assign *a);
 
 #endif /* LSIM_TRACE_INTERNAL_H */

@@ -242,7 +242,7 @@ lsim_err lsim_trace_stats_rate_dat(const lsim_trace_stats *s, const char *path,
   return 0;
 }
 
-void lsim_trace_stats_free(lsim_trace_stats *s) {
+void lsim_trace_stats_release(lsim_trace_stats *s) {
   if (!s)
     return;
   lsim__map_release(&s->prompt);

@@ -103,7 +103,7 @@ lsim_err lsim_trace_open(lsim_trace *t, const lsim_trace_spec *spec,
   if (rc) {
     if (m->src)
       m->src->ops->close(m->src);
-    lsim__assign_free(m->as);
+    lsim__assign_release(m->as);
     free(m);
     return rc;
   }
@@ -194,7 +194,7 @@ void lsim_trace_close(lsim_trace *t) {
   if (!m)
     return;
   m->src->ops->close(m->src);
-  lsim__assign_free(m->as);
+  lsim__assign_release(m->as);
   free(m);
   t->impl = NULL;
 }

@@ -320,6 +320,6 @@ void lsim_trace_stats_summary(const lsim_trace_stats *s,
 /* Write the arrival-rate series ("seconds requests_per_second" lines). */
 lsim_err lsim_trace_stats_rate_dat(const lsim_trace_stats *s, const char *path,
                                    lsim_errbuf *eb);
-void lsim_trace_stats_free(lsim_trace_stats *s);
+void lsim_trace_stats_release(lsim_trace_stats *s);
 
 #endif /* LSIM_TRACE_H */

@@ -1,0 +1,39 @@
+/*
+** cli.c: the commands' error exit (cli.h).
+*/
+#include "cli.h"
+
+#include <stdio.h>
+
+/* Codes that are bad input (exit 2), as ranges [lo, hi] of code values. */
+static const struct {
+  lsim_err lo, hi;
+  const char *what;
+} lsim__input[] = {
+    {LSIM_E_USAGE, LSIM_E_USAGE, "usage"},
+    {LSIM_E_BACKEND + 1, LSIM_E_SCN_JSON, "scenario and trace input"},
+    {-559, LSIM_E_CMP_LAPACK - 1, "a compressed collection as given"},
+    {LSIM_E_CMP_LAPACK + 1, LSIM_E_CMP_JSON, "a compressed collection as given"},
+    {LSIM_E_OUT_SYMLINK, LSIM_E_OUT_SYMLINK, "an output path refused"},
+    {LSIM_E_OUT_NOT_REGULAR, LSIM_E_OUT_NOT_REGULAR, "an output path refused"},
+    {LSIM_E_RUN_INPUT_MISSING, LSIM_E_RUN_INPUT_MISSING, "a run input"},
+    {LSIM_E_RUN_INPUT_CHANGED, LSIM_E_RUN_INPUT_CHANGED, "a run input"},
+    {LSIM_E_RUN_IDENTITY, LSIM_E_RUN_IDENTITY, "a run input"},
+};
+
+int lsim_cli_status(lsim_err code) {
+  if (!code)
+    return 0;
+  if (code == LSIM_E_INTERRUPTED)
+    return 130;
+  for (size_t i = 0; i < sizeof lsim__input / sizeof lsim__input[0]; i++)
+    if (code >= lsim__input[i].lo && code <= lsim__input[i].hi)
+      return 2;
+  return 1;
+}
+
+int lsim_cli_fail(const char *cmd, lsim_err code, const char *msg) {
+  fprintf(stderr, "lorasim%s%s: error: %s: %s\n", cmd && *cmd ? " " : "",
+          cmd ? cmd : "", lsim_err_name(code), msg);
+  return lsim_cli_status(code);
+}

@@ -1,0 +1,28 @@
+/*
+** cli.h: the one error exit of the lorasim commands.
+**
+** A command that fails prints one line on stderr,
+**
+**   lorasim CMD: error: E_NAME: message
+**
+** and exits with the status lsim_cli_status gives its code: 130 for an
+** interruption (E_INTERRUPTED), 2 for bad input (usage, a scenario or
+** trace, a compressed collection that cannot be served as given, an
+** output path refused before anything is written, a run input that cannot
+** be read or no longer matches), 1 for everything else (I/O, the database,
+** memory, the backend, a broken invariant).  The table is in cli.c and in
+** docs/RELIABILITY.md, "Exit status".
+*/
+#ifndef LSIM_CLI_H
+#define LSIM_CLI_H
+
+#include "../engine/lsim.h"
+
+/* The exit status of a command that failed with code (0 for 0). */
+int lsim_cli_status(lsim_err code);
+
+/* Print "lorasim CMD: error: E_NAME: msg" on stderr (cmd NULL or "":
+** "lorasim: error: ...") and return lsim_cli_status(code). */
+int lsim_cli_fail(const char *cmd, lsim_err code, const char *msg);
+
+#endif /* LSIM_CLI_H */
