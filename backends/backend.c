@@ -114,6 +114,22 @@ const lsim_backend_ops *lsim_backend_find(const char *name) {
   return NULL;
 }
 
+#ifndef LSIM_HAVE_CUDA
+/* cuda without nvcc: not built (find and names leave it out), but a run it
+** recorded elsewhere is still judged by its flags */
+static const lsim_backend_ops lsim__backend_cuda_absent = {
+    .name = LSIM_CUDA_BACKEND_NAME, .flags = LSIM_CUDA_BACKEND_FLAGS};
+#endif
+
+unsigned lsim_backend_flags(const char *name) {
+  const lsim_backend_ops *o = lsim_backend_find(name);
+#ifndef LSIM_HAVE_CUDA
+  if (!o && name && strcmp(name, lsim__backend_cuda_absent.name) == 0)
+    o = &lsim__backend_cuda_absent;
+#endif
+  return o ? o->flags : 0;
+}
+
 const char *const *lsim_backend_names(void) {
   static const char *names[LSIM__NBACKENDS + 1];
   for (size_t i = 0; i < LSIM__NBACKENDS; i++)

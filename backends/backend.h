@@ -150,9 +150,20 @@ typedef lsim_err (*lsim_backend_page_fn)(void *state,
                                          const lsim_res_page_ev *ev,
                                          lsim_errbuf *eb);
 
+/* What a backend is, for readers of its runs (sim/audit.c's ceilings). */
+#define LSIM_BACKEND_EXECUTES 1u /* executes and times the iterations'
+                                    tensor work in this process */
+
+/* The cuda backend's name and flags, here so that a build without nvcc
+** still knows them (lsim_backend_flags); backends/cuda/backend_cuda.c's
+** table uses them. */
+#define LSIM_CUDA_BACKEND_NAME "cuda"
+#define LSIM_CUDA_BACKEND_FLAGS LSIM_BACKEND_EXECUTES
+
 typedef struct lsim_backend_ops {
   const char *name;
   size_t state_size;
+  unsigned flags; /* LSIM_BACKEND_* */
   lsim_err (*open)(void *state, const lsim_backend_cfg *cfg, lsim_errbuf *eb);
   lsim_err (*run)(void *state, const lsim_plan *plan,
                   lsim_backend_result *res, lsim_errbuf *eb);
@@ -170,6 +181,11 @@ typedef struct lsim_backend_ops {
 
 const lsim_backend_ops *lsim_backend_find(const char *name);
 const char *const *lsim_backend_names(void);
+/* The LSIM_BACKEND_* flags of a backend by name, 0 for an unknown one.  A
+** backend this build leaves out (cuda without nvcc) still answers with its
+** flags (backends/cuda/cuda.h), so a run recorded elsewhere is judged the
+** same way; lsim_backend_find and lsim_backend_names know built ones only. */
+unsigned lsim_backend_flags(const char *name);
 
 /* An open backend: the table plus state the wrapper allocates. */
 typedef struct lsim_backend {

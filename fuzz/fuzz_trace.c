@@ -97,11 +97,7 @@ static void lsim__read(const char *path, int assigned) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  const char *name = LSIM_FUZZ_FORMAT == LSIM_TRACE_SERVEGEN ? "chunk-0-trace.csv"
-                     : LSIM_FUZZ_FORMAT == LSIM_TRACE_JSONL ||
-                             LSIM_FUZZ_FORMAT == LSIM_TRACE_MOONCAKE
-                         ? "input.jsonl"
-                         : "input.csv";
+  const char *name = lsim_trace_format_sample_name(LSIM_FUZZ_FORMAT);
   const char *path = lsim_fuzz_file(name, data, size);
   lsim__read(path, 0);
   lsim__read(path, 1);

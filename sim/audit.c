@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../backends/backend.h"
 #include "../engine/ledger.h"
 #include "db.h"
 #include "escape.h"
@@ -42,10 +43,10 @@ int lsim_source_find(const char *name) {
   return -1;
 }
 
-/* A backend that executes and times iterations in this process. */
+/* A backend that executes and times iterations in this process (its
+** registry flags, backends/backend.c). */
 static int lsim__executes(const char *backend) {
-  return backend &&
-         (strcmp(backend, "cpu_ref") == 0 || strcmp(backend, "cuda") == 0);
+  return (lsim_backend_flags(backend) & LSIM_BACKEND_EXECUTES) != 0;
 }
 
 static int lsim__ceiling1(int src, int time, const char *backend) {

@@ -884,8 +884,15 @@ static lsim_err lsim__choice(const lsim__ctx *c, const cJSON *obj,
 /* A trace format name at obj[key] (absent: *out stays). */
 static lsim_err lsim__format(const lsim__ctx *c, const cJSON *obj,
                              const char *path, const char *key, int *out) {
-  return lsim__choice(c, obj, path, key, lsim_trace_format_names(), *out,
-                      LSIM_E_SCN_RANGE, out);
+  const char *const *names = lsim_trace_format_names();
+  int i = -1;
+  lsim_err err =
+      lsim__choice(c, obj, path, key, names, -1, LSIM_E_SCN_RANGE, &i);
+  /* the list holds the file formats only: its index is not the format's
+  ** registry value once an importer follows the generator */
+  if (!err && i >= 0)
+    *out = lsim_trace_format_find(names[i]);
+  return err;
 }
 
 /* A length distribution object parent[key]; `field` 0 for prompt lengths,

@@ -41,7 +41,12 @@ static void lsim__trace_usage(FILE *f) {
       "input:\n"
       "  FILE                 the trace; with --scenario it replaces the\n"
       "                       scenario's trace file\n"
-      "  --format NAME        csv, jsonl, azure, mooncake, burstgpt, servegen\n"
+      "  --format NAME        ",
+      f);
+  char names[256];
+  lsim_trace_format_join(names, sizeof names, ", ");
+  fprintf(f, "%s\n", names); /* the importer registry (traces/trace.c) */
+  fputs(
       "                       (default: a directory is servegen, *.jsonl is\n"
       "                       jsonl, anything else csv)\n"
       "  --scenario S.json    take the trace section, tenants, catalog and seed\n"
@@ -142,11 +147,13 @@ static lsim_err lsim__open_scenario(const lsim__topts *o, int format,
 static lsim_err lsim__open(const lsim__topts *o, lsim_trace *t,
                            lsim_errbuf *eb) {
   int format = -1;
-  if (o->format && (format = lsim_trace_format_find(o->format)) < 0)
+  if (o->format && (format = lsim_trace_format_find(o->format)) < 0) {
+    char names[256];
+    lsim_trace_format_join(names, sizeof names, ", ");
     return lsim_fail(eb, LSIM_E_USAGE,
-                     "--format: unknown format '%s' (known: csv, jsonl, "
-                     "azure, mooncake, burstgpt, servegen)",
-                     o->format);
+                     "--format: unknown format '%s' (known: %s)", o->format,
+                     names);
+  }
   if (o->scenario)
     return lsim__open_scenario(o, format, t, eb);
   if (!o->file)

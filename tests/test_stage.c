@@ -463,3 +463,17 @@ Test(stage_gpu, quickstart_device_pool_follows_the_engine) {
   cr_skip_test("CUDA backend not built: nvcc was not found at configure time");
 }
 #endif
+
+/* ---- backend registry flags (sim/audit.c's ceilings read them) ----------- */
+
+Test(stage, backend_flags_say_which_backends_execute) {
+  cr_assert(lsim_backend_flags("cpu_ref") & LSIM_BACKEND_EXECUTES);
+  cr_assert_eq(lsim_backend_flags("model"), 0u);
+  cr_assert_eq(lsim_backend_flags("nope"), 0u);
+  cr_assert_eq(lsim_backend_flags(NULL), 0u);
+  /* known with or without nvcc: a cuda run is judged the same anywhere */
+  cr_assert(lsim_backend_flags("cuda") & LSIM_BACKEND_EXECUTES);
+  for (const char *const *n = lsim_backend_names(); *n; n++)
+    cr_assert_eq(lsim_backend_find(*n)->flags, lsim_backend_flags(*n), "%s",
+                 *n);
+}

@@ -1112,3 +1112,44 @@ Test(traces, stats_reports_skipped_rows) {
                      "%s", out);
   cr_expect_not_null(strstr(out, "requests        2\n"), "%s", out);
 }
+
+/* ---- the importer registry (traces/trace.c) ---------------------------------- */
+
+Test(traces, importer_registry_names_values_and_guess) {
+  /* every format has one name, and find and name agree on every file
+  ** format; the generator is a format but no file format */
+  cr_assert_eq(lsim_trace_format_count(), LSIM_TRACE_GEN + 1);
+  const char *const *n = lsim_trace_format_names();
+  int files = 0;
+  for (; n[files]; files++) {
+    int f = lsim_trace_format_find(n[files]);
+    cr_assert_geq(f, 0, "%s", n[files]);
+    cr_assert_str_eq(lsim_trace_format_name(f), n[files]);
+  }
+  cr_assert_eq(files, lsim_trace_format_count() - 1);
+  cr_assert_eq(lsim_trace_format_find("generator"), -1);
+  cr_assert_str_eq(lsim_trace_format_name(LSIM_TRACE_GEN), "generator");
+  cr_assert_str_eq(lsim_trace_format_name(LSIM_TRACE_MOONCAKE), "mooncake");
+  cr_assert_str_eq(lsim_trace_format_name(-1), "unknown");
+  cr_assert_str_eq(lsim_trace_format_name(lsim_trace_format_count()),
+                   "unknown");
+  char buf[128];
+  size_t need = lsim_trace_format_join(buf, sizeof buf, ", ");
+  cr_assert_str_eq(buf, "csv, jsonl, azure, mooncake, burstgpt, servegen");
+  cr_assert_eq(need, strlen(buf));
+  char small[8];
+  cr_assert_eq(lsim_trace_format_join(small, sizeof small, ", "), need);
+  cr_assert_str_eq(small, "csv, js");
+  /* only per-request files feed an empirical length distribution */
+  cr_assert(lsim_trace_format_per_request(LSIM_TRACE_AZURE));
+  cr_assert_not(lsim_trace_format_per_request(LSIM_TRACE_SERVEGEN));
+  cr_assert_not(lsim_trace_format_per_request(LSIM_TRACE_GEN));
+  /* the guess rules of the tables */
+  cr_assert_eq(lsim_trace_format_guess(FIX "/native.jsonl"), LSIM_TRACE_JSONL);
+  cr_assert_eq(lsim_trace_format_guess(FIX "/native.csv"), LSIM_TRACE_CSV);
+  cr_assert_eq(lsim_trace_format_guess(FIX), LSIM_TRACE_SERVEGEN);
+  cr_assert_str_eq(lsim_trace_format_sample_name(LSIM_TRACE_SERVEGEN),
+                   "chunk-0-trace.csv");
+  cr_assert_str_eq(lsim_trace_format_sample_name(LSIM_TRACE_MOONCAKE),
+                   "input.jsonl");
+}

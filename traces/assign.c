@@ -128,8 +128,8 @@ lsim_err lsim__assign_new(lsim__assign **out, const lsim_assign_spec *spec,
   a->N = ctx->nadapters;
   a->count = sp->count > 0 ? sp->count : a->N;
   a->tmode = sp->tenants;
-  if (a->tmode == LSIM_AT_AUTO &&
-      (format == LSIM_TRACE_BURSTGPT || format == LSIM_TRACE_SERVEGEN))
+  if (a->tmode == LSIM_AT_AUTO && lsim__importer_at(format) &&
+      lsim__importer_at(format)->tenant_modulo)
     a->tmode = LSIM_AT_MODULO; /* their tenants are models and clients */
   a->amode = sp->adapters;
   a->scope = sp->scope;

@@ -182,7 +182,7 @@ static const lsim__src_ops lsim__azure_ops = {
     /* .close = */ lsim__azure_close,
 };
 
-lsim_err lsim__azure_open(lsim__src **out, const char *path, lsim_errbuf *eb) {
+static lsim_err lsim__azure_open(lsim__src **out, const char *path, lsim_errbuf *eb) {
   lsim__azure *a = calloc(1, sizeof *a);
   if (!a)
     return lsim_fail(eb, LSIM_E_NOMEM, "out of memory");
@@ -197,3 +197,12 @@ lsim_err lsim__azure_open(lsim__src **out, const char *path, lsim_errbuf *eb) {
   *out = &a->base;
   return 0;
 }
+
+static lsim_err lsim__azure_import(lsim__src **out, const lsim__src_args *a,
+                                   lsim_errbuf *eb) {
+  return lsim__azure_open(out, a->path, eb);
+}
+
+const lsim__importer lsim__importer_azure = {
+    .name = "azure", .open = lsim__azure_import, .file_based = 1,
+    .per_request = 1, .sample_name = "input.csv"};

@@ -199,7 +199,7 @@ static const lsim__src_ops lsim__burst_ops = {
     /* .close = */ lsim__burst_close,
 };
 
-lsim_err lsim__burstgpt_open(lsim__src **out, const char *path,
+static lsim_err lsim__burstgpt_open(lsim__src **out, const char *path,
                              lsim_errbuf *eb) {
   lsim__burst *b = calloc(1, sizeof *b);
   if (!b)
@@ -215,3 +215,13 @@ lsim_err lsim__burstgpt_open(lsim__src **out, const char *path,
   *out = &b->base;
   return 0;
 }
+
+static lsim_err lsim__burstgpt_import(lsim__src **out, const lsim__src_args *a,
+                                      lsim_errbuf *eb) {
+  return lsim__burstgpt_open(out, a->path, eb);
+}
+
+/* its tenants are the model names */
+const lsim__importer lsim__importer_burstgpt = {
+    .name = "burstgpt", .open = lsim__burstgpt_import, .file_based = 1,
+    .per_request = 1, .tenant_modulo = 1, .sample_name = "input.csv"};

@@ -80,7 +80,8 @@ static int lsim__cmp_i64(const void *a, const void *b) {
 /* The observed frequency of one length field of a trace file. */
 static lsim_err lsim__empirical(lsim__len *l, lsim_errbuf *eb) {
   const lsim_len_dist *d = &l->d;
-  if (d->format == LSIM_TRACE_SERVEGEN || d->format == LSIM_TRACE_GEN)
+  if (lsim__importer_at(d->format) &&
+      !lsim_trace_format_per_request(d->format))
     return lsim_fail(eb, LSIM_E_USAGE,
                      "%s: an empirical length distribution needs a per-request "
                      "trace (not servegen)",
@@ -360,7 +361,7 @@ static lsim_err lsim__gen_len(lsim__gen *g, const lsim_len_dist *d, int *idx,
   return 0;
 }
 
-lsim_err lsim__gen_open(lsim__src **out, const lsim_trace_spec *spec,
+static lsim_err lsim__gen_open(lsim__src **out, const lsim_trace_spec *spec,
                         const lsim_trace_ctx *ctx, lsim_errbuf *eb) {
   static const lsim_arrivals plain; /* Poisson, no modulation, no shifts */
   const lsim_arrivals *a = spec->gen_arrivals ? spec->gen_arrivals : &plain;
@@ -446,3 +447,13 @@ lsim_err lsim__gen_open(lsim__src **out, const lsim_trace_spec *spec,
   *out = &g->base;
   return 0;
 }
+
+static lsim_err lsim__gen_import(lsim__src **out, const lsim__src_args *a,
+                                 lsim_errbuf *eb) {
+  if (!a->spec || !a->ctx)
+    return lsim_fail(eb, LSIM_E_USAGE, "the generator needs a trace spec");
+  return lsim__gen_open(out, a->spec, a->ctx, eb);
+}
+
+const lsim__importer lsim__importer_generator = {
+    .name = "generator", .open = lsim__gen_import};

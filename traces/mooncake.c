@@ -110,7 +110,7 @@ static const lsim__src_ops lsim__mooncake_ops = {
     /* .close = */ lsim__mooncake_close,
 };
 
-lsim_err lsim__mooncake_open(lsim__src **out, const char *path,
+static lsim_err lsim__mooncake_open(lsim__src **out, const char *path,
                              int block_tokens, lsim_errbuf *eb) {
   lsim__mooncake *m = calloc(1, sizeof *m);
   if (!m)
@@ -128,3 +128,12 @@ lsim_err lsim__mooncake_open(lsim__src **out, const char *path,
   *out = &m->base;
   return 0;
 }
+
+static lsim_err lsim__mooncake_import(lsim__src **out, const lsim__src_args *a,
+                                      lsim_errbuf *eb) {
+  return lsim__mooncake_open(out, a->path, a->block_tokens, eb);
+}
+
+const lsim__importer lsim__importer_mooncake = {
+    .name = "mooncake", .open = lsim__mooncake_import, .file_based = 1,
+    .per_request = 1, .sample_name = "input.jsonl"};

@@ -493,7 +493,7 @@ static const lsim__src_ops lsim__native_ops = {
     /* .close = */ lsim__native_close,
 };
 
-lsim_err lsim__native_open(lsim__src **out, const char *path, int jsonl,
+static lsim_err lsim__native_open(lsim__src **out, const char *path, int jsonl,
                            lsim_errbuf *eb) {
   lsim__native *n = calloc(1, sizeof *n);
   if (!n)
@@ -612,3 +612,21 @@ lsim_err lsim_trace_writer_close(lsim_trace_writer *w, lsim_errbuf *eb) {
   w->fp = NULL;
   return bad ? lsim_fail(eb, LSIM_E_IO, "%s: write error", w->path) : 0;
 }
+
+/* ---- importers (trace.c lists them) ------------------------------------------ */
+
+static lsim_err lsim__csv_import(lsim__src **out, const lsim__src_args *a,
+                                 lsim_errbuf *eb) {
+  return lsim__native_open(out, a->path, 0, eb);
+}
+static lsim_err lsim__jsonl_import(lsim__src **out, const lsim__src_args *a,
+                                   lsim_errbuf *eb) {
+  return lsim__native_open(out, a->path, 1, eb);
+}
+
+const lsim__importer lsim__importer_csv = {
+    .name = "csv", .open = lsim__csv_import, .file_based = 1,
+    .per_request = 1, .sample_name = "input.csv"};
+const lsim__importer lsim__importer_jsonl = {
+    .name = "jsonl", .open = lsim__jsonl_import, .file_based = 1,
+    .per_request = 1, .guess_suffix = ".jsonl", .sample_name = "input.jsonl"};

@@ -452,7 +452,7 @@ static const lsim__src_ops lsim__sg_ops = {
     /* .close = */ lsim__sg_close,
 };
 
-lsim_err lsim__servegen_open(lsim__src **out, const char *path,
+static lsim_err lsim__servegen_open(lsim__src **out, const char *path,
                              const lsim_servegen_spec *sp, uint64_t seed,
                              lsim_errbuf *eb) {
   if (!sp || !(sp->rate_scale > 0) || sp->start_s < 0 || sp->duration_s < 0 ||
@@ -530,3 +530,13 @@ lsim_err lsim__servegen_open(lsim__src **out, const char *path,
   *out = &g->base;
   return 0;
 }
+
+static lsim_err lsim__servegen_import(lsim__src **out, const lsim__src_args *a,
+                                      lsim_errbuf *eb) {
+  return lsim__servegen_open(out, a->path, a->servegen, a->seed, eb);
+}
+
+/* window statistics, not requests; its tenants are the clients */
+const lsim__importer lsim__importer_servegen = {
+    .name = "servegen", .open = lsim__servegen_import, .file_based = 1,
+    .tenant_modulo = 1, .guess_dir = 1, .sample_name = "chunk-0-trace.csv"};

@@ -27,65 +27,111 @@ struct lsim__trace_impl {
   lsim_trace_info info;
 };
 
-static const char *const lsim__fmt_names[LSIM_TRACE_NFORMATS + 1] = {
-    "csv", "jsonl", "azure", "mooncake", "burstgpt", "servegen", "generator",
-    NULL};
+/*
+** The importers, in enum lsim_trace_format order (the formats trace.h names
+** keep their values; a new importer goes at the end and needs no enum
+** value).  Adding a trace format: write its importer table in its own file
+** and add one X() line here.
+*/
+#define LSIM__IMPORTERS(X)                                                    \
+  X(csv) X(jsonl) X(azure) X(mooncake) X(burstgpt) X(servegen) X(generator)
+
+#define LSIM__DECLARE(n) extern const lsim__importer lsim__importer_##n;
+LSIM__IMPORTERS(LSIM__DECLARE)
+#undef LSIM__DECLARE
+#define LSIM__ENTRY(n) &lsim__importer_##n,
+static const lsim__importer *const lsim__importers[] = {
+    LSIM__IMPORTERS(LSIM__ENTRY)};
+#undef LSIM__ENTRY
+#define LSIM__NIMPORTERS                                                      \
+  ((int)(sizeof lsim__importers / sizeof lsim__importers[0]))
+
+const lsim__importer *lsim__importer_at(int format) {
+  return format >= 0 && format < LSIM__NIMPORTERS ? lsim__importers[format]
+                                                  : NULL;
+}
+
+int lsim_trace_format_count(void) { return LSIM__NIMPORTERS; }
 
 const char *lsim_trace_format_name(int format) {
-  return format >= 0 && format < LSIM_TRACE_NFORMATS ? lsim__fmt_names[format]
-                                                     : "unknown";
+  const lsim__importer *im = lsim__importer_at(format);
+  return im ? im->name : "unknown";
 }
 
 int lsim_trace_format_find(const char *name) {
-  for (int i = 0; i < LSIM_TRACE_GEN; i++)
-    if (strcmp(lsim__fmt_names[i], name) == 0)
+  for (int i = 0; name && i < LSIM__NIMPORTERS; i++)
+    if (lsim__importers[i]->file_based &&
+        strcmp(lsim__importers[i]->name, name) == 0)
       return i;
   return -1;
 }
 
 const char *const *lsim_trace_format_names(void) {
-  static const char *const files[] = {"csv",      "jsonl",    "azure",
-                                      "mooncake", "burstgpt", "servegen",
-                                      NULL};
+  static const char *files[LSIM__NIMPORTERS + 1];
+  int n = 0;
+  for (int i = 0; i < LSIM__NIMPORTERS; i++)
+    if (lsim__importers[i]->file_based)
+      files[n++] = lsim__importers[i]->name;
+  files[n] = NULL;
   return files;
+}
+
+size_t lsim_trace_format_join(char *buf, size_t size, const char *sep) {
+  const char *const *n = lsim_trace_format_names();
+  size_t len = 0;
+  if (size)
+    buf[0] = '\0';
+  for (int i = 0; n[i]; i++) {
+    int w = snprintf(buf + (len < size ? len : size),
+                     len < size ? size - len : 0, "%s%s", i ? sep : "", n[i]);
+    len += w > 0 ? (size_t)w : 0;
+  }
+  return len;
+}
+
+int lsim_trace_format_per_request(int format) {
+  const lsim__importer *im = lsim__importer_at(format);
+  return im && im->per_request;
+}
+
+const char *lsim_trace_format_sample_name(int format) {
+  const lsim__importer *im = lsim__importer_at(format);
+  return im && im->sample_name ? im->sample_name : "input";
 }
 
 int lsim_trace_format_guess(const char *path) {
   struct stat st;
-  if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
-    return LSIM_TRACE_SERVEGEN;
+  int dir = stat(path, &st) == 0 && S_ISDIR(st.st_mode);
   size_t n = strlen(path);
-  if (n >= 6 && strcmp(path + n - 6, ".jsonl") == 0)
-    return LSIM_TRACE_JSONL;
-  return LSIM_TRACE_CSV;
+  for (int i = 0; dir && i < LSIM__NIMPORTERS; i++)
+    if (lsim__importers[i]->guess_dir)
+      return i;
+  for (int i = 0; i < LSIM__NIMPORTERS; i++) {
+    const char *sfx = lsim__importers[i]->guess_suffix;
+    size_t k = sfx ? strlen(sfx) : 0;
+    if (k && n >= k && strcmp(path + n - k, sfx) == 0)
+      return i;
+  }
+  return 0;
 }
 
 lsim_err lsim__src_open_file(lsim__src **out, int format, const char *path,
                              int block_tokens, const lsim_servegen_spec *sg,
                              uint64_t seed, lsim_errbuf *eb) {
-  switch (format) {
-  case LSIM_TRACE_CSV:
-  case LSIM_TRACE_JSONL:
-    return lsim__native_open(out, path, format == LSIM_TRACE_JSONL, eb);
-  case LSIM_TRACE_AZURE:
-    return lsim__azure_open(out, path, eb);
-  case LSIM_TRACE_MOONCAKE:
-    return lsim__mooncake_open(out, path, block_tokens, eb);
-  case LSIM_TRACE_BURSTGPT:
-    return lsim__burstgpt_open(out, path, eb);
-  case LSIM_TRACE_SERVEGEN:
-    return lsim__servegen_open(out, path, sg, seed, eb);
-  default:
+  const lsim__importer *im = lsim__importer_at(format);
+  if (!im || !im->file_based)
     return lsim_fail(eb, LSIM_E_USAGE, "unknown trace format %d", format);
-  }
+  lsim__src_args a = {path, block_tokens, sg, seed, NULL, NULL};
+  return im->open(out, &a, eb);
 }
 
 lsim_err lsim_trace_open(lsim_trace *t, const lsim_trace_spec *spec,
                          const lsim_trace_ctx *ctx, lsim_errbuf *eb) {
   t->impl = NULL;
+  const lsim__importer *im = spec ? lsim__importer_at(spec->format) : NULL;
   if (!spec || !ctx || ctx->ntenants < 0 ||
       ctx->ntenants > LSIM_TRACE_MAX_TENANTS || spec->max_requests < 0 ||
-      (spec->format != LSIM_TRACE_GEN && !spec->path))
+      ((!im || im->file_based) && !spec->path))
     return lsim_fail(eb, LSIM_E_USAGE, "trace specification invalid");
   struct lsim__trace_impl *m = calloc(1, sizeof *m);
   if (!m)
@@ -93,11 +139,14 @@ lsim_err lsim_trace_open(lsim_trace *t, const lsim_trace_spec *spec,
   m->skip = spec->skip_bad_rows;
   m->max_requests = spec->max_requests;
   lsim_err rc;
-  if (spec->format == LSIM_TRACE_GEN)
-    rc = lsim__gen_open(&m->src, spec, ctx, eb);
-  else
+  if (im && !im->file_based) {
+    lsim__src_args a = {spec->path, spec->block_tokens, spec->servegen,
+                        ctx->seed, spec, ctx};
+    rc = im->open(&m->src, &a, eb);
+  } else {
     rc = lsim__src_open_file(&m->src, spec->format, spec->path,
                              spec->block_tokens, spec->servegen, ctx->seed, eb);
+  }
   if (!rc)
     rc = lsim__assign_new(&m->as, spec->assign, ctx, spec->format, eb);
   if (rc) {

@@ -60,6 +60,8 @@
 #define LSIM_TRACE_RNG_SG_LENGTHS 0x7472000000000002ull
 #define LSIM_TRACE_RNG_CLIENT 0x7472000100000000ull
 
+/* The built-in importers' values (traces/trace.c lists the importers in
+** this order; one added later has the next value and needs no name here). */
 enum lsim_trace_format {
   LSIM_TRACE_CSV = 0,
   LSIM_TRACE_JSONL,
@@ -67,16 +69,28 @@ enum lsim_trace_format {
   LSIM_TRACE_MOONCAKE,
   LSIM_TRACE_BURSTGPT,
   LSIM_TRACE_SERVEGEN,
-  LSIM_TRACE_GEN,
-  LSIM_TRACE_NFORMATS
+  LSIM_TRACE_GEN
 };
 
-/* "csv", "jsonl", "azure", "mooncake", "burstgpt", "servegen", "generator";
-** lsim_trace_format_find returns -1 for an unknown name. */
+/* The importer registry (traces/trace.c), each format named once there:
+** "csv", "jsonl", "azure", "mooncake", "burstgpt", "servegen", "generator".
+** lsim_trace_format_name gives "unknown" for a value out of range;
+** lsim_trace_format_find knows the file formats only (not "generator") and
+** returns -1 for an unknown name. */
+int lsim_trace_format_count(void);
 const char *lsim_trace_format_name(int format);
 int lsim_trace_format_find(const char *name);
-/* NULL-terminated list of the file format names (for messages). */
+/* NULL-terminated list of the file format names, in registry order. */
 const char *const *lsim_trace_format_names(void);
+/* The file format names joined by sep into buf (always terminated when
+** size > 0); returns the length the whole list needs, like snprintf. */
+size_t lsim_trace_format_join(char *buf, size_t size, const char *sep);
+/* 1 when the format's records are one per request of a file (an empirical
+** length distribution may read it): not servegen, not the generator. */
+int lsim_trace_format_per_request(int format);
+/* The file name a harness (fuzz/fuzz_trace.c) writes an input of the
+** format to, e.g. "input.jsonl"; "input" when the importer gives none. */
+const char *lsim_trace_format_sample_name(int format);
 /* The format a path implies when none is named: ".jsonl" is JSONL, a
 ** directory is ServeGen, anything else the native CSV. */
 int lsim_trace_format_guess(const char *path);

@@ -181,6 +181,7 @@ static void lsim__ref_close(void *state) {
 const lsim_backend_ops lsim_backend_cpu_ref = {
     .name = "cpu_ref",
     .state_size = sizeof(lsim__ref_state),
+    .flags = LSIM_BACKEND_EXECUTES,
     .open = lsim__ref_open,
     .run = lsim__ref_run,
     .close = lsim__ref_close,

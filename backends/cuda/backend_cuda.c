@@ -974,8 +974,9 @@ static void lsim__cuda_close(void *state) {
 }
 
 const lsim_backend_ops lsim_backend_cuda = {
-    .name = "cuda",
+    .name = LSIM_CUDA_BACKEND_NAME,
     .state_size = sizeof(lsim__cuda_state),
+    .flags = LSIM_CUDA_BACKEND_FLAGS,
     .open = lsim__cuda_open,
     .run = lsim__cuda_run,
     .close = lsim__cuda_close,

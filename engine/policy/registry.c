@@ -1,44 +1,55 @@
 /*
 ** registry.c: policy tables by name, and the NULL-checking wrappers.
-** Adding a policy: write its table in its own file and list it here.
+** Adding a policy: write its table in its own file and add its X() line
+** below (docs/ARCHITECTURE.md, "Adding things").
 */
 #include "policy.h"
 
 #include <string.h>
 
-extern const lsim_sched_ops lsim_sched_fcfs;
-extern const lsim_sched_ops lsim_sched_resident_greedy;
-extern const lsim_sched_ops lsim_sched_slora_cluster;
-extern const lsim_sched_ops lsim_sched_deficit_aging;
-extern const lsim_sched_ops lsim_sched_vtc;
-extern const lsim_evict_ops lsim_evict_lru;
-extern const lsim_evict_ops lsim_evict_lfu;
-extern const lsim_evict_ops lsim_evict_size;
-extern const lsim_evict_ops lsim_evict_gdsf;
-extern const lsim_evict_ops lsim_evict_belady;
-extern const lsim_prefetch_ops lsim_prefetch_none;
-extern const lsim_prefetch_ops lsim_prefetch_queue_lookahead;
-extern const lsim_prefetch_ops lsim_prefetch_age_triggered;
-extern const lsim_place_ops lsim_place_least_loaded;
-extern const lsim_place_ops lsim_place_round_robin;
-extern const lsim_place_ops lsim_place_punica_consolidate;
-extern const lsim_place_ops lsim_place_adapter_affinity;
+/*
+** The registries, one X() line per policy: X(kind, table) names the table
+** `lsim_<kind>_<table>` its own file defines; the policy's name is the
+** table's .name, written there only.  The order is the order of the names
+** lists (help texts, error messages); for placement it is also the
+** scenario's placement index (engine.h, enum lsim_placement): the default
+** first.  CMake builds every .c file of engine/policy.
+*/
+#define LSIM__SCHEDS(X)                                                       \
+  X(sched, fcfs)                                                              \
+  X(sched, resident_greedy)                                                   \
+  X(sched, slora_cluster)                                                     \
+  X(sched, deficit_aging)                                                     \
+  X(sched, vtc)
+#define LSIM__EVICTS(X)                                                       \
+  X(evict, lru)                                                               \
+  X(evict, lfu)                                                               \
+  X(evict, size)                                                              \
+  X(evict, gdsf)                                                              \
+  X(evict, belady)
+#define LSIM__PREFETCHES(X)                                                   \
+  X(prefetch, none)                                                           \
+  X(prefetch, queue_lookahead)                                                \
+  X(prefetch, age_triggered)
+#define LSIM__PLACES(X)                                                       \
+  X(place, least_loaded)                                                      \
+  X(place, round_robin)                                                       \
+  X(place, punica_consolidate)                                                \
+  X(place, adapter_affinity)
 
-static const lsim_sched_ops *const lsim__scheds[] = {
-    &lsim_sched_fcfs, &lsim_sched_resident_greedy, &lsim_sched_slora_cluster,
-    &lsim_sched_deficit_aging, &lsim_sched_vtc};
-static const lsim_evict_ops *const lsim__evicts[] = {
-    &lsim_evict_lru, &lsim_evict_lfu, &lsim_evict_size, &lsim_evict_gdsf,
-    &lsim_evict_belady};
+#define LSIM__DECLARE(kind, table)                                            \
+  extern const lsim_##kind##_ops lsim_##kind##_##table;
+#define LSIM__ENTRY(kind, table) &lsim_##kind##_##table,
+LSIM__SCHEDS(LSIM__DECLARE)
+LSIM__EVICTS(LSIM__DECLARE)
+LSIM__PREFETCHES(LSIM__DECLARE)
+LSIM__PLACES(LSIM__DECLARE)
+
+static const lsim_sched_ops *const lsim__scheds[] = {LSIM__SCHEDS(LSIM__ENTRY)};
+static const lsim_evict_ops *const lsim__evicts[] = {LSIM__EVICTS(LSIM__ENTRY)};
 static const lsim_prefetch_ops *const lsim__prefetches[] = {
-    &lsim_prefetch_none, &lsim_prefetch_queue_lookahead,
-    &lsim_prefetch_age_triggered};
-
-/* the order is the scenario's placement index (engine.h, enum
-** lsim_placement): the default first */
-static const lsim_place_ops *const lsim__places[] = {
-    &lsim_place_least_loaded, &lsim_place_round_robin,
-    &lsim_place_punica_consolidate, &lsim_place_adapter_affinity};
+    LSIM__PREFETCHES(LSIM__ENTRY)};
+static const lsim_place_ops *const lsim__places[] = {LSIM__PLACES(LSIM__ENTRY)};
 
 #define LSIM__COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
