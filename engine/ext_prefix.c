@@ -221,7 +221,7 @@ static lsim_err lsim__px_release(lsim_engine *e, int wi, lsim_core_req *r,
     return 0;
   q->held = q->pub = 0;
   r->kv_lent = 0; /* its KV object goes back right after */
-  return lsim_prefix_release(P->pc[wi], &q->rc, eb);
+  return lsim_prefix_unref(P->pc[wi], &q->rc, eb);
 }
 
 static lsim_digest lsim__px_dg(const char *what, int a) {
@@ -395,7 +395,7 @@ static void lsim__px_free(lsim_engine *e, void *st) {
           lsim__px_release(e, i, r, NULL);
         lsim__px_req_free(e, st, r);
       }
-    lsim_prefix_free(P->pc[i]);
+    lsim_prefix_release(P->pc[i]);
   }
   free(P->pc);
   free(P->ad);

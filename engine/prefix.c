@@ -236,7 +236,7 @@ lsim_err lsim_prefix_new(lsim_prefix **out, const lsim_prefix_cfg *cfg,
   pc->head = malloc(nbk * sizeof *pc->head);
   pc->ad = calloc((size_t)cfg->nadapters + 1, sizeof *pc->ad);
   if (!pc->grants || !pc->b || !pc->freelist || !pc->head || !pc->ad) {
-    lsim_prefix_free(pc);
+    lsim_prefix_release(pc);
     return lsim_fail(eb, LSIM_E_NOMEM, "prefix cache: out of memory for %lld "
                      "blocks", (long long)cfg->max_blocks);
   }
@@ -249,7 +249,7 @@ lsim_err lsim_prefix_new(lsim_prefix **out, const lsim_prefix_cfg *cfg,
   return 0;
 }
 
-void lsim_prefix_free(lsim_prefix *pc) {
+void lsim_prefix_release(lsim_prefix *pc) {
   if (!pc)
     return;
   for (int64_t i = 0; pc->b && i < pc->nb; i++)
@@ -487,7 +487,7 @@ lsim_err lsim_prefix_cow(lsim_prefix *pc, lsim_prefix_receipt *rc, int64_t i,
   return 0;
 }
 
-lsim_err lsim_prefix_release(lsim_prefix *pc, lsim_prefix_receipt *rc,
+lsim_err lsim_prefix_unref(lsim_prefix *pc, lsim_prefix_receipt *rc,
                              lsim_errbuf *eb) {
   if (!pc || !rc)
     return lsim_fail(eb, LSIM_E_USAGE, "prefix release: null argument");

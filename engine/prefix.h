@@ -23,7 +23,7 @@
 **   compute suffix  the caller's prefill of the rest
 **   publish         lsim_prefix_publish: every full block past the hit,
 **                   immutable once indexed
-**   release         lsim_prefix_release: references drop; a published
+**   release         lsim_prefix_unref: references drop; a published
 **                   block with no reference joins the LRU list and may be
 **                   evicted (its pages go back to FREE)
 **
@@ -71,14 +71,14 @@ typedef struct lsim_prefix lsim_prefix;
 lsim_err lsim_prefix_new(lsim_prefix **out, const lsim_prefix_cfg *cfg,
                          lsim_errbuf *eb);
 /* Releases every block's pages back to the pool. */
-void lsim_prefix_free(lsim_prefix *pc);
+void lsim_prefix_release(lsim_prefix *pc);
 
 typedef struct lsim_prefix_ref {
   int64_t block, gen;
 } lsim_prefix_ref;
 
 /* What a request holds.  Caller-owned; LSIM_PREFIX_RECEIPT_INIT, released
-** by lsim_prefix_release (which leaves it reusable and empty). */
+** by lsim_prefix_unref (which leaves it reusable and empty). */
 typedef struct lsim_prefix_receipt {
   int64_t principal;      /* read-only */
   lsim_digest ns;         /* read-only */
@@ -128,7 +128,7 @@ lsim_err lsim_prefix_cow(lsim_prefix *pc, lsim_prefix_receipt *rc, int64_t i,
                          lsim_errbuf *eb);
 /* Drop every reference of the receipt (deepest block first into the LRU,
 ** so a prefix's tail is evicted before its head). */
-lsim_err lsim_prefix_release(lsim_prefix *pc, lsim_prefix_receipt *rc,
+lsim_err lsim_prefix_unref(lsim_prefix *pc, lsim_prefix_receipt *rc,
                              lsim_errbuf *eb);
 
 /*
@@ -138,7 +138,7 @@ lsim_err lsim_prefix_release(lsim_prefix *pc, lsim_prefix_receipt *rc,
 ** may skip: hit blocks * block_tokens, capped at ntokens - 1 so that at
 ** least one row is computed (the prompt logits of the last position).
 ** The receipt then holds the hit; after prefill call lsim_prefix_publish
-** with the same keys, at completion lsim_prefix_release.
+** with the same keys, at completion lsim_prefix_unref.
 */
 lsim_err lsim_prefix_admit(lsim_prefix *pc, int64_t principal,
                            const lsim_kv_manifest *m, int mode, int adapter,

@@ -37,3 +37,23 @@ int lsim_cli_fail(const char *cmd, lsim_err code, const char *msg) {
           cmd ? cmd : "", lsim_err_name(code), msg);
   return lsim_cli_status(code);
 }
+
+int lsim_cli_document_status(lsim_err code) {
+  if (!code)
+    return 0;
+  return code == LSIM_E_PATH_MISMATCH || code == LSIM_E_NOMEM ||
+                 code == LSIM_E_BUG || code == LSIM_E_IO
+             ? 1
+             : 2;
+}
+
+void lsim_cli_report_at(FILE *err, lsim_err code, const char *where,
+                        const char *msg) {
+  if (!err)
+    return;
+  if (where && *where)
+    fprintf(err, "lorasim: error %s at %s: %s\n", lsim_err_name(code), where,
+            msg);
+  else
+    fprintf(err, "lorasim: error %s: %s\n", lsim_err_name(code), msg);
+}

@@ -16,6 +16,8 @@
 #ifndef LSIM_CLI_H
 #define LSIM_CLI_H
 
+#include <stdio.h>
+
 #include "../engine/lsim.h"
 
 /* The exit status of a command that failed with code (0 for 0). */
@@ -24,5 +26,23 @@ int lsim_cli_status(lsim_err code);
 /* Print "lorasim CMD: error: E_NAME: msg" on stderr (cmd NULL or "":
 ** "lorasim: error: ...") and return lsim_cli_status(code). */
 int lsim_cli_fail(const char *cmd, lsim_err code, const char *msg);
+
+/*
+** The commands whose input is one document, `exec` and `compress`, print
+** their failure in the form of the exec interface (docs/EXEC.md,
+** shared/spec/exec-json.md), which outside checkers parse:
+**
+**   lorasim: error E_NAME at JSONPATH: message     (or without "at ...")
+**
+** and, for `exec`, exit with lsim_cli_document_status: 1 for a failure of
+** the run itself (the execution families disagree, memory, I/O, a broken
+** invariant), 2 for everything else (the document as given).
+*/
+int lsim_cli_document_status(lsim_err code);
+
+/* Print that line on err (NULL: nowhere); where NULL or "" leaves out
+** " at ...". */
+void lsim_cli_report_at(FILE *err, lsim_err code, const char *where,
+                        const char *msg);
 
 #endif /* LSIM_CLI_H */

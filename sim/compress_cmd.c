@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "bundle_impl.h"
+#include "cli.h"
 #include "json.h"
 #include "slurp.h"
 #include "outfile.h"
@@ -336,12 +337,13 @@ static void lsim__usage(FILE *f) {
 
 static int lsim__fail_out(const char *file, const lsim_bundle_coll *c,
                           const lsim_errbuf *eb, int status) {
-  if (c && c->path[0])
-    fprintf(stderr, "lorasim: error %s at %s: %s: %s\n",
-            lsim_err_name(eb->code), c->path, file, eb->msg);
-  else
-    fprintf(stderr, "lorasim: error %s: %s\n", lsim_err_name(eb->code),
-            eb->msg);
+  if (c && c->path[0]) {
+    char msg[sizeof eb->msg + 1100];
+    snprintf(msg, sizeof msg, "%s: %s", file, eb->msg);
+    lsim_cli_report_at(stderr, eb->code, c->path, msg);
+  } else {
+    lsim_cli_report_at(stderr, eb->code, NULL, eb->msg);
+  }
   return status;
 }
 

@@ -29,6 +29,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cli.h"
 #include "json.h"
 #include "outfile.h"
 #include "slurp.h"
@@ -590,15 +591,8 @@ static void lsim__exec_usage(FILE *f) {
 
 static int lsim__exec_fail(const lsim__batch *b, lsim_err rc,
                            const lsim_errbuf *eb, FILE *err) {
-  if (err && b && b->path[0])
-    fprintf(err, "lorasim: error %s at %s: %s\n", lsim_err_name(rc), b->path,
-            eb->msg);
-  else if (err)
-    fprintf(err, "lorasim: error %s: %s\n", lsim_err_name(rc), eb->msg);
-  return rc == LSIM_E_PATH_MISMATCH || rc == LSIM_E_NOMEM ||
-                 rc == LSIM_E_BUG || rc == LSIM_E_IO
-             ? 1
-             : 2;
+  lsim_cli_report_at(err, rc, b ? b->path : NULL, eb->msg);
+  return lsim_cli_document_status(rc);
 }
 
 /* A kv_witness batch (exec_witness.h): cpu_ref only; the result is

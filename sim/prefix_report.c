@@ -338,7 +338,7 @@ static lsim_err lsim__apply(lsim__run *R, lsim__ev ev, lsim_errbuf *eb) {
     return lsim_prefix_publish(R->pc, &L->rc, &L->keys, &L->truth, L->adapter,
                                L->full, &pub, eb);
   }
-  lsim_err rc = lsim_prefix_release(R->pc, &L->rc, eb);
+  lsim_err rc = lsim_prefix_unref(R->pc, &L->rc, eb);
   lsim_kv_keys_release(&L->keys);
   lsim_kv_keys_release(&L->truth);
   L->used = 0;
@@ -409,7 +409,7 @@ static lsim_err lsim__mode(const lsim__pxopt *o, lsim__adp *ad, int mode,
   }
   lsim_trace t = {0};
   if ((rc = lsim__open_trace(o, &t, eb))) {
-    lsim_prefix_free(R.pc);
+    lsim_prefix_release(R.pc);
     lsim_res_release(R.pool);
     return rc;
   }
@@ -574,7 +574,7 @@ static lsim_err lsim__mode(const lsim__pxopt *o, lsim__adp *ad, int mode,
   /* on failure, drop what is still held */
   for (int i = 0; i < R.nlive; i++)
     if (R.live[i].used) {
-      lsim_prefix_release(R.pc, &R.live[i].rc, NULL);
+      lsim_prefix_unref(R.pc, &R.live[i].rc, NULL);
       lsim_kv_keys_release(&R.live[i].keys);
       lsim_kv_keys_release(&R.live[i].truth);
     }
@@ -588,7 +588,7 @@ static lsim_err lsim__mode(const lsim__pxopt *o, lsim__adp *ad, int mode,
   free(ttft);
   free(tok);
   lsim_trace_close(&t);
-  lsim_prefix_free(R.pc);
+  lsim_prefix_release(R.pc);
   lsim_res_release(R.pool);
   return rc;
 }

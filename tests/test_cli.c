@@ -241,3 +241,23 @@ Test(cli, one_table_maps_codes_to_exit_status) {
   cr_assert_eq(lsim_cli_status(LSIM_E_BACKEND), 1);
   cr_assert_eq(lsim_cli_status(LSIM_E_NOMEM), 1);
 }
+
+/* The document commands (exec, compress): the exec interface's line form
+** and exec's status, from the same module (sim/cli.h). */
+Test(cli, document_commands_share_the_line_form_and_status) {
+  cr_assert_eq(lsim_cli_document_status(0), 0);
+  cr_assert_eq(lsim_cli_document_status(LSIM_E_SHAPE), 2);
+  cr_assert_eq(lsim_cli_document_status(LSIM_E_JSON_DUP_KEY), 2);
+  cr_assert_eq(lsim_cli_document_status(LSIM_E_PATH_MISMATCH), 1);
+  cr_assert_eq(lsim_cli_document_status(LSIM_E_NOMEM), 1);
+  cr_assert_eq(lsim_cli_document_status(LSIM_E_IO), 1);
+  char buf[256] = "";
+  FILE *f = fmemopen(buf, sizeof buf, "w");
+  cr_assert_not_null(f);
+  lsim_cli_report_at(f, LSIM_E_SHAPE, "$.adapters[0].B[2]", "expected 2");
+  lsim_cli_report_at(f, LSIM_E_IO, "", "cannot read");
+  lsim_cli_report_at(NULL, LSIM_E_IO, "", "nowhere");
+  fclose(f);
+  cr_assert_str_eq(buf, "lorasim: error E_SHAPE at $.adapters[0].B[2]: "
+                        "expected 2\nlorasim: error E_IO: cannot read\n");
+}

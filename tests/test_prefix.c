@@ -338,7 +338,7 @@ static void cache_open(cache_fx *c, int64_t slots, int64_t max_blocks) {
 static void cache_close(cache_fx *c) {
   lsim_errbuf eb = LSIM_ERRBUF_INIT;
   cr_assert_eq(lsim_prefix_check(c->pc, &eb), 0, "%s", eb.msg);
-  lsim_prefix_free(c->pc);
+  lsim_prefix_release(c->pc);
   lsim_res_view v;
   lsim_res_view_get(c->pool, &v);
   cr_assert_eq(v.kv, 0, "cache pages went back to the pool");
@@ -388,7 +388,7 @@ Test(cache, lookup_publish_fork_release_lru) {
   cr_assert_eq(st.stopped_full, 1);
   /* release the base request: its tail blocks 2,3 become evictable, the
   ** deepest first; B's publication now evicts them */
-  cr_assert_eq(lsim_prefix_release(c.pc, &r1, NULL), 0);
+  cr_assert_eq(lsim_prefix_unref(c.pc, &r1, NULL), 0);
   cr_assert_eq(lsim_prefix_publish(c.pc, &r3, &kB, NULL, 1, -1, &pub, NULL), 0);
   cr_assert_eq(pub, 2);
   lsim_prefix_stats_get(c.pc, &st);
@@ -403,11 +403,11 @@ Test(cache, lookup_publish_fork_release_lru) {
   /* copy-on-write: a published block is immutable; cow gives a private copy */
   cr_assert_eq(lsim_prefix_write(c.pc, &r3, 0, NULL), LSIM_E_KV_IMMUTABLE);
   cr_assert_eq(lsim_prefix_cow(c.pc, &r3, 0, NULL), LSIM_E_KV_NOSPACE);
-  cr_assert_eq(lsim_prefix_release(c.pc, &r2, NULL), 0);
+  cr_assert_eq(lsim_prefix_unref(c.pc, &r2, NULL), 0);
   cr_assert_eq(lsim_prefix_cow(c.pc, &r3, 3, NULL), 0);
   cr_assert_eq(lsim_prefix_write(c.pc, &r3, 3, NULL), 0);
   cr_assert_eq(lsim_prefix_check(c.pc, &eb), 0, "%s", eb.msg);
-  cr_assert_eq(lsim_prefix_release(c.pc, &r3, NULL), 0);
+  cr_assert_eq(lsim_prefix_unref(c.pc, &r3, NULL), 0);
   /* the pool needs 4 free slots for an adapter: unreferenced blocks go */
   int64_t freed;
   lsim_res_view v;
@@ -439,7 +439,7 @@ Test(cache, authorization_before_candidates_and_corrupt_hits) {
   lsim_digest ns0 = D("tenant-0");
   cr_assert_eq(lsim_prefix_lookup(c.pc, 0, &ns0, &kb, &tb, -1, &r, NULL), 0);
   cr_assert_eq(lsim_prefix_publish(c.pc, &r, &kb, &tb, -1, -1, NULL, NULL), 0);
-  cr_assert_eq(lsim_prefix_release(c.pc, &r, NULL), 0);
+  cr_assert_eq(lsim_prefix_unref(c.pc, &r, NULL), 0);
   lsim_prefix_stats st;
   lsim_prefix_stats_get(c.pc, &st);
   int64_t probes = st.probes;
@@ -454,7 +454,7 @@ Test(cache, authorization_before_candidates_and_corrupt_hits) {
   cr_assert_eq(lsim_prefix_lookup(c.pc, 0, &ns0, &ka, &ta, 0, &r, NULL), 0);
   cr_assert_eq(r.hit_blocks, 4);
   cr_assert_eq(r.corrupt_blocks, 4);
-  cr_assert_eq(lsim_prefix_release(c.pc, &r, NULL), 0);
+  cr_assert_eq(lsim_prefix_unref(c.pc, &r, NULL), 0);
   lsim_kv_keys_release(&kb);
   lsim_kv_keys_release(&ka);
   lsim_kv_keys_release(&tb);
@@ -738,8 +738,8 @@ static lsim_err c_with(int which, lsim_errbuf *eb) {
     r2 = r;
     r2.ref = malloc(sizeof *r2.ref);
     r2.ref[0] = r.ref[0];
-    lsim_prefix_release(c.pc, &r, NULL);
-    rc = lsim_prefix_release(c.pc, &r2, eb);
+    lsim_prefix_unref(c.pc, &r, NULL);
+    rc = lsim_prefix_unref(c.pc, &r2, eb);
     break;
   }
   case 8: { /* a cache without any namespace grant */
@@ -770,10 +770,10 @@ static lsim_err c_with(int which, lsim_errbuf *eb) {
     break;
   }
   }
-  lsim_prefix_release(c.pc, &r, NULL);
-  lsim_prefix_release(c.pc, &r2, NULL);
+  lsim_prefix_unref(c.pc, &r, NULL);
+  lsim_prefix_unref(c.pc, &r2, NULL);
   lsim_kv_keys_release(&k);
-  lsim_prefix_free(c.pc);
+  lsim_prefix_release(c.pc);
   lsim_res_release(c.pool);
   return rc;
 }

@@ -1161,7 +1161,7 @@ static void cache_open(cache_fx *c, int64_t slots, int64_t max_blocks) {
 static void cache_close(cache_fx *c) {
   lsim_errbuf eb = LSIM_ERRBUF_INIT;
   cr_assert_eq(lsim_prefix_check(c->pc, &eb), 0, "%s", eb.msg);
-  lsim_prefix_free(c->pc);
+  lsim_prefix_release(c->pc);
   lsim_res_view v;
   lsim_res_view_get(c->pool, &v);
   cr_assert_eq(v.kv, 0, "cache pages went back to the pool");
@@ -1271,18 +1271,18 @@ Test(loop8, prefix_identity_incomplete) {
   lsim_digest ns0 = KD("tenant-0");
   OK(lsim_prefix_lookup(c.pc, 0, &ns0, &kb, &tb, -1, &r, eb));
   OK(lsim_prefix_publish(c.pc, &r, &kb, &tb, -1, -1, NULL, eb));
-  OK(lsim_prefix_release(c.pc, &r, eb));
+  OK(lsim_prefix_unref(c.pc, &r, eb));
   OK(lsim_prefix_lookup(c.pc, 0, &ns0, &ka, &ta, 0, &r, eb));
   cr_assert_eq(r.hit_blocks, 4);
   cr_assert_eq(r.corrupt_blocks, 4, "the audit sees cross-adapter reuse");
-  OK(lsim_prefix_release(c.pc, &r, eb));
+  OK(lsim_prefix_unref(c.pc, &r, eb));
   OK(lsim_prefix_lookup(c.pc, 0, &ns0, &tb, NULL, -1, &r, eb));
   OK(lsim_prefix_publish(c.pc, &r, &tb, NULL, -1, -1, NULL, eb));
-  OK(lsim_prefix_release(c.pc, &r, eb));
+  OK(lsim_prefix_unref(c.pc, &r, eb));
   OK(lsim_prefix_lookup(c.pc, 0, &ns0, &ta, &ta, 0, &r, eb));
   cr_assert_eq(r.hit_blocks, 0, "complete keys: no exact reuse");
   cr_assert_eq(r.corrupt_blocks, 0);
-  OK(lsim_prefix_release(c.pc, &r, eb));
+  OK(lsim_prefix_unref(c.pc, &r, eb));
   lsim_kv_keys_release(&kb);
   lsim_kv_keys_release(&ka);
   lsim_kv_keys_release(&tb);
