@@ -60,6 +60,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "outfile.h"
@@ -732,6 +733,10 @@ static lsim_err lsim__setup(lsim_db *db, lsim_errbuf *eb) {
   lsim_err rc;
   char sql[128];
 
+  /* a reader that looks in while the file is new (a test, a monitor) may
+  ** hold its lock for a moment: wait for it rather than fail, from the
+  ** first statement on (switching to WAL needs the lock too) */
+  sqlite3_busy_timeout(db->h, 10000);
   /* page_size must come before the first table, and before WAL. */
   snprintf(sql, sizeof sql, "PRAGMA page_size=%d", LSIM__PAGE_SIZE);
   if ((rc = lsim__exec(db, sql, "set page size", eb)))
@@ -754,7 +759,6 @@ static lsim_err lsim__setup(lsim_db *db, lsim_errbuf *eb) {
            LSIM__CACHE_KIB);
   if ((rc = lsim__exec(db, sql, "set pragmas", eb)))
     return rc;
-  sqlite3_busy_timeout(db->h, 10000);
 
   if ((rc = lsim__exec(db, "BEGIN", "create schema", eb)))
     return rc;
@@ -1381,3 +1385,34 @@ sqlite3 *lsim_db_handle(lsim_db *db) {
 }
 
 int64_t lsim_db_event_count(const lsim_db *db) { return db ? db->events : 0; }
+
+lsim_err lsim_db_check_target(const char *path, lsim_errbuf *eb) {
+  struct stat st;
+  if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size == 0)
+    return 0;
+  char head[16] = {0};
+  FILE *f = fopen(path, "rb");
+  size_t n = f ? fread(head, 1, sizeof head, f) : 0;
+  if (f)
+    fclose(f);
+  int is_db = 0;
+  if (n == sizeof head && memcmp(head, "SQLite format 3", 16) == 0) {
+    sqlite3 *h = NULL;
+    sqlite3_stmt *q = NULL;
+    if (sqlite3_open_v2(path, &h, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
+        sqlite3_prepare_v2(h,
+                           "SELECT 1 FROM sqlite_master WHERE type = 'table' "
+                           "AND name = 'runs'",
+                           -1, &q, NULL) == SQLITE_OK &&
+        sqlite3_step(q) == SQLITE_ROW)
+      is_db = 1;
+    sqlite3_finalize(q);
+    sqlite3_close(h);
+  }
+  if (!is_db)
+    return lsim_fail(eb, LSIM_E_OUT_NOT_DB,
+                     "%s: exists and is not a lorasim database: refusing to "
+                     "replace it (remove it or choose another --db)",
+                     path);
+  return 0;
+}

@@ -132,4 +132,12 @@ sqlite3 *lsim_db_handle(lsim_db *db);
 
 void lsim_db_close(lsim_db *db);
 
+/* May a replay write its database at path?  Yes (0) when nothing is there,
+** when it is an empty regular file, or when it is a database of lorasim (a
+** SQLite file with a `runs` table), which the run replaces.  Any other
+** regular file is refused with LSIM_E_OUT_NOT_DB and left as it was: --db
+** never deletes a file that is not one of lorasim's.  (A path that is not a
+** regular file is lsim_out_check's to refuse.) */
+lsim_err lsim_db_check_target(const char *path, lsim_errbuf *eb);
+
 #endif /* LSIM_DB_H */

@@ -1126,6 +1126,8 @@ lsim_err lsim_replay_run(const lsim_scenario *sc, const lsim_replay_opts *o,
   ** `replay --resume` takes it itself, before it reads the database. */
   lsim_outlock lock = LSIM_OUTLOCK_INIT;
   lsim_err rc = lsim_out_check(final_path, eb); /* no lock beside a device */
+  if (!rc) /* never replace a file that is not one of lorasim's databases */
+    rc = lsim_db_check_target(final_path, eb);
   if (!rc && !o->lock_held)
     rc = lsim_out_lock(&lock, final_path, eb);
   if (rc)

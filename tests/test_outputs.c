@@ -152,6 +152,42 @@ Test(outputs, db_device_node_and_fifo_refused_and_kept) {
   cr_assert(S_ISFIFO(st.st_mode));
 }
 
+/* --db never deletes a regular file that is not a lorasim database; an
+** empty file or an older database of lorasim is replaced (issue 18 item 2). */
+Test(outputs, db_over_a_foreign_file_refused_and_kept) {
+  char p[512], got[64];
+  write_file("precious.db", "precious\n");
+  int rc = lorasim("replay " QS " --db precious.db --quiet --no-plots");
+  cr_assert_eq(rc, 2, "%s", out);
+  cr_assert(strstr(out, "E_OUT_NOT_DB"), "%s", out);
+  path_in(p, sizeof p, "precious.db");
+  read_file(p, got, sizeof got);
+  cr_assert_str_eq(got, "precious\n");
+  cr_assert(!exists_in("precious.db.lock") && !exists_in("precious.prom"));
+  /* another program's SQLite database is not lorasim's either */
+  sqlite3 *h;
+  path_in(p, sizeof p, "other.db");
+  cr_assert_eq(sqlite3_open(p, &h), SQLITE_OK);
+  cr_assert_eq(sqlite3_exec(h, "CREATE TABLE t(x); INSERT INTO t VALUES (7)",
+                            NULL, NULL, NULL),
+               SQLITE_OK);
+  sqlite3_close(h);
+  rc = lorasim("replay " QS " --db other.db --quiet --no-plots");
+  cr_assert_eq(rc, 2, "%s", out);
+  cr_assert(strstr(out, "E_OUT_NOT_DB"), "%s", out);
+  q_text(p, "SELECT x FROM t", got, sizeof got);
+  cr_assert_str_eq(got, "7");
+  /* an empty file (mktemp's) and an older run are replaced */
+  write_file("empty.db", "");
+  cr_assert_eq(lorasim("replay " QS " --db empty.db --quiet --no-plots"), 0,
+               "%s", out);
+  cr_assert_eq(lorasim("replay " QS " --db empty.db --quiet --no-plots"), 0,
+               "%s", out);
+  path_in(p, sizeof p, "empty.db");
+  q_text(p, "SELECT status FROM runs", got, sizeof got);
+  cr_assert_str_eq(got, "ok");
+}
+
 Test(outputs, other_commands_refuse_device_nodes) {
   char p[512];
   make_node("dev", p, sizeof p);
