@@ -1052,16 +1052,6 @@ static int lsim__pv_holds(const void *ctx, int i, int a) {
          st != LSIM_RS_RETIRING;
 }
 
-int lsim_placement_find(const char *name) {
-  const char *const *n = lsim_place_names();
-  for (int i = 0; name && n[i]; i++)
-    if (strcmp(name, n[i]) == 0)
-      return i;
-  return -1;
-}
-
-const char *const *lsim_placement_names(void) { return lsim_place_names(); }
-
 /* The worker the placement policy picks for r (O(workers) per arrival). */
 static int lsim__place(lsim_engine *e, const lsim_core_req *r) {
   lsim_place_view v = {e->cfg.workers, e->cfg.max_batch_requests,

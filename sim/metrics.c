@@ -1,0 +1,338 @@
+/*
+** metrics.c: the metrics registry (report.h), a sink fed by publication
+** events; the summary of report.c reads it at the end of a run.
+*/
+#include "report.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- registry: moves only on publication events ------------------------- */
+
+lsim_err lsim_metrics_init(lsim_metrics *m, int ntenants) {
+  memset(m, 0, sizeof *m);
+  m->ntenants = ntenants;
+  m->tenant_service = calloc((size_t)ntenants, sizeof(int64_t));
+  m->tenant_completed = calloc((size_t)ntenants, sizeof(int64_t));
+  m->tenant_rejected = calloc((size_t)ntenants, sizeof(int64_t));
+  m->tenant_unfinished = calloc((size_t)ntenants, sizeof(int64_t));
+  m->tenant_seen = calloc((size_t)ntenants, 1);
+  m->gap_min = -1;
+  m->backlog_gap = -1;
+  if (ntenants <= 32) {
+    size_t n2 = (size_t)ntenants * (size_t)ntenants;
+    m->in_system = calloc((size_t)ntenants, sizeof(int64_t));
+    m->pair_hi = calloc(n2, sizeof(int64_t));
+    m->pair_lo = calloc(n2, sizeof(int64_t));
+    m->pair_on = calloc(n2, 1);
+    if (!m->in_system || !m->pair_hi || !m->pair_lo || !m->pair_on) {
+      lsim_metrics_release(m);
+      return LSIM_E_NOMEM;
+    }
+    m->backlog_gap = 0;
+  }
+  if (!m->tenant_service || !m->tenant_completed || !m->tenant_rejected ||
+      !m->tenant_unfinished || !m->tenant_seen) {
+    lsim_metrics_release(m);
+    return LSIM_E_NOMEM;
+  }
+  return 0;
+}
+
+/* The max pairwise service gap among seen tenants, after a debit to t:
+** the maximum only grows; the minimum is recounted only when its holder
+** moved (amortised O(1) per debit). */
+static void lsim__gap(lsim_metrics *m, int t) {
+  if (m->gap_min < 0 || m->gap_min == t) {
+    m->gap_min = -1;
+    for (int u = 0; u < m->ntenants; u++)
+      if (m->tenant_seen[u] &&
+          (m->gap_min < 0 ||
+           m->tenant_service[u] < m->tenant_service[m->gap_min]))
+        m->gap_min = u;
+  }
+  if (m->gap_min < 0 || t < 0 || t >= m->ntenants)
+    return;
+  int64_t g = m->tenant_service[t] - m->tenant_service[m->gap_min];
+  if (g > m->max_gap)
+    m->max_gap = g;
+}
+
+lsim_err lsim_metrics_shape(lsim_metrics *m, int workers, int nadapters,
+                            const int *rank) {
+  m->workers = workers;
+  m->nadapters = nadapters;
+  m->rank = rank;
+  m->loaded = calloc((size_t)workers * (size_t)nadapters, 1);
+  return m->loaded ? 0 : LSIM_E_NOMEM;
+}
+
+void lsim_metrics_iteration(lsim_metrics *m, int64_t distinct_adapters,
+                            int64_t segments, int64_t true_rank_rows,
+                            int64_t padded_rank_rows) {
+  m->iters++;
+  m->iter_adapters += distinct_adapters;
+  m->iter_segments += segments;
+  m->true_rank_rows += true_rank_rows;
+  m->padded_rank_rows += padded_rank_rows;
+}
+
+/* Per-request flags, by request id (ids are dense from 0). */
+#define LSIM__RQ_COLD 1u    /* missed at queue_enqueued */
+#define LSIM__RQ_WAITING 2u /* counted in its tenant's in_system */
+
+static unsigned char *lsim__rq(lsim_metrics *m, int64_t id) {
+  if (id < 0)
+    return NULL;
+  if (id >= m->cold_cap) {
+    int64_t cap = m->cold_cap ? m->cold_cap : 4096;
+    while (cap <= id)
+      cap *= 2;
+    unsigned char *p = realloc(m->cold, (size_t)cap);
+    if (!p)
+      return NULL; /* the projection loses this request, nothing else */
+    memset(p + m->cold_cap, 0, (size_t)(cap - m->cold_cap));
+    m->cold = p;
+    m->cold_cap = cap;
+  }
+  return &m->cold[id];
+}
+
+static int lsim__rank_bucket(int r) {
+  return r <= 8 ? 0 : r <= 16 ? 1 : r <= 32 ? 2 : r <= 64 ? 3 : 4;
+}
+
+/* Tenant t's waiting count moves by d; pairs open when both wait. */
+static void lsim__backlog(lsim_metrics *m, int t, int d) {
+  if (!m->in_system || t < 0 || t >= m->ntenants)
+    return;
+  int n = m->ntenants;
+  int64_t before = m->in_system[t];
+  m->in_system[t] += d;
+  if ((before > 0) == (m->in_system[t] > 0))
+    return;
+  for (int u = 0; u < n; u++) {
+    if (u == t)
+      continue;
+    int i = t < u ? t : u, j = t < u ? u : t;
+    size_t k = (size_t)i * (size_t)n + (size_t)j;
+    if (m->in_system[t] > 0 && m->in_system[u] > 0) {
+      m->pair_on[k] = 1;
+      m->pair_hi[k] = m->pair_lo[k] =
+          m->tenant_service[i] - m->tenant_service[j];
+    } else {
+      m->pair_on[k] = 0;
+    }
+  }
+}
+
+static void lsim__backlog_debit(lsim_metrics *m, int t) {
+  if (!m->in_system || t < 0 || t >= m->ntenants)
+    return;
+  int n = m->ntenants;
+  for (int u = 0; u < n; u++) {
+    if (u == t)
+      continue;
+    int i = t < u ? t : u, j = t < u ? u : t;
+    size_t k = (size_t)i * (size_t)n + (size_t)j;
+    if (!m->pair_on[k])
+      continue;
+    int64_t dd = m->tenant_service[i] - m->tenant_service[j];
+    if (dd > m->pair_hi[k])
+      m->pair_hi[k] = dd;
+    if (dd < m->pair_lo[k])
+      m->pair_lo[k] = dd;
+    if (m->pair_hi[k] - m->pair_lo[k] > m->backlog_gap)
+      m->backlog_gap = m->pair_hi[k] - m->pair_lo[k];
+  }
+}
+
+void lsim_metrics_interval(lsim_metrics *m, const lsim_interval *iv,
+                           int starved) {
+  if (strcmp(iv->kind, "load") == 0) {
+    m->load_intervals++;
+    m->load_starved += starved;
+  } else {
+    m->service_intervals++;
+    m->service_starved += starved;
+  }
+}
+
+void lsim_metrics_event(lsim_metrics *m, const lsim_event *ev) {
+  if (ev->kind > 0 && ev->kind < LSIM_EV__END)
+    m->by_kind[ev->kind]++;
+  switch (ev->kind) {
+  case LSIM_EV_ADAPTER_GENERATION_PUBLISHED:
+  case LSIM_EV_BASIS_PUBLISHED:
+    m->resident_bytes += ev->bytes;
+    if (m->resident_bytes > m->resident_peak)
+      m->resident_peak = m->resident_bytes;
+    break;
+  case LSIM_EV_ADAPTER_EVICTED:
+  case LSIM_EV_BASIS_EVICTED:
+    m->resident_bytes -= ev->bytes;
+    break;
+  case LSIM_EV_QUEUE_ENQUEUED:
+    if (ev->tenant >= 0 && ev->tenant < m->ntenants &&
+        !m->tenant_seen[ev->tenant]) {
+      m->tenant_seen[ev->tenant] = 1;
+      m->gap_min = -1; /* a new tenant (at 0) may be the new minimum */
+    }
+    if (ev->value)
+      m->hits++;
+    else
+      m->misses++;
+    {
+      unsigned char *f = lsim__rq(m, ev->request);
+      if (f && !(*f & LSIM__RQ_WAITING)) {
+        *f = (unsigned char)((ev->value ? 0 : LSIM__RQ_COLD) |
+                             LSIM__RQ_WAITING);
+        lsim__backlog(m, ev->tenant, +1);
+      }
+    }
+    break;
+  case LSIM_EV_PREFIX_HIT:
+    m->px_lookups++;
+    m->px_hits += ev->generation > 0;
+    m->px_lookup_blocks += ev->attempt;
+    m->px_hit_blocks += ev->generation;
+    m->px_reused_tokens += ev->value;
+    break;
+  case LSIM_EV_PREFIX_CORRUPT:
+    m->px_corrupt_blocks += ev->generation;
+    m->px_corrupt_requests++;
+    break;
+  case LSIM_EV_PREFIX_PUBLISHED:
+    m->px_published_blocks += ev->generation;
+    break;
+  case LSIM_EV_PREFIX_EVICTED:
+    m->px_evicted_blocks += ev->generation;
+    break;
+  case LSIM_EV_REQUEST_PREEMPTED: {
+    m->preemptions++;
+    m->migrations += ev->detail && strcmp(ev->detail, "migrate") == 0;
+    m->recompute_tokens += ev->value;
+    unsigned char *f = ev->request >= 0 && ev->request < m->cold_cap
+                           ? &m->cold[ev->request]
+                           : NULL;
+    if (f && !(*f & LSIM__RQ_WAITING)) {
+      *f |= LSIM__RQ_WAITING; /* waiting for admission again */
+      lsim__backlog(m, ev->tenant, +1);
+    }
+    break;
+  }
+  case LSIM_EV_KV_RESERVED: {
+    unsigned char *f = ev->request >= 0 && ev->request < m->cold_cap
+                           ? &m->cold[ev->request]
+                           : NULL;
+    if (f && (*f & LSIM__RQ_WAITING)) {
+      *f &= (unsigned char)~LSIM__RQ_WAITING;
+      lsim__backlog(m, ev->tenant, -1);
+    }
+    break;
+  }
+  case LSIM_EV_ADAPTER_LOAD_STARTED:
+    m->h2d_bytes += ev->bytes;
+    if (m->loaded && ev->worker >= 0 && ev->worker < m->workers &&
+        ev->adapter >= 0 && ev->adapter < m->nadapters) {
+      unsigned char *l =
+          &m->loaded[(size_t)ev->worker * (size_t)m->nadapters +
+                     (size_t)ev->adapter];
+      if (!*l) {
+        *l = 1;
+        m->distinct_loaded++;
+        m->distinct_loaded_bytes += ev->bytes;
+      }
+    }
+    break;
+  case LSIM_EV_ITERATION_SELECTED:
+    m->rows_planned += ev->value;
+    break;
+  case LSIM_EV_ITERATION_COMPLETED:
+    m->rows_completed += ev->value;
+    break;
+  case LSIM_EV_COMPLETED_SERVICE_DEBITED:
+    if (ev->tenant >= 0 && ev->tenant < m->ntenants)
+      m->tenant_service[ev->tenant] += ev->value;
+    if (ev->detail && strcmp(ev->detail, "prefill") == 0)
+      m->prefill_units += ev->value;
+    else
+      m->decode_units += ev->value;
+    if (ev->request >= 0 && ev->request < m->cold_cap &&
+        (m->cold[ev->request] & LSIM__RQ_COLD))
+      m->service_cold += ev->value;
+    else
+      m->service_resident += ev->value;
+    if (m->rank && ev->adapter >= 0 && ev->adapter < m->nadapters)
+      m->service_rank[lsim__rank_bucket(m->rank[ev->adapter])] += ev->value;
+    lsim__gap(m, ev->tenant);
+    lsim__backlog_debit(m, ev->tenant);
+    break;
+  case LSIM_EV_PREFETCH_RELEASED:
+    if (ev->value)
+      m->prefetch_used++;
+    else {
+      m->prefetch_wasted++;
+      m->prefetch_wasted_bytes += ev->bytes;
+    }
+    break;
+  case LSIM_EV_ADMISSION_REJECTED:
+    if (ev->detail && strcmp(ev->detail, "early_abort") == 0)
+      m->early_aborts++;
+    break;
+  default:
+    break;
+  }
+}
+
+void lsim_metrics_request(lsim_metrics *m, const lsim_request_record *rec) {
+  int t = rec->tenant >= 0 && rec->tenant < m->ntenants ? rec->tenant : -1;
+  if (rec->request >= 0 && rec->request < m->cold_cap &&
+      (m->cold[rec->request] & LSIM__RQ_WAITING)) {
+    m->cold[rec->request] &= (unsigned char)~LSIM__RQ_WAITING;
+    lsim__backlog(m, rec->tenant, -1);
+  }
+  if (rec->prompt_tokens > m->max_prompt)
+    m->max_prompt = rec->prompt_tokens;
+  {
+    lsim_tick until = rec->first_token_tick != LSIM_NONE
+                          ? rec->first_token_tick
+                          : rec->finish_tick;
+    if (until - rec->arrival_tick > m->max_wait_ticks)
+      m->max_wait_ticks = until - rec->arrival_tick;
+  }
+  if (strcmp(rec->outcome, "ok") == 0) {
+    m->requests_ok++;
+    if (t >= 0)
+      m->tenant_completed[t]++;
+  } else if (strcmp(rec->outcome, "rejected") == 0 ||
+             strcmp(rec->outcome, "cancelled") == 0) {
+    /* a cancelled request was withdrawn before service: counted with the
+    ** refused ones (the requests table keeps the distinct outcome) */
+    m->requests_rejected++;
+    if (t >= 0)
+      m->tenant_rejected[t]++;
+  } else {
+    m->requests_unfinished++;
+    if (t >= 0)
+      m->tenant_unfinished[t]++;
+  }
+}
+
+void lsim_metrics_release(lsim_metrics *m) {
+  free(m->tenant_service);
+  free(m->tenant_completed);
+  free(m->tenant_rejected);
+  free(m->tenant_unfinished);
+  free(m->tenant_seen);
+  free(m->loaded);
+  free(m->cold);
+  free(m->in_system);
+  free(m->pair_hi);
+  free(m->pair_lo);
+  free(m->pair_on);
+  m->loaded = m->cold = m->pair_on = NULL;
+  m->in_system = m->pair_hi = m->pair_lo = NULL;
+  m->tenant_service = m->tenant_completed = NULL;
+  m->tenant_rejected = m->tenant_unfinished = NULL;
+}
