@@ -585,6 +585,13 @@ static void lsim__exec_usage(FILE *f) {
         "                  padded; cuda: auto (default), decode, sgmv, indexed,\n"
         "                  sgmv_mma, indexed_mma, or all\n"
         "\n"
+        "Optional batch keys (cpu_ref): \"tp\": {\"degree\": N, \"style\":\n"
+        "\"column\"|\"row\"} runs the branch rank by rank and prints each\n"
+        "rank's intermediates; \"emit\": [\"z\"] adds the shrink output Z;\n"
+        "\"mode\": \"kv_witness\" runs the two-layer K/V dependency witness\n"
+        "(examples: tests/fixtures/exec/tp_0x06F4_column.json,\n"
+        "kv_witness_0x08C.json).\n"
+        "\n"
         "exit status: 0 ok, 1 paths disagree or internal failure, 2 bad input\n",
         f);
 }
