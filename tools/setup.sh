@@ -16,7 +16,20 @@ set -eu
 
 cd "$(dirname "$0")/.."
 
-PACKAGES="cmake gcc clang libclang-rt-14-dev make pkg-config libsqlite3-dev sqlite3 libcjson-dev \
+# clang's sanitizer runtimes come in a package named after clang's major
+# version (Debian 12: 14, Ubuntu 24.04: 18): read it off the clang that is
+# installed, else the one apt would install.
+clang_major() {
+  if command -v clang >/dev/null 2>&1; then
+    clang -dumpversion | cut -d. -f1
+  else
+    apt-cache policy clang 2>/dev/null |
+      sed -n 's/.*Candidate: *\([0-9]*:\)\{0,1\}\([0-9][0-9]*\).*/\2/p'
+  fi
+}
+CLANG_RT="libclang-rt-$(clang_major | grep . || echo 14)-dev"
+
+PACKAGES="cmake gcc clang $CLANG_RT make pkg-config libsqlite3-dev sqlite3 libcjson-dev \
 libssl-dev libcriterion-dev libgmp-dev liblapacke-dev gnuplot-nox"
 
 install_missing() {
