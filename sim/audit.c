@@ -477,7 +477,9 @@ static lsim_err lsim__audit_log(sqlite3 *h, const char *scenario_path,
                              sqlite3_column_int(st, 7),
                              sqlite3_column_int(st, 8),
                              sqlite3_column_int(st, 9),
-                             (const char *)sqlite3_column_text(st, 10)};
+                             (const char *)sqlite3_column_text(st, 10),
+                             /* the time breakdown: not audited */
+                             0, 0, 0, 0, 0, 0, 0};
     rep->records++;
     rc = lsim_ledger_record(L, &r, &e);
   }
