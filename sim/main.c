@@ -83,6 +83,8 @@ static void lsim__usage_replay(FILE *f) {
       "  --backend NAME     override the execution backend\n"
       "  --no-plots         do not write gnuplot PNGs\n"
       "  --quiet            no summary and no progress line\n"
+      "  --json PATH        also write the summary as JSON: every printed\n"
+      "                     figure, per tenant too (docs/SCHEMA.md)\n"
       "  --skip-bad-rows    count and skip malformed trace rows instead of\n"
       "                     failing (reported in the summary)\n"
       "  --verify cpu_ref   with --backend cuda: compare every iteration with\n"
@@ -157,7 +159,7 @@ static int lsim__parse_seed(const char *s, uint64_t *out) {
 static int lsim__cmd_replay(int argc, char **argv) {
   enum { O_DB = 256, O_SEED, O_SCHED, O_EVICT, O_PREFETCH, O_BACKEND,
          O_NOPLOTS, O_QUIET, O_VERIFY, O_SKIP, O_PROFILE, O_RESUME,
-         O_TSHAPE, O_TLAYERS };
+         O_TSHAPE, O_TLAYERS, O_JSON };
   static const struct option opts[] = {
       {"db", required_argument, NULL, O_DB},
       {"seed", required_argument, NULL, O_SEED},
@@ -173,11 +175,12 @@ static int lsim__cmd_replay(int argc, char **argv) {
       {"resume", required_argument, NULL, O_RESUME},
       {"tensor-shape", required_argument, NULL, O_TSHAPE},
       {"tensor-layers", required_argument, NULL, O_TLAYERS},
+      {"json", required_argument, NULL, O_JSON},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
   const char *db = NULL, *sched = NULL, *evict = NULL, *prefetch = NULL,
              *backend = NULL, *seed_s = NULL, *profile = NULL,
-             *resume = NULL, *tlayers_s = NULL;
+             *resume = NULL, *tlayers_s = NULL, *json = NULL;
   int plots = 1, quiet = 0, verify = 0, skip = 0, c;
   int tmodel = 0, tlayers = 0;
   optind = 1;
@@ -194,6 +197,7 @@ static int lsim__cmd_replay(int argc, char **argv) {
     case O_SKIP: skip = 1; break;
     case O_PROFILE: profile = optarg; break;
     case O_RESUME: resume = optarg; break;
+    case O_JSON: json = optarg; break;
     case O_TSHAPE:
       if (strcmp(optarg, "model") != 0 && strcmp(optarg, "small") != 0) {
         fprintf(stderr, "lorasim replay: error: E_USAGE: --tensor-shape "
@@ -229,7 +233,7 @@ static int lsim__cmd_replay(int argc, char **argv) {
   if (resume) {
     /* the run's own choices come from DB; only output options combine */
     if (optind != argc || db || sched || evict || prefetch || backend ||
-        seed_s || verify || skip || tmodel || tlayers) {
+        seed_s || verify || skip || tmodel || tlayers || json) {
       fprintf(stderr, "lorasim replay: error: E_USAGE: --resume DB takes no "
                       "scenario and no run options (they come from DB)\n");
       return 2;
@@ -339,7 +343,8 @@ static int lsim__cmd_replay(int argc, char **argv) {
                         .verify = verify,
                         .tensor_model = tmodel,
                         .tensor_layers = tlayers,
-                        .run_options = ropts};
+                        .run_options = ropts,
+                        .json_path = json};
   lsim_summary sum;
   rc = lsim_replay_run(&sc, &o, &sum, &eb);
   if (rc) {

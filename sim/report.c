@@ -15,6 +15,7 @@
 #include "escape.h"
 #include "outfile.h"
 #include "plot_run.h"
+#include "tenants.h"
 
 /* ---- exact percentiles from the requests table --------------------------- */
 
@@ -290,12 +291,8 @@ lsim_err lsim_report_summarize(sqlite3 *db, const lsim_scenario *sc,
   return 0;
 }
 
-lsim_err lsim_report_store(struct lsim_db *db, const lsim_summary *s,
-                           lsim_errbuf *eb) {
-  struct {
-    const char *k;
-    double v;
-  } kv[] = {{"sim_seconds", s->sim_seconds},
+int lsim_report_figures(const lsim_summary *s, lsim_figure *out, int cap) {
+  const lsim_figure kv[] = {{"sim_seconds", s->sim_seconds},
             {"iterations", (double)s->iterations},
             {"requests_arrived", (double)s->arrived},
             {"requests_completed", (double)s->completed},
@@ -355,10 +352,23 @@ lsim_err lsim_report_store(struct lsim_db *db, const lsim_summary *s,
             {"prefix_published_blocks", (double)s->prefix_published_blocks},
             {"prefix_evicted_blocks", (double)s->prefix_evicted_blocks}};
   enum { NKV_ALL = sizeof kv / sizeof kv[0], NPX = 8 };
-  const size_t NKV = s->prefix_on ? NKV_ALL : NKV_ALL - NPX;
+  _Static_assert(NKV_ALL <= LSIM_REPORT_FIGURES_MAX,
+                 "raise LSIM_REPORT_FIGURES_MAX");
+  int n = s->prefix_on ? NKV_ALL : NKV_ALL - NPX;
+  if (n > cap)
+    n = cap;
+  memcpy(out, kv, (size_t)n * sizeof *out);
+  return n;
+}
+
+lsim_err lsim_report_store(struct lsim_db *db, const lsim_summary *s,
+                           lsim_errbuf *eb) {
+  lsim_figure kv[LSIM_REPORT_FIGURES_MAX];
+  const size_t NKV =
+      (size_t)lsim_report_figures(s, kv, LSIM_REPORT_FIGURES_MAX);
   /* each figure's evidence class (sim/audit.c): audited before anything is
   ** written, so a figure that claims more than its source never lands */
-  lsim_claim claims[NKV_ALL];
+  lsim_claim claims[LSIM_REPORT_FIGURES_MAX];
   for (size_t i = 0; i < NKV; i++)
     claims[i] = lsim_summary_claim(kv[i].k);
   char backend[64] = "";
@@ -480,15 +490,21 @@ void lsim_report_print(FILE *f, const lsim_scenario *sc,
     }
     fputc('\n', f);
   }
-  fprintf(f, "  %-16s %10s %10s %10s %18s\n", "tenant", "completed",
-          "rejected", "unfinished", "service (tokens)");
-  for (int t = 0; t < m->ntenants; t++)
-    fprintf(f, "  %-16s %10lld %10lld %10lld %18lld\n",
-            lsim_console_str(shown, sizeof shown, sc->tenants[t].name),
-            (long long)m->tenant_completed[t],
-            (long long)m->tenant_rejected[t],
-            (long long)m->tenant_unfinished[t],
-            (long long)m->tenant_service[t]);
+  if (s->tenants) {
+    /* per tenant and all (sim/tenants.h): counts, shares, latencies, the
+    ** breakdown of TTFT, the cold cost, the longest stretch unserved */
+    lsim_tenants_print(f, sc, s->tenants);
+  } else {
+    fprintf(f, "  %-16s %10s %10s %10s %18s\n", "tenant", "completed",
+            "rejected", "unfinished", "service (tokens)");
+    for (int t = 0; t < m->ntenants; t++)
+      fprintf(f, "  %-16s %10lld %10lld %10lld %18lld\n",
+              lsim_console_str(shown, sizeof shown, sc->tenants[t].name),
+              (long long)m->tenant_completed[t],
+              (long long)m->tenant_rejected[t],
+              (long long)m->tenant_unfinished[t],
+              (long long)m->tenant_service[t]);
+  }
   if (s->trace_rows_skipped > 0)
     fprintf(f, "  trace       %lld malformed rows skipped (first: %s)\n",
             (long long)s->trace_rows_skipped,
@@ -500,6 +516,9 @@ void lsim_report_print(FILE *f, const lsim_scenario *sc,
   if (s->metrics_path[0])
     fprintf(f, "  metrics     %s\n",
             lsim_console_str(shown, sizeof shown, s->metrics_path));
+  if (s->json_path[0])
+    fprintf(f, "  json        %s\n",
+            lsim_console_str(shown, sizeof shown, s->json_path));
   for (int i = 0; i < 2; i++)
     if (s->plots[i][0])
       fprintf(f, "  plot        %s\n",
@@ -650,6 +669,9 @@ lsim_err lsim_report_metrics_file(const char *path, const lsim_scenario *sc,
   for (int k = 0; k < 5; k++)
     fprintf(f, "adapter_completed_service_rank_units{rank=\"%s\"} %lld\n",
             rb[k], (long long)s->service_rank[k]);
+  /* per tenant (sim/tenants.h): one bounded label, tenant="NAME" */
+  if (s->tenants)
+    lsim_tenants_prom(f, sc, s->tenants);
   /* each metric's evidence class as its HELP line (sim/audit.c), added to
   ** the temporary, which then goes into place whole */
   if ((rc = lsim_out_close(&of, eb)))
