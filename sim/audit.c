@@ -220,8 +220,9 @@ lsim_err lsim_claims_write_csv(const char *path, const char *backend,
 
 lsim_err lsim_claims_csv_sidecar(const char *csv, const char *out,
                                  const char *backend, lsim_errbuf *eb) {
-  static const char *const params[] = {"scheduler", "evict", "prefetch",
-                                       "seed", NULL};
+  static const char *const params[] = {"arm",  "scheduler", "evict",
+                                       "prefetch", "seed", "tenant",
+                                       "name", NULL};
   char line[8192];
   FILE *f = fopen(csv, "r");
   if (!f)

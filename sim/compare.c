@@ -22,6 +22,7 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +33,7 @@
 #include "../engine/policy/policy.h"
 #include "replay.h"
 #include "scenario.h"
+#include "tenants.h"
 #include "timeline.h"
 
 #include <sqlite3.h>
@@ -150,18 +152,31 @@ static int lsim__cmp_mkdirs(const char *dir) {
 }
 
 typedef struct lsim__cmp_row {
-  const char *sched;
+  const char *sched; /* the arm's label */
   lsim_summary s;
   int64_t *service; /* ntenants */
+  lsim_tenant_fig *tenants; /* ntenants + 1: the tenants, then all */
 } lsim__cmp_row;
 
-/* A figure, or empty (CSV) / "-" (table) when the run has none (< 0). */
-static void lsim__cmp_csv_num(FILE *f, double v, const char *fmt) {
-  fputc(',', f);
-  if (v >= 0)
-    fprintf(f, fmt, v);
+/* runs_summary keys the CSV leaves out of the all-tenants row because a
+** tenant column of the same figure is there (sim/tenants.h). */
+static int lsim__cmp_dup(const char *key) {
+  static const char *const alias[] = {"requests_arrived", "requests_completed",
+                                      "requests_rejected",
+                                      "requests_unfinished", NULL};
+  for (int k = 0; k < LSIM_TF_N; k++)
+    if (strcmp(key, lsim_tenants_key(k)) == 0)
+      return 1;
+  for (int i = 0; alias[i]; i++)
+    if (strcmp(key, alias[i]) == 0)
+      return 1;
+  return 0;
 }
 
+/* compare.csv in long form: one row per arm and tenant, then the arm's
+** all-tenants row (tenant empty, name "all"), each with every tenant
+** figure; the all row also carries the run's figures (runs_summary keys,
+** and events), empty on the tenant rows.  Arms are keyed by their label. */
 static lsim_err lsim__cmp_csv(const char *path, const lsim_scenario *sc,
                               const lsim__cmp_row *rows, int n,
                               lsim_errbuf *eb) {
@@ -170,93 +185,52 @@ static lsim_err lsim__cmp_csv(const char *path, const lsim_scenario *sc,
   if (rc)
     return rc;
   FILE *f = of.fp;
-  fprintf(f, "scheduler,evict,prefetch,seed,completed,rejected,unfinished,"
-             "throughput_tokens_per_s,ttft_p50_ms,ttft_p99_ms,tbt_p50_ms,"
-             "tbt_p99_ms,slo_ttft_attainment,slo_tbt_attainment,jain,"
-             "max_service_gap,starved_load_intervals,"
-             "starved_service_intervals,e2e_p50_ms,e2e_p99_ms,max_wait_ms,"
-             "loads,load_failures,evictions,hit_rate,load_amplification,"
-             "prefetch_precision,prefetch_wasted_bytes,early_aborts,"
-             "adapters_per_iteration,segments_per_iteration,"
-             "rank_padding_ratio,service_prefill,service_decode,"
-             "service_resident,service_cold_loaded,service_rank_le8,"
-             "service_rank_16,service_rank_32,service_rank_64,"
-             "service_rank_gt64,backlog_service_gap,vtc_bound,iterations,"
-             "events,preemptions,migrations,recompute_tokens");
-  /* the prefix cache's figures, only when it is on (the columns before
-  ** the per-tenant ones stay as they were otherwise) */
-  if (sc->prefix_mode != 0)
-    fputs(",prefix_lookups,prefix_hit_rate,prefix_block_hit_rate,"
-          "prefix_reused_tokens,prefix_corrupt_reuses,"
-          "prefix_corrupt_requests,prefix_published_blocks,"
-          "prefix_evicted_blocks", f);
-  for (int t = 0; t < sc->ntenants; t++) {
-    /* one RFC 4180 field whatever the name holds (escape.h) */
-    char col[8 + LSIM_NAME_MAX], field[LSIM_ESC_SIZE(8 + LSIM_NAME_MAX)];
-    snprintf(col, sizeof col, "service_%s", sc->tenants[t].name);
-    lsim_csv_field(field, sizeof field, col);
-    fprintf(f, ",%s", field);
-  }
-  fputc('\n', f);
+  lsim_figure kv[LSIM_REPORT_FIGURES_MAX];
+  int nkv = n > 0 ? lsim_report_figures(&rows[0].s, kv,
+                                        LSIM_REPORT_FIGURES_MAX)
+                  : 0;
+  fputs("arm,scheduler,evict,prefetch,seed,tenant,name", f);
+  for (int k = 0; k < LSIM_TF_N; k++)
+    fprintf(f, ",%s", lsim_tenants_key(k));
+  for (int j = 0; j < nkv; j++)
+    if (!lsim__cmp_dup(kv[j].k))
+      fprintf(f, ",%s", kv[j].k);
+  fputs(",events\n", f);
   for (int i = 0; i < n; i++) {
     const lsim_summary *s = &rows[i].s;
-    char q_sched[LSIM_ESC_SIZE(LSIM_NAME_MAX)],
+    char q_arm[LSIM_ESC_SIZE(LSIM_NAME_MAX)],
+        q_sched[LSIM_ESC_SIZE(LSIM_NAME_MAX)],
         q_evict[LSIM_ESC_SIZE(LSIM_NAME_MAX)],
-        q_prefetch[LSIM_ESC_SIZE(LSIM_NAME_MAX)];
+        q_prefetch[LSIM_ESC_SIZE(LSIM_NAME_MAX)],
+        q_name[LSIM_ESC_SIZE(LSIM_NAME_MAX)], num[64];
+    /* one RFC 4180 field whatever a name holds (escape.h) */
+    lsim_csv_field(q_arm, sizeof q_arm, rows[i].sched);
     lsim_csv_field(q_sched, sizeof q_sched, rows[i].sched);
     lsim_csv_field(q_evict, sizeof q_evict, sc->evict);
     lsim_csv_field(q_prefetch, sizeof q_prefetch, sc->prefetch);
-    fprintf(f, "%s,%s,%s,%llu,%lld,%lld,%lld", q_sched, q_evict, q_prefetch,
-            (unsigned long long)sc->seed,
-            (long long)s->completed, (long long)s->rejected,
-            (long long)s->unfinished);
-    lsim__cmp_csv_num(f, s->throughput_tok_s, "%.3f");
-    lsim__cmp_csv_num(f, s->ttft_p50_ms, "%.6f");
-    lsim__cmp_csv_num(f, s->ttft_p99_ms, "%.6f");
-    lsim__cmp_csv_num(f, s->tbt_p50_ms, "%.6f");
-    lsim__cmp_csv_num(f, s->tbt_p99_ms, "%.6f");
-    lsim__cmp_csv_num(f, s->slo_ttft_attain, "%.6f");
-    lsim__cmp_csv_num(f, s->slo_tbt_attain, "%.6f");
-    lsim__cmp_csv_num(f, s->jain, "%.6f");
-    fprintf(f, ",%lld,%lld,%lld", (long long)s->max_gap,
-            (long long)s->load_starved, (long long)s->service_starved);
-    lsim__cmp_csv_num(f, s->e2e_p50_ms, "%.6f");
-    lsim__cmp_csv_num(f, s->e2e_p99_ms, "%.6f");
-    lsim__cmp_csv_num(f, s->max_wait_ms, "%.6f");
-    fprintf(f, ",%lld,%lld,%lld", (long long)s->loads,
-            (long long)s->load_failures, (long long)s->evictions);
-    lsim__cmp_csv_num(f, s->hit_rate, "%.6f");
-    lsim__cmp_csv_num(f, s->load_amplification, "%.6f");
-    lsim__cmp_csv_num(f, s->prefetch_precision, "%.6f");
-    fprintf(f, ",%lld,%lld", (long long)s->prefetch_wasted_bytes,
-            (long long)s->early_aborts);
-    lsim__cmp_csv_num(f, s->adapters_per_iter, "%.6f");
-    lsim__cmp_csv_num(f, s->segments_per_iter, "%.6f");
-    lsim__cmp_csv_num(f, s->rank_padding_ratio, "%.6f");
-    fprintf(f, ",%lld,%lld,%lld,%lld", (long long)s->service_prefill,
-            (long long)s->service_decode, (long long)s->service_resident,
-            (long long)s->service_cold);
-    for (int k = 0; k < 5; k++)
-      fprintf(f, ",%lld", (long long)s->service_rank[k]);
-    lsim__cmp_csv_num(f, (double)s->backlog_gap, "%.0f");
-    lsim__cmp_csv_num(f, (double)s->vtc_bound, "%.0f");
-    fprintf(f, ",%lld,%lld,%lld,%lld,%lld", (long long)s->iterations,
-            (long long)s->events, (long long)s->preemptions,
-            (long long)s->migrations, (long long)s->recompute_tokens);
-    if (sc->prefix_mode != 0) {
-      fprintf(f, ",%lld", (long long)s->prefix_lookups);
-      lsim__cmp_csv_num(f, s->prefix_hit_rate, "%.6f");
-      lsim__cmp_csv_num(f, s->prefix_block_hit_rate, "%.6f");
-      fprintf(f, ",%lld,%lld,%lld,%lld,%lld",
-              (long long)s->prefix_reused_tokens,
-              (long long)s->prefix_corrupt_reuses,
-              (long long)s->prefix_corrupt_requests,
-              (long long)s->prefix_published_blocks,
-              (long long)s->prefix_evicted_blocks);
+    nkv = lsim_report_figures(s, kv, LSIM_REPORT_FIGURES_MAX);
+    for (int r = 0; r <= sc->ntenants; r++) {
+      const lsim_tenant_fig *t = &rows[i].tenants[r];
+      lsim_csv_field(q_name, sizeof q_name, lsim_tenants_name(sc, t));
+      fprintf(f, "%s,%s,%s,%s,%llu,", q_arm, q_sched, q_evict, q_prefetch,
+              (unsigned long long)sc->seed);
+      if (t->tenant >= 0)
+        fprintf(f, "%d", t->tenant);
+      fprintf(f, ",%s", q_name);
+      for (int k = 0; k < LSIM_TF_N; k++)
+        fprintf(f, ",%s", lsim_tenants_num(num, sizeof num, t->v[k]));
+      int all = t->tenant < 0;
+      for (int j = 0; j < nkv; j++)
+        if (!lsim__cmp_dup(kv[j].k))
+          fprintf(f, ",%s",
+                  all ? lsim_tenants_num(num, sizeof num,
+                                         kv[j].v < 0 ? NAN : kv[j].v)
+                      : "");
+      fputc(',', f);
+      if (all)
+        fprintf(f, "%lld", (long long)s->events);
+      fputc('\n', f);
     }
-    for (int t = 0; t < sc->ntenants; t++)
-      fprintf(f, ",%lld", (long long)rows[i].service[t]);
-    fputc('\n', f);
   }
   return lsim_out_commit(&of, eb);
 }
@@ -744,8 +718,13 @@ int lsim_compare_main(int argc, char **argv) {
   memset(rows, 0, sizeof rows);
   int64_t *service = calloc((size_t)n * (size_t)(sc.ntenants ? sc.ntenants : 1),
                             sizeof(int64_t));
-  if (!service)
+  lsim_tenant_fig *tfigs =
+      calloc((size_t)n * ((size_t)sc.ntenants + 1), sizeof *tfigs);
+  if (!service || !tfigs) {
+    free(service);
+    free(tfigs);
     return lsim_cli_fail("compare", LSIM_E_NOMEM, "out of memory");
+  }
   char tlp[1100], ttp[1100], svp[1100];
   snprintf(tlp, sizeof tlp, "%s/compare-timeline.dat", dir);
   snprintf(ttp, sizeof ttp, "%s/compare-ttft.dat", dir);
@@ -764,15 +743,17 @@ int lsim_compare_main(int argc, char **argv) {
        *fsv = ndof == 3 ? dof[2].fp : NULL;
   double tick_s = (double)sc.ns_per_tick * 1e-9;
   for (int i = 0; i < n && !st; i++) {
-    char dbpath[1100], cmdline[1024];
+    char dbpath[1100], jsonpath[1100], cmdline[1024];
     snprintf(sc.scheduler, sizeof sc.scheduler, "%s", names[i]);
     snprintf(dbpath, sizeof dbpath, "%s/%s.db", dir, names[i]);
+    snprintf(jsonpath, sizeof jsonpath, "%s/%s.json", dir, names[i]);
     size_t used = 0;
     for (int a = 0; a < argc && used < sizeof cmdline - 1; a++)
       used += (size_t)snprintf(cmdline + used, sizeof cmdline - used, "%s%s",
                                a ? " " : "lorasim ", argv[a]);
     rows[i].sched = names[i];
     rows[i].service = service + (size_t)i * (size_t)sc.ntenants;
+    rows[i].tenants = tfigs + (size_t)i * ((size_t)sc.ntenants + 1);
     lsim_timeline tl;
     if (lsim_timeline_init(&tl, sc.ntenants, sc.workers, sc.adapters,
                            sc.ns_per_tick)) {
@@ -785,7 +766,9 @@ int lsim_compare_main(int argc, char **argv) {
                           .stop = &lsim__cmp_stop,
                           .tenant_service = rows[i].service,
                           .summary_only = !full_log,
-                          .tap = &tap};
+                          .tap = &tap,
+                          .json_path = jsonpath,
+                          .tenant_figs = rows[i].tenants};
     rc = lsim_replay_run(&sc, &o, &rows[i].s, &eb);
     if (rc) {
       st = lsim_cli_fail("compare", rc, eb.msg);
@@ -847,5 +830,6 @@ int lsim_compare_main(int argc, char **argv) {
     }
   }
   free(service);
+  free(tfigs);
   return st;
 }
