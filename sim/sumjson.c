@@ -12,9 +12,14 @@
 #include "outfile.h"
 
 /* A figure: null for "no value" (NAN, or -1 in runs_summary's convention,
-** passed here as NAN by the caller). */
+** passed here as NAN by the caller).  Its text is ours (lsim_tenants_num:
+** it reads back as the same double; cJSON's own printing may drop the
+** last bit), so the JSON, the CSV and the database agree exactly. */
 static cJSON *lsim__num(double v) {
-  return isnan(v) ? cJSON_CreateNull() : cJSON_CreateNumber(v);
+  char text[64];
+  if (isnan(v) || isinf(v))
+    return cJSON_CreateNull();
+  return cJSON_CreateRaw(lsim_tenants_num(text, sizeof text, v));
 }
 
 /* cJSON_Add* return NULL on failure; one flag collects them all. */
@@ -45,11 +50,11 @@ lsim_err lsim_sumjson_write(const char *path, const lsim_scenario *sc,
   lsim__str(root, "scheduler", sc->scheduler, &bad);
   lsim__str(root, "evict", sc->evict, &bad);
   lsim__str(root, "prefetch", sc->prefetch, &bad);
-  lsim__add(root, "workers", cJSON_CreateNumber(sc->workers), &bad);
-  lsim__add(root, "ns_per_tick", cJSON_CreateNumber((double)sc->ns_per_tick),
+  lsim__add(root, "workers", lsim__num(sc->workers), &bad);
+  lsim__add(root, "ns_per_tick", lsim__num((double)sc->ns_per_tick),
             &bad);
-  lsim__add(root, "events", cJSON_CreateNumber((double)s->events), &bad);
-  lsim__add(root, "end_tick", cJSON_CreateNumber((double)s->end_tick), &bad);
+  lsim__add(root, "events", lsim__num((double)s->events), &bad);
+  lsim__add(root, "end_tick", lsim__num((double)s->end_tick), &bad);
   /* runs_summary, in its order; -1 is its "no value" */
   cJSON *sum = cJSON_CreateObject();
   lsim__add(root, "summary", sum, &bad);
@@ -71,7 +76,7 @@ lsim_err lsim_sumjson_write(const char *path, const lsim_scenario *sc,
       break;
     }
     lsim__add(o, "tenant",
-              t->tenant >= 0 ? cJSON_CreateNumber(t->tenant)
+              t->tenant >= 0 ? lsim__num(t->tenant)
                              : cJSON_CreateNull(),
               &bad);
     lsim__str(o, "name", lsim_tenants_name(sc, t), &bad);
