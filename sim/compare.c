@@ -73,7 +73,9 @@ static void lsim__cmp_usage(FILE *f) {
       "  --full-log         also log every event and iteration row\n"
       "  -h, --help         this text\n"
       "\n"
-      "files: DIR/SCHEDULER.db and .prom per run, DIR/compare.csv, and\n"
+      "files: DIR/SCHEDULER.db, .prom and .json (the JSON summary) per\n"
+      "run, DIR/compare.csv (one row per run and tenant, then the run's\n"
+      "all-tenants row), and\n"
       "DIR/compare-{service,ttft,service-time,gap,residency,starvation}\n"
       ".png with their .dat files\n"
       "\n",
