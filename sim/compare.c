@@ -177,8 +177,9 @@ static int lsim__cmp_dup(const char *key) {
 
 /* compare.csv in long form: one row per arm and tenant, then the arm's
 ** all-tenants row (tenant empty, name "all"), each with every tenant
-** figure; the all row also carries the run's figures (runs_summary keys,
-** and events), empty on the tenant rows.  Arms are keyed by their label. */
+** figure (last); the all row also carries the run's figures (runs_summary
+** keys, and events), empty on the tenant rows.  Arms are keyed by their
+** label. */
 static lsim_err lsim__cmp_csv(const char *path, const lsim_scenario *sc,
                               const lsim__cmp_row *rows, int n,
                               lsim_errbuf *eb) {
@@ -191,13 +192,17 @@ static lsim_err lsim__cmp_csv(const char *path, const lsim_scenario *sc,
   int nkv = n > 0 ? lsim_report_figures(&rows[0].s, kv,
                                         LSIM_REPORT_FIGURES_MAX)
                   : 0;
+  /* the run's columns before the tenant figures: a record's last field
+  ** is then never empty (starved_intervals is a count), which a reader
+  ** that stops at the line end (lsim_csv_next) counts right */
   fputs("arm,scheduler,evict,prefetch,seed,tenant,name", f);
-  for (int k = 0; k < LSIM_TF_N; k++)
-    fprintf(f, ",%s", lsim_tenants_key(k));
   for (int j = 0; j < nkv; j++)
     if (!lsim__cmp_dup(kv[j].k))
       fprintf(f, ",%s", kv[j].k);
-  fputs(",events\n", f);
+  fputs(",events", f);
+  for (int k = 0; k < LSIM_TF_N; k++)
+    fprintf(f, ",%s", lsim_tenants_key(k));
+  fputc('\n', f);
   for (int i = 0; i < n; i++) {
     const lsim_summary *s = &rows[i].s;
     char q_arm[LSIM_ESC_SIZE(LSIM_NAME_MAX)],
@@ -219,8 +224,6 @@ static lsim_err lsim__cmp_csv(const char *path, const lsim_scenario *sc,
       if (t->tenant >= 0)
         fprintf(f, "%d", t->tenant);
       fprintf(f, ",%s", q_name);
-      for (int k = 0; k < LSIM_TF_N; k++)
-        fprintf(f, ",%s", lsim_tenants_num(num, sizeof num, t->v[k]));
       int all = t->tenant < 0;
       for (int j = 0; j < nkv; j++)
         if (!lsim__cmp_dup(kv[j].k))
@@ -231,6 +234,8 @@ static lsim_err lsim__cmp_csv(const char *path, const lsim_scenario *sc,
       fputc(',', f);
       if (all)
         fprintf(f, "%lld", (long long)s->events);
+      for (int k = 0; k < LSIM_TF_N; k++)
+        fprintf(f, ",%s", lsim_tenants_num(num, sizeof num, t->v[k]));
       fputc('\n', f);
     }
   }
@@ -287,6 +292,54 @@ static void lsim__cmp_print(FILE *f, const lsim_scenario *sc,
         "per simulated second; slo_tt/slo_tb: SLO attainment; st_ld/st_sv: "
         "starved load/service intervals; tenant columns: completed "
         "service)\n",
+        f);
+}
+
+/* Per run and tenant (the first LSIM__CMP_TENANT_COLS; the CSV has them
+** all), then the run's all row: what each tenant got and waited for. */
+static void lsim__cmp_print_tenants(FILE *f, const lsim_scenario *sc,
+                                    const lsim__cmp_row *rows, int n) {
+  char shown[LSIM_ESC_SIZE(LSIM_NAME_MAX)], arm[LSIM_ESC_SIZE(LSIM_NAME_MAX)];
+  int nt = sc->ntenants < LSIM__CMP_TENANT_COLS ? sc->ntenants
+                                                 : LSIM__CMP_TENANT_COLS;
+  fprintf(f, "%-16s %-12s %9s %9s %6s %6s %8s %8s %9s %4s\n", "per tenant",
+          "tenant", "ttft_p50", "ttft_p99", "svc%", "dem%", "load_ms",
+          "cold+ms", "unserved", "st");
+  for (int i = 0; i < n; i++)
+    for (int r = 0; r <= nt; r++) {
+      const lsim_tenant_fig *t =
+          &rows[i].tenants[r < nt ? r : sc->ntenants];
+      const double *v = t->v;
+      fprintf(f, "%-16.16s %-12.12s",
+              lsim_console_str(arm, sizeof arm, rows[i].sched),
+              lsim_console_str(shown, sizeof shown, lsim_tenants_name(sc, t)));
+      lsim__cmp_cell(f, isnan(v[LSIM_TF_TTFT_P50]) ? -1 : v[LSIM_TF_TTFT_P50],
+                     9, " %*.2f");
+      lsim__cmp_cell(f, isnan(v[LSIM_TF_TTFT_P99]) ? -1 : v[LSIM_TF_TTFT_P99],
+                     9, " %*.2f");
+      lsim__cmp_cell(f, isnan(v[LSIM_TF_SERVICE_SHARE])
+                            ? -1
+                            : 100 * v[LSIM_TF_SERVICE_SHARE],
+                     6, " %*.1f");
+      lsim__cmp_cell(f, isnan(v[LSIM_TF_DEMAND_SHARE])
+                            ? -1
+                            : 100 * v[LSIM_TF_DEMAND_SHARE],
+                     6, " %*.1f");
+      lsim__cmp_cell(f, isnan(v[LSIM_TF_LOAD_WAIT_MEAN])
+                            ? -1
+                            : v[LSIM_TF_LOAD_WAIT_MEAN],
+                     8, " %*.2f");
+      if (isnan(v[LSIM_TF_COLD_TTFT_COST]))
+        fprintf(f, " %8s", "-");
+      else
+        fprintf(f, " %8.2f", v[LSIM_TF_COLD_TTFT_COST]);
+      fprintf(f, " %9.1f %4.0f\n", v[LSIM_TF_LONGEST_STARVED],
+              v[LSIM_TF_STARVED_INTERVALS]);
+    }
+  fputs("(svc%/dem%: share of completed service / of demand; load_ms: mean "
+        "wait for the adapter's load; cold+ms: p50 TTFT cold minus warm, "
+        "same tenant and window; unserved: longest wait with no service, ms; "
+        "st: starved intervals)\n",
         f);
 }
 
@@ -814,6 +867,7 @@ int lsim_compare_main(int argc, char **argv) {
       /* paths shown with control bytes made visible (escape.h) */
       char shown[LSIM_ESC_SIZE(1300)];
       lsim__cmp_print(stdout, &sc, rows, n);
+      lsim__cmp_print_tenants(stdout, &sc, rows, n);
       printf("  databases   %s/{", lsim_console_str(shown, sizeof shown, dir));
       for (int i = 0; i < n; i++)
         printf("%s%s", i ? "," : "", names[i]);
