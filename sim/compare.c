@@ -337,9 +337,9 @@ static void lsim__cmp_print_tenants(FILE *f, const lsim_scenario *sc,
               v[LSIM_TF_STARVED_INTERVALS]);
     }
   fputs("(svc%/dem%: share of completed service / of demand; load_ms: mean "
-        "wait for the adapter's load; cold+ms: p50 TTFT cold minus warm, "
-        "same tenant and window; unserved: longest wait with no service, ms; "
-        "st: starved intervals)\n",
+        "wait for the adapter's load;\n cold+ms: p50 TTFT cold minus warm, "
+        "same tenant and window; unserved: longest wait with no\n service, "
+        "ms; st: starved intervals; all tenants: compare.csv)\n",
         f);
 }
 
