@@ -251,6 +251,9 @@ Test(vllm, host_tier_hits_skip_the_disk_and_the_lru_drops_the_oldest) {
   cr_assert_eq(q("host", "SELECT value FROM runs_summary WHERE "
                          "key='adapter_host_dropped'"),
                2);
+  /* the event log's ledger accepts the host events (lorasim audit) */
+  cr_assert_eq(lorasim("audit host.db"), 0, "%s", out);
+  cr_assert_not_null(strstr(out, "0 findings"), "%s", out);
   /* tier off: every load is the copy alone, no host event, no figure */
   for (int r = 0; r <= 4; r++)
     cr_assert_eq(load_span("off", r), load_ticks(bytes, 0), "request %d", r);
@@ -368,6 +371,8 @@ Test(vllm, padded_slots_pad_pages_refuse_large_ranks_and_cap_slots) {
   /* the batch cap holds too (max_loras 3) */
   cr_assert_leq(q("slots", "SELECT max(distinct_adapters) FROM iterations"),
                 3);
+  cr_assert_eq(lorasim("audit slots.db"), 0, "%s", out);
+  cr_assert_not_null(strstr(out, "0 findings"), "%s", out);
   /* same seed, same rows */
   cr_assert_eq(lorasim("replay slots.json --db again.db --quiet --no-plots"),
                0, "%s", out);
