@@ -566,26 +566,32 @@ lsim_err lsim_json_set(lsim_json_doc *d, cJSON *at, const char *assign,
   ** whole path is known to be walkable, except empty objects created on
   ** the way, which are removed again on failure */
   cJSON *node = at ? at : d->root, *made = NULL, *made_in = NULL;
-  char where[LSIM_JSON_PATHBUF] = "$";
-  const char *bad = NULL;
-  for (int i = 0; i < ns - 1 && !bad; i++) {
+  char where[LSIM_JSON_PATHBUF] = "$", why[LSIM_JSON_PATHBUF + 96] = "";
+  for (int i = 0; i < ns && !why[0]; i++) {
     char next[LSIM_JSON_PATHBUF];
+    int lastp = i == ns - 1;
     if (st[i].key[0]) {
       lsim_json_key_path(next, where, st[i].key);
       if (!cJSON_IsObject(node)) {
-        bad = "is not an object";
+        snprintf(why, sizeof why, "%s is %s %s, not an object", where,
+                 cJSON_IsArray(node) ? "an" : "a", lsim_json_type_name(node));
         break;
       }
+      if (lastp)
+        break;
       cJSON *ch = cJSON_GetObjectItemCaseSensitive(node, st[i].key);
-      if (!ch) {
-        if (!st[i + 1].key[0]) {
-          memcpy(where, next, sizeof where);
-          bad = "does not exist (an index needs an array that exists)";
-          break;
-        }
+      if (!ch && !st[i + 1].key[0]) {
+        snprintf(why, sizeof why,
+                 "%s does not exist (an index needs an array that exists)",
+                 next);
+        break;
+      }
+      if (!ch) { /* a missing object on the way: validation decides */
         ch = cJSON_CreateObject();
         if (!ch || !cJSON_AddItemToObject(node, st[i].key, ch)) {
           cJSON_Delete(ch);
+          if (made)
+            cJSON_Delete(cJSON_DetachItemViaPointer(made_in, made));
           lsim_json_release(&v);
           return lsim_fail(eb, LSIM_E_NOMEM, "--set: out of memory");
         }
@@ -598,35 +604,29 @@ lsim_err lsim_json_set(lsim_json_doc *d, cJSON *at, const char *assign,
     } else {
       lsim_json_idx_path(next, where, st[i].idx);
       if (!cJSON_IsArray(node)) {
-        bad = "is not an array";
+        snprintf(why, sizeof why, "%s is %s %s, not an array", where,
+                 cJSON_IsObject(node) ? "an" : "a", lsim_json_type_name(node));
         break;
       }
       int cnt = lsim_json_count(node);
-      if (st[i].idx >= cnt) {
-        memcpy(where, next, sizeof where);
-        bad = "does not exist";
+      if (st[i].idx > cnt || (!lastp && st[i].idx == cnt)) {
+        snprintf(why, sizeof why, "%s has %d elements: %s does not exist%s",
+                 where, cnt, next,
+                 lastp ? " (an index may name the next one, appended)" : "");
         break;
       }
+      if (lastp)
+        break;
       node = cJSON_GetArrayItem(node, st[i].idx);
     }
-    if (!bad)
-      memcpy(where, next, sizeof where);
+    memcpy(where, next, sizeof where);
   }
   const lsim__step *last = &st[ns - 1];
-  if (!bad) {
-    if (last->key[0] && !cJSON_IsObject(node))
-      bad = "is not an object";
-    else if (!last->key[0] && !cJSON_IsArray(node))
-      bad = "is not an array";
-    else if (!last->key[0] && last->idx > lsim_json_count(node))
-      bad = "has fewer elements (an index may be at most its length)";
-  }
-  if (bad) {
+  if (why[0]) {
     if (made)
       cJSON_Delete(cJSON_DetachItemViaPointer(made_in, made));
     lsim_json_release(&v);
-    return lsim_fail(eb, LSIM_E_USAGE, "--set '%s': %s %s (it is %s)", shown,
-                     where, bad, node ? lsim_json_type_name(node) : "absent");
+    return lsim_fail(eb, LSIM_E_USAGE, "--set '%s': %s", shown, why);
   }
   /* adopt the value's text (its numbers point into it) */
   char **kept = realloc(d->kept, (size_t)(d->nkept + 1) * sizeof *kept);
