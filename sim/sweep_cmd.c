@@ -200,10 +200,13 @@ static int lsim__pool(lsim_sweep *s, const lsim_sweep_run_opts *o) {
   }
   if (*o->stop)
     return 130;
-  if (failed)
-    fprintf(stderr, "lorasim sweep: %lld of %lld cells failed (each "
-            "database says why in runs.error); rerun them with --resume\n",
-            (long long)failed, (long long)n);
+  if (failed) {
+    char m[200];
+    snprintf(m, sizeof m, "%lld of %lld cells failed (each database says "
+             "why in runs.error); rerun them with --resume",
+             (long long)failed, (long long)n);
+    lsim_cli_fail("sweep", LSIM_E_SWEEP_CELL_FAILED, m);
+  }
   return st;
 }
 
