@@ -842,9 +842,15 @@ static lsim_err lsim__resolve(const lsim__ctx *c, const cJSON *v,
                      lsim__quote(full, q, sizeof q),
                      allow_dir ? " or directory" : "");
   FILE *fp = fopen(full, "rb");
-  if (!fp)
-    return lsim__bad(c, LSIM_E_SCN_TRACE_FILE, path, "cannot open '%s': %s",
-                     lsim__quote(full, q, sizeof q), lsim__os_err(errno, why));
+  if (!fp) {
+    int e = errno;
+    /* the real traces are not in the repository: say where they come from */
+    return lsim__bad(c, LSIM_E_SCN_TRACE_FILE, path, "cannot open '%s': %s%s",
+                     lsim__quote(full, q, sizeof q), lsim__os_err(e, why),
+                     e == ENOENT ? " (a public trace? sh tools/fetch-traces.sh "
+                                   "downloads them, docs/TRACES.md)"
+                                 : "");
+  }
   int regular = fstat(fileno(fp), &st) == 0 && S_ISREG(st.st_mode);
   fclose(fp);
   if (!regular)
