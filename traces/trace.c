@@ -45,7 +45,8 @@ struct lsim__trace_impl {
 ** and add one X() line here.
 */
 #define LSIM__IMPORTERS(X)                                                    \
-  X(csv) X(jsonl) X(azure) X(mooncake) X(burstgpt) X(servegen) X(generator)
+  X(csv) X(jsonl) X(azure) X(mooncake) X(burstgpt) X(servegen) X(generator) \
+  X(blis)
 
 #define LSIM__DECLARE(n) extern const lsim__importer lsim__importer_##n;
 LSIM__IMPORTERS(LSIM__DECLARE)

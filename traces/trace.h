@@ -19,6 +19,8 @@
 **                        directory of chunk-<client>-trace.csv; arrivals are
 **                        generated per client, clients become tenants
 **   LSIM_TRACE_GEN       the synthetic generator
+**   LSIM_TRACE_BLIS      the trace CSV of BLIS (inference-sim): token-id
+**                        arrays in quoted fields, their lengths the lengths
 **
 ** Then the assignment stage (traces/assign.c) gives every record a tenant
 ** and an adapter of the catalog: the trace's own, or drawn by a seeded law
@@ -69,11 +71,13 @@ enum lsim_trace_format {
   LSIM_TRACE_MOONCAKE,
   LSIM_TRACE_BURSTGPT,
   LSIM_TRACE_SERVEGEN,
-  LSIM_TRACE_GEN
+  LSIM_TRACE_GEN,
+  LSIM_TRACE_BLIS /* after the generator: added later (issue 22) */
 };
 
 /* The importer registry (traces/trace.c), each format named once there:
-** "csv", "jsonl", "azure", "mooncake", "burstgpt", "servegen", "generator".
+** "csv", "jsonl", "azure", "mooncake", "burstgpt", "servegen", "generator",
+** "blis".
 ** lsim_trace_format_name gives "unknown" for a value out of range;
 ** lsim_trace_format_find knows the file formats only (not "generator") and
 ** returns -1 for an unknown name. */
