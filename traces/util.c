@@ -598,8 +598,8 @@ int lsim__json_int_array_len(const char *s, int64_t *n) {
   int rc = lsim__jnomem ? -2 : a && cJSON_IsArray(a) ? 0 : -1;
   int64_t k = 0;
   for (const cJSON *e = rc ? NULL : a->child; e; e = e->next, k++)
-    if (!cJSON_IsNumber(e) || !(e->valuedouble >= 0) ||
-        e->valuedouble != (double)(int64_t)e->valuedouble) {
+    if (!cJSON_IsNumber(e) || !isfinite(e->valuedouble) ||
+        !(e->valuedouble >= 0) || floor(e->valuedouble) != e->valuedouble) {
       rc = -1; /* a token id is a non-negative integer */
       break;
     }
