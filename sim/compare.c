@@ -48,8 +48,10 @@ static void lsim__cmp_on_sigint(int sig) {
 static void lsim__cmp_usage(FILE *f) {
   fputs(
       "usage: lorasim compare SCENARIO.json --schedulers A,B,... [options]\n"
+      "       lorasim compare SCENARIO.json --arms ARM,ARM,... [options]\n"
       "\n"
       "Run the scenario once per scheduler (same trace, seed, eviction and\n"
+      "prefetch), or once per arm (a scheduler with its own eviction and\n"
       "prefetch), each into its own SQLite database, then print one table\n"
       "and write it as CSV beside the databases, with gnuplot PNGs: TTFT\n"
       "CDF, per-tenant completed service (final and over time), service\n"
@@ -60,10 +62,17 @@ static void lsim__cmp_usage(FILE *f) {
       "slower on long traces.\n"
       "\n"
       "options:\n"
-      "  --schedulers LIST  comma-separated scheduler names (required,\n"
-      "                     at most 16, no repeats)\n"
-      "  --evict NAME       override the eviction policy\n"
-      "  --prefetch NAME    override the prefetch policy\n"
+      "  --schedulers LIST  comma-separated scheduler names (at most 16,\n"
+      "                     no repeats); files DIR/SCHEDULER.*\n"
+      "  --arms LIST        comma-separated arms SCHED[:EVICT[:PREFETCH]]\n"
+      "                     (at most 16, no two the same run); a part\n"
+      "                     left out comes from --evict/--prefetch or the\n"
+      "                     scenario; files DIR/SCHED-EVICT-PREFETCH.*\n"
+      "                     e.g. resident_greedy:lru:none,deficit_aging:lru:\n"
+      "                     age_triggered (one of the two lists is required)\n"
+      "  --evict NAME       override the eviction policy (of every arm\n"
+      "                     that names none)\n"
+      "  --prefetch NAME    override the prefetch policy (likewise)\n"
       "  --seed N           override the scenario seed\n"
       "  --out DIR          output directory (created if missing);\n"
       "                     default results/compare-NAME\n"
@@ -71,7 +80,8 @@ static void lsim__cmp_usage(FILE *f) {
       "  --full-log         also log every event and iteration row\n"
       "  -h, --help         this text\n"
       "\n"
-      "files: DIR/SCHEDULER.db and .prom per run, DIR/compare.csv, and\n"
+      "files: DIR/SCHEDULER.db (--arms: DIR/SCHED-EVICT-PREFETCH.db) and\n"
+      ".prom per run, DIR/compare.csv, and\n"
       "DIR/compare-{service,ttft,service-time,gap,residency,starvation}\n"
       ".png with their .dat files\n"
       "\n",
@@ -96,40 +106,156 @@ static void lsim__cmp_usage(FILE *f) {
         f);
 }
 
-/* Split the comma list into names[] (pointers into buf); -1 with a message
-** in eb on an empty, unknown or repeated name or too many. */
-static int lsim__cmp_split(char *buf, char **names, int *n, lsim_errbuf *eb) {
+/* One arm of the comparison: the policies of one run.  With --schedulers
+** the label and the file stem are the scheduler's name (the outputs of
+** that shorthand are what they always were); with --arms the label is the
+** whole triple "sched:evict:prefetch" and the stem "sched-evict-prefetch".
+** Registered policy names are [a-z0-9_], so neither holds a separator of
+** the other and a stem is a safe file name; distinct arms have distinct
+** stems (checked anyway). */
+typedef struct lsim__cmp_arm {
+  char sched[LSIM_NAME_MAX], evict[LSIM_NAME_MAX], prefetch[LSIM_NAME_MAX];
+  char label[3 * LSIM_NAME_MAX];
+  char stem[3 * LSIM_NAME_MAX];
+} lsim__cmp_arm;
+
+/* "a, b, c": the registered names, for a message. */
+static const char *lsim__cmp_known(char *out, size_t size,
+                                   const char *const *n) {
+  size_t used = 0;
+  out[0] = 0;
+  for (int i = 0; n[i] && used < size; i++)
+    used += (size_t)snprintf(out + used, size - used, "%s%s", i ? ", " : "",
+                             n[i]);
+  return out;
+}
+
+/* Check one part of an arm against its registry; -1 with the message. */
+static int lsim__cmp_part(const char *opt, const char *arm, const char *kind,
+                          const char *name, int found,
+                          const char *const *known, lsim_errbuf *eb) {
+  char list[512];
+  if (!*name) {
+    lsim_fail(eb, LSIM_E_USAGE, "%s: empty %s name in '%s'", opt, kind, arm);
+    return -1;
+  }
+  if (!found) {
+    lsim_fail(eb, LSIM_E_SCN_POLICY,
+              "%s: unknown %s '%s' (known: %s)", opt, kind, name,
+              lsim__cmp_known(list, sizeof list, known));
+    return -1;
+  }
+  return 0;
+}
+
+/*
+** Split the comma list into arms[] and check every name against the
+** registries; -1 with a message in eb on an empty or malformed arm, an
+** unknown name or too many arms.  triples 0 (--schedulers): each entry is
+** a scheduler name alone.  triples 1 (--arms): SCHED[:EVICT[:PREFETCH]];
+** a part left out stays "" for lsim__cmp_complete.  buf is cut up.
+*/
+static int lsim__cmp_split(char *buf, int triples, lsim__cmp_arm *arms,
+                           int *n, lsim_errbuf *eb) {
+  const char *opt = triples ? "--arms" : "--schedulers";
   *n = 0;
   for (char *p = buf;;) {
     char *comma = strchr(p, ',');
     if (comma)
       *comma = 0;
     if (!*p) {
-      lsim_fail(eb, LSIM_E_USAGE, "--schedulers: empty name in the list");
+      lsim_fail(eb, LSIM_E_USAGE, "%s: empty %s in the list", opt,
+                triples ? "arm" : "name");
       return -1;
     }
-    if (!lsim_sched_find(p)) {
-      lsim_fail(eb, LSIM_E_SCN_POLICY,
-                "--schedulers: unknown scheduler '%s' (see lorasim compare "
-                "--help)",
-                p);
+    if (*n == LSIM__CMP_MAX) {
+      lsim_fail(eb, LSIM_E_USAGE, "%s: at most %d %s", opt, LSIM__CMP_MAX,
+                triples ? "arms" : "names");
       return -1;
     }
-    for (int i = 0; i < *n; i++)
-      if (strcmp(names[i], p) == 0) {
-        lsim_fail(eb, LSIM_E_USAGE, "--schedulers: '%s' named twice", p);
+    lsim__cmp_arm *a = &arms[*n];
+    memset(a, 0, sizeof *a);
+    char *part[3] = {p, NULL, NULL};
+    int np = 1;
+    if (triples)
+      for (char *c = p; *c; c++)
+        if (*c == ':') {
+          if (np == 3) {
+            lsim_fail(eb, LSIM_E_USAGE,
+                      "--arms: '%s': an arm is SCHEDULER[:EVICT[:PREFETCH]]",
+                      p);
+            return -1;
+          }
+          part[np++] = c + 1;
+        }
+    char arm[3 * LSIM_NAME_MAX + 8]; /* the arm as given, for messages */
+    snprintf(arm, sizeof arm, "%.*s", (int)sizeof arm - 1, p);
+    for (int k = 1; k < np; k++)
+      part[k][-1] = 0;
+    char *dst[3] = {a->sched, a->evict, a->prefetch};
+    for (int k = 0; k < np; k++) {
+      if (strlen(part[k]) >= LSIM_NAME_MAX) {
+        lsim_fail(eb, LSIM_E_USAGE, "%s: name too long in '%s'", opt, arm);
         return -1;
       }
-    if (*n == LSIM__CMP_MAX) {
-      lsim_fail(eb, LSIM_E_USAGE, "--schedulers: at most %d names",
-                LSIM__CMP_MAX);
-      return -1;
+      snprintf(dst[k], LSIM_NAME_MAX, "%s", part[k]);
     }
-    names[(*n)++] = p;
+    if (lsim__cmp_part(opt, arm, "scheduler", a->sched,
+                       lsim_sched_find(a->sched) != NULL, lsim_sched_names(),
+                       eb) ||
+        (np > 1 &&
+         lsim__cmp_part(opt, arm, "eviction policy", a->evict,
+                        lsim_evict_find(a->evict) != NULL,
+                        lsim_evict_names(), eb)) ||
+        (np > 2 &&
+         lsim__cmp_part(opt, arm, "prefetch policy", a->prefetch,
+                        lsim_prefetch_find(a->prefetch) != NULL,
+                        lsim_prefetch_names(), eb)))
+      return -1;
+    if (!triples) /* the shorthand: a name once, as before */
+      for (int i = 0; i < *n; i++)
+        if (strcmp(arms[i].sched, a->sched) == 0) {
+          lsim_fail(eb, LSIM_E_USAGE, "--schedulers: '%s' named twice",
+                    a->sched);
+          return -1;
+        }
+    (*n)++;
     if (!comma)
       return 0;
     p = comma + 1;
   }
+}
+
+/* Fill the parts an arm left out from the scenario (whose evict and
+** prefetch already carry --evict/--prefetch), then make each label and
+** file stem; -1 when two arms are the same triple. */
+static int lsim__cmp_complete(lsim__cmp_arm *arms, int n, int triples,
+                              const lsim_scenario *sc, lsim_errbuf *eb) {
+  for (int i = 0; i < n; i++) {
+    lsim__cmp_arm *a = &arms[i];
+    if (!a->evict[0])
+      snprintf(a->evict, sizeof a->evict, "%s", sc->evict);
+    if (!a->prefetch[0])
+      snprintf(a->prefetch, sizeof a->prefetch, "%s", sc->prefetch);
+    if (triples) {
+      snprintf(a->label, sizeof a->label, "%s:%s:%s", a->sched, a->evict,
+               a->prefetch);
+      snprintf(a->stem, sizeof a->stem, "%s-%s-%s", a->sched, a->evict,
+               a->prefetch);
+    } else {
+      snprintf(a->label, sizeof a->label, "%s", a->sched);
+      snprintf(a->stem, sizeof a->stem, "%s", a->sched);
+    }
+    for (int k = 0; k < i; k++)
+      if (strcmp(arms[k].label, a->label) == 0 ||
+          strcmp(arms[k].stem, a->stem) == 0) {
+        lsim_fail(eb, LSIM_E_USAGE,
+                  "--arms: arms %d and %d are the same run (%s)", k + 1,
+                  i + 1, a->label);
+        return -1;
+      }
+  }
+  return 0;
 }
 
 /* mkdir -p for a relative or absolute path. */
@@ -150,7 +276,9 @@ static int lsim__cmp_mkdirs(const char *dir) {
 }
 
 typedef struct lsim__cmp_row {
-  const char *sched;
+  const char *sched;    /* the arm's policies */
+  const char *evict, *prefetch;
+  const char *label;    /* the arm in tables and plots (lsim__cmp_arm) */
   lsim_summary s;
   int64_t *service; /* ntenants */
 } lsim__cmp_row;
@@ -204,8 +332,8 @@ static lsim_err lsim__cmp_csv(const char *path, const lsim_scenario *sc,
         q_evict[LSIM_ESC_SIZE(LSIM_NAME_MAX)],
         q_prefetch[LSIM_ESC_SIZE(LSIM_NAME_MAX)];
     lsim_csv_field(q_sched, sizeof q_sched, rows[i].sched);
-    lsim_csv_field(q_evict, sizeof q_evict, sc->evict);
-    lsim_csv_field(q_prefetch, sizeof q_prefetch, sc->prefetch);
+    lsim_csv_field(q_evict, sizeof q_evict, rows[i].evict);
+    lsim_csv_field(q_prefetch, sizeof q_prefetch, rows[i].prefetch);
     fprintf(f, "%s,%s,%s,%llu,%lld,%lld,%lld", q_sched, q_evict, q_prefetch,
             (unsigned long long)sc->seed,
             (long long)s->completed, (long long)s->rejected,
@@ -270,15 +398,29 @@ static void lsim__cmp_cell(FILE *f, double v, int w, const char *fmt) {
 
 #define LSIM__CMP_TENANT_COLS 8 /* the CSV has them all */
 
-static void lsim__cmp_print(FILE *f, const lsim_scenario *sc,
+static void lsim__cmp_print(FILE *f, const lsim_scenario *sc, int triples,
                             const lsim__cmp_row *rows, int n) {
   char shown[LSIM_ESC_SIZE(LSIM_NAME_MAX)];
-  fprintf(f, "lorasim compare: %s (seed %llu, evict %s, prefetch %s, "
-             "%d worker%s)\n",
-          lsim_console_str(shown, sizeof shown, sc->name), (unsigned long long)sc->seed, sc->evict, sc->prefetch,
-          sc->workers, sc->workers == 1 ? "" : "s");
-  fprintf(f, "%-16s %9s %8s %10s %9s %9s %8s %8s %6s %6s %6s %8s %5s %5s",
-          "scheduler", "completed", "rejected", "tok/s", "ttft_p50",
+  /* --arms: each row names its own policies; the first column is as wide
+  ** as the longest label */
+  int lw = 16;
+  for (int i = 0; triples && i < n; i++)
+    if ((int)strlen(rows[i].label) > lw)
+      lw = (int)strlen(rows[i].label);
+  if (triples)
+    fprintf(f, "lorasim compare: %s (seed %llu, %d arms "
+               "scheduler:evict:prefetch, %d worker%s)\n",
+            lsim_console_str(shown, sizeof shown, sc->name),
+            (unsigned long long)sc->seed, n, sc->workers,
+            sc->workers == 1 ? "" : "s");
+  else
+    fprintf(f, "lorasim compare: %s (seed %llu, evict %s, prefetch %s, "
+               "%d worker%s)\n",
+            lsim_console_str(shown, sizeof shown, sc->name),
+            (unsigned long long)sc->seed, sc->evict, sc->prefetch,
+            sc->workers, sc->workers == 1 ? "" : "s");
+  fprintf(f, "%-*s %9s %8s %10s %9s %9s %8s %8s %6s %6s %6s %8s %5s %5s",
+          lw, triples ? "arm" : "scheduler", "completed", "rejected", "tok/s", "ttft_p50",
           "ttft_p99", "tbt_p50", "tbt_p99", "slo_tt", "slo_tb", "jain",
           "max_gap", "st_ld", "st_sv");
   int nt = sc->ntenants < LSIM__CMP_TENANT_COLS ? sc->ntenants
@@ -291,7 +433,7 @@ static void lsim__cmp_print(FILE *f, const lsim_scenario *sc,
   fputc('\n', f);
   for (int i = 0; i < n; i++) {
     const lsim_summary *s = &rows[i].s;
-    fprintf(f, "%-16s %9lld %8lld", rows[i].sched, (long long)s->completed,
+    fprintf(f, "%-*s %9lld %8lld", lw, rows[i].label, (long long)s->completed,
             (long long)s->rejected);
     lsim__cmp_cell(f, s->throughput_tok_s, 10, " %*.0f");
     lsim__cmp_cell(f, s->ttft_p50_ms, 9, " %*.2f");
@@ -338,7 +480,7 @@ static lsim_err lsim__cmp_plot(const char *dir, const lsim_scenario *sc,
   fputc('\n', f);
   for (int i = 0; i < n; i++) {
     char tok[LSIM_ESC_SIZE(LSIM_NAME_MAX)];
-    lsim_dat_token(tok, sizeof tok, rows[i].sched);
+    lsim_dat_token(tok, sizeof tok, rows[i].label);
     fprintf(f, "%s", tok);
     for (int t = 0; t < sc->ntenants; t++)
       fprintf(f, " %lld", (long long)rows[i].service[t]);
@@ -550,7 +692,7 @@ static lsim_err lsim__cmp_plots2(const char *dir, const lsim_scenario *sc,
   for (int i = 0; i < n; i++)
     fprintf(f, "%s%s index %d using 1:2 with steps lw 2 title %s",
             i ? ", " : "", q[LSIM__TL_TTFT_DAT], i,
-            lsim__cmp_gp_title(t1, sizeof t1, rows[i].sched));
+            lsim__cmp_gp_title(t1, sizeof t1, rows[i].label));
   fprintf(f, "\nunset logscale x\nset yrange [*:*]\n"
              "set output %s\n"
              "set title 'Completed service per tenant over time (first %d "
@@ -559,7 +701,7 @@ static lsim_err lsim__cmp_plots2(const char *dir, const lsim_scenario *sc,
           q[LSIM__TL_ST_PNG], nt);
   for (int i = 0, first = 1; i < n; i++)
     for (int t = 0; t < nt; t++, first = 0) {
-      snprintf(title, sizeof title, "%s / %s", rows[i].sched,
+      snprintf(title, sizeof title, "%s / %s", rows[i].label,
                sc->tenants[t].name);
       fprintf(f, "%s%s index %d using 1:%d with lines lw 2 lc %d dt %d "
                  "title %s",
@@ -574,7 +716,7 @@ static lsim_err lsim__cmp_plots2(const char *dir, const lsim_scenario *sc,
   for (int i = 0; i < n; i++)
     fprintf(f, "%s%s index %d using 1:%d with lines lw 2 title %s",
             i ? ", " : "", q[LSIM__TL_TL_DAT], i, sc->ntenants + 2,
-            lsim__cmp_gp_title(t1, sizeof t1, rows[i].sched));
+            lsim__cmp_gp_title(t1, sizeof t1, rows[i].label));
   fprintf(f, "\nset output %s\n"
              "set multiplot layout 2,1 title 'Adapter residency and loads'\n"
              "set title ''\nset ylabel 'resident adapters (all workers)'\n"
@@ -583,12 +725,12 @@ static lsim_err lsim__cmp_plots2(const char *dir, const lsim_scenario *sc,
   for (int i = 0; i < n; i++)
     fprintf(f, "%s%s index %d using 1:%d with steps lw 2 title %s",
             i ? ", " : "", q[LSIM__TL_TL_DAT], i, sc->ntenants + 3,
-            lsim__cmp_gp_title(t1, sizeof t1, rows[i].sched));
+            lsim__cmp_gp_title(t1, sizeof t1, rows[i].label));
   fprintf(f, "\nset ylabel 'adapter loads per second'\nplot ");
   for (int i = 0; i < n; i++)
     fprintf(f, "%s%s index %d using 1:%d with steps lw 2 title %s",
             i ? ", " : "", q[LSIM__TL_TL_DAT], i, sc->ntenants + 4,
-            lsim__cmp_gp_title(t1, sizeof t1, rows[i].sched));
+            lsim__cmp_gp_title(t1, sizeof t1, rows[i].label));
   fprintf(f, "\nunset multiplot\nset output %s\n"
              "set title 'Starved intervals (above a line: adapter load-"
              "starved; below: tenant service-starved)'\n"
@@ -596,7 +738,7 @@ static lsim_err lsim__cmp_plots2(const char *dir, const lsim_scenario *sc,
           q[LSIM__TL_SV_PNG], n - 1);
   for (int i = 0; i < n; i++)
     fprintf(f, "%s%s %d", i ? ", " : "",
-            lsim__cmp_gp_title(t1, sizeof t1, rows[i].sched), i);
+            lsim__cmp_gp_title(t1, sizeof t1, rows[i].label), i);
   fprintf(f, ")\nplot ");
   for (int i = 0; i < n; i++)
     fprintf(f, "%s%s index %d using 1:2:3:4 with "
@@ -633,10 +775,12 @@ int lsim_compare_main(int argc, char **argv) {
     O_SEED,
     O_OUT,
     O_NOPLOTS,
-    O_FULLLOG
+    O_FULLLOG,
+    O_ARMS
   };
   static const struct option opts[] = {
       {"schedulers", required_argument, NULL, O_SCHEDS},
+      {"arms", required_argument, NULL, O_ARMS},
       {"evict", required_argument, NULL, O_EVICT},
       {"prefetch", required_argument, NULL, O_PREFETCH},
       {"seed", required_argument, NULL, O_SEED},
@@ -645,13 +789,14 @@ int lsim_compare_main(int argc, char **argv) {
       {"full-log", no_argument, NULL, O_FULLLOG},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
-  const char *scheds = NULL, *evict = NULL, *prefetch = NULL, *seed_s = NULL,
+  const char *scheds = NULL, *arms_s = NULL, *evict = NULL, *prefetch = NULL, *seed_s = NULL,
              *out = NULL;
   int plots = 1, full_log = 0, c;
   optind = 1;
   while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
     switch (c) {
     case O_SCHEDS: scheds = optarg; break;
+    case O_ARMS: arms_s = optarg; break;
     case O_EVICT: evict = optarg; break;
     case O_PREFETCH: prefetch = optarg; break;
     case O_SEED: seed_s = optarg; break;
@@ -668,30 +813,35 @@ int lsim_compare_main(int argc, char **argv) {
     lsim__cmp_usage(stderr);
     return 2;
   }
-  if (!scheds)
-    return lsim_cli_fail("compare", LSIM_E_USAGE, "--schedulers is required (e.g. "
-                                       "--schedulers fcfs,deficit_aging)");
+  if (scheds && arms_s)
+    return lsim_cli_fail("compare", LSIM_E_USAGE,
+                         "give --arms or --schedulers, not both");
+  if (!scheds && !arms_s)
+    return lsim_cli_fail("compare", LSIM_E_USAGE,
+                         "--schedulers is required (e.g. --schedulers "
+                         "fcfs,deficit_aging), or --arms (e.g. --arms "
+                         "resident_greedy:lru:none,deficit_aging:lru:"
+                         "age_triggered)");
+  const int triples = arms_s != NULL;
+  const char *list_s = triples ? arms_s : scheds;
   lsim_errbuf eb = LSIM_ERRBUF_INIT;
   char list[1024];
-  char *names[LSIM__CMP_MAX];
+  static lsim__cmp_arm arms[LSIM__CMP_MAX];
   int n = 0;
-  if (strlen(scheds) >= sizeof list)
-    return lsim_cli_fail("compare", LSIM_E_USAGE, "--schedulers: list too long");
-  snprintf(list, sizeof list, "%s", scheds);
-  if (lsim__cmp_split(list, names, &n, &eb))
+  if (strlen(list_s) >= sizeof list)
+    return lsim_cli_fail("compare", LSIM_E_USAGE,
+                         triples ? "--arms: list too long"
+                                 : "--schedulers: list too long");
+  snprintf(list, sizeof list, "%s", list_s);
+  if (lsim__cmp_split(list, triples, arms, &n, &eb))
     return lsim_cli_fail("compare", eb.code, eb.msg);
-  if (evict && !lsim_evict_find(evict)) {
-    lsim_fail(&eb, LSIM_E_SCN_POLICY,
-              "--evict: unknown name '%s' (see lorasim compare --help)",
-              evict);
+  if ((evict && lsim__cmp_part("--evict", evict, "eviction policy", evict,
+                               lsim_evict_find(evict) != NULL,
+                               lsim_evict_names(), &eb)) ||
+      (prefetch && lsim__cmp_part("--prefetch", prefetch, "prefetch policy",
+                                  prefetch, lsim_prefetch_find(prefetch) != NULL,
+                                  lsim_prefetch_names(), &eb)))
     return lsim_cli_fail("compare", eb.code, eb.msg);
-  }
-  if (prefetch && !lsim_prefetch_find(prefetch)) {
-    lsim_fail(&eb, LSIM_E_SCN_POLICY,
-              "--prefetch: unknown name '%s' (see lorasim compare --help)",
-              prefetch);
-    return lsim_cli_fail("compare", eb.code, eb.msg);
-  }
   uint64_t seed = 0;
   if (seed_s) {
     char *end;
@@ -715,6 +865,8 @@ int lsim_compare_main(int argc, char **argv) {
     snprintf(sc.evict, sizeof sc.evict, "%s", evict);
   if (prefetch)
     snprintf(sc.prefetch, sizeof sc.prefetch, "%s", prefetch);
+  if (lsim__cmp_complete(arms, n, triples, &sc, &eb))
+    return lsim_cli_fail("compare", eb.code, eb.msg);
 
   char dir[1024];
   if (out) {
@@ -764,14 +916,23 @@ int lsim_compare_main(int argc, char **argv) {
        *fsv = ndof == 3 ? dof[2].fp : NULL;
   double tick_s = (double)sc.ns_per_tick * 1e-9;
   for (int i = 0; i < n && !st; i++) {
-    char dbpath[1100], cmdline[1024];
-    snprintf(sc.scheduler, sizeof sc.scheduler, "%s", names[i]);
-    snprintf(dbpath, sizeof dbpath, "%s/%s.db", dir, names[i]);
+    char dbpath[1100 + sizeof arms[i].stem], cmdline[1024];
+    const lsim__cmp_arm *arm = &arms[i];
+    snprintf(sc.scheduler, sizeof sc.scheduler, "%.*s", LSIM_NAME_MAX - 1,
+             arm->sched);
+    snprintf(sc.evict, sizeof sc.evict, "%.*s", LSIM_NAME_MAX - 1,
+             arm->evict);
+    snprintf(sc.prefetch, sizeof sc.prefetch, "%.*s", LSIM_NAME_MAX - 1,
+             arm->prefetch);
+    snprintf(dbpath, sizeof dbpath, "%s/%s.db", dir, arms[i].stem);
     size_t used = 0;
     for (int a = 0; a < argc && used < sizeof cmdline - 1; a++)
       used += (size_t)snprintf(cmdline + used, sizeof cmdline - used, "%s%s",
                                a ? " " : "lorasim ", argv[a]);
-    rows[i].sched = names[i];
+    rows[i].sched = arms[i].sched;
+    rows[i].evict = arms[i].evict;
+    rows[i].prefetch = arms[i].prefetch;
+    rows[i].label = arms[i].label;
     rows[i].service = service + (size_t)i * (size_t)sc.ntenants;
     lsim_timeline tl;
     if (lsim_timeline_init(&tl, sc.ntenants, sc.workers, sc.adapters,
@@ -789,8 +950,9 @@ int lsim_compare_main(int argc, char **argv) {
     rc = lsim_replay_run(&sc, &o, &rows[i].s, &eb);
     if (rc) {
       st = lsim_cli_fail("compare", rc, eb.msg);
-      char prog[LSIM_NAME_MAX + 64];
-      snprintf(prog, sizeof prog, "lorasim compare: run of '%s'", names[i]);
+      char prog[sizeof arms[i].label + 64];
+      snprintf(prog, sizeof prog, "lorasim compare: run of '%s'",
+               arms[i].label);
       lsim_replay_explain(stderr, prog, &rows[i].s, dbpath);
     } else if (lsim_timeline_write(&tl, ftl, rows[i].s.end_tick,
                                    sc.ns_per_tick) ||
@@ -828,10 +990,10 @@ int lsim_compare_main(int argc, char **argv) {
     } else {
       /* paths shown with control bytes made visible (escape.h) */
       char shown[LSIM_ESC_SIZE(1300)];
-      lsim__cmp_print(stdout, &sc, rows, n);
+      lsim__cmp_print(stdout, &sc, triples, rows, n);
       printf("  databases   %s/{", lsim_console_str(shown, sizeof shown, dir));
       for (int i = 0; i < n; i++)
-        printf("%s%s", i ? "," : "", names[i]);
+        printf("%s%s", i ? "," : "", arms[i].stem);
       printf("}.db\n  csv         %s\n",
              lsim_console_str(shown, sizeof shown, csv));
       if (png[0] && all) /* only files that are whole and in place */
