@@ -250,7 +250,7 @@ static int dat_rows(const char *path, int idx) {
       continue;
     }
     blanks = 0;
-    n += block == idx;
+    n += block == idx && line[0] != '#'; /* comments are no rows */
   }
   fclose(f);
   return n;
