@@ -607,3 +607,136 @@ Test(compare, arms_parsing_defaults_and_errors) {
                     "tenant) % 1000003) FROM requests";
   cr_assert_eq(q_dbl("solo.db", dig), q_dbl("d/vtc-lfu-age_triggered.db", dig));
 }
+
+/* ---- figures: .dat headers, PNG and SVG, the script run where it lies ---- */
+
+static char *slurp_rel(const char *rel, size_t *len) {
+  char p[512];
+  snprintf(p, sizeof p, "%s/%s", tmpdir, rel);
+  FILE *f = fopen(p, "rb");
+  cr_assert_not_null(f, "%s missing", rel);
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *b = malloc((size_t)n + 1);
+  cr_assert_not_null(b);
+  cr_assert_eq(fread(b, 1, (size_t)n, f), (size_t)n);
+  b[n] = 0;
+  fclose(f);
+  *len = (size_t)n;
+  return b;
+}
+
+/* Every data file opens with a comment line naming its columns. */
+static void dat_headed(const char *rel) {
+  size_t n;
+  char *b = slurp_rel(rel, &n);
+  cr_assert(n > 2 && b[0] == '#' && strchr(b, '\n'), "%s: no header line",
+            rel);
+  free(b);
+}
+
+/* Each figure's PNG (its signature) and SVG (an <svg> element closed at
+** the end) exist; then, with both removed, `gnuplot SCRIPT` run in the
+** folder draws them again byte for byte. */
+static void redrawn(const char *dir, const char *script,
+                    const char *const *figs, int nfigs) {
+  static const char *const ext[2] = {"png", "svg"};
+  char rel[256], keep[300];
+  for (int k = 0; k < nfigs; k++)
+    for (int e = 0; e < 2; e++) {
+      snprintf(rel, sizeof rel, "%s/%s.%s", dir, figs[k], ext[e]);
+      size_t n;
+      char *b = slurp_rel(rel, &n);
+      if (e == 0) {
+        cr_assert(n > 8 && memcmp(b, "\x89PNG\r\n\x1a\n", 8) == 0, "%s", rel);
+      } else {
+        cr_assert_not_null(strstr(b, "<svg"), "%s", rel);
+        const char *end = b + n;
+        while (end > b && (end[-1] == '\n' || end[-1] == ' '))
+          end--;
+        cr_assert(end - b > 6 && memcmp(end - 6, "</svg>", 6) == 0,
+                  "%s does not end with </svg>", rel);
+      }
+      free(b);
+      snprintf(keep, sizeof keep, "%s.kept", rel);
+      char a[600], c[600];
+      snprintf(a, sizeof a, "%s/%s", tmpdir, rel);
+      snprintf(c, sizeof c, "%s/%s", tmpdir, keep);
+      cr_assert_eq(rename(a, c), 0);
+    }
+  char cmd[700];
+  snprintf(cmd, sizeof cmd, "cd '%s/%s' && gnuplot '%s' 2>&1", tmpdir, dir,
+           script);
+  cr_assert_eq(system(cmd), 0, "%s failed in its folder", script);
+  for (int k = 0; k < nfigs; k++)
+    for (int e = 0; e < 2; e++) {
+      size_t n1, n2;
+      snprintf(rel, sizeof rel, "%s/%s.%s", dir, figs[k], ext[e]);
+      snprintf(keep, sizeof keep, "%s.kept", rel);
+      char *a = slurp_rel(rel, &n1), *b = slurp_rel(keep, &n2);
+      cr_assert(n1 == n2 && memcmp(a, b, n1) == 0,
+                "%s drawn again differs from lorasim's", rel);
+      free(a);
+      free(b);
+    }
+}
+
+Test(compare, figures_are_png_and_svg_redrawn_from_the_results_folder) {
+  char args[1024];
+  snprintf(args, sizeof args,
+           "compare '%s/fixtures/replay/sixtick.json' --arms "
+           "resident_greedy:lru:none,deficit_aging:lru:age_triggered "
+           "--out p",
+           LSIM_TEST_DIR);
+  cr_assert_eq(lorasim(args), 0, "%s", out);
+  int noted = strstr(out, "gnuplot not found") != NULL;
+  snprintf(args, sizeof args,
+           "replay '%s/fixtures/replay/sixtick.json' --db r/run.db --quiet",
+           LSIM_TEST_DIR);
+  char mk[600];
+  snprintf(mk, sizeof mk, "%s/r", tmpdir);
+  cr_assert_eq(mkdir(mk, 0777), 0);
+  cr_assert_eq(lorasim(args), 0, "%s", out);
+  static const char *const cdat[] = {
+      "p/compare-service.dat", "p/compare-ttft.dat", "p/compare-timeline.dat",
+      "p/compare-starvation.dat", "p/compare-tenant-starvation.dat",
+      "p/compare-share.dat", "r/run-ttft.dat", "r/run-residency.dat",
+      "r/run-starvation.dat", "r/run-share.dat"};
+  for (size_t i = 0; i < sizeof cdat / sizeof cdat[0]; i++)
+    dat_headed(cdat[i]);
+  /* the share data: demand from the requests (every witness request asks
+  ** for 1 unit: hot 6, cold 1, warm 1) and the ledger's service */
+  size_t n;
+  char *share = slurp_rel("r/run-share.dat", &n);
+  cr_assert_not_null(strstr(share, "\nhot 6 0.750000 6 0.857143\n"), "%s",
+                     share);
+  cr_assert_not_null(strstr(share, "\ncold 1 0.125000 0 0.000000\n"), "%s",
+                     share);
+  free(share);
+  /* the starvation timeline: B's load-starved interval on the cold
+  ** tenant's row (1), ticks 10 to 16 of 1 ms */
+  char *sv = slurp_rel("r/run-starvation.dat", &n);
+  cr_assert_not_null(strstr(sv, "\n1 0.010000 0.016000\n"), "%s", sv);
+  free(sv);
+  if (system("command -v gnuplot >/dev/null 2>&1") != 0) {
+    cr_log_warn("gnuplot not installed: skipping the PNG/SVG checks");
+    cr_assert(noted, "compare did not say that gnuplot is missing");
+    return;
+  }
+  /* the scripts name their data relative to their folder */
+  char *gp = slurp_rel("p/compare-plots.gp", &n);
+  cr_assert_null(strstr(gp, tmpdir), "compare-plots.gp names an absolute path");
+  free(gp);
+  gp = slurp_rel("r/run-plots.gp", &n);
+  cr_assert_null(strstr(gp, tmpdir), "run-plots.gp names an absolute path");
+  free(gp);
+  static const char *const cf[] = {
+      "compare-service", "compare-ttft", "compare-service-time",
+      "compare-gap", "compare-residency", "compare-starvation",
+      "compare-tenant-starvation", "compare-share"};
+  redrawn("p", "compare-plots.gp", cf, 8);
+  static const char *const rf[] = {"run-ttft", "run-residency",
+                                   "run-starvation", "run-share"};
+  redrawn("r", "run-plots.gp", rf, 4);
+}
