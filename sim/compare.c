@@ -55,10 +55,11 @@ static void lsim__cmp_usage(FILE *f) {
       "Run the scenario once per scheduler (same trace, seed, eviction and\n"
       "prefetch), or once per arm (a scheduler with its own eviction and\n"
       "prefetch), each into its own SQLite database, then print one table\n"
-      "and write it as CSV beside the databases, with gnuplot PNGs: TTFT\n"
-      "CDF, per-tenant completed service (final and over time), service\n"
-      "gap over time, resident adapters and loads over time, starvation\n"
-      "intervals.  The databases hold the runs, their summaries, requests\n"
+      "and write it as CSV beside the databases, with gnuplot figures (PNG\n"
+      "and SVG): TTFT CDF, per-tenant completed service (final and over\n"
+      "time), service gap over time, resident adapters and loads over\n"
+      "time, starvation intervals per arm and per tenant, service share\n"
+      "against demand share.  The databases hold the runs, their summaries, requests\n"
       "and starvation intervals; --full-log also writes every event and\n"
       "iteration row (as `lorasim replay` does), which is several times\n"
       "slower on long traces.\n"
@@ -78,14 +79,15 @@ static void lsim__cmp_usage(FILE *f) {
       "  --seed N           override the scenario seed\n"
       "  --out DIR          output directory (created if missing);\n"
       "                     default results/compare-NAME\n"
-      "  --no-plots         do not write the PNGs\n"
+      "  --no-plots         do not draw the figures (data files kept)\n"
       "  --full-log         also log every event and iteration row\n"
       "  -h, --help         this text\n"
       "\n"
       "files: DIR/SCHEDULER.db (--arms: DIR/SCHED-EVICT-PREFETCH.db) and\n"
-      ".prom per run, DIR/compare.csv, and\n"
-      "DIR/compare-{service,ttft,service-time,gap,residency,starvation}\n"
-      ".png with their .dat files\n"
+      ".prom per run, DIR/compare.csv, DIR/compare-*.dat, and\n"
+      "DIR/compare-{service,ttft,service-time,gap,residency,starvation,\n"
+      "tenant-starvation,share}.{png,svg} drawn by DIR/compare-plots.gp\n"
+      "(cd DIR && gnuplot compare-plots.gp draws them again)\n"
       "\n",
       f);
   fputs("registered names:\n", f);
@@ -813,7 +815,7 @@ static lsim_err lsim__cmp_plots(const char *dir, const lsim_scenario *sc,
           "set ylabel 'cumulative completed service'\n", f);
     for (int k = 0; k < nts; k++)
       for (int p = 0; p < na; p++) {
-        char tn[LSIM_ESC_SIZE(LSIM_NAME_MAX + 32)], w[LSIM_NAME_MAX + 32];
+        char tn[LSIM_ESC_SIZE(LSIM_NAME_MAX + 64)], w[LSIM_NAME_MAX + 64];
         if (nts * na > 1) {
           if (na > 1)
             snprintf(w, sizeof w, "tenant %s, arms %d-%d",

@@ -135,11 +135,12 @@ lsim_err lsim_plot_finish(lsim_plotset *ps, int *drawn, char *note,
     for (int t = 0; t < LSIM_PLOT_TERMS; t++) {
       char q[LSIM_ESC_SIZE(LSIM_OUT_PATH_MAX)];
       if (lsim_gp_path(q, sizeof q, lsim__base(ps->fig[k].of[t].tmp)) < 0) {
+        rc = lsim_fail(eb, LSIM_E_IO, "%s: unquotable temporary",
+                       ps->fig[k].of[t].tmp);
         free(pre);
         lsim__abort_figs(ps);
         free(ps);
-        return lsim_fail(eb, LSIM_E_IO, "%s: unquotable temporary",
-                         ps->fig[k].of[t].tmp);
+        return rc;
       }
       used += (size_t)snprintf(pre + used, cap - used, "out_%s_%s = %s; ",
                                ps->fig[k].key, lsim_plot_ext[t], q);
