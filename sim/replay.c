@@ -1275,7 +1275,8 @@ lsim_err lsim_replay_run(const lsim_scenario *sc, const lsim_replay_opts *o,
       if (!rc)
         snprintf(res->metrics_path, sizeof res->metrics_path, "%s", prom);
       if (!rc && o->plots)
-        rc = lsim_report_plots(lsim_db_handle(W.db), base, sc, res, eb);
+        rc = lsim_report_plots(lsim_db_handle(W.db), base, sc,
+                               W.m.tenant_service, res, eb);
     }
     status = rc ? "failed" : "ok";
   }

@@ -26,6 +26,8 @@
 #include "../engine/event.h"
 #include "scenario.h"
 
+#define LSIM_REPORT_PLOTS 4 /* the figures of one run (lsim_report_plots) */
+
 typedef struct lsim_metrics {
   int64_t by_kind[LSIM_EV__END];
   int64_t hits, misses;     /* at queue_enqueued */
@@ -109,7 +111,8 @@ typedef struct lsim_summary {
   ** when the end could not be written (a failed write), else status */
   const char *db_status;
   char db_path[1024];
-  char plots[2][1100];  /* written PNG paths, "" when none */
+  char plots[LSIM_REPORT_PLOTS][1100]; /* written PNG paths (each with its
+                                          SVG beside it), "" when none */
   char metrics_path[1100];
   char plot_note[1200];  /* why plots are missing, "" otherwise */
   int64_t events, queue_events, iterations;
@@ -191,20 +194,32 @@ lsim_err lsim_report_metrics_file(const char *path, const lsim_scenario *sc,
                                   const lsim_metrics *m, const lsim_summary *s,
                                   lsim_errbuf *eb);
 
-/* TTFT CDF per tenant and adapter residency over time, as PNGs beside the
-** database (base path without extension).  When gnuplot is missing or
-** fails the function writes the data files, sets s->plot_note and returns
-** 0; a PNG is named in s->plots only once it is whole and in place.  Every
-** string in the script is quoted for gnuplot (sim/escape.h), whatever the
+/* The run's figures beside the database (base: its path without
+** extension), each as BASE-NAME.png and .svg: TTFT CDF per tenant
+** (-ttft), adapter residency over time (-residency), starved intervals per
+** tenant (-starvation), service share against demand share per tenant
+** (-share); their data in BASE-NAME.dat and the script BASE-plots.gp,
+** which names them relative to its folder (sim/plot.h).  tenant_service
+** (ntenants, may be NULL: then from the events table) is the completed
+** service per tenant.  When gnuplot is missing or fails the function
+** writes the data files, sets s->plot_note and returns 0; a PNG is named
+** in s->plots only once every figure is whole and in place.  Every string
+** in the script is quoted for gnuplot (sim/escape.h), whatever the
 ** scenario's names hold; a base with a control byte gets data files and a
 ** note, no script; gnuplot runs without a shell (sim/plot_run.h). */
 lsim_err lsim_report_plots(sqlite3 *db, const char *base,
-                           const lsim_scenario *sc, lsim_summary *s,
+                           const lsim_scenario *sc,
+                           const int64_t *tenant_service, lsim_summary *s,
                            lsim_errbuf *eb);
+
+/* The rows of a share data file, one per tenant: name demand demand_share
+** service service_share (shares of the sums; 0 when a sum is 0). */
+void lsim_report_share_rows(FILE *f, const lsim_scenario *sc,
+                            const int64_t *demand, const int64_t *service);
 
 /* Refuse, before a run writes anything, side files of the database at
 ** db_path that could not be replaced safely: BASE.prom and, with plots,
-** BASE-{ttft,residency}.dat, BASE-plots.gp, BASE-{ttft,residency}.png
+** BASE-{ttft,residency,starvation,share}.{dat,png,svg}, BASE-plots.gp
 ** (a link, a device node, a directory: sim/outfile.h).  Every side file
 ** goes through sim/outfile.c: whole or absent. */
 lsim_err lsim_report_check_paths(const char *db_path, int plots,
