@@ -297,8 +297,7 @@ static lsim_err lsim__fill_ahead(lsim__world *W, lsim_errbuf *eb) {
     if (rc)
       return rc;
     rc = lsim_engine_future_push(W->eng, rec.adapter,
-                                          rec.arrival_ns / W->sc->ns_per_tick,
-                                          eb);
+                                 rec.arrival_ns / W->sc->ns_per_tick, eb);
     if (rc)
       return rc;
   }
