@@ -441,7 +441,7 @@ Test(fairness, summary_prints_gap_against_vtc_bound) {
 
 /* ---- the Azure conv slice ----------------------------------------------------- */
 
-/* bench-azure-1k's world on the first 1,500 requests of the real trace:
+/* bench-azure-1k's world on the first 1,000 requests of the real trace:
 ** the default threshold finds the adapters resident_greedy keeps waiting
 ** (and none under vtc), and the normalized index puts vtc above it while
 ** the raw one reads the same. */
@@ -463,7 +463,7 @@ Test(fairness, azure_slice_orders_vtc_above_resident_greedy) {
   char *file = strstr(text, "\"file\":");
   cr_assert_not_null(file);
   char *file_end = strchr(file, ',');
-  snprintf(res, sizeof res, "%.*s\"file\": \"%s\", \"max_requests\": 1500,%s",
+  snprintf(res, sizeof res, "%.*s\"file\": \"%s\", \"max_requests\": 1000,%s",
            (int)(file - text), text, AZURE_CONV, file_end + 1);
   write_file("az.json", res);
   double raw[2], norm[2], load[2];
@@ -476,7 +476,7 @@ Test(fairness, azure_slice_orders_vtc_above_resident_greedy) {
              sched[i], db);
     cr_assert_eq(lorasim(cmd), 0, "%s", out);
     sqlite3 *h = db_open(db);
-    cr_assert_eq(q_num(h, "SELECT count(*) FROM requests"), 1500);
+    cr_assert_eq(q_num(h, "SELECT count(*) FROM requests"), 1000);
     raw[i] = summary(h, "tenant_service_jain");
     norm[i] = summary(h, "tenant_service_jain_normalized");
     cr_assert_float_eq(norm[i], jain_normalized_from_rows(h), 1e-9);
