@@ -1834,9 +1834,45 @@ static lsim_err lsim__root(const lsim__ctx *c, const cJSON *root,
 
 /* ---- entry points -------------------------------------------------------- */
 
+/* The scenario inside the parsed document: the root, or src->member; with
+** src->sets applied in order (sim/json.h, lsim_json_set), before any
+** validation, so that a value given on the command line is checked exactly
+** as one in the file. */
+static lsim_err lsim__source(const lsim__ctx *c, lsim_json_doc *doc,
+                             const lsim_scenario_src *src, cJSON **root) {
+  *root = doc->root;
+  if (!src)
+    return 0;
+  if (src->member) {
+    char mp[LSIM__PATHBUF];
+    lsim__key_path(mp, "$", src->member);
+    cJSON *m = cJSON_IsObject(doc->root)
+                   ? cJSON_GetObjectItemCaseSensitive(doc->root, src->member)
+                   : NULL;
+    if (!m)
+      return lsim__bad(c, LSIM_E_SCN_MISSING, mp, "required key is missing");
+    *root = m;
+  }
+  static const lsim_json_codes codes = {LSIM_E_SCN_JSON, LSIM_E_SCN_DUP};
+  for (int i = 0; i < src->nsets; i++) {
+    lsim_err err = lsim_json_set(doc, *root, src->sets[i], &codes, c->eb);
+    if (err)
+      return err;
+  }
+  return 0;
+}
+
 lsim_err lsim_scenario_parse(lsim_scenario *sc, const char *json, size_t len,
                              const char *name, const char *basedir,
                              lsim_errbuf *eb) {
+  return lsim_scenario_parse_src(sc, json, len, name, basedir, NULL, eb);
+}
+
+lsim_err lsim_scenario_parse_src(lsim_scenario *sc, const char *json,
+                                 size_t len, const char *name,
+                                 const char *basedir,
+                                 const lsim_scenario_src *src,
+                                 lsim_errbuf *eb) {
   lsim__ctx c = {name ? name : "<scenario>", eb};
   if (!sc || (!json && len))
     return lsim_fail(eb, LSIM_E_USAGE, "%s: no scenario or no text given",
@@ -1856,13 +1892,22 @@ lsim_err lsim_scenario_parse(lsim_scenario *sc, const char *json, size_t len,
   lsim_err err = lsim_json_parse(&doc, json, len, c.file, &codes, eb);
   if (err)
     return err;
-  err = lsim__root(&c, doc.root, basedir, sc);
+  cJSON *root = NULL;
+  err = lsim__source(&c, &doc, src, &root);
+  if (!err)
+    err = lsim__root(&c, root, basedir, sc);
   lsim_json_release(&doc);
   return err;
 }
 
 lsim_err lsim_scenario_load(lsim_scenario *sc, const char *path,
                             lsim_errbuf *eb) {
+  return lsim_scenario_load_src(sc, path, NULL, eb);
+}
+
+lsim_err lsim_scenario_load_src(lsim_scenario *sc, const char *path,
+                                const lsim_scenario_src *src,
+                                lsim_errbuf *eb) {
   if (!sc || !path)
     return lsim_fail(eb, LSIM_E_USAGE, "no scenario or no path given");
   size_t plen = strlen(path);
@@ -1890,7 +1935,7 @@ lsim_err lsim_scenario_load(lsim_scenario *sc, const char *path,
   lsim_err err = lsim_slurp(path, &so, &text, &len, eb);
   if (err)
     return err;
-  err = lsim_scenario_parse(sc, text, len, path, dir, eb);
+  err = lsim_scenario_parse_src(sc, text, len, path, dir, src, eb);
   free(text);
   if (err)
     return err;
