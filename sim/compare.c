@@ -328,6 +328,7 @@ static lsim_err lsim__cmp_csv(const char *path, const lsim_scenario *sc,
   fprintf(f, "scheduler,evict,prefetch,seed,completed,rejected,unfinished,"
              "throughput_tokens_per_s,ttft_p50_ms,ttft_p99_ms,tbt_p50_ms,"
              "tbt_p99_ms,slo_ttft_attainment,slo_tbt_attainment,jain,"
+             "jain_normalized,"
              "max_service_gap,starved_load_intervals,"
              "starved_service_intervals,e2e_p50_ms,e2e_p99_ms,max_wait_ms,"
              "loads,load_failures,evictions,hit_rate,load_amplification,"
@@ -373,6 +374,7 @@ static lsim_err lsim__cmp_csv(const char *path, const lsim_scenario *sc,
     lsim__cmp_csv_num(f, s->slo_ttft_attain, "%.6f");
     lsim__cmp_csv_num(f, s->slo_tbt_attain, "%.6f");
     lsim__cmp_csv_num(f, s->jain, "%.6f");
+    lsim__cmp_csv_num(f, s->jain_norm, "%.6f");
     fprintf(f, ",%lld,%lld,%lld", (long long)s->max_gap,
             (long long)s->load_starved, (long long)s->service_starved);
     lsim__cmp_csv_num(f, s->e2e_p50_ms, "%.6f");

@@ -286,6 +286,27 @@ lsim_err lsim_report_summarize(sqlite3 *db, const lsim_scenario *sc,
       nseen++;
     }
   s->jain = nseen && sq > 0 ? sum * sum / ((double)nseen * sq) : -1;
+  /* normalized: each tenant's service per unit of weight and of the time
+  ** it had a request in the system (one still open at the end counts to
+  ** the end) */
+  sum = sq = 0;
+  nseen = 0;
+  for (int t = 0; t < m->ntenants; t++) {
+    int64_t busy = m->busy_ticks[t];
+    if (m->insys[t] > 0 && s->end_tick > m->insys_since[t])
+      busy += s->end_tick - m->insys_since[t];
+    if (busy <= 0)
+      continue;
+    double w = m->tenant_weight ? (double)m->tenant_weight[t] : 1.0;
+    double x = (double)m->tenant_service[t] / (w * (double)busy);
+    sum += x;
+    sq += x * x;
+    nseen++;
+  }
+  s->jain_norm = nseen && sq > 0 ? sum * sum / ((double)nseen * sq) : -1;
+  s->starvation_ticks =
+      lsim_scenario_starvation_ticks(sc, &s->starvation_derived);
+  s->starvation_ms = (double)s->starvation_ticks * ms;
   s->max_gap = m->max_gap;
   int64_t pf = m->by_kind[LSIM_EV_PREFETCH_RESERVED];
   s->prefetch_precision = pf ? (double)m->prefetch_used / (double)pf : -1;
@@ -318,6 +339,8 @@ lsim_err lsim_report_store(struct lsim_db *db, const lsim_summary *s,
             {"trace_rows_skipped", (double)s->trace_rows_skipped},
             {"tenant_service_jain", s->jain},
             {"tenant_service_max_gap", (double)s->max_gap},
+            {"tenant_service_jain_normalized", s->jain_norm},
+            {"starvation_threshold_ms", s->starvation_ms},
             {"adapter_prefetch_precision_ratio", s->prefetch_precision},
             {"adapter_prefetch_wasted_bytes", (double)s->prefetch_wasted_bytes},
             {"requests_early_aborted", (double)s->early_aborts},
@@ -503,6 +526,32 @@ void lsim_report_print(FILE *f, const lsim_scenario *sc,
     }
     fputc('\n', f);
   }
+  /* fairness (docs/SCHEDULING.md): both Jain indices, and the backlogged
+  ** service gap against VTC's bound */
+  fprintf(f, "  fairness    Jain ");
+  if (s->jain < 0)
+    fprintf(f, "-");
+  else
+    fprintf(f, "%.3f", s->jain);
+  fprintf(f, " (service), ");
+  if (s->jain_norm < 0)
+    fprintf(f, "-");
+  else
+    fprintf(f, "%.3f", s->jain_norm);
+  fprintf(f, " (normalized); backlogged service gap ");
+  if (s->backlog_gap < 0)
+    fprintf(f, "not kept (over 32 tenants)\n");
+  else
+    fprintf(f, "%lld, vtc bound %lld: %s\n", (long long)s->backlog_gap,
+            (long long)s->vtc_bound,
+            s->backlog_gap <= s->vtc_bound ? "held" : "exceeded");
+  fprintf(f, "  starvation  threshold %lld ticks (%.3f ms, %s); starved "
+             "intervals: %lld load, %lld service\n",
+          (long long)s->starvation_ticks, s->starvation_ms,
+          s->starvation_derived ? "derived from the workload"
+          : s->starvation_ticks ? "$.fairness.starvation_ticks"
+                                : "0: only intervals open at the end",
+          (long long)s->load_starved, (long long)s->service_starved);
   fprintf(f, "  %-16s %10s %10s %10s %18s\n", "tenant", "completed",
           "rejected", "unfinished", "service (tokens)");
   for (int t = 0; t < m->ntenants; t++)
@@ -610,6 +659,10 @@ lsim_err lsim_report_metrics_file(const char *path, const lsim_scenario *sc,
     fprintf(f, "# TYPE lorasim_tenant_service_jain gauge\n"
                "lorasim_tenant_service_jain %.9g\n",
             s->jain);
+  if (s->jain_norm >= 0)
+    fprintf(f, "# TYPE lorasim_tenant_service_jain_normalized gauge\n"
+               "lorasim_tenant_service_jain_normalized %.9g\n",
+            s->jain_norm);
   /* the scheduling figures of docs/SCHEDULING.md ("More figures"); a
   ** figure the run does not have (-1) is left out */
   struct {
@@ -632,6 +685,8 @@ lsim_err lsim_report_metrics_file(const char *path, const lsim_scenario *sc,
        (double)s->service_cold},
       {"lorasim_tenant_service_backlog_gap", "gauge", (double)s->backlog_gap},
       {"lorasim_vtc_bound", "gauge", (double)s->vtc_bound},
+      {"lorasim_starvation_threshold_seconds", "gauge",
+       s->starvation_ms / 1e3},
       {"lorasim_requests_preempted_total", "counter", (double)s->preemptions},
       {"lorasim_requests_migrated_total", "counter", (double)s->migrations},
   };

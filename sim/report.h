@@ -72,6 +72,14 @@ typedef struct lsim_metrics {
   int64_t *pair_hi, *pair_lo;  /* [ntenants^2] */
   unsigned char *pair_on;      /* [ntenants^2] */
   int64_t backlog_gap;         /* -1 when not kept */
+  /* service per backlogged time (docs/SCHEDULING.md, "Normalized Jain
+  ** index"): per tenant, its requests in the system (from queue_enqueued
+  ** to the request record), since when it has had one, and the ticks it
+  ** had one; the weights are borrowed (NULL: all 1) */
+  int64_t *insys;              /* [ntenants] */
+  lsim_tick *insys_since;      /* [ntenants] */
+  int64_t *busy_ticks;         /* [ntenants] */
+  const int64_t *tenant_weight;
   int64_t max_prompt;          /* longest prompt seen at enqueue */
   int64_t max_wait_ticks;      /* longest arrival -> first token (or end) */
   int64_t preemptions, migrations, recompute_tokens; /* request_preempted */
@@ -123,6 +131,14 @@ typedef struct lsim_summary {
   int64_t loads, load_failures, evictions;
   double hit_rate; /* -1 when no arrival */
   double jain;     /* Jain's index over seen tenants' service; -1: none */
+  /* Jain's index over x_t = service_t / (weight_t * backlogged ticks_t),
+  ** the tenants with backlogged time; -1: none (docs/SCHEDULING.md) */
+  double jain_norm;
+  /* the starvation threshold the intervals were judged by, ticks (0: only
+  ** open intervals), and whether it was derived (no $.fairness key) */
+  int64_t starvation_ticks;
+  double starvation_ms;
+  int starvation_derived;
   int64_t max_gap; /* max pairwise tenant service gap over time */
   double prefetch_precision; /* used / prefetch reservations; -1: none */
   int64_t prefetch_wasted_bytes, early_aborts, load_starved, service_starved;
