@@ -92,7 +92,7 @@ lsim_err lsim_sumjson_write(const char *path, const lsim_scenario *sc,
               &bad);
     cJSON *pl = cJSON_CreateArray();
     lsim__add(files, "plots", pl, &bad);
-    for (int i = 0; pl && i < 2; i++)
+    for (int i = 0; pl && i < LSIM_REPORT_PLOTS; i++)
       if (s->plots[i][0]) {
         cJSON *p = cJSON_CreateString(s->plots[i]);
         if (!p || !cJSON_AddItemToArray(pl, p)) {

@@ -250,7 +250,7 @@ Test(db, round_trip) {
 
   sqlite3 *h = ro_open(t.db);
   char s[256];
-  cr_assert_eq(q_int(h, "PRAGMA user_version"), 4); /* 4: request breakdown */
+  cr_assert_eq(q_int(h, "PRAGMA user_version"), 5); /* 5: request breakdown */
 
   /* the run row */
   q_text(h, "SELECT status FROM runs WHERE run_id=1", s, sizeof s);
