@@ -288,6 +288,7 @@ Test(cli, a_missing_input_file_is_exit_2_everywhere) {
       {"replay %s --profile gone.json --db r.db --no-plots"},
       {"replay --resume gone.db"},
       {"compare gone.json --schedulers fcfs,vtc --out cmp"},
+      {"sweep gone.json --out sw"},
       {"exec --in gone.json --out x.json"},
       {"compress --in gone.json --out b.json"},
       {"compress --verify gone.json"},
@@ -330,7 +331,15 @@ Test(cli, a_missing_output_directory_is_reported_and_not_made) {
       {"prefix --requests 10 --out nodir/px --no-plots", "nodir", 0},
       {"calibrate --out nodir/p.json", "nodir", 0},
       {"calibrate --db nodir/c.db", "nodir", 0},
+      {"sweep g.json --out nodir/sw --quiet", "nodir", 0},
   };
+  char grid[700];
+  snprintf(grid, sizeof grid,
+           "{\"name\": \"g\", \"base\": \"%s/scenarios/quickstart.json\", "
+           "\"axes\": [{\"path\": \"$.policies.scheduler\", \"values\": "
+           "[\"fcfs\"]}], \"seeds\": [1]}\n",
+           LSIM_SOURCE_DIR);
+  write_file("g.json", grid);
   listing(before, sizeof before);
   for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
     snprintf(args, sizeof args, cmds[i].fmt, cmds[i].tiny ? tiny : qs);
