@@ -2524,6 +2524,14 @@ int64_t lsim_engine_adapter_pages(const lsim_engine *e, int adapter) {
   return e->pages[adapter];
 }
 
+int64_t lsim_engine_adapter_bytes(const lsim_engine *e, int adapter) {
+  return e->bytes[adapter];
+}
+
+int lsim_engine_adapter_owner(const lsim_engine *e, int adapter) {
+  return lsim__tenant_of(e, adapter);
+}
+
 int64_t lsim_engine_live_requests(const lsim_engine *e) { return e->live; }
 
 const struct lsim_res *lsim_engine_res(const lsim_engine *e, int w) {

@@ -435,6 +435,11 @@ typedef struct lsim_worker_view {
 void lsim_engine_worker_view(const lsim_engine *e, int w,
                              lsim_worker_view *out);
 int64_t lsim_engine_adapter_pages(const lsim_engine *e, int adapter);
+/* What the engine holds of adapter (0 <= adapter < nadapters): its bytes
+** (a load copies them; a compressed collection's core only), and the
+** tenant that owns it (the `tenant` of its adapter events). */
+int64_t lsim_engine_adapter_bytes(const lsim_engine *e, int adapter);
+int lsim_engine_adapter_owner(const lsim_engine *e, int adapter);
 /* The worker's residency engine (read-only use: views and checks). */
 const struct lsim_res *lsim_engine_res(const lsim_engine *e, int w);
 /* Requests not yet finished or rejected, over all workers. */

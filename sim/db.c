@@ -67,7 +67,7 @@
 #include "runid.h"
 
 /* PRAGMA user_version of the schema below; bump on any schema change. */
-#define LSIM__SCHEMA_VERSION 3
+#define LSIM__SCHEMA_VERSION 4
 #define LSIM__RUN_ID 1 /* the INSERTs below spell it as the literal 1 */
 #define LSIM__ROWS 64       /* events per multi-row INSERT */
 #define LSIM__EV_COLS 10    /* bound columns per event_log row, seq included */
@@ -143,6 +143,8 @@ struct lsim_db {
   sqlite3_stmt *val;
   sqlite3_stmt *stv;  /* starvation interval */
   sqlite3_stmt *stvn; /* LSIM__ROWS starvation intervals */
+  sqlite3_stmt *ten;  /* INSERT OR REPLACE INTO tenants */
+  sqlite3_stmt *adp;  /* INSERT OR REPLACE INTO adapters */
   int state;
   int broken;         /* an append or commit failed; see D1 */
   int npend;          /* buffered events, not yet in the table */
@@ -305,11 +307,55 @@ static const char lsim__schema[] =
     "  WHERE w.code = (s.codes >> 16) & 65535) AS closed_by,"
     " s.codes >> 32 AS starved"
     " FROM starvation_log AS s;"
+    /* the catalog: what the integers of the other tables name (written
+    ** when the run is set up, before its first event) */
+    "CREATE TABLE tenants("
+    " run_id INTEGER NOT NULL,"
+    " tenant INTEGER NOT NULL,"
+    " name TEXT NOT NULL,"
+    " weight INTEGER NOT NULL,"
+    " traffic_weight INTEGER NOT NULL,"
+    " PRIMARY KEY(run_id, tenant));"
+    "CREATE TABLE adapters("
+    " run_id INTEGER NOT NULL,"
+    " adapter INTEGER NOT NULL,"
+    " name TEXT NOT NULL,"
+    " owner INTEGER NOT NULL,"
+    " rank INTEGER NOT NULL,"
+    " bytes INTEGER NOT NULL,"
+    " pages INTEGER NOT NULL,"
+    " targets TEXT NOT NULL,"
+    " PRIMARY KEY(run_id, adapter));"
     "CREATE VIEW events_named AS SELECT"
     " e.run_id, e.seq, e.tick, e.kind, k.name AS kind_name, e.worker,"
     " e.request, e.tenant, e.adapter, e.generation, e.attempt, e.pages,"
-    " e.bytes, e.value, e.detail"
-    " FROM events AS e LEFT JOIN event_kinds AS k ON k.kind = e.kind;";
+    " e.bytes, e.value, e.detail, t.name AS tenant_name,"
+    " a.name AS adapter_name"
+    " FROM events AS e LEFT JOIN event_kinds AS k ON k.kind = e.kind"
+    " LEFT JOIN tenants AS t ON t.run_id = e.run_id AND t.tenant = e.tenant"
+    " LEFT JOIN adapters AS a ON a.run_id = e.run_id"
+    "  AND a.adapter = e.adapter;"
+    /* r.* : every column of requests, then the names */
+    "CREATE VIEW requests_named AS SELECT"
+    " r.*, t.name AS tenant_name, a.name AS adapter_name"
+    " FROM requests AS r"
+    " LEFT JOIN tenants AS t ON t.run_id = r.run_id AND t.tenant = r.tenant"
+    " LEFT JOIN adapters AS a ON a.run_id = r.run_id"
+    "  AND a.adapter = r.adapter;"
+    /* a load interval's entity is an adapter (its owner is the tenant), a
+    ** service interval's a tenant */
+    "CREATE VIEW starvation_named AS SELECT"
+    " s.run_id, s.kind, s.worker, s.entity,"
+    " CASE s.kind WHEN 'load' THEN a.name ELSE t.name END AS entity_name,"
+    " CASE s.kind WHEN 'load' THEN a.owner ELSE s.entity END AS tenant,"
+    " t.name AS tenant_name,"
+    " s.start_tick, s.end_tick, s.end_tick - s.start_tick AS ticks,"
+    " s.closed_by, s.starved"
+    " FROM starvation AS s"
+    " LEFT JOIN adapters AS a ON s.kind = 'load' AND a.run_id = s.run_id"
+    "  AND a.adapter = s.entity"
+    " LEFT JOIN tenants AS t ON t.run_id = s.run_id"
+    "  AND t.tenant = CASE s.kind WHEN 'load' THEN a.owner ELSE s.entity END;";
 
 static const struct {
   int kind;
@@ -815,7 +861,16 @@ static lsim_err lsim__setup(lsim_db *db, lsim_errbuf *eb) {
       (rc = lsim__prepare(db,
                           "INSERT OR REPLACE INTO runs_summary(run_id,key,"
                           "value) VALUES(1,?,?)",
-                          &db->sum, eb)))
+                          &db->sum, eb)) ||
+      (rc = lsim__prepare(db,
+                          "INSERT OR REPLACE INTO tenants(run_id,tenant,name,"
+                          "weight,traffic_weight) VALUES(1,?,?,?,?)",
+                          &db->ten, eb)) ||
+      (rc = lsim__prepare(db,
+                          "INSERT OR REPLACE INTO adapters(run_id,adapter,"
+                          "name,owner,rank,bytes,pages,targets) "
+                          "VALUES(1,?,?,?,?,?,?,?)",
+                          &db->adp, eb)))
     return rc;
   return 0;
 }
@@ -892,6 +947,8 @@ void lsim_db_close(lsim_db *db) {
     sqlite3_finalize(db->iter);
     sqlite3_finalize(db->itn);
     sqlite3_finalize(db->sum);
+    sqlite3_finalize(db->ten);
+    sqlite3_finalize(db->adp);
     sqlite3_finalize(db->val);
     sqlite3_finalize(db->stv);
     sqlite3_finalize(db->stvn);
@@ -1230,6 +1287,39 @@ lsim_err lsim_db_interval(lsim_db *db, const lsim_interval *iv, int starved) {
   v[2] = iv->end;
   v[3] = (int64_t)((uint64_t)(uint32_t)starved << 32) | closed << 16 | kind;
   if (++db->nivpend == LSIM__ROWS && (rc = lsim__flush_intervals(db)))
+    return rc;
+  return lsim__count_row(db);
+}
+
+lsim_err lsim_db_tenant(lsim_db *db, const lsim_db_tenant_row *t) {
+  lsim_err rc = lsim__append_ok(db, "lsim_db_tenant");
+  if (rc)
+    return rc;
+  sqlite3_stmt *st = db->ten;
+  sqlite3_bind_int(st, 1, t->tenant);
+  /* copied: the catalog's strings need not outlive the call */
+  sqlite3_bind_text(st, 2, t->name ? t->name : "", -1, SQLITE_TRANSIENT);
+  sqlite3_bind_int64(st, 3, t->weight);
+  sqlite3_bind_int64(st, 4, t->traffic_weight);
+  if ((rc = lsim__step(db, st, "insert tenant")))
+    return rc;
+  return lsim__count_row(db);
+}
+
+lsim_err lsim_db_adapter(lsim_db *db, const lsim_db_adapter_row *a) {
+  lsim_err rc = lsim__append_ok(db, "lsim_db_adapter");
+  if (rc)
+    return rc;
+  sqlite3_stmt *st = db->adp;
+  sqlite3_bind_int(st, 1, a->adapter);
+  sqlite3_bind_text(st, 2, a->name ? a->name : "", -1, SQLITE_TRANSIENT);
+  sqlite3_bind_int(st, 3, a->owner);
+  sqlite3_bind_int(st, 4, a->rank);
+  sqlite3_bind_int64(st, 5, a->bytes);
+  sqlite3_bind_int64(st, 6, a->pages);
+  sqlite3_bind_text(st, 7, a->targets ? a->targets : "", -1,
+                    SQLITE_TRANSIENT);
+  if ((rc = lsim__step(db, st, "insert adapter")))
     return rc;
   return lsim__count_row(db);
 }

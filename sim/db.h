@@ -102,6 +102,27 @@ lsim_err lsim_db_validation(lsim_db *db, const lsim_validation_record *v);
 ** long. */
 lsim_err lsim_db_interval(lsim_db *db, const lsim_interval *iv, int starved);
 
+/* The run's catalog (tables tenants and adapters, docs/SCHEMA.md): what
+** the tenant and adapter integers of the other tables name.  Written in the
+** run's transaction like any row; a second row for the same index
+** replaces the first (a name the trace gave later).  Strings are copied. */
+typedef struct lsim_db_tenant_row {
+  int tenant;
+  const char *name;
+  int64_t weight;         /* the fairness weight the schedulers divide by */
+  int64_t traffic_weight; /* $.tenants[i].traffic_weight */
+} lsim_db_tenant_row;
+typedef struct lsim_db_adapter_row {
+  int adapter;
+  const char *name;
+  int owner;              /* tenant index */
+  int rank;
+  int64_t bytes, pages;   /* as the engine charges a load of it */
+  const char *targets;    /* target module names, comma-separated */
+} lsim_db_adapter_row;
+lsim_err lsim_db_tenant(lsim_db *db, const lsim_db_tenant_row *t);
+lsim_err lsim_db_adapter(lsim_db *db, const lsim_db_adapter_row *a);
+
 /* Record a key/value summary figure of the run (runs_summary table). */
 lsim_err lsim_db_summary(lsim_db *db, const char *key, double value);
 

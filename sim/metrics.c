@@ -17,6 +17,9 @@ lsim_err lsim_metrics_init(lsim_metrics *m, int ntenants) {
   m->tenant_rejected = calloc((size_t)ntenants, sizeof(int64_t));
   m->tenant_unfinished = calloc((size_t)ntenants, sizeof(int64_t));
   m->tenant_seen = calloc((size_t)ntenants, 1);
+  m->insys = calloc((size_t)ntenants, sizeof *m->insys);
+  m->insys_since = calloc((size_t)ntenants, sizeof *m->insys_since);
+  m->busy_ticks = calloc((size_t)ntenants, sizeof *m->busy_ticks);
   m->gap_min = -1;
   m->backlog_gap = -1;
   if (ntenants <= 32) {
@@ -32,7 +35,8 @@ lsim_err lsim_metrics_init(lsim_metrics *m, int ntenants) {
     m->backlog_gap = 0;
   }
   if (!m->tenant_service || !m->tenant_completed || !m->tenant_rejected ||
-      !m->tenant_unfinished || !m->tenant_seen) {
+      !m->tenant_unfinished || !m->tenant_seen || !m->insys ||
+      !m->insys_since || !m->busy_ticks) {
     lsim_metrics_release(m);
     return LSIM_E_NOMEM;
   }
@@ -80,6 +84,7 @@ void lsim_metrics_iteration(lsim_metrics *m, int64_t distinct_adapters,
 /* Per-request flags, by request id (ids are dense from 0). */
 #define LSIM__RQ_COLD 1u    /* missed at queue_enqueued */
 #define LSIM__RQ_WAITING 2u /* counted in its tenant's in_system */
+#define LSIM__RQ_INSYS 4u   /* counted in its tenant's insys */
 
 static unsigned char *lsim__rq(lsim_metrics *m, int64_t id) {
   if (id < 0)
@@ -100,6 +105,18 @@ static unsigned char *lsim__rq(lsim_metrics *m, int64_t id) {
 
 static int lsim__rank_bucket(int r) {
   return r <= 8 ? 0 : r <= 16 ? 1 : r <= 32 ? 2 : r <= 64 ? 3 : 4;
+}
+
+/* Tenant t's requests in the system move by d at tick now; its
+** backlogged ticks grow when the count falls back to 0. */
+static void lsim__insys(lsim_metrics *m, int t, int d, lsim_tick now) {
+  if (t < 0 || t >= m->ntenants)
+    return;
+  if (m->insys[t] == 0 && d > 0)
+    m->insys_since[t] = now;
+  m->insys[t] += d;
+  if (m->insys[t] == 0 && d < 0)
+    m->busy_ticks[t] += now - m->insys_since[t];
 }
 
 /* Tenant t's waiting count moves by d; pairs open when both wait. */
@@ -185,9 +202,14 @@ void lsim_metrics_event(lsim_metrics *m, const lsim_event *ev) {
     {
       unsigned char *f = lsim__rq(m, ev->request);
       if (f && !(*f & LSIM__RQ_WAITING)) {
+        unsigned char insys = *f & LSIM__RQ_INSYS;
         *f = (unsigned char)((ev->value ? 0 : LSIM__RQ_COLD) |
-                             LSIM__RQ_WAITING);
+                             LSIM__RQ_WAITING | insys);
         lsim__backlog(m, ev->tenant, +1);
+      }
+      if (f && !(*f & LSIM__RQ_INSYS)) {
+        *f |= LSIM__RQ_INSYS;
+        lsim__insys(m, ev->tenant, +1, ev->tick);
       }
     }
     break;
@@ -295,6 +317,11 @@ void lsim_metrics_request(lsim_metrics *m, const lsim_request_record *rec) {
     m->cold[rec->request] &= (unsigned char)~LSIM__RQ_WAITING;
     lsim__backlog(m, rec->tenant, -1);
   }
+  if (rec->request >= 0 && rec->request < m->cold_cap &&
+      (m->cold[rec->request] & LSIM__RQ_INSYS)) {
+    m->cold[rec->request] &= (unsigned char)~LSIM__RQ_INSYS;
+    lsim__insys(m, rec->tenant, -1, rec->finish_tick);
+  }
   if (rec->prompt_tokens > m->max_prompt)
     m->max_prompt = rec->prompt_tokens;
   {
@@ -328,6 +355,11 @@ void lsim_metrics_release(lsim_metrics *m) {
   free(m->tenant_rejected);
   free(m->tenant_unfinished);
   free(m->tenant_seen);
+  free(m->insys);
+  free(m->insys_since);
+  free(m->busy_ticks);
+  m->insys = m->busy_ticks = NULL;
+  m->insys_since = NULL;
   free(m->loaded);
   free(m->cold);
   free(m->in_system);

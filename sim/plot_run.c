@@ -2,8 +2,8 @@
 ** plot_run.c: gnuplot by fork/execvp/waitpid (plot_run.h).
 **
 ** The child only calls async-signal-safe functions between fork and exec
-** (open, dup2, execvp, _exit), and reports a failed exec by exit status
-** 127, as a shell would.
+** (open, dup2, chdir, execvp, _exit), and reports a failed exec by exit status
+** 127, as a shell would (a folder it cannot enter by 126).
 */
 #include "plot_run.h"
 
@@ -42,7 +42,10 @@ int lsim_gnuplot_available(void) {
   }
 }
 
-lsim_err lsim_gnuplot_run(const char *script, lsim_errbuf *eb) {
+#define LSIM__CHDIR_FAILED 126
+
+lsim_err lsim_gnuplot_run_in(const char *dir, const char *script,
+                             const char *preamble, lsim_errbuf *eb) {
   char arg[4200];
   /* gnuplot takes "-..." for an option and loads "<cmd" from a shell, so
   ** a relative script path always starts with "./" */
@@ -50,7 +53,13 @@ lsim_err lsim_gnuplot_run(const char *script, lsim_errbuf *eb) {
                    script);
   if (n < 0 || (size_t)n >= sizeof arg)
     return lsim_fail(eb, LSIM_E_IO, "gnuplot: script path too long");
-  char *argv[] = {LSIM__GNUPLOT, arg, NULL};
+  char *argv[5] = {LSIM__GNUPLOT, NULL, NULL, NULL, NULL};
+  int k = 1;
+  if (preamble) {
+    argv[k++] = "-e";
+    argv[k++] = (char *)preamble;
+  }
+  argv[k] = arg;
   pid_t pid = fork();
   if (pid < 0)
     return lsim_fail(eb, LSIM_E_IO, "gnuplot: cannot fork: %s",
@@ -63,6 +72,8 @@ lsim_err lsim_gnuplot_run(const char *script, lsim_errbuf *eb) {
       if (null > STDERR_FILENO)
         close(null);
     }
+    if (dir && chdir(dir) != 0)
+      _exit(LSIM__CHDIR_FAILED);
     execvp(LSIM__GNUPLOT, argv);
     _exit(LSIM__EXEC_FAILED);
   }
@@ -79,8 +90,14 @@ lsim_err lsim_gnuplot_run(const char *script, lsim_errbuf *eb) {
     return lsim_fail(eb, LSIM_E_IO, "gnuplot stopped abnormally");
   if (WEXITSTATUS(status) == LSIM__EXEC_FAILED)
     return lsim_fail(eb, LSIM_E_IO, "gnuplot could not be run (not found)");
+  if (dir && WEXITSTATUS(status) == LSIM__CHDIR_FAILED)
+    return lsim_fail(eb, LSIM_E_IO, "gnuplot: cannot enter %s", dir);
   if (WEXITSTATUS(status) != 0)
     return lsim_fail(eb, LSIM_E_IO, "gnuplot exited with status %d",
                      WEXITSTATUS(status));
   return 0;
+}
+
+lsim_err lsim_gnuplot_run(const char *script, lsim_errbuf *eb) {
+  return lsim_gnuplot_run_in(NULL, script, NULL, eb);
 }

@@ -25,4 +25,12 @@ int lsim_gnuplot_available(void);
 ** loads such a file name from a shell). */
 lsim_err lsim_gnuplot_run(const char *script, lsim_errbuf *eb);
 
+/* The same, run in the folder dir (the child changes into it before exec,
+** so the script's relative paths name files there) with, when preamble is
+** not NULL, `gnuplot -e PREAMBLE SCRIPT`: commands run before the script
+** (sim/plot.c sets the output names there).  script is relative to dir;
+** a failure to enter dir is LSIM_E_IO. */
+lsim_err lsim_gnuplot_run_in(const char *dir, const char *script,
+                             const char *preamble, lsim_errbuf *eb);
+
 #endif /* LSIM_PLOT_RUN_H */

@@ -116,6 +116,11 @@ typedef struct lsim__world {
   int64_t tp_gen;          /* TP: generations published through snapshots */
   lsim__ahead *ring;       /* lookahead window (oracle policies only) */
   int ring_head, ring_n, ring_cap, ring_eof;
+  int64_t starve_ticks;    /* the threshold intervals are judged by */
+  int64_t *tenant_weight;  /* [tenants] the schedulers' fairness weights */
+  char **aname;            /* [adapters] names the trace gave, or NULL
+                              (allocated at the first one) */
+  char targets[LSIM_MAX_TARGETS * LSIM_NAME_MAX]; /* "q_proj,v_proj" */
 } lsim__world;
 
 /* ---- the fan-out sink: database first, then metrics --------------------- */
@@ -136,7 +141,7 @@ static lsim_err lsim__sink_event(void *ud, const lsim_event *ev) {
 /* A starvation interval closed: judged, logged and counted. */
 static lsim_err lsim__sink_interval(void *ud, const lsim_interval *iv) {
   lsim__world *W = ud;
-  int64_t st = W->sc->starvation_ticks;
+  int64_t st = W->starve_ticks;
   int starved = !strcmp(iv->closed_by, "open") ||
                 (st > 0 && iv->end - iv->start >= st);
   lsim_err rc = lsim_db_interval(W->db, iv, starved);
@@ -228,6 +233,66 @@ static lsim_err lsim__touch(lsim__world *W, int w, lsim_errbuf *eb) {
   return lsim__push(W, W->now, LSIM__Q_STEP, w, 0, 0, eb);
 }
 
+/* ---- the catalog (tables tenants and adapters) ---------------------------- */
+
+static lsim_err lsim__catalog_adapter(lsim__world *W, int a, const char *name) {
+  char dflt[32];
+  if (!name) {
+    snprintf(dflt, sizeof dflt, "adapter-%d", a);
+    name = dflt;
+  }
+  lsim_db_adapter_row row = {a,
+                             name,
+                             lsim_engine_adapter_owner(W->eng, a),
+                             W->rank[a],
+                             lsim_engine_adapter_bytes(W->eng, a),
+                             lsim_engine_adapter_pages(W->eng, a),
+                             W->targets};
+  return lsim_db_adapter(W->db, &row);
+}
+
+/* Every tenant and adapter, before the first event: a reader of a run in
+** progress (or of one that died) already sees the names. */
+static lsim_err lsim__catalog(lsim__world *W, lsim_errbuf *eb) {
+  const lsim_scenario *sc = W->sc;
+  size_t off = 0;
+  /* 16 names of at most 63 bytes and their commas fit */
+  for (int i = 0; i < sc->ntargets && off < sizeof W->targets; i++)
+    off += (size_t)snprintf(W->targets + off, sizeof W->targets - off, "%s%s",
+                            i ? "," : "", sc->targets[i].name);
+  lsim_err rc = 0;
+  for (int t = 0; !rc && t < sc->ntenants; t++) {
+    lsim_db_tenant_row row = {t, sc->tenants[t].name, W->tenant_weight[t],
+                              sc->tenants[t].traffic_weight};
+    rc = lsim_db_tenant(W->db, &row);
+  }
+  for (int a = 0; !rc && a < sc->adapters; a++)
+    rc = lsim__catalog_adapter(W, a, NULL);
+  return rc ? lsim_fail(eb, rc, "writing the catalog: %s",
+                        lsim_db_errmsg(W->db))
+            : 0;
+}
+
+/* A record that names its adapter (the trace's alias for the index): the
+** first name seen replaces the adapter's default one in the catalog. */
+static lsim_err lsim__note_name(lsim__world *W, const lsim_trace_rec *rec,
+                                lsim_errbuf *eb) {
+  int a = rec->adapter;
+  if (!rec->adapter_name || a < 0 || a >= W->sc->adapters)
+    return 0;
+  if (!W->aname && !(W->aname = calloc((size_t)W->sc->adapters,
+                                       sizeof *W->aname)))
+    return lsim_fail(eb, LSIM_E_NOMEM, "out of memory for adapter names");
+  if (W->aname[a])
+    return 0;
+  if (!(W->aname[a] = strdup(rec->adapter_name)))
+    return lsim_fail(eb, LSIM_E_NOMEM, "out of memory for adapter names");
+  lsim_err rc = lsim__catalog_adapter(W, a, W->aname[a]);
+  return rc ? lsim_fail(eb, rc, "writing the catalog: %s",
+                        lsim_db_errmsg(W->db))
+            : 0;
+}
+
 /* Fill the lookahead window (oracle policies only). */
 static lsim_err lsim__fill_ahead(lsim__world *W, lsim_errbuf *eb) {
   while (!W->ring_eof && W->ring_n < W->ring_cap) {
@@ -244,9 +309,11 @@ static lsim_err lsim__fill_ahead(lsim__world *W, lsim_errbuf *eb) {
                        rec.cancel_ns,   rec.tenant,        rec.adapter,
                        rec.prompt_tokens, rec.output_tokens};
     W->ring_n++;
-    lsim_err rc = lsim_engine_future_push(W->eng, rec.adapter,
-                                          rec.arrival_ns / W->sc->ns_per_tick,
-                                          eb);
+    lsim_err rc = lsim__note_name(W, &rec, eb);
+    if (rc)
+      return rc;
+    rc = lsim_engine_future_push(W->eng, rec.adapter,
+                                 rec.arrival_ns / W->sc->ns_per_tick, eb);
     if (rc)
       return rc;
   }
@@ -278,6 +345,9 @@ static lsim_err lsim__read_next(lsim__world *W, lsim_errbuf *eb) {
     r = lsim_trace_next(&W->tr, &W->next, eb);
     if (r < 0)
       return r;
+    lsim_err rc = r ? lsim__note_name(W, &W->next, eb) : 0;
+    if (rc)
+      return rc;
   }
   W->have_next = r;
   if (!r)
@@ -918,6 +988,18 @@ static lsim_err lsim__setup(lsim__world *W, lsim_errbuf *eb) {
   }
   for (int i = 0; i < sc->workers; i++)
     W->step_at[i] = -1;
+  W->starve_ticks = lsim_scenario_starvation_ticks(sc, NULL);
+  /* one weight per tenant, the array the schedulers read (all 1: a
+  ** scenario gives no per-tenant fairness weight), kept for the catalog */
+  W->tenant_weight = malloc((size_t)sc->ntenants * sizeof *W->tenant_weight);
+  if (!W->tenant_weight) {
+    free(rank);
+    free(bytes);
+    free(pages);
+    return lsim_fail(eb, LSIM_E_NOMEM, "out of memory setting up the replay");
+  }
+  for (int t = 0; t < sc->ntenants; t++)
+    W->tenant_weight[t] = 1;
 
   /* The synthetic catalog: ranks drawn by weight from the catalog stream. */
   lsim_rng cat;
@@ -1016,6 +1098,7 @@ static lsim_err lsim__setup(lsim__world *W, lsim_errbuf *eb) {
       .prefetch = lsim_prefetch_find(sc->prefetch),
       .sink = {lsim__sink_event, lsim__sink_request, W, lsim__sink_interval},
       .sched_params = {.w_in = sc->fair_w_in, .w_out = sc->fair_w_out,
+                       .tenant_weight = W->tenant_weight,
                        .age_ticks = sc->age_ticks,
                        .cluster_window = sc->cluster_window},
       .placement = lsim_placement_find(sc->placement) > 0
@@ -1038,6 +1121,8 @@ static lsim_err lsim__setup(lsim__world *W, lsim_errbuf *eb) {
   W->rank = rank; /* the metrics' rank buckets read it; freed at teardown */
   free(bytes);
   free(pages);
+  if (!rc)
+    rc = lsim__catalog(W, eb);
   if (rc)
     return rc;
   if (cfg.evict && cfg.evict->needs_future) {
@@ -1060,10 +1145,11 @@ static lsim_err lsim__setup(lsim__world *W, lsim_errbuf *eb) {
   if (rc)
     return rc;
   W->tr_open = 1;
-  return lsim_metrics_init(&W->m, sc->ntenants) ||
-                 lsim_metrics_shape(&W->m, sc->workers, na, W->rank)
-             ? lsim_fail(eb, LSIM_E_NOMEM, "out of memory")
-             : 0;
+  if (lsim_metrics_init(&W->m, sc->ntenants) ||
+      lsim_metrics_shape(&W->m, sc->workers, na, W->rank))
+    return lsim_fail(eb, LSIM_E_NOMEM, "out of memory");
+  W->m.tenant_weight = W->tenant_weight; /* borrowed, freed at teardown */
+  return 0;
 }
 
 static lsim_err lsim__loop(lsim__world *W, lsim_errbuf *eb) {
@@ -1141,6 +1227,11 @@ static void lsim__teardown(lsim__world *W) {
   free(W->backend_ns);
   free(W->ring);
   free(W->rank);
+  free(W->tenant_weight);
+  if (W->aname)
+    for (int a = 0; a < W->sc->adapters; a++)
+      free(W->aname[a]);
+  free(W->aname);
   lsim__cmpset_release(&W->cmp);
   lsim_queue_release(&W->q);
   lsim_metrics_release(&W->m);
@@ -1275,7 +1366,8 @@ lsim_err lsim_replay_run(const lsim_scenario *sc, const lsim_replay_opts *o,
       if (!rc)
         snprintf(res->metrics_path, sizeof res->metrics_path, "%s", prom);
       if (!rc && o->plots)
-        rc = lsim_report_plots(lsim_db_handle(W.db), base, sc, res, eb);
+        rc = lsim_report_plots(lsim_db_handle(W.db), base, sc,
+                               W.m.tenant_service, res, eb);
     }
     status = rc ? "failed" : "ok";
   }

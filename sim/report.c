@@ -14,6 +14,7 @@
 #include "db.h"
 #include "escape.h"
 #include "outfile.h"
+#include "plot.h"
 #include "plot_run.h"
 
 /* ---- exact percentiles from the requests table --------------------------- */
@@ -299,6 +300,27 @@ lsim_err lsim_report_summarize(sqlite3 *db, const lsim_scenario *sc,
       nseen++;
     }
   s->jain = nseen && sq > 0 ? sum * sum / ((double)nseen * sq) : -1;
+  /* normalized: each tenant's service per unit of weight and of the time
+  ** it had a request in the system (one still open at the end counts to
+  ** the end) */
+  sum = sq = 0;
+  nseen = 0;
+  for (int t = 0; t < m->ntenants; t++) {
+    int64_t busy = m->busy_ticks[t];
+    if (m->insys[t] > 0 && s->end_tick > m->insys_since[t])
+      busy += s->end_tick - m->insys_since[t];
+    if (busy <= 0)
+      continue;
+    double w = m->tenant_weight ? (double)m->tenant_weight[t] : 1.0;
+    double x = (double)m->tenant_service[t] / (w * (double)busy);
+    sum += x;
+    sq += x * x;
+    nseen++;
+  }
+  s->jain_norm = nseen && sq > 0 ? sum * sum / ((double)nseen * sq) : -1;
+  s->starvation_ticks =
+      lsim_scenario_starvation_ticks(sc, &s->starvation_derived);
+  s->starvation_ms = (double)s->starvation_ticks * ms;
   s->max_gap = m->max_gap;
   int64_t pf = m->by_kind[LSIM_EV_PREFETCH_RESERVED];
   s->prefetch_precision = pf ? (double)m->prefetch_used / (double)pf : -1;
@@ -331,6 +353,8 @@ lsim_err lsim_report_store(struct lsim_db *db, const lsim_summary *s,
             {"trace_rows_skipped", (double)s->trace_rows_skipped},
             {"tenant_service_jain", s->jain},
             {"tenant_service_max_gap", (double)s->max_gap},
+            {"tenant_service_jain_normalized", s->jain_norm},
+            {"starvation_threshold_ms", s->starvation_ms},
             {"adapter_prefetch_precision_ratio", s->prefetch_precision},
             {"adapter_prefetch_wasted_bytes", (double)s->prefetch_wasted_bytes},
             {"requests_early_aborted", (double)s->early_aborts},
@@ -516,6 +540,32 @@ void lsim_report_print(FILE *f, const lsim_scenario *sc,
     }
     fputc('\n', f);
   }
+  /* fairness (docs/SCHEDULING.md): both Jain indices, and the backlogged
+  ** service gap against VTC's bound */
+  fprintf(f, "  fairness    Jain ");
+  if (s->jain < 0)
+    fprintf(f, "-");
+  else
+    fprintf(f, "%.3f", s->jain);
+  fprintf(f, " (service), ");
+  if (s->jain_norm < 0)
+    fprintf(f, "-");
+  else
+    fprintf(f, "%.3f", s->jain_norm);
+  fprintf(f, " (normalized); backlogged service gap ");
+  if (s->backlog_gap < 0)
+    fprintf(f, "not kept (over 32 tenants)\n");
+  else
+    fprintf(f, "%lld, vtc bound %lld: %s\n", (long long)s->backlog_gap,
+            (long long)s->vtc_bound,
+            s->backlog_gap <= s->vtc_bound ? "held" : "exceeded");
+  fprintf(f, "  starvation  threshold %lld ticks (%.3f ms, %s); starved "
+             "intervals: %lld load, %lld service\n",
+          (long long)s->starvation_ticks, s->starvation_ms,
+          s->starvation_derived ? "derived from the workload"
+          : s->starvation_ticks ? "$.fairness.starvation_ticks"
+                                : "0: only intervals open at the end",
+          (long long)s->load_starved, (long long)s->service_starved);
   fprintf(f, "  %-16s %10s %10s %10s %18s\n", "tenant", "completed",
           "rejected", "unfinished", "service (tokens)");
   for (int t = 0; t < m->ntenants; t++)
@@ -536,7 +586,7 @@ void lsim_report_print(FILE *f, const lsim_scenario *sc,
   if (s->metrics_path[0])
     fprintf(f, "  metrics     %s\n",
             lsim_console_str(shown, sizeof shown, s->metrics_path));
-  for (int i = 0; i < 2; i++)
+  for (int i = 0; i < LSIM_REPORT_PLOTS; i++)
     if (s->plots[i][0])
       fprintf(f, "  plot        %s\n",
               lsim_console_str(shown, sizeof shown, s->plots[i]));
@@ -630,6 +680,10 @@ lsim_err lsim_report_metrics_file(const char *path, const lsim_scenario *sc,
     fprintf(f, "# TYPE lorasim_tenant_service_jain gauge\n"
                "lorasim_tenant_service_jain %.9g\n",
             s->jain);
+  if (s->jain_norm >= 0)
+    fprintf(f, "# TYPE lorasim_tenant_service_jain_normalized gauge\n"
+               "lorasim_tenant_service_jain_normalized %.9g\n",
+            s->jain_norm);
   /* the scheduling figures of docs/SCHEDULING.md ("More figures"); a
   ** figure the run does not have (-1) is left out */
   struct {
@@ -653,6 +707,8 @@ lsim_err lsim_report_metrics_file(const char *path, const lsim_scenario *sc,
        (double)s->service_cold},
       {"lorasim_tenant_service_backlog_gap", "gauge", (double)s->backlog_gap},
       {"lorasim_vtc_bound", "gauge", (double)s->vtc_bound},
+      {"lorasim_starvation_threshold_seconds", "gauge",
+       s->starvation_ms / 1e3},
       {"lorasim_requests_preempted_total", "counter", (double)s->preemptions},
       {"lorasim_requests_migrated_total", "counter", (double)s->migrations},
   };
@@ -718,6 +774,8 @@ static lsim_err lsim__write_ttft_dat(sqlite3 *db, const char *path,
     return orc;
   FILE *f = of.fp;
   double ms = (double)sc->ns_per_tick / 1e6;
+  fputs("# ttft_ms cumulative_fraction: one block per tenant, in the "
+        "scenario's order\n", f);
   for (int t = 0; t < sc->ntenants; t++) {
     sqlite3_stmt *st = NULL;
     int64_t n = 0, i = 0;
@@ -796,30 +854,175 @@ static lsim_err lsim__write_residency_dat(sqlite3 *db, const char *path,
   return lsim_out_commit(&of, eb);
 }
 
-lsim_err lsim_report_plots(sqlite3 *db, const char *base,
-                           const lsim_scenario *sc, lsim_summary *s,
-                           lsim_errbuf *eb) {
-  char ttft_dat[1100], res_dat[1100], gp[1100], ttft_png[1100],
-      res_png[1100];
-  snprintf(ttft_dat, sizeof ttft_dat, "%s-ttft.dat", base);
-  snprintf(res_dat, sizeof res_dat, "%s-residency.dat", base);
-  snprintf(gp, sizeof gp, "%s-plots.gp", base);
-  snprintf(ttft_png, sizeof ttft_png, "%s-ttft.png", base);
-  snprintf(res_png, sizeof res_png, "%s-residency.png", base);
-  lsim_err rc = lsim__write_ttft_dat(db, ttft_dat, sc, eb);
-  if (!rc)
-    rc = lsim__write_residency_dat(db, res_dat, sc, eb);
+/* Starved intervals per tenant (the y row): block 0 the tenant's own
+** service-starved intervals; block 1 the load-starved intervals of the
+** adapters it had a request waiting on (arrived before the interval ended,
+** no first token before it began) on that worker.  Rows: row start_s end_s.
+** An empty block holds one NaN row, so that every index exists. */
+static lsim_err lsim__write_starvation_dat(sqlite3 *db, const char *path,
+                                           const lsim_scenario *sc,
+                                           int64_t *nrows, lsim_errbuf *eb) {
+  static const char *const sql[2] = {
+      "SELECT entity, start_tick, end_tick FROM starvation WHERE run_id=1 "
+      "AND kind='service' AND starved=1 ORDER BY entity, start_tick",
+      "SELECT DISTINCT r.tenant, s.start_tick, s.end_tick FROM starvation s "
+      "JOIN requests r ON r.run_id=1 AND r.adapter=s.entity AND "
+      "r.worker IS s.worker WHERE s.run_id=1 AND s.kind='load' AND "
+      "s.starved=1 AND r.arrival_tick < s.end_tick AND "
+      "coalesce(r.first_token_tick, r.finish_tick, s.end_tick) > "
+      "s.start_tick ORDER BY r.tenant, s.start_tick, s.end_tick"};
+  static const char *const what[2] = {
+      "service-starved intervals of the tenant",
+      "load-starved intervals of adapters the tenant waited on"};
+  lsim_outfile of;
+  *nrows = 0;
+  lsim_err rc = lsim_out_open(&of, path, eb);
   if (rc)
     return rc;
-  /* every string of the script is a quoted gnuplot literal (escape.h); a
-  ** path with a control byte has none, so it gets no script */
-  char q_ttft_dat[LSIM_ESC_SIZE(1100)], q_res_dat[LSIM_ESC_SIZE(1100)],
-      q_ttft_png[LSIM_ESC_SIZE(1100)], q_res_png[LSIM_ESC_SIZE(1100)],
-      title[300], q_title[LSIM_ESC_SIZE(300)];
-  if (lsim_gp_path(q_ttft_dat, sizeof q_ttft_dat, ttft_dat) < 0 ||
-      lsim_gp_path(q_res_dat, sizeof q_res_dat, res_dat) < 0 ||
-      lsim_gp_path(q_ttft_png, sizeof q_ttft_png, ttft_png) < 0 ||
-      lsim_gp_path(q_res_png, sizeof q_res_png, res_png) < 0) {
+  FILE *f = of.fp;
+  double s_per_tick = (double)sc->ns_per_tick * 1e-9;
+  fputs("# tenant_row start_s end_s: block 0 service-starved, block 1 "
+        "load-starved (rows: tenants in the scenario's order)\n", f);
+  for (int k = 0; k < 2; k++) {
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(db, sql[k], -1, &st, NULL) != SQLITE_OK) {
+      lsim_out_abort(&of);
+      return lsim_fail(eb, LSIM_E_DB, "plot query: %s", sqlite3_errmsg(db));
+    }
+    fprintf(f, "# %s\n", what[k]);
+    int rows = 0, step;
+    while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+      int t = sqlite3_column_int(st, 0);
+      if (t < 0 || t >= sc->ntenants)
+        continue;
+      fprintf(f, "%d %.6f %.6f\n", t,
+              (double)sqlite3_column_int64(st, 1) * s_per_tick,
+              (double)sqlite3_column_int64(st, 2) * s_per_tick);
+      rows++;
+    }
+    *nrows += rows;
+    sqlite3_finalize(st);
+    if (step != SQLITE_DONE) {
+      lsim_out_abort(&of);
+      return lsim_fail(eb, LSIM_E_DB, "plot query: %s", sqlite3_errmsg(db));
+    }
+    if (!rows)
+      fputs("NaN NaN NaN\n", f);
+    fputs("\n\n", f);
+  }
+  return lsim_out_commit(&of, eb);
+}
+
+/* Completed service per tenant from the run's ledger (events). */
+static lsim_err lsim__tenant_service(sqlite3 *db, const lsim_scenario *sc,
+                                     int64_t *svc, lsim_errbuf *eb) {
+  sqlite3_stmt *st = NULL;
+  for (int t = 0; t < sc->ntenants; t++)
+    svc[t] = 0;
+  if (sqlite3_prepare_v2(db,
+                         "SELECT tenant, sum(value) FROM events WHERE "
+                         "run_id=1 AND kind=?1 GROUP BY tenant",
+                         -1, &st, NULL) != SQLITE_OK)
+    return lsim_fail(eb, LSIM_E_DB, "plot query: %s", sqlite3_errmsg(db));
+  sqlite3_bind_int(st, 1, LSIM_EV_COMPLETED_SERVICE_DEBITED);
+  while (sqlite3_step(st) == SQLITE_ROW) {
+    int t = sqlite3_column_int(st, 0);
+    if (t >= 0 && t < sc->ntenants)
+      svc[t] = sqlite3_column_int64(st, 1);
+  }
+  sqlite3_finalize(st);
+  return 0;
+}
+
+/* Demand and service shares per tenant: tenant demand demand_share service
+** service_share (a share of nothing is 0). */
+void lsim_report_share_rows(FILE *f, const lsim_scenario *sc,
+                            const int64_t *demand, const int64_t *service) {
+  double dsum = 0, ssum = 0;
+  for (int t = 0; t < sc->ntenants; t++) {
+    dsum += (double)demand[t];
+    ssum += (double)service[t];
+  }
+  for (int t = 0; t < sc->ntenants; t++) {
+    char tok[LSIM_ESC_SIZE(LSIM_NAME_MAX)];
+    lsim_dat_token(tok, sizeof tok, sc->tenants[t].name);
+    fprintf(f, "%s %lld %.6f %lld %.6f\n", tok, (long long)demand[t],
+            dsum > 0 ? (double)demand[t] / dsum : 0.0, (long long)service[t],
+            ssum > 0 ? (double)service[t] / ssum : 0.0);
+  }
+}
+
+static lsim_err lsim__write_share_dat(sqlite3 *db, const char *path,
+                                      const lsim_scenario *sc,
+                                      const int64_t *tenant_service,
+                                      lsim_errbuf *eb) {
+  size_t nt = (size_t)(sc->ntenants > 0 ? sc->ntenants : 1);
+  int64_t *demand = calloc(2 * nt, sizeof *demand), *svc = demand + nt;
+  if (!demand)
+    return lsim_fail(eb, LSIM_E_NOMEM, "out of memory for the share plot");
+  lsim_err rc = lsim_plot_demand(db, sc, demand, eb);
+  if (!rc && tenant_service)
+    memcpy(svc, tenant_service, (size_t)sc->ntenants * sizeof *svc);
+  else if (!rc)
+    rc = lsim__tenant_service(db, sc, svc, eb);
+  lsim_outfile of;
+  if (!rc && !(rc = lsim_out_open(&of, path, eb))) {
+    fputs("# tenant demand demand_share service service_share (demand: "
+          "w_in * prompt + w_out * (output - 1) tokens asked for)\n",
+          of.fp);
+    lsim_report_share_rows(of.fp, sc, demand, svc);
+    rc = lsim_out_commit(&of, eb);
+  }
+  free(demand);
+  return rc;
+}
+
+/* The figures of one run: the data files' suffixes, then the figures'. */
+static const char *const lsim__dat_side[] = {"-ttft.dat", "-residency.dat",
+                                             "-starvation.dat", "-share.dat"};
+static const char *const lsim__fig_side[LSIM_REPORT_PLOTS] = {
+    "-ttft", "-residency", "-starvation", "-share"};
+
+/* The y tics of the tenant rows: ('a' 0, 'b' 1, ...). */
+static void lsim__tenant_tics(FILE *f, const lsim_scenario *sc) {
+  fputs("set ytics (", f);
+  for (int t = 0; t < sc->ntenants; t++) {
+    char q[LSIM_ESC_SIZE(LSIM_NAME_MAX)];
+    fprintf(f, "%s%s %d", t ? ", " : "",
+            lsim_plot_str(q, sizeof q, sc->tenants[t].name), t);
+  }
+  fputs(")\n", f);
+}
+
+lsim_err lsim_report_plots(sqlite3 *db, const char *base,
+                           const lsim_scenario *sc,
+                           const int64_t *tenant_service, lsim_summary *s,
+                           lsim_errbuf *eb) {
+  char dat[4][1100];
+  for (int i = 0; i < 4; i++)
+    snprintf(dat[i], sizeof dat[i], "%s%s", base, lsim__dat_side[i]);
+  int64_t nstarved = 0;
+  lsim_err rc = lsim__write_ttft_dat(db, dat[0], sc, eb);
+  if (!rc)
+    rc = lsim__write_residency_dat(db, dat[1], sc, eb);
+  if (!rc)
+    rc = lsim__write_starvation_dat(db, dat[2], sc, &nstarved, eb);
+  if (!rc)
+    rc = lsim__write_share_dat(db, dat[3], sc, tenant_service, eb);
+  if (rc)
+    return rc;
+  /* the script lives beside the data and names it relative to that
+  ** folder (sim/plot.h); every string is a quoted gnuplot literal
+  ** (escape.h), and a path with a control byte has none: no script */
+  char dir[1100], stem[1100], file[1200];
+  char q[4][LSIM_ESC_SIZE(1200)], qdir[LSIM_ESC_SIZE(1100)];
+  int bad = lsim_plot_split(base, dir, sizeof dir, stem, sizeof stem) < 0 ||
+            lsim_gp_path(qdir, sizeof qdir, dir) < 0;
+  for (int i = 0; i < 4 && !bad; i++) {
+    snprintf(file, sizeof file, "%s%s", stem, lsim__dat_side[i]);
+    bad = lsim_gp_path(q[i], sizeof q[i], file) < 0;
+  }
+  if (bad) {
     snprintf(s->plot_note, sizeof s->plot_note,
              "skipped: the output path has control characters");
     return 0;
@@ -829,103 +1032,155 @@ lsim_err lsim_report_plots(sqlite3 *db, const char *base,
              "skipped: gnuplot not found (data in %s-*.dat)", base);
     return 0;
   }
-  /* gnuplot writes each PNG to a reserved temporary beside it, renamed
-  ** into place once gnuplot exited 0 (sim/outfile.h) */
-  char png[2][1100];
-  snprintf(png[0], sizeof png[0], "%s-ttft.png", base);
-  snprintf(png[1], sizeof png[1], "%s-residency.png", base);
-  lsim_outfile pof[2], gof;
-  if ((rc = lsim_out_reserve(&pof[0], png[0], eb)))
+  lsim_plotset *ps;
+  snprintf(file, sizeof file, "%s-plots.gp", stem);
+  if ((rc = lsim_plot_begin(&ps, dir, file, eb)))
     return rc;
-  if ((rc = lsim_out_reserve(&pof[1], png[1], eb)) ||
-      (rc = lsim_out_open(&gof, gp, eb))) {
-    lsim_out_abort(&pof[0]);
-    lsim_out_abort(&pof[1]);
-    return rc;
-  }
-  FILE *f = gof.fp;
-  /* the script names the temporaries; same directory, same characters */
-  if (lsim_gp_path(q_ttft_png, sizeof q_ttft_png, pof[0].tmp) < 0 ||
-      lsim_gp_path(q_res_png, sizeof q_res_png, pof[1].tmp) < 0) {
-    lsim_out_abort(&gof);
-    lsim_out_abort(&pof[0]);
-    lsim_out_abort(&pof[1]);
-    snprintf(s->plot_note, sizeof s->plot_note,
-             "skipped: the output path has control characters");
-    return 0;
-  }
-  fprintf(f, "set terminal pngcairo size 900,560 noenhanced\n");
-  fprintf(f, "set output %s\n", q_ttft_png);
-  /* titles carry scenario names: quoted, a control byte shown as '?' */
-  snprintf(title, sizeof title, "TTFT CDF per tenant: %s (%s / %s)", sc->name,
-           sc->scheduler, sc->evict);
-  lsim_gp_string(q_title, sizeof q_title, title, LSIM_GP_REPLACE);
-  fprintf(f, "set title %s\n", q_title);
-  fprintf(f, "set xlabel 'time to first token (simulated ms)'\n"
-             "set ylabel 'fraction of completed requests'\n"
-             "set logscale x\nset grid\nset key bottom right\n"
-             "set yrange [0:1]\n");
-  fprintf(f, "plot ");
-  for (int t = 0; t < sc->ntenants; t++) {
-    char q_tenant[LSIM_ESC_SIZE(LSIM_NAME_MAX)];
-    lsim_gp_string(q_tenant, sizeof q_tenant, sc->tenants[t].name,
-                   LSIM_GP_REPLACE);
-    fprintf(f, "%s%s index %d using 1:2 with steps lw 2 title %s",
-            t ? ", " : "", q_ttft_dat, t, q_tenant);
-  }
-  fprintf(f, "\nunset logscale x\nset yrange [*:*]\n");
-  fprintf(f, "set output %s\n", q_res_png);
-  snprintf(title, sizeof title, "Pool residency over time: %s", sc->name);
-  lsim_gp_string(q_title, sizeof q_title, title, LSIM_GP_REPLACE);
-  fprintf(f, "set title %s\n", q_title);
-  fprintf(f, "set xlabel 'simulated time (s)'\nset ylabel 'pages'\n"
-             "set y2label 'resident adapters'\nset y2tics\nset ytics nomirror\n"
-             "set key below\n");
-  fprintf(f, "plot %s using 1:3 with steps lw 2 title 'adapter pages', "
-             "%s using 1:4 with steps lw 1 title 'KV pages', "
-             "%s using 1:2 axes x1y2 with steps lw 1 dt 2 title "
-             "'resident adapters'\n",
-          q_res_dat, q_res_dat, q_res_dat);
-  if ((rc = lsim_out_commit(&gof, eb))) {
-    lsim_out_abort(&pof[0]);
-    lsim_out_abort(&pof[1]);
-    return rc;
-  }
-  lsim_errbuf geb = LSIM_ERRBUF_INIT;
-  if (lsim_gnuplot_run(gp, &geb)) {
-    lsim_out_abort(&pof[0]);
-    lsim_out_abort(&pof[1]);
-    snprintf(s->plot_note, sizeof s->plot_note,
-             "gnuplot failed on %s (data files kept)", gp);
-    return 0;
-  }
-  /* a PNG is listed only once it is whole and in place */
-  for (int i = 0; i < 2; i++)
-    if ((rc = lsim_out_commit(&pof[i], eb))) {
-      for (int k = i + 1; k < 2; k++)
-        lsim_out_abort(&pof[k]);
-      return rc;
+  int fig[LSIM_REPORT_PLOTS];
+  static const char *const key[LSIM_REPORT_PLOTS] = {"ttft", "residency",
+                                                     "starvation", "share"};
+  for (int i = 0; i < LSIM_REPORT_PLOTS; i++) {
+    snprintf(file, sizeof file, "%s%s", stem, lsim__fig_side[i]);
+    if ((fig[i] = lsim_plot_figure(ps, file, key[i], eb)) < 0) {
+      lsim_plot_abort(ps);
+      return eb->code;
     }
-  snprintf(s->plots[0], sizeof s->plots[0], "%s", png[0]);
-  snprintf(s->plots[1], sizeof s->plots[1], "%s", png[1]);
+  }
+  FILE *f = ps->f;
+  char extra[4 * LSIM_NAME_MAX + 40], title[LSIM_ESC_SIZE(4 * LSIM_PATH_MAX)];
+  char q1[LSIM_ESC_SIZE(LSIM_NAME_MAX + 40)];
+  snprintf(extra, sizeof extra, "%s / %s / %s, seed %llu", sc->scheduler,
+           sc->evict, sc->prefetch, (unsigned long long)sc->seed);
+  double end_s = (double)s->end_tick * (double)sc->ns_per_tick * 1e-9;
+  int nt = sc->ntenants;
+  /* TTFT CDF per tenant: at most LSIM_PLOT_SERIES tenants a panel */
+  int np = (nt + LSIM_PLOT_SERIES - 1) / LSIM_PLOT_SERIES, rows, cols, w, h;
+  lsim_plot_layout(np, &rows, &cols, &w, &h);
+  for (int t = 0; t < LSIM_PLOT_TERMS; t++) {
+    lsim_plot_term(ps, fig[0], t, w, h);
+    lsim_plot_title(title, sizeof title, "TTFT CDF per tenant", sc, extra);
+    fputs("set xlabel 'time to first token (simulated ms, log scale)'\n"
+          "set ylabel 'fraction of completed requests'\n"
+          "set logscale x\nset grid\nset key bottom right\n"
+          "set yrange [0:1]\n", f);
+    if (np > 1)
+      fprintf(f, "set multiplot layout %d,%d title %s\n", rows, cols, title);
+    else
+      fprintf(f, "set title %s\n", title);
+    for (int p = 0; p < np; p++) {
+      int lo = p * LSIM_PLOT_SERIES, hi = lo + LSIM_PLOT_SERIES;
+      if (hi > nt)
+        hi = nt;
+      if (np > 1)
+        fprintf(f, "set title 'tenants %d-%d'\n", lo + 1, hi);
+      fputs("plot ", f);
+      for (int k = lo; k < hi; k++)
+        fprintf(f, "%s%s index %d using 1:2 with steps lw 2 lc %d title %s",
+                k > lo ? ", " : "", q[0], k, k - lo + 1,
+                lsim_plot_str(q1, sizeof q1, sc->tenants[k].name));
+      fputc('\n', f);
+    }
+    if (np > 1)
+      fputs("unset multiplot\n", f);
+  }
+  /* residency: three series */
+  for (int t = 0; t < LSIM_PLOT_TERMS; t++) {
+    lsim_plot_term(ps, fig[1], t, 900, 560);
+    fprintf(f, "set title %s\n",
+            lsim_plot_title(title, sizeof title, "Pool residency over time",
+                            sc, extra));
+    fprintf(f, "set xlabel 'simulated time (s)'\nset ylabel 'pages'\n"
+               "set y2label 'resident adapters'\nset y2tics\nset ytics "
+               "nomirror\nset grid\nset key below\n");
+    fprintf(f, "plot %s using 1:3 with steps lw 2 title 'adapter pages', "
+               "%s using 1:4 with steps lw 1 title 'KV pages', "
+               "%s using 1:2 axes x1y2 with steps lw 1 dt 2 title "
+               "'resident adapters'\n",
+            q[1], q[1], q[1]);
+  }
+  /* starvation timeline: a row per tenant (the first at the top), a bar
+  ** per starved interval, a colour per kind */
+  h = 150 + 26 * nt;
+  if (h < 360)
+    h = 360;
+  for (int t = 0; t < LSIM_PLOT_TERMS; t++) {
+    lsim_plot_term(ps, fig[2], t, 900, h);
+    fprintf(f, "set title %s\n",
+            lsim_plot_title(title, sizeof title,
+                            "Starved intervals per tenant", sc, extra));
+    fprintf(f, "set xlabel 'simulated time (s)'\nset ylabel 'tenant'\n"
+               "set xrange [0:%.6f]\nset yrange [%d.5:-0.5]\n"
+               "set grid xtics\nset key below\nset style fill solid 0.8 "
+               "border\n",
+            end_s > 0 ? end_s : 1.0, nt - 1);
+    lsim__tenant_tics(f, sc);
+    if (!nstarved) /* say so rather than leave the panel blank */
+      fputs("set label 1 'no starved interval in this run' at graph 0.5, "
+            "graph 0.5 center\n", f);
+    fprintf(f, "plot %s index 0 using (($2+$3)/2):($1-0.2):2:3:($1-0.4):"
+               "($1) with boxxyerror lc rgb '#c0392b' title 'service-starved "
+               "(the tenant waited ready, unserved)', "
+               "%s index 1 using (($2+$3)/2):($1+0.2):2:3:($1):($1+0.4) "
+               "with boxxyerror lc rgb '#2471a3' title 'load-starved (it "
+               "waited on an adapter that was not loaded)'\n",
+            q[2], q[2]);
+  }
+  /* service share against demand share, one point per tenant */
+  for (int t = 0; t < LSIM_PLOT_TERMS; t++) {
+    lsim_plot_term(ps, fig[3], t, 760, 640);
+    fprintf(f, "set title %s\n",
+            lsim_plot_title(title, sizeof title,
+                            "Service share against demand share", sc, extra));
+    fprintf(f, "set xlabel 'demand share (weighted tokens asked for)'\n"
+               "set ylabel 'completed service share'\n"
+               "set xrange [0:1]\nset yrange [0:1]\nset size ratio -1\n"
+               "set grid\nset key top left\n"
+               "plot x with lines dt 2 lc rgb '#808080' title 'service in "
+               "proportion to demand', %s using 3:5 with points pt 7 ps 1.4 "
+               "lc rgb '#c0392b' title 'tenant'%s",
+            q[3], nt <= 12 ? ", " : "\n");
+    if (nt <= 12)
+      fprintf(f, "%s using 3:5:1 with labels offset char 1,0.6 left "
+                 "notitle\n",
+              q[3]);
+  }
+  int drawn = 0;
+  if ((rc = lsim_plot_finish(ps, &drawn, s->plot_note, sizeof s->plot_note,
+                             eb)))
+    return rc;
+  /* a PNG is listed only once it is whole and in place (its SVG too) */
+  for (int i = 0; drawn && i < LSIM_REPORT_PLOTS; i++)
+    snprintf(s->plots[i], sizeof s->plots[i], "%s%s.png", base,
+             lsim__fig_side[i]);
   return 0;
 }
 
 lsim_err lsim_report_check_paths(const char *db_path, int plots,
                                  lsim_errbuf *eb) {
-  static const char *const side[] = {".prom", "-ttft.dat", "-residency.dat",
-                                     "-plots.gp", "-ttft.png",
-                                     "-residency.png"};
   char base[1024], p[1100];
   snprintf(base, sizeof base, "%s", db_path);
   size_t len = strlen(base);
   if (len > 3 && strcmp(base + len - 3, ".db") == 0)
     base[len - 3] = 0;
-  for (int i = 0; i < (plots ? 6 : 1); i++) {
-    snprintf(p, sizeof p, "%s%s", base, side[i]);
-    lsim_err rc = lsim_out_check(p, eb);
-    if (rc)
+  snprintf(p, sizeof p, "%s.prom", base);
+  lsim_err rc = lsim_out_check(p, eb);
+  if (rc || !plots)
+    return rc;
+  snprintf(p, sizeof p, "%s-plots.gp", base);
+  if ((rc = lsim_out_check(p, eb)))
+    return rc;
+  for (size_t i = 0; i < sizeof lsim__dat_side / sizeof lsim__dat_side[0];
+       i++) {
+    snprintf(p, sizeof p, "%s%s", base, lsim__dat_side[i]);
+    if ((rc = lsim_out_check(p, eb)))
       return rc;
   }
+  for (int i = 0; i < LSIM_REPORT_PLOTS; i++)
+    for (int t = 0; t < LSIM_PLOT_TERMS; t++) {
+      snprintf(p, sizeof p, "%s%s.%s", base, lsim__fig_side[i],
+               lsim_plot_ext[t]);
+      if ((rc = lsim_out_check(p, eb)))
+        return rc;
+    }
   return 0;
 }

@@ -26,6 +26,8 @@
 #include "../engine/event.h"
 #include "scenario.h"
 
+#define LSIM_REPORT_PLOTS 4 /* the figures of one run (lsim_report_plots) */
+
 typedef struct lsim_metrics {
   int64_t by_kind[LSIM_EV__END];
   int64_t hits, misses;     /* at queue_enqueued */
@@ -70,6 +72,14 @@ typedef struct lsim_metrics {
   int64_t *pair_hi, *pair_lo;  /* [ntenants^2] */
   unsigned char *pair_on;      /* [ntenants^2] */
   int64_t backlog_gap;         /* -1 when not kept */
+  /* service per backlogged time (docs/SCHEDULING.md, "Normalized Jain
+  ** index"): per tenant, its requests in the system (from queue_enqueued
+  ** to the request record), since when it has had one, and the ticks it
+  ** had one; the weights are borrowed (NULL: all 1) */
+  int64_t *insys;              /* [ntenants] */
+  lsim_tick *insys_since;      /* [ntenants] */
+  int64_t *busy_ticks;         /* [ntenants] */
+  const int64_t *tenant_weight;
   int64_t max_prompt;          /* longest prompt seen at enqueue */
   int64_t max_wait_ticks;      /* longest arrival -> first token (or end) */
   int64_t preemptions, migrations, recompute_tokens; /* request_preempted */
@@ -109,7 +119,8 @@ typedef struct lsim_summary {
   ** when the end could not be written (a failed write), else status */
   const char *db_status;
   char db_path[1024];
-  char plots[2][1100];  /* written PNG paths, "" when none */
+  char plots[LSIM_REPORT_PLOTS][1100]; /* written PNG paths (each with its
+                                          SVG beside it), "" when none */
   char metrics_path[1100];
   char plot_note[1200];  /* why plots are missing, "" otherwise */
   int64_t events, queue_events, iterations;
@@ -124,6 +135,14 @@ typedef struct lsim_summary {
   int64_t loads, load_failures, evictions;
   double hit_rate; /* -1 when no arrival */
   double jain;     /* Jain's index over seen tenants' service; -1: none */
+  /* Jain's index over x_t = service_t / (weight_t * backlogged ticks_t),
+  ** the tenants with backlogged time; -1: none (docs/SCHEDULING.md) */
+  double jain_norm;
+  /* the starvation threshold the intervals were judged by, ticks (0: only
+  ** open intervals), and whether it was derived (no $.fairness key) */
+  int64_t starvation_ticks;
+  double starvation_ms;
+  int starvation_derived;
   int64_t max_gap; /* max pairwise tenant service gap over time */
   double prefetch_precision; /* used / prefetch reservations; -1: none */
   int64_t prefetch_wasted_bytes, early_aborts, load_starved, service_starved;
@@ -195,20 +214,32 @@ lsim_err lsim_report_metrics_file(const char *path, const lsim_scenario *sc,
                                   const lsim_metrics *m, const lsim_summary *s,
                                   lsim_errbuf *eb);
 
-/* TTFT CDF per tenant and adapter residency over time, as PNGs beside the
-** database (base path without extension).  When gnuplot is missing or
-** fails the function writes the data files, sets s->plot_note and returns
-** 0; a PNG is named in s->plots only once it is whole and in place.  Every
-** string in the script is quoted for gnuplot (sim/escape.h), whatever the
+/* The run's figures beside the database (base: its path without
+** extension), each as BASE-NAME.png and .svg: TTFT CDF per tenant
+** (-ttft), adapter residency over time (-residency), starved intervals per
+** tenant (-starvation), service share against demand share per tenant
+** (-share); their data in BASE-NAME.dat and the script BASE-plots.gp,
+** which names them relative to its folder (sim/plot.h).  tenant_service
+** (ntenants, may be NULL: then from the events table) is the completed
+** service per tenant.  When gnuplot is missing or fails the function
+** writes the data files, sets s->plot_note and returns 0; a PNG is named
+** in s->plots only once every figure is whole and in place.  Every string
+** in the script is quoted for gnuplot (sim/escape.h), whatever the
 ** scenario's names hold; a base with a control byte gets data files and a
 ** note, no script; gnuplot runs without a shell (sim/plot_run.h). */
 lsim_err lsim_report_plots(sqlite3 *db, const char *base,
-                           const lsim_scenario *sc, lsim_summary *s,
+                           const lsim_scenario *sc,
+                           const int64_t *tenant_service, lsim_summary *s,
                            lsim_errbuf *eb);
+
+/* The rows of a share data file, one per tenant: name demand demand_share
+** service service_share (shares of the sums; 0 when a sum is 0). */
+void lsim_report_share_rows(FILE *f, const lsim_scenario *sc,
+                            const int64_t *demand, const int64_t *service);
 
 /* Refuse, before a run writes anything, side files of the database at
 ** db_path that could not be replaced safely: BASE.prom and, with plots,
-** BASE-{ttft,residency}.dat, BASE-plots.gp, BASE-{ttft,residency}.png
+** BASE-{ttft,residency,starvation,share}.{dat,png,svg}, BASE-plots.gp
 ** (a link, a device node, a directory: sim/outfile.h).  Every side file
 ** goes through sim/outfile.c: whole or absent. */
 lsim_err lsim_report_check_paths(const char *db_path, int plots,

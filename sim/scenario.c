@@ -15,6 +15,7 @@
 
 #include "bundle.h"
 
+#include "../engine/checked.h"
 #include "../engine/engine.h"
 #include "../engine/kv.h"
 #include "../engine/residency.h"
@@ -1591,7 +1592,9 @@ static lsim_err lsim__fairness(const lsim__ctx *c, const cJSON *root,
       {"w_out", LSIM__I64, 0, 0, 1e6, 1, &sc->fair_w_out},
       {"age_ticks", LSIM__I64, 0, 1, LSIM__INT_LIMIT, 64, &sc->age_ticks},
       {"cluster_window", LSIM__I32, 0, 1, 4096, 8, &sc->cluster_window},
-      {"starvation_ticks", LSIM__I64, 0, 0, LSIM__INT_LIMIT, 0,
+      /* absent: -1, derived from the workload at replay time
+      ** (lsim_scenario_starvation_ticks) */
+      {"starvation_ticks", LSIM__I64, 0, 0, LSIM__INT_LIMIT, -1,
        &sc->starvation_ticks},
       {"abort_ticks", LSIM__I64, 0, 0, LSIM__INT_LIMIT, 0, &sc->abort_ticks},
       {"slo_ttft_ms", LSIM__I64, 0, 0, 1e9, 0, &sc->slo_ttft_ms},
@@ -2223,4 +2226,39 @@ lsim_err lsim_scenario_trace_open(const lsim_scenario *sc, lsim_trace *t,
   spec.assign = &sc->trace_assign;
   spec.ctl = &sc->trace_ctl;
   return lsim_trace_open(t, &spec, &ctx, eb);
+}
+
+/* The default starvation threshold (scenario.h).  In doubles: the product
+** of the scenario's largest budgets and coefficients passes 2^63 ns, and
+** the result is clamped to [1, 2^53] ticks, the key's own range. */
+int64_t lsim_scenario_starvation_ticks(const lsim_scenario *sc, int *derived) {
+  if (derived)
+    *derived = sc->starvation_ticks < 0;
+  if (sc->starvation_ticks >= 0)
+    return sc->starvation_ticks;
+  int rmax = 1;
+  for (int i = 0; i < sc->nranks; i++)
+    if (sc->ranks[i].weight > 0 && sc->ranks[i].rank > rmax)
+      rmax = sc->ranks[i].rank;
+  /* the cost model's terms (backends/cost.c, lsim_cost_plan_ns) for the
+  ** two fullest plans the batch budget allows */
+  double tok = (double)sc->max_batch_tokens,
+         req = (double)sc->max_batch_requests;
+  double dec = req < tok ? req : tok;
+  double seg = req * (double)sc->segment_ns;
+  double prefill = (double)sc->iter_fixed_ns + tok * (double)sc->prefill_token_ns +
+                   seg + tok * rmax * (double)sc->rank_row_ps / 1000.0;
+  double decode = (double)sc->iter_fixed_ns + dec * (double)sc->decode_token_ns +
+                  seg + dec * rmax * (double)sc->rank_row_ps / 1000.0;
+  double iter = prefill > decode ? prefill : decode;
+  double load = (double)lsim_scenario_adapter_bytes(sc, rmax) / sc->h2d_gbps +
+                (double)sc->load_fixed_us * 1000.0;
+  double ns = LSIM_STARVE_ITERS * (iter + load);
+  if (ns < (double)LSIM_STARVE_FLOOR_NS)
+    ns = (double)LSIM_STARVE_FLOOR_NS;
+  int64_t ticks;
+  if (lsim_d2i64_ceil(ns / (double)sc->ns_per_tick, 1, INT64_C(1) << 53,
+                      &ticks))
+    ticks = INT64_C(1) << 53;
+  return ticks;
 }

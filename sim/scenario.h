@@ -181,7 +181,9 @@ typedef struct lsim_scenario {
   int64_t fair_w_in, fair_w_out; /* completed-service weights (1, 1) */
   int64_t age_ticks;             /* aging class / prefetch trigger (64) */
   int cluster_window;            /* slora_cluster window (8) */
-  int64_t starvation_ticks;      /* interval length judged starved; 0 off */
+  int64_t starvation_ticks;      /* interval length judged starved; 0: only
+                                    open intervals; -1: key absent, derived
+                                    (lsim_scenario_starvation_ticks) */
   int64_t abort_ticks;           /* early abort after this wait; 0 off */
   int64_t slo_ttft_ms, slo_tbt_ms; /* SLO targets; 0: not configured */
 
@@ -263,6 +265,23 @@ int64_t lsim_scenario_adapter_pages(const lsim_scenario *sc, int rank);
 ** rank-R adapter). */
 int64_t lsim_scenario_core_bytes(const lsim_scenario *sc, int method, int R);
 int64_t lsim_scenario_core_pages(const lsim_scenario *sc, int method, int R);
+
+/* The starvation threshold a replay judges intervals by, in ticks:
+** $.fairness.starvation_ticks when the key is given (0: only intervals
+** still open at the end are starved), else derived from the workload
+** before the run (docs/SCHEDULING.md, "The default threshold"):
+**
+**   ceil(max(LSIM_STARVE_FLOOR_NS,
+**            LSIM_STARVE_ITERS * (T_iter + T_load)) / ns_per_tick)
+**
+** T_iter: the cost model's time of one full iteration (max_batch_tokens
+** prefill rows in max_batch_requests segments, every row at the largest
+** rank of $.adapters.ranks); T_load: the copy time of the largest adapter
+** (its bytes at h2d_gbps plus load_fixed_us).  Pure: the same scenario
+** gives the same threshold.  *derived (may be NULL) says which case. */
+#define LSIM_STARVE_ITERS 8
+#define LSIM_STARVE_FLOOR_NS INT64_C(1000000) /* 1 ms of simulated time */
+int64_t lsim_scenario_starvation_ticks(const lsim_scenario *sc, int *derived);
 
 /* KV bytes one token occupies over all layers (K and V), on one GPU: with
 ** tp_degree N > 1 its ceil(kv_heads / N) heads. */

@@ -250,7 +250,7 @@ static int dat_rows(const char *path, int idx) {
       continue;
     }
     blanks = 0;
-    n += block == idx;
+    n += block == idx && line[0] != '#'; /* comments are no rows */
   }
   fclose(f);
   return n;
@@ -419,4 +419,324 @@ Test(compare, usage_and_errors) {
   csv_read("results/compare-tiny/compare.csv", &t);
   cr_assert_eq(t.nr, 1);
   cr_assert_str_eq(cell(&t, 0, "seed"), "3");
+}
+
+/* ---- --arms: one run per scheduler:evict:prefetch triple ---------------- */
+
+/* The tick (relative to the witness's start, tick 10) at which request id
+** ran its one prefill row (its first token comes one tick later), or -1
+** when it never ran. */
+static int ran_at(const char *db, int id) {
+  char sql[160];
+  snprintf(sql, sizeof sql,
+           "SELECT coalesce(first_token_tick - 1 - 10, -1) FROM requests "
+           "WHERE request = %d",
+           id);
+  return (int)q_dbl(db, sql);
+}
+
+/* Completed service of tenant t from the run's own ledger (events). */
+static double served(const char *db, int t) {
+  char sql[200];
+  snprintf(sql, sizeof sql,
+           "SELECT coalesce(sum(value), 0) FROM events WHERE tenant = %d AND "
+           "kind = (SELECT kind FROM event_kinds WHERE "
+           "name = 'completed_service_debited')",
+           t);
+  return q_dbl(db, sql);
+}
+
+/*
+** The article's six-tick starvation witness (0x09I) as one compare run:
+** resident A, cold B, a cold request c0 and one A request per tick.
+** resident_greedy runs h0..h5, never publishes B (LoadStarved(B), no
+** service starvation: B never became ready); deficit_aging with
+** age_triggered prefetch loads B at age 2, publishes it at tick 3, runs c0
+** there (its tenant has 0 completed service against the hot tenant's 3)
+** and ends with {hot:5, cold:1} and nothing starved.  Request ids are the
+** trace's rows: 0 warm-up, 1 h0, 2 c0, 3..7 h1..h5.
+*/
+Test(compare, arms_reproduce_the_six_tick_starvation_witness) {
+  char args[1024];
+  snprintf(args, sizeof args,
+           "compare '%s/fixtures/replay/sixtick.json' --arms "
+           "resident_greedy:lru:none,deficit_aging:lru:age_triggered "
+           "--out six --full-log --no-plots",
+           LSIM_TEST_DIR);
+  cr_assert_eq(lorasim(args), 0, "%s", out);
+  cr_assert_not_null(strstr(out, "resident_greedy:lru:none"), "%s", out);
+  cr_assert_not_null(strstr(out, "deficit_aging:lru:age_triggered"), "%s",
+                     out);
+  const char *rg = "six/resident_greedy-lru-none.db",
+             *da = "six/deficit_aging-lru-age_triggered.db";
+  enum { HOT = 0, COLD = 1, WARM = 2, C0 = 2 };
+  const int h[6] = {1, 3, 4, 5, 6, 7};
+  /* the article's table, tick by tick */
+  const int rg_tick[6] = {0, 1, 2, 3, 4, 5}, da_tick[6] = {0, 1, 2, 4, 5, -1};
+  for (int k = 0; k < 6; k++) {
+    cr_assert_eq(ran_at(rg, h[k]), rg_tick[k], "resident_greedy h%d", k);
+    cr_assert_eq(ran_at(da, h[k]), da_tick[k], "deficit_aging h%d", k);
+  }
+  cr_assert_eq(ran_at(rg, C0), -1);
+  cr_assert_eq(ran_at(da, C0), 3);
+  /* the final ledgers (the warm-up request only made A resident) */
+  cr_assert_eq(served(rg, HOT), 6);
+  cr_assert_eq(served(rg, COLD), 0);
+  cr_assert_eq(served(da, HOT), 5);
+  cr_assert_eq(served(da, COLD), 1);
+  cr_assert_eq(served(rg, WARM), 1);
+  cr_assert_eq(served(da, WARM), 1);
+  /* resident_greedy: B never loaded, load-starved over the six ticks */
+  cr_assert_eq(q_dbl(rg, "SELECT count(*) FROM events WHERE adapter = 1 AND "
+                         "kind = (SELECT kind FROM event_kinds WHERE name = "
+                         "'adapter_generation_published')"),
+               0);
+  cr_assert_eq(q_dbl(rg, "SELECT count(*) FROM starvation WHERE starved = 1 "
+                         "AND kind = 'load' AND entity = 1 AND start_tick = "
+                         "10 AND end_tick = 16"),
+               1);
+  cr_assert_eq(q_dbl(rg, "SELECT value FROM runs_summary WHERE key = "
+                         "'adapter_load_starved_intervals'"),
+               1);
+  cr_assert_eq(q_dbl(rg, "SELECT value FROM runs_summary WHERE key = "
+                         "'tenant_service_starved_intervals'"),
+               0);
+  /* deficit_aging: prefetch of B at tick 2, published at tick 3 */
+  cr_assert_eq(q_dbl(da, "SELECT min(tick) - 10 FROM events WHERE adapter = "
+                         "1 AND kind = (SELECT kind FROM event_kinds WHERE "
+                         "name = 'prefetch_reserved')"),
+               2);
+  cr_assert_eq(q_dbl(da, "SELECT min(tick) - 10 FROM events WHERE adapter = "
+                         "1 AND kind = (SELECT kind FROM event_kinds WHERE "
+                         "name = 'adapter_generation_published')"),
+               3);
+  cr_assert_eq(q_dbl(da, "SELECT count(*) FROM starvation WHERE starved = "
+                         "1"),
+               0);
+  cr_assert_eq(q_dbl(da, "SELECT count(*) FROM starvation WHERE kind = "
+                         "'load' AND entity = 1 AND end_tick = 13 AND "
+                         "closed_by = 'published'"),
+               1);
+  /* each database records its own arm */
+  cr_assert_eq(q_dbl(rg, "SELECT scheduler = 'resident_greedy' AND evict = "
+                         "'lru' AND prefetch = 'none' FROM runs"),
+               1);
+  cr_assert_eq(q_dbl(da, "SELECT scheduler = 'deficit_aging' AND evict = "
+                         "'lru' AND prefetch = 'age_triggered' FROM runs"),
+               1);
+  /* and so does every CSV row */
+  csv t;
+  csv_read("six/compare.csv", &t);
+  cr_assert_geq(t.nr, 2);
+  for (int r = 0; r < t.nr; r++)
+    cr_assert_str_eq(cell(&t, r, "prefetch"),
+                     strcmp(cell(&t, r, "scheduler"), "resident_greedy")
+                         ? "age_triggered"
+                         : "none");
+}
+
+Test(compare, arms_parsing_defaults_and_errors) {
+  char args[1500];
+  const char *tiny = LSIM_TEST_DIR "/fixtures/replay/tiny.json";
+  cr_assert_eq(lorasim("compare --help"), 0);
+  cr_assert_not_null(strstr(out, "--arms LIST"), "%s", out);
+  static const struct {
+    const char *arms, *code, *says;
+  } bad[] = {
+      {"fcfs:lru:none,nope", "E_SCN_POLICY",
+       "unknown scheduler 'nope' (known: fcfs, resident_greedy,"},
+      {"fcfs:nope", "E_SCN_POLICY",
+       "unknown eviction policy 'nope' (known: lru, lfu,"},
+      {"fcfs:lru:nope", "E_SCN_POLICY",
+       "unknown prefetch policy 'nope' (known: none, queue_lookahead,"},
+      {"fcfs:lru:none:x", "E_USAGE", "an arm is SCHEDULER[:EVICT[:PREFETCH]]"},
+      {"fcfs::none", "E_USAGE", "empty eviction policy name in 'fcfs::none'"},
+      {"fcfs:lru:", "E_USAGE", "empty prefetch policy name"},
+      {"fcfs,,vtc", "E_USAGE", "empty arm"},
+      /* tiny.json's own policies are lru and none: the same run twice */
+      {"fcfs,vtc,fcfs:lru:none", "E_USAGE",
+       "arms 1 and 3 are the same run (fcfs:lru:none)"},
+      {"vtc:lfu,vtc:lfu", "E_USAGE", "are the same run (vtc:lfu:none)"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    snprintf(args, sizeof args, "compare '%s' --arms '%s'", tiny, bad[i].arms);
+    cr_assert_eq(lorasim(args), 2, "%s: %s", bad[i].arms, out);
+    cr_assert_not_null(strstr(out, bad[i].code), "%s: %s", bad[i].arms, out);
+    cr_assert_not_null(strstr(out, bad[i].says), "%s: %s", bad[i].arms, out);
+  }
+  snprintf(args, sizeof args, "compare '%s' --arms fcfs --schedulers vtc",
+           tiny);
+  cr_assert_eq(lorasim(args), 2);
+  cr_assert_not_null(strstr(out, "not both"), "%s", out);
+  /* 17 distinct arms */
+  const char *ev[] = {"lru", "lfu", "size", "gdsf"};
+  const char *sch[] = {"fcfs", "vtc", "resident_greedy", "slora_cluster",
+                       "deficit_aging"};
+  size_t used = (size_t)snprintf(args, sizeof args, "compare '%s' --arms ",
+                                 tiny);
+  for (int k = 0; k < 17; k++)
+    used += (size_t)snprintf(args + used, sizeof args - used, "%s%s:%s",
+                             k ? "," : "", sch[k % 5], ev[k / 5]);
+  cr_assert_eq(lorasim(args), 2);
+  cr_assert_not_null(strstr(out, "at most 16 arms"), "%s", out);
+  cr_assert(!exists("results"), "a refused comparison wrote files");
+  /* parts left out: --prefetch, then the scenario (evict lru) */
+  snprintf(args, sizeof args,
+           "compare '%s' --arms fcfs,vtc:lfu --prefetch age_triggered "
+           "--out d --no-plots",
+           tiny);
+  cr_assert_eq(lorasim(args), 0, "%s", out);
+  cr_assert_eq(q_dbl("d/fcfs-lru-age_triggered.db",
+                     "SELECT scheduler = 'fcfs' AND evict = 'lru' AND "
+                     "prefetch = 'age_triggered' AND status = 'ok' FROM runs"),
+               1);
+  cr_assert_eq(q_dbl("d/vtc-lfu-age_triggered.db",
+                     "SELECT scheduler = 'vtc' AND evict = 'lfu' AND "
+                     "prefetch = 'age_triggered' AND status = 'ok' FROM runs"),
+               1);
+  cr_assert(!exists("d/fcfs.db") && !exists("d/vtc.db"));
+  cr_assert_not_null(strstr(out, "vtc:lfu:age_triggered"), "%s", out);
+  /* an arm's run is the replay with the same policies, row for row */
+  snprintf(args, sizeof args,
+           "replay '%s' --scheduler vtc --evict lfu --prefetch age_triggered "
+           "--db solo.db --no-plots --quiet",
+           tiny);
+  cr_assert_eq(lorasim(args), 0, "%s", out);
+  const char *dig = "SELECT count(*) * 1000003 + sum((request * 7 + "
+                    "coalesce(first_token_tick, 0) * 13 + finish_tick * 17 + "
+                    "tenant) % 1000003) FROM requests";
+  cr_assert_eq(q_dbl("solo.db", dig), q_dbl("d/vtc-lfu-age_triggered.db", dig));
+}
+
+/* ---- figures: .dat headers, PNG and SVG, the script run where it lies ---- */
+
+static char *slurp_rel(const char *rel, size_t *len) {
+  char p[512];
+  snprintf(p, sizeof p, "%s/%s", tmpdir, rel);
+  FILE *f = fopen(p, "rb");
+  cr_assert_not_null(f, "%s missing", rel);
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *b = malloc((size_t)n + 1);
+  cr_assert_not_null(b);
+  cr_assert_eq(fread(b, 1, (size_t)n, f), (size_t)n);
+  b[n] = 0;
+  fclose(f);
+  *len = (size_t)n;
+  return b;
+}
+
+/* Every data file opens with a comment line naming its columns. */
+static void dat_headed(const char *rel) {
+  size_t n;
+  char *b = slurp_rel(rel, &n);
+  cr_assert(n > 2 && b[0] == '#' && strchr(b, '\n'), "%s: no header line",
+            rel);
+  free(b);
+}
+
+/* Each figure's PNG (its signature) and SVG (an <svg> element closed at
+** the end) exist; then, with both removed, `gnuplot SCRIPT` run in the
+** folder draws them again byte for byte. */
+static void redrawn(const char *dir, const char *script,
+                    const char *const *figs, int nfigs) {
+  static const char *const ext[2] = {"png", "svg"};
+  char rel[256], keep[300];
+  for (int k = 0; k < nfigs; k++)
+    for (int e = 0; e < 2; e++) {
+      snprintf(rel, sizeof rel, "%s/%s.%s", dir, figs[k], ext[e]);
+      size_t n;
+      char *b = slurp_rel(rel, &n);
+      if (e == 0) {
+        cr_assert(n > 8 && memcmp(b, "\x89PNG\r\n\x1a\n", 8) == 0, "%s", rel);
+      } else {
+        cr_assert_not_null(strstr(b, "<svg"), "%s", rel);
+        const char *end = b + n;
+        while (end > b && (end[-1] == '\n' || end[-1] == ' '))
+          end--;
+        cr_assert(end - b > 6 && memcmp(end - 6, "</svg>", 6) == 0,
+                  "%s does not end with </svg>", rel);
+      }
+      free(b);
+      snprintf(keep, sizeof keep, "%s.kept", rel);
+      char a[600], c[600];
+      snprintf(a, sizeof a, "%s/%s", tmpdir, rel);
+      snprintf(c, sizeof c, "%s/%s", tmpdir, keep);
+      cr_assert_eq(rename(a, c), 0);
+    }
+  char cmd[700];
+  snprintf(cmd, sizeof cmd, "cd '%s/%s' && gnuplot '%s' 2>&1", tmpdir, dir,
+           script);
+  cr_assert_eq(system(cmd), 0, "%s failed in its folder", script);
+  for (int k = 0; k < nfigs; k++)
+    for (int e = 0; e < 2; e++) {
+      size_t n1, n2;
+      snprintf(rel, sizeof rel, "%s/%s.%s", dir, figs[k], ext[e]);
+      snprintf(keep, sizeof keep, "%s.kept", rel);
+      char *a = slurp_rel(rel, &n1), *b = slurp_rel(keep, &n2);
+      cr_assert(n1 == n2 && memcmp(a, b, n1) == 0,
+                "%s drawn again differs from lorasim's", rel);
+      free(a);
+      free(b);
+    }
+}
+
+Test(compare, figures_are_png_and_svg_redrawn_from_the_results_folder) {
+  char args[1024];
+  snprintf(args, sizeof args,
+           "compare '%s/fixtures/replay/sixtick.json' --arms "
+           "resident_greedy:lru:none,deficit_aging:lru:age_triggered "
+           "--out p",
+           LSIM_TEST_DIR);
+  cr_assert_eq(lorasim(args), 0, "%s", out);
+  int noted = strstr(out, "gnuplot not found") != NULL;
+  snprintf(args, sizeof args,
+           "replay '%s/fixtures/replay/sixtick.json' --db r/run.db --quiet",
+           LSIM_TEST_DIR);
+  char mk[600];
+  snprintf(mk, sizeof mk, "%s/r", tmpdir);
+  cr_assert_eq(mkdir(mk, 0777), 0);
+  cr_assert_eq(lorasim(args), 0, "%s", out);
+  static const char *const cdat[] = {
+      "p/compare-service.dat", "p/compare-ttft.dat", "p/compare-timeline.dat",
+      "p/compare-starvation.dat", "p/compare-tenant-starvation.dat",
+      "p/compare-share.dat", "r/run-ttft.dat", "r/run-residency.dat",
+      "r/run-starvation.dat", "r/run-share.dat"};
+  for (size_t i = 0; i < sizeof cdat / sizeof cdat[0]; i++)
+    dat_headed(cdat[i]);
+  /* the share data: demand from the requests (every witness request asks
+  ** for 1 unit: hot 6, cold 1, warm 1) and the ledger's service */
+  size_t n;
+  char *share = slurp_rel("r/run-share.dat", &n);
+  cr_assert_not_null(strstr(share, "\nhot 6 0.750000 6 0.857143\n"), "%s",
+                     share);
+  cr_assert_not_null(strstr(share, "\ncold 1 0.125000 0 0.000000\n"), "%s",
+                     share);
+  free(share);
+  /* the starvation timeline: B's load-starved interval on the cold
+  ** tenant's row (1), ticks 10 to 16 of 1 ms */
+  char *sv = slurp_rel("r/run-starvation.dat", &n);
+  cr_assert_not_null(strstr(sv, "\n1 0.010000 0.016000\n"), "%s", sv);
+  free(sv);
+  if (system("command -v gnuplot >/dev/null 2>&1") != 0) {
+    cr_log_warn("gnuplot not installed: skipping the PNG/SVG checks");
+    cr_assert(noted, "compare did not say that gnuplot is missing");
+    return;
+  }
+  /* the scripts name their data relative to their folder */
+  char *gp = slurp_rel("p/compare-plots.gp", &n);
+  cr_assert_null(strstr(gp, tmpdir), "compare-plots.gp names an absolute path");
+  free(gp);
+  gp = slurp_rel("r/run-plots.gp", &n);
+  cr_assert_null(strstr(gp, tmpdir), "run-plots.gp names an absolute path");
+  free(gp);
+  static const char *const cf[] = {
+      "compare-service", "compare-ttft", "compare-service-time",
+      "compare-gap", "compare-residency", "compare-starvation",
+      "compare-tenant-starvation", "compare-share"};
+  redrawn("p", "compare-plots.gp", cf, 8);
+  static const char *const rf[] = {"run-ttft", "run-residency",
+                                   "run-starvation", "run-share"};
+  redrawn("r", "run-plots.gp", rf, 4);
 }

@@ -241,7 +241,7 @@ Test(db, round_trip) {
 
   sqlite3 *h = ro_open(t.db);
   char s[256];
-  cr_assert_eq(q_int(h, "PRAGMA user_version"), 3); /* 3: run_inputs, run_options */
+  cr_assert_eq(q_int(h, "PRAGMA user_version"), 4); /* 4: tenants, adapters */
 
   /* the run row */
   q_text(h, "SELECT status FROM runs WHERE run_id=1", s, sizeof s);

@@ -286,7 +286,7 @@ Test(names, hostile_names_from_a_library_caller_do_not_run_in_gnuplot) {
   lsim_summary s;
   memset(&s, 0, sizeof s);
   lsim_errbuf eb = LSIM_ERRBUF_INIT;
-  cr_assert_eq(lsim_report_plots(db, base, sc, &s, &eb), 0, "%s", eb.msg);
+  cr_assert_eq(lsim_report_plots(db, base, sc, NULL, &s, &eb), 0, "%s", eb.msg);
   sqlite3_close(db);
   /* the .dat comment stays one line */
   char path[500];
@@ -316,7 +316,7 @@ Test(names, a_data_path_starting_with_lt_is_a_file_not_a_command) {
   lsim_summary s;
   memset(&s, 0, sizeof s);
   lsim_errbuf eb = LSIM_ERRBUF_INIT;
-  cr_assert_eq(lsim_report_plots(db, "<touch pwned;x", sc, &s, &eb), 0, "%s",
+  cr_assert_eq(lsim_report_plots(db, "<touch pwned;x", sc, NULL, &s, &eb), 0, "%s",
                eb.msg);
   sqlite3_close(db);
   cr_assert(exists("<touch pwned;x-ttft.dat"));

@@ -16,7 +16,10 @@
 ** The key orders only ready candidates; a cold request is never shown to
 ** it.  Demand loads start when the worker has no ready work; load progress
 ** under a steady resident stream comes from the age_triggered prefetch
-** policy, which `lorasim compare` pairs with this scheduler by default.
+** policy.  Nothing pairs the two behind the caller's back (a scheduler
+** never picks the prefetch policy): name the pair, as an arm of
+** `lorasim compare --arms deficit_aging:lru:age_triggered`
+** (tests/fixtures/replay/sixtick.json is the article's witness so run).
 */
 #include <string.h>
 
