@@ -184,7 +184,8 @@ lsim_err lsim_shape_check(const lsim_model_shape *s, lsim_shape_issue *is) {
   if (s->dtype != LSIM_DTYPE_NONE &&
       s->dtype_bytes != lsim_shape_dtype_size(s->dtype)) {
     snprintf(is->what, sizeof is->what,
-             "dtype_bytes (%d) must be the size of dtype %s (%d bytes)",
+             "dtype_bytes (%d) must be the size of dtype %s (%d bytes); "
+             "set dtype to change the element type",
              s->dtype_bytes, lsim__dtypes[s->dtype - 1],
              lsim_shape_dtype_size(s->dtype));
     return lsim__issue(is, LSIM_E_SCN_CONFLICT, "dtype_bytes", "dtype", NULL);
