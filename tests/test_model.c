@@ -208,6 +208,24 @@ Test(model, registry_lists_the_documented_presets) {
   cr_expect_null(lsim_shape_preset_find("llama-3-8B"));
 }
 
+/* `lorasim replay --help` lists the registry's names on its preset line. */
+Test(model, replay_help_lists_the_presets) {
+  FILE *fp = popen(LSIM_BIN " replay --help", "r");
+  cr_assert_not_null(fp);
+  char line[512], want[512] = "  preset    ";
+  int found = 0;
+  const char *const *names = lsim_shape_preset_names();
+  for (int i = 0; names[i]; i++) {
+    strcat(want, i ? ", " : "");
+    strcat(want, names[i]);
+  }
+  strcat(want, "\n");
+  while (fgets(line, sizeof line, fp))
+    found += strcmp(line, want) == 0;
+  cr_expect_eq(pclose(fp), 0);
+  cr_expect_eq(found, 1, "no line '%s' in replay --help", want);
+}
+
 /* ---- explicit keys over a preset ----------------------------------------- */
 
 Test(model, overrides) {
