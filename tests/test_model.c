@@ -7,10 +7,12 @@
 ** config.json files, independently of backends/shape.c, and the expected
 ** target dimensions from the Llama projection shapes (q: hidden to
 ** q_heads x head_dim, k/v: hidden to kv_heads x head_dim, o the reverse of
-** q, gate/up: hidden to intermediate, down the reverse).  The replay case
-** runs the real binary twice: the quickstart's explicit targets and the
+** q, gate/up: hidden to intermediate, down the reverse).  The replay cases
+** run the real binary: the quickstart's explicit targets and the
 ** llama-3-8b preset with the four attention modules must give the same
-** rows.
+** rows (and all seven modules other rows), and the small preset fixture
+** tests/fixtures/replay/preset_1b.json (also a seed of fuzz_scenario) must
+** copy adapters of the size its derived targets give.
 */
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
@@ -483,7 +485,23 @@ ParameterizedTest(bcase *bc, model, bad) {
                eb.msg);
 }
 
-/* ---- the quickstart through the preset ----------------------------------- */
+/* ---- replays through the real binary ------------------------------------ */
+
+/* The runs leave their .prom files and SQLite's -wal/-shm beside the
+** databases: empty the (flat) directory, then remove it. */
+static void remove_tree(const char *dir) {
+  DIR *d = opendir(dir);
+  cr_assert_not_null(d);
+  for (struct dirent *e; (e = readdir(d));) {
+    char f[320];
+    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+      continue;
+    snprintf(f, sizeof f, "%s/%s", dir, e->d_name);
+    cr_expect_eq(unlink(f), 0, "unlink %s", f);
+  }
+  closedir(d);
+  cr_expect_eq(rmdir(dir), 0);
+}
 
 static void run_replay(const char *scenario, const char *db) {
   pid_t pid = fork();
@@ -516,6 +534,51 @@ static void diff_rows(sqlite3 *h, const char *sel_main, const char *sel_b,
   *diff = sqlite3_column_int64(st, 0);
   *rows = sqlite3_column_int64(st, 1);
   sqlite3_finalize(st);
+}
+
+/* A small preset with overrides replays, and every adapter copy moves the
+** bytes of the derived targets: 4 layers x rank 16 x 2 bytes x
+** (q 2048+2048, v 2048+512, gate and up 2048+8192, down 8192+2048). */
+Test(model, small_preset_fixture_replays_with_its_derived_sizes) {
+  static const char *const fx = LSIM_TEST_DIR "/fixtures/replay/preset_1b.json";
+  lsim_scenario sc;
+  lsim_errbuf eb = LSIM_ERRBUF_INIT;
+  cr_assert_eq(lsim_scenario_load(&sc, fx, &eb), 0, "%s", eb.msg);
+  cr_expect_str_eq(sc.model.preset, "llama-3.2-1b");
+  cr_expect_eq(sc.layers, 4);
+  cr_expect_float_eq(sc.model.rope.theta, 250000.0, 1e-9);
+  cr_expect_eq(sc.model.rope.scaling, LSIM_ROPE_SCALING_LLAMA3);
+  cr_expect_eq(sc.ntargets, 5);
+  const int64_t per_load = (int64_t)4 * 16 * 2 *
+                           ((2048 + 2048) + (2048 + 512) + 2 * (2048 + 8192) +
+                            (8192 + 2048));
+  cr_expect_eq(lsim_scenario_adapter_bytes(&sc, 16), per_load);
+  cr_expect_eq(lsim_scenario_kv_bytes_per_token(&sc), 2 * 4 * 8 * 64 * 2);
+
+  char dir[] = "/tmp/lsim_model_XXXXXX";
+  cr_assert_not_null(mkdtemp(dir));
+  char db[64];
+  snprintf(db, sizeof db, "%s/p.db", dir);
+  run_replay(fx, db);
+  sqlite3 *h;
+  sqlite3_stmt *st;
+  cr_assert_eq(sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+  cr_assert_eq(
+      sqlite3_prepare_v2(h,
+                         "SELECT count(*), min(bytes), max(bytes), "
+                         "(SELECT status FROM runs) FROM events WHERE kind = "
+                         "(SELECT kind FROM event_kinds WHERE name = "
+                         "'adapter_load_started')",
+                         -1, &st, NULL),
+      SQLITE_OK, "%s", sqlite3_errmsg(h));
+  cr_assert_eq(sqlite3_step(st), SQLITE_ROW);
+  cr_expect_gt(sqlite3_column_int64(st, 0), 0);
+  cr_expect_eq(sqlite3_column_int64(st, 1), per_load);
+  cr_expect_eq(sqlite3_column_int64(st, 2), per_load);
+  cr_expect_str_eq((const char *)sqlite3_column_text(st, 3), "ok");
+  sqlite3_finalize(st);
+  sqlite3_close(h);
+  remove_tree(dir);
 }
 
 Test(model, quickstart_rows_through_the_preset) {
@@ -584,17 +647,5 @@ Test(model, quickstart_rows_through_the_preset) {
                "gate/up/down adapters must change the rows (the comparison "
                "would not see a difference otherwise)");
   sqlite3_close(h);
-  /* the runs leave their .prom files and SQLite's -wal/-shm beside the
-  ** databases: empty the directory, then remove it */
-  DIR *d = opendir(dir);
-  cr_assert_not_null(d);
-  for (struct dirent *e; (e = readdir(d));) {
-    char f[320];
-    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-      continue;
-    snprintf(f, sizeof f, "%s/%s", dir, e->d_name);
-    cr_expect_eq(unlink(f), 0, "unlink %s", f);
-  }
-  closedir(d);
-  cr_expect_eq(rmdir(dir), 0);
+  remove_tree(dir);
 }
