@@ -68,8 +68,9 @@ static const char *const lsim__modules[LSIM_MOD_COUNT + 1] = {
 static const char *const lsim__norms[] = {"rmsnorm", NULL};
 static const char *const lsim__acts[] = {"silu", NULL};
 static const char *const lsim__dtypes[] = {"bf16", "fp16", "fp32", NULL};
-static const int lsim__dtype_sizes[] = {0, 2, 2, 4}; /* by enum lsim_shape_dtype */
-static const char *const lsim__scalings[] = {"llama3", NULL};
+/* bytes by enum lsim_shape_dtype */
+static const int lsim__dtype_sizes[] = {0, 2, 2, 4};
+static const char *const lsim__scalings[] = {"none", "llama3", NULL};
 
 const lsim_model_shape *lsim_shape_preset_find(const char *name) {
   for (int i = 0; name && i < LSIM__NPRESETS; i++)
@@ -175,8 +176,8 @@ lsim_err lsim_shape_check(const lsim_model_shape *s, lsim_shape_issue *is) {
     }
     if (s->head_dim % 2) {
       snprintf(is->what, sizeof is->what,
-               "must be even, since RoPE rotates pairs of elements (got %" PRId64
-               ")",
+               "must be even, since RoPE rotates pairs of elements "
+               "(got %" PRId64 ")",
                s->head_dim);
       return lsim__issue(is, LSIM_E_SCN_RANGE, "head_dim", NULL, NULL);
     }

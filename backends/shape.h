@@ -113,14 +113,15 @@ void lsim_shape_module_dims(const lsim_model_shape *s, int m, int64_t *d_in,
                             int64_t *d_out);
 
 /* Names of the choices of `norm`, `activation`, `dtype` (NONE has no
-** name) and `rope.scaling.type`, in enum order; dtype_find gives the
-** enum or -1; dtype_size the bytes of one element (0 for NONE). */
+** name) and `rope.scaling.type` ("none", "llama3"), in enum order;
+** dtype_find gives the enum or -1; dtype_size the bytes of one element (0
+** for NONE). */
 const char *const *lsim_shape_norm_names(void);
 const char *const *lsim_shape_act_names(void);
 const char *const *lsim_shape_dtype_names(void); /* [0] is BF16 */
 int lsim_shape_dtype_find(const char *name);
 int lsim_shape_dtype_size(int dtype);
-const char *const *lsim_shape_scaling_names(void); /* [0] is LLAMA3 */
+const char *const *lsim_shape_scaling_names(void); /* [0] is NONE */
 
 /* Check the shape as a whole (each key's own range is the reader's job):
 ** 0, or a code with *is filled.  A partial shape (full == 0) is checked

@@ -518,8 +518,8 @@ static lsim_err lsim__model_choice(const lsim__ctx *c, const cJSON *o,
   return err;
 }
 
-/* $.model.rope: theta over the preset's, and scaling (an object replaces
-** the preset's, null removes it). */
+/* $.model.rope: theta over the preset's, and scaling, which replaces the
+** preset's whole ({"type": "none"} removes it). */
 static lsim_err lsim__rope(const lsim__ctx *c, const cJSON *o,
                            const char *path, lsim_rope *r) {
   static const char *const extra[] = {"scaling", NULL};
@@ -536,29 +536,29 @@ static lsim_err lsim__rope(const lsim__ctx *c, const cJSON *o,
       {"original_max_position", LSIM__I64, LSIM__REQ, 1, 16777216.0, 0,
        &r->original_max_position},
   };
-  const cJSON *ro, *so;
+  const cJSON *ro, *so, *tv;
   char rp[LSIM__PATHBUF], sp[LSIM__PATHBUF], tp[LSIM__PATHBUF];
   lsim_err err = lsim__member(c, o, path, "rope", "object", 0, &ro, rp);
   if (err || !ro)
     return err;
   if ((err = lsim__keys(c, ro, rp, f, LSIM__N(f), extra)) ||
-      (err = lsim__fields(c, ro, rp, f, LSIM__N(f))))
+      (err = lsim__fields(c, ro, rp, f, LSIM__N(f))) ||
+      (err = lsim__member(c, ro, rp, "scaling", "object", 0, &so, sp)))
     return err;
-  so = cJSON_GetObjectItemCaseSensitive(ro, "scaling");
   if (!so)
     return 0;
-  if (cJSON_IsNull(so)) {
-    r->scaling = LSIM_ROPE_SCALING_NONE;
+  r->scaling = LSIM_ROPE_SCALING_NONE;
+  if ((err = lsim__member(c, so, sp, "type", "string", 1, &tv, tp)) ||
+      (err = lsim__model_choice(c, so, sp, "type", lsim_shape_scaling_names(),
+                                LSIM_ROPE_SCALING_NONE, &r->scaling)))
+    return err;
+  if (r->scaling == LSIM_ROPE_SCALING_NONE) {
+    /* no factors: any other key is one the rule does not have */
     r->factor = r->low_freq_factor = r->high_freq_factor = 0;
     r->original_max_position = 0;
-    return 0;
+    return lsim__keys(c, so, sp, NULL, 0, sextra);
   }
-  const cJSON *tv;
-  if ((err = lsim__member(c, ro, rp, "scaling", "object", 0, &so, sp)) ||
-      (err = lsim__keys(c, so, sp, sf, LSIM__N(sf), sextra)) ||
-      (err = lsim__member(c, so, sp, "type", "string", 1, &tv, tp)) ||
-      (err = lsim__model_choice(c, so, sp, "type", lsim_shape_scaling_names(),
-                                LSIM_ROPE_SCALING_LLAMA3, &r->scaling)))
+  if ((err = lsim__keys(c, so, sp, sf, LSIM__N(sf), sextra)))
     return err;
   return lsim__fields(c, so, sp, sf, LSIM__N(sf));
 }

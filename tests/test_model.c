@@ -257,15 +257,15 @@ Test(model, overrides) {
   cr_expect_eq(sc.model.dtype, LSIM_DTYPE_FP32);
   cr_expect_eq(lsim_scenario_kv_bytes_per_token(&sc), 2 * 32 * 8 * 128 * 4);
 
-  /* rope: theta alone keeps the preset's scaling; null removes it */
+  /* rope: theta alone keeps the preset's scaling; type none removes it */
   must_parse(&sc, "{\"preset\": \"llama-3.2-1b\", \"rope\": {\"theta\": "
                   "10000}, \"adapter_modules\": " QKVO "}");
   cr_expect_float_eq(sc.model.rope.theta, 10000.0, 1e-9);
   cr_expect_eq(sc.model.rope.scaling, LSIM_ROPE_SCALING_LLAMA3);
   cr_expect_float_eq(sc.model.rope.factor, 32.0, 1e-12);
   must_parse(&sc, "{\"preset\": \"llama-3.2-1b\", \"rope\": {\"scaling\": "
-                  "null}, \"tie_embeddings\": false, \"adapter_modules\": "
-                  QKVO "}");
+                  "{\"type\": \"none\"}}, \"tie_embeddings\": false, "
+                  "\"adapter_modules\": " QKVO "}");
   cr_expect_eq(sc.model.rope.scaling, LSIM_ROPE_SCALING_NONE);
   cr_expect_float_eq(sc.model.rope.theta, 500000.0, 1e-6);
   cr_expect_eq(sc.model.tie_embeddings, 0);
@@ -306,7 +306,8 @@ Test(model, derived_targets_equal_explicit) {
   must_parse(&e, "{" CUSTOM_SHAPE ", \"targets\": ["
                  "{\"name\": \"v_proj\", \"d_in\": 1024, \"d_out\": 256}, "
                  "{\"name\": \"gate_proj\", \"d_in\": 1024, \"d_out\": 2816}, "
-                 "{\"name\": \"down_proj\", \"d_in\": 2816, \"d_out\": 1024}]}");
+                 "{\"name\": \"down_proj\", \"d_in\": 2816, "
+                 "\"d_out\": 1024}]}");
   cr_expect_eq(d.model.full, 1);
   cr_expect_str_eq(d.model.preset, "");
   cr_expect_eq(d.dtype_bytes, 2);
@@ -405,7 +406,8 @@ ParameterizedTestParameters(model, bad) {
       {"dtype against dtype_bytes",
        "{" P8 "\"dtype\": \"fp32\", \"dtype_bytes\": 2, " MODS "}",
        LSIM_E_SCN_CONFLICT, "$.model.dtype_bytes"},
-      {"preset dtype against dtype_bytes", "{" P8 "\"dtype_bytes\": 4, " MODS "}",
+      {"preset dtype against dtype_bytes",
+       "{" P8 "\"dtype_bytes\": 4, " MODS "}",
        LSIM_E_SCN_CONFLICT, "$.model.dtype_bytes"},
       {"custom without any dtype",
        "{\"layers\": 2, \"kv_heads\": 8, \"head_dim\": 128, \"targets\": "
@@ -433,6 +435,12 @@ ParameterizedTestParameters(model, bad) {
        "\"low_freq_factor\": 4, \"high_freq_factor\": 1, "
        "\"original_max_position\": 8192}}, " MODS "}",
        LSIM_E_SCN_CONFLICT, "$.model.rope.scaling.low_freq_factor"},
+      {"rope scaling null", "{" P8 "\"rope\": {\"scaling\": null}, " MODS "}",
+       LSIM_E_SCN_TYPE, "$.model.rope.scaling"},
+      {"factor with scaling none",
+       "{" P8 "\"rope\": {\"scaling\": {\"type\": \"none\", \"factor\": "
+       "8}}, " MODS "}",
+       LSIM_E_SCN_UNKNOWN_KEY, "$.model.rope.scaling.factor"},
       {"rope scaling not an object",
        "{" P8 "\"rope\": {\"scaling\": 8}, " MODS "}", LSIM_E_SCN_TYPE,
        "$.model.rope.scaling"},
