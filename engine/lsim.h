@@ -94,6 +94,7 @@ typedef int lsim_err;        /* 0 ok, negative LSIM_E_* */
 #include "err_plan.h"
 #include "err_res.h"
 #include "err_run.h"
+#include "err_sweep.h"
 #include "err_tensor.h"
 #include "err_tp.h"
 
@@ -112,7 +113,8 @@ typedef int lsim_err;        /* 0 ok, negative LSIM_E_* */
   LSIM_ERRCODES_LOG(X)       \
   LSIM_ERRCODES_OUT(X) \
   LSIM_ERRCODES_RUN(X) \
-  LSIM_ERRCODES_JSON(X)
+  LSIM_ERRCODES_JSON(X) \
+  LSIM_ERRCODES_SWEEP(X)
 
 enum {
 #define LSIM__ENUM(sym, val, name) sym = val,

@@ -27,10 +27,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "outfile.h"
 #include "../engine/policy/policy.h"
 #include "replay.h"
+#include "runid.h"
 #include "scenario.h"
 #include "timeline.h"
 
@@ -43,6 +45,24 @@ static volatile sig_atomic_t lsim__cmp_stop = 0;
 static void lsim__cmp_on_sigint(int sig) {
   (void)sig;
   lsim__cmp_stop = 1;
+}
+
+/* Wall time, for the progress line only (it reaches no file). */
+static double lsim__cmp_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* One line on stderr per arm done: "compare: 2/4 arms (vtc), elapsed 3s,
+** eta 3s", the ETA from the mean wall time of the arms so far. */
+static void lsim__cmp_progress(int done, int n, const char *name,
+                               double elapsed) {
+  char shown[LSIM_ESC_SIZE(LSIM_NAME_MAX)];
+  double eta = elapsed / done * (n - done);
+  fprintf(stderr, "compare: %d/%d arms (%s done), elapsed %.1fs, eta %.1fs\n",
+          done, n, lsim_console_str(shown, sizeof shown, name), elapsed, eta);
+  fflush(stderr);
 }
 
 static void lsim__cmp_usage(FILE *f) {
@@ -69,6 +89,9 @@ static void lsim__cmp_usage(FILE *f) {
       "                     default results/compare-NAME\n"
       "  --no-plots         do not write the PNGs\n"
       "  --full-log         also log every event and iteration row\n"
+      "  --set PATH=VALUE   set one scenario key before validation (as\n"
+      "                     replay --set); repeatable\n"
+      "  --quiet            no progress line per arm on stderr\n"
       "  -h, --help         this text\n"
       "\n"
       "files: DIR/SCHEDULER.db and .prom per run, DIR/compare.csv, and\n"
@@ -633,7 +656,9 @@ int lsim_compare_main(int argc, char **argv) {
     O_SEED,
     O_OUT,
     O_NOPLOTS,
-    O_FULLLOG
+    O_FULLLOG,
+    O_SET,
+    O_QUIET
   };
   static const struct option opts[] = {
       {"schedulers", required_argument, NULL, O_SCHEDS},
@@ -643,11 +668,14 @@ int lsim_compare_main(int argc, char **argv) {
       {"out", required_argument, NULL, O_OUT},
       {"no-plots", no_argument, NULL, O_NOPLOTS},
       {"full-log", no_argument, NULL, O_FULLLOG},
+      {"set", required_argument, NULL, O_SET},
+      {"quiet", no_argument, NULL, O_QUIET},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
   const char *scheds = NULL, *evict = NULL, *prefetch = NULL, *seed_s = NULL,
              *out = NULL;
-  int plots = 1, full_log = 0, c;
+  int plots = 1, full_log = 0, quiet = 0, nsets = 0, c;
+  const char *sets[LSIM_SCENARIO_MAX_SETS];
   optind = 1;
   while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
     switch (c) {
@@ -658,6 +686,12 @@ int lsim_compare_main(int argc, char **argv) {
     case O_OUT: out = optarg; break;
     case O_NOPLOTS: plots = 0; break;
     case O_FULLLOG: full_log = 1; break;
+    case O_QUIET: quiet = 1; break;
+    case O_SET:
+      if (nsets == LSIM_SCENARIO_MAX_SETS)
+        return lsim_cli_fail("compare", LSIM_E_USAGE, "too many --set");
+      sets[nsets++] = optarg;
+      break;
     case 'h': lsim__cmp_usage(stdout); return 0;
     default: lsim__cmp_usage(stderr); return 2;
     }
@@ -704,7 +738,8 @@ int lsim_compare_main(int argc, char **argv) {
   }
 
   static lsim_scenario sc;
-  lsim_err rc = lsim_scenario_load(&sc, argv[optind], &eb);
+  const lsim_scenario_src src = {NULL, nsets, sets};
+  lsim_err rc = lsim_scenario_load_src(&sc, argv[optind], &src, &eb);
   if (rc) {
     lsim_cli_fail("compare", rc, eb.msg);
     return 2;
@@ -763,6 +798,17 @@ int lsim_compare_main(int argc, char **argv) {
   FILE *ftl = ndof == 3 ? dof[0].fp : NULL, *ftt = ndof == 3 ? dof[1].fp : NULL,
        *fsv = ndof == 3 ? dof[2].fp : NULL;
   double tick_s = (double)sc.ns_per_tick * 1e-9;
+  /* the --set edits, recorded in each run's options (replay --resume
+  ** applies them again); nothing is recorded without them */
+  const char *ropts[2 * LSIM_SCENARIO_MAX_SETS + 1];
+  char setnames[LSIM_SCENARIO_MAX_SETS][16];
+  for (int i = 0; i < nsets; i++) {
+    lsim_runid_set_name(i, setnames[i]);
+    ropts[2 * i] = setnames[i];
+    ropts[2 * i + 1] = sets[i];
+  }
+  ropts[2 * nsets] = NULL;
+  double t0 = lsim__cmp_now();
   for (int i = 0; i < n && !st; i++) {
     char dbpath[1100], cmdline[1024];
     snprintf(sc.scheduler, sizeof sc.scheduler, "%s", names[i]);
@@ -785,7 +831,8 @@ int lsim_compare_main(int argc, char **argv) {
                           .stop = &lsim__cmp_stop,
                           .tenant_service = rows[i].service,
                           .summary_only = !full_log,
-                          .tap = &tap};
+                          .tap = &tap,
+                          .run_options = nsets ? ropts : NULL};
     rc = lsim_replay_run(&sc, &o, &rows[i].s, &eb);
     if (rc) {
       st = lsim_cli_fail("compare", rc, eb.msg);
@@ -799,6 +846,8 @@ int lsim_compare_main(int argc, char **argv) {
       st = lsim_cli_fail("compare", rc ? rc : LSIM_E_IO, rc ? eb.msg : "write failed");
     }
     lsim_timeline_release(&tl);
+    if (!st && !quiet)
+      lsim__cmp_progress(i + 1, n, names[i], lsim__cmp_now() - t0);
   }
   for (int k = 0; k < ndof; k++) {
     if (st) {

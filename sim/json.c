@@ -14,6 +14,7 @@
 */
 #include "json.h"
 
+#include <ctype.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -354,6 +355,11 @@ void lsim_json_release(lsim_json_doc *d) {
     return;
   cJSON_Delete(d->root);
   free(d->text);
+  for (int i = 0; i < d->nkept; i++)
+    free(d->kept[i]);
+  free(d->kept);
+  d->kept = NULL;
+  d->nkept = 0;
   d->root = NULL;
   d->text = NULL;
   d->len = 0;
@@ -438,4 +444,218 @@ lsim_err lsim_json_load(lsim_json_doc *d, const char *path,
   if (err)
     return err;
   return lsim_json_parse_owned(d, text, len, path, codes, eb);
+}
+
+/* ---- editing: --set ------------------------------------------------------ */
+
+typedef struct lsim__step {
+  char key[64]; /* "" for an index step */
+  int idx;
+} lsim__step;
+
+#define LSIM__SET_MAX_STEPS 16
+
+/* Split PATH (without the value) into steps; -1 when it is not well formed. */
+static int lsim__set_steps(const char *p, size_t n, lsim__step *st, int *ns) {
+  size_t i = 0;
+  *ns = 0;
+  if (n > 0 && p[0] == '$')
+    i = 1;
+  else if (n > 0 && p[0] != '.' && p[0] != '[') {
+    /* "workers.count": the "$." is implied */
+    i = 0;
+    goto key;
+  }
+  while (i < n) {
+    if (p[i] == '.') {
+      i++;
+    key:
+      if (*ns == LSIM__SET_MAX_STEPS)
+        return -1;
+      size_t k = 0;
+      while (i < n && (isalnum((unsigned char)p[i]) || p[i] == '_' ||
+                       p[i] == '-')) {
+        if (k + 1 >= sizeof st[0].key)
+          return -1;
+        st[*ns].key[k++] = p[i++];
+      }
+      if (k == 0)
+        return -1;
+      st[*ns].key[k] = '\0';
+      st[(*ns)++].idx = -1;
+    } else if (p[i] == '[') {
+      i++;
+      if (*ns == LSIM__SET_MAX_STEPS || i >= n || !isdigit((unsigned char)p[i]))
+        return -1;
+      long v = 0;
+      while (i < n && isdigit((unsigned char)p[i])) {
+        v = v * 10 + (p[i++] - '0');
+        if (v > 1000000)
+          return -1;
+      }
+      if (i >= n || p[i] != ']')
+        return -1;
+      i++;
+      st[*ns].key[0] = '\0';
+      st[(*ns)++].idx = (int)v;
+    } else {
+      return -1;
+    }
+  }
+  return *ns > 0 ? 0 : -1;
+}
+
+/* A bare word the convenience reads as a string (json.h). */
+static int lsim__bare_word(const char *v) {
+  if (!(isalpha((unsigned char)v[0]) || v[0] == '_' || v[0] == '/'))
+    return 0;
+  for (const char *c = v; *c; c++)
+    if (!isalnum((unsigned char)*c) && !strchr("_./:+-", *c))
+      return 0;
+  return 1;
+}
+
+lsim_err lsim_json_set(lsim_json_doc *d, cJSON *at, const char *assign,
+                       const lsim_json_codes *codes, lsim_errbuf *eb) {
+  static const lsim_json_codes none = {LSIM_E_USAGE, LSIM_E_JSON_DUP_KEY};
+  const lsim_json_codes *c = codes ? codes : &none;
+  const char *eq = strchr(assign, '=');
+  char shown[96];
+  size_t an = strlen(assign);
+  snprintf(shown, sizeof shown, "%.*s%s", an > 80 ? 80 : (int)an, assign,
+           an > 80 ? "..." : "");
+  for (char *s = shown; *s; s++)
+    if ((unsigned char)*s < 0x20 || *s == 0x7f)
+      *s = '?';
+  if (!eq)
+    return lsim_fail(eb, LSIM_E_USAGE,
+                     "--set '%s': expected JSONPATH=VALUE", shown);
+  lsim__step st[LSIM__SET_MAX_STEPS];
+  int ns = 0;
+  if (lsim__set_steps(assign, (size_t)(eq - assign), st, &ns))
+    return lsim_fail(eb, LSIM_E_USAGE,
+                     "--set '%s': the path must read $.key, $.key[N], ... "
+                     "(keys of [A-Za-z0-9_-], at most %d steps)",
+                     shown, LSIM__SET_MAX_STEPS);
+  /* the value: JSON, or a bare word taken as a string */
+  const char *val = eq + 1;
+  char name[128];
+  snprintf(name, sizeof name, "--set %.*s", (int)(eq - assign) > 96 ? 96
+           : (int)(eq - assign), assign);
+  lsim_json_doc v = LSIM_JSON_DOC_INIT;
+  lsim_errbuf veb = LSIM_ERRBUF_INIT;
+  const lsim_json_codes vc = {LSIM_E_USAGE, c->dup};
+  lsim_err rc = lsim_json_parse(&v, val, strlen(val), name, &vc, &veb);
+  if (rc == LSIM_E_USAGE && lsim__bare_word(val)) {
+    cJSON *s = cJSON_CreateString(val);
+    if (!s)
+      return lsim_fail(eb, LSIM_E_NOMEM, "--set: out of memory");
+    v.root = s;
+    rc = 0;
+  } else if (rc == LSIM_E_USAGE) {
+    return lsim_fail(eb, LSIM_E_USAGE,
+                     "--set '%s': the value is not JSON (write a string in "
+                     "double quotes: --set '$.key=\"text\"')",
+                     shown);
+  } else if (rc) {
+    if (eb)
+      *eb = veb;
+    return rc;
+  }
+  /* walk to the parent of the last step; nothing is changed until the
+  ** whole path is known to be walkable, except empty objects created on
+  ** the way, which are removed again on failure */
+  cJSON *node = at ? at : d->root, *made = NULL, *made_in = NULL;
+  char where[LSIM_JSON_PATHBUF] = "$", why[2 * LSIM_JSON_PATHBUF + 128] = "";
+  for (int i = 0; i < ns && !why[0]; i++) {
+    char next[LSIM_JSON_PATHBUF];
+    int lastp = i == ns - 1;
+    if (st[i].key[0]) {
+      lsim_json_key_path(next, where, st[i].key);
+      if (!cJSON_IsObject(node)) {
+        snprintf(why, sizeof why, "%s is %s %s, not an object", where,
+                 cJSON_IsArray(node) ? "an" : "a", lsim_json_type_name(node));
+        break;
+      }
+      if (lastp)
+        break;
+      cJSON *ch = cJSON_GetObjectItemCaseSensitive(node, st[i].key);
+      if (!ch && !st[i + 1].key[0]) {
+        snprintf(why, sizeof why,
+                 "%s does not exist (an index needs an array that exists)",
+                 next);
+        break;
+      }
+      if (!ch) { /* a missing object on the way: validation decides */
+        ch = cJSON_CreateObject();
+        if (!ch || !cJSON_AddItemToObject(node, st[i].key, ch)) {
+          cJSON_Delete(ch);
+          if (made)
+            cJSON_Delete(cJSON_DetachItemViaPointer(made_in, made));
+          lsim_json_release(&v);
+          return lsim_fail(eb, LSIM_E_NOMEM, "--set: out of memory");
+        }
+        if (!made) {
+          made = ch;
+          made_in = node;
+        }
+      }
+      node = ch;
+    } else {
+      lsim_json_idx_path(next, where, st[i].idx);
+      if (!cJSON_IsArray(node)) {
+        snprintf(why, sizeof why, "%s is %s %s, not an array", where,
+                 cJSON_IsObject(node) ? "an" : "a", lsim_json_type_name(node));
+        break;
+      }
+      int cnt = lsim_json_count(node);
+      if (st[i].idx > cnt || (!lastp && st[i].idx == cnt)) {
+        snprintf(why, sizeof why, "%s has %d elements: %s does not exist%s",
+                 where, cnt, next,
+                 lastp ? " (an index may name the next one, appended)" : "");
+        break;
+      }
+      if (lastp)
+        break;
+      node = cJSON_GetArrayItem(node, st[i].idx);
+    }
+    memcpy(where, next, sizeof where);
+  }
+  const lsim__step *last = &st[ns - 1];
+  if (why[0]) {
+    if (made)
+      cJSON_Delete(cJSON_DetachItemViaPointer(made_in, made));
+    lsim_json_release(&v);
+    return lsim_fail(eb, LSIM_E_USAGE, "--set '%s': %s", shown, why);
+  }
+  /* adopt the value's text (its numbers point into it) */
+  char **kept = realloc(d->kept, (size_t)(d->nkept + 1) * sizeof *kept);
+  if (!kept) {
+    if (made)
+      cJSON_Delete(cJSON_DetachItemViaPointer(made_in, made));
+    lsim_json_release(&v);
+    return lsim_fail(eb, LSIM_E_NOMEM, "--set: out of memory");
+  }
+  d->kept = kept;
+  cJSON *item = v.root;
+  int ok;
+  if (last->key[0]) {
+    if (cJSON_GetObjectItemCaseSensitive(node, last->key))
+      ok = cJSON_ReplaceItemInObjectCaseSensitive(node, last->key, item);
+    else
+      ok = cJSON_AddItemToObject(node, last->key, item);
+  } else if (last->idx < lsim_json_count(node)) {
+    ok = cJSON_ReplaceItemInArray(node, last->idx, item);
+  } else {
+    ok = cJSON_AddItemToArray(node, item);
+  }
+  if (!ok) {
+    if (made)
+      cJSON_Delete(cJSON_DetachItemViaPointer(made_in, made));
+    lsim_json_release(&v);
+    return lsim_fail(eb, LSIM_E_NOMEM, "--set: out of memory");
+  }
+  d->kept[d->nkept++] = v.text; /* NULL for a bare word: harmless */
+  free(v.kept);                 /* a fresh parse adopted nothing */
+  return 0;
 }

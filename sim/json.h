@@ -47,8 +47,10 @@ typedef struct lsim_json_doc {
   char *text;       /* private: the number texts point into it */
   size_t len;       /* private */
   const char *name; /* the file name in messages (not owned) */
+  char **kept;      /* private: texts of values adopted by lsim_json_set */
+  int nkept;        /* private */
 } lsim_json_doc;
-#define LSIM_JSON_DOC_INIT {NULL, NULL, 0, NULL}
+#define LSIM_JSON_DOC_INIT {NULL, NULL, 0, NULL, NULL, 0}
 
 /* Parse text[0..len) into d (copied; the caller keeps text).  `name` leads
 ** every message and must outlive d.  On failure d holds nothing. */
@@ -121,5 +123,36 @@ typedef struct lsim_json_rd {
 lsim_err lsim_json_get_int(const lsim_json_rd *r, const cJSON *obj,
                            const char *path, const char *key, int required,
                            int64_t lo, int64_t hi, int64_t def, int64_t *out);
+
+/* ---- editing: `--set JSONPATH=VALUE` ----------------------------------- */
+
+/*
+** The one edit of a parsed document, for the command lines' --set (replay,
+** compare, sweep; docs/SCENARIO.md "Overrides").  `assign` is
+** "PATH=VALUE":
+**
+**  - PATH is `$` followed by `.key` and `[index]` steps ($.workers.count,
+**    $.tenants[1].name); the leading `$.` may be left out.  A key is made
+**    of [A-Za-z0-9_-]; an index is a decimal integer.
+**  - VALUE is JSON (a number, "a string", an object, an array, true, false,
+**    null), read by this layer (exact integers, no duplicate keys).  As a
+**    convenience a bare word that is not JSON and starts with a letter, '_'
+**    or '/' and holds only [A-Za-z0-9_./:+-] is the string of that word
+**    (--set '$.policies.scheduler=fcfs'); anything else that is not JSON
+**    is refused, so a number is never read as a string by accident.
+**
+** The value replaces what PATH holds under `at` (NULL: the root), or is
+** added when the last key is missing; missing objects on the way are
+** created empty.  An index may name an element or the one past the end
+** (appended).  Nothing is checked against any schema here: the caller
+** validates the edited tree exactly as it validates a file, so a bad
+** value gets the same code and path as in the file.  A PATH that is not
+** well formed or cannot be walked (a key under a number, an index into an
+** object, an index more than one past the end) and a VALUE that is not
+** JSON are LSIM_E_USAGE, naming the --set; a duplicate key inside VALUE
+** is codes->dup.  On failure the tree is unchanged.
+*/
+lsim_err lsim_json_set(lsim_json_doc *d, cJSON *at, const char *assign,
+                       const lsim_json_codes *codes, lsim_errbuf *eb);
 
 #endif /* LSIM_JSON_H */

@@ -3,6 +3,7 @@
 **
 **   lorasim replay SCENARIO.json [options]   replay a scenario
 **   lorasim compare SCENARIO.json --schedulers A,B,...   one table
+**   lorasim sweep GRID.json [-j N] | merge DIR  a grid of replays (sweep.c)
 **   lorasim bench kernels [options]          the CUDA kernel benchmark
 **   lorasim compress --in COLLECTION.json --out BUNDLE.json  (compress_cmd.c)
 **   lorasim help [COMMAND]                   usage
@@ -37,6 +38,7 @@
 #include "resume.h"
 #include "runid.h"
 #include "scenario.h"
+#include "sweep.h"
 #ifdef LSIM_HAVE_CUDA
 #include "../backends/cuda/cuda.h"
 #endif
@@ -82,6 +84,11 @@ static void lsim__usage_replay(FILE *f) {
       "  --evict NAME       override the eviction policy\n"
       "  --prefetch NAME    override the prefetch policy\n"
       "  --backend NAME     override the execution backend\n"
+      "  --set PATH=VALUE   set one scenario key before validation, e.g.\n"
+      "                     --set '$.workers.pool_pages=512' or\n"
+      "                     --set '$.tenants[1].name=\"bulk\"' (VALUE is JSON; a\n"
+      "                     bare word is a string); repeatable, applied in\n"
+      "                     order, recorded for --resume (docs/SCENARIO.md)\n"
       "  --no-plots         do not write gnuplot PNGs\n"
       "  --quiet            no summary and no progress line\n"
       "  --skip-bad-rows    count and skip malformed trace rows instead of\n"
@@ -121,6 +128,7 @@ static void lsim__usage(FILE *f) {
         "commands:\n"
         "  replay SCENARIO.json   replay a trace through the simulator\n"
         "  compare SCENARIO.json  run it under several schedulers, one table\n"
+        "  sweep GRID.json        a grid of replays (axes x seeds), merged\n"
         "  exec --in BATCH.json   run one batch exactly (plan, delta, Y)\n"
         "  calibrate              fit the cost model to GPU kernel times\n"
         "  trace convert|stats    import, convert and summarise traces\n"
@@ -159,7 +167,7 @@ static int lsim__parse_seed(const char *s, uint64_t *out) {
 static int lsim__cmd_replay(int argc, char **argv) {
   enum { O_DB = 256, O_SEED, O_SCHED, O_EVICT, O_PREFETCH, O_BACKEND,
          O_NOPLOTS, O_QUIET, O_VERIFY, O_SKIP, O_PROFILE, O_RESUME,
-         O_TSHAPE, O_TLAYERS };
+         O_TSHAPE, O_TLAYERS, O_SET };
   static const struct option opts[] = {
       {"db", required_argument, NULL, O_DB},
       {"seed", required_argument, NULL, O_SEED},
@@ -175,13 +183,15 @@ static int lsim__cmd_replay(int argc, char **argv) {
       {"resume", required_argument, NULL, O_RESUME},
       {"tensor-shape", required_argument, NULL, O_TSHAPE},
       {"tensor-layers", required_argument, NULL, O_TLAYERS},
+      {"set", required_argument, NULL, O_SET},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
   const char *db = NULL, *sched = NULL, *evict = NULL, *prefetch = NULL,
              *backend = NULL, *seed_s = NULL, *profile = NULL,
              *resume = NULL, *tlayers_s = NULL;
   int plots = 1, quiet = 0, verify = 0, skip = 0, c;
-  int tmodel = 0, tlayers = 0;
+  int tmodel = 0, tlayers = 0, nsets = 0;
+  const char *sets[LSIM_SCENARIO_MAX_SETS];
   optind = 1;
   while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
     switch (c) {
@@ -196,6 +206,14 @@ static int lsim__cmd_replay(int argc, char **argv) {
     case O_SKIP: skip = 1; break;
     case O_PROFILE: profile = optarg; break;
     case O_RESUME: resume = optarg; break;
+    case O_SET:
+      if (nsets == LSIM_SCENARIO_MAX_SETS) {
+        fprintf(stderr, "lorasim replay: error: E_USAGE: at most %d --set\n",
+                LSIM_SCENARIO_MAX_SETS);
+        return 2;
+      }
+      sets[nsets++] = optarg;
+      break;
     case O_TSHAPE:
       if (strcmp(optarg, "model") != 0 && strcmp(optarg, "small") != 0) {
         fprintf(stderr, "lorasim replay: error: E_USAGE: --tensor-shape "
@@ -231,7 +249,7 @@ static int lsim__cmd_replay(int argc, char **argv) {
   if (resume) {
     /* the run's own choices come from DB; only output options combine */
     if (optind != argc || db || sched || evict || prefetch || backend ||
-        seed_s || verify || skip || tmodel || tlayers) {
+        seed_s || verify || skip || tmodel || tlayers || nsets) {
       fprintf(stderr, "lorasim replay: error: E_USAGE: --resume DB takes no "
                       "scenario and no run options (they come from DB)\n");
       return 2;
@@ -247,7 +265,8 @@ static int lsim__cmd_replay(int argc, char **argv) {
   }
   static lsim_scenario sc;
   lsim_errbuf eb = LSIM_ERRBUF_INIT;
-  lsim_err rc = lsim_scenario_load(&sc, argv[optind], &eb);
+  const lsim_scenario_src src = {NULL, nsets, sets};
+  lsim_err rc = lsim_scenario_load_src(&sc, argv[optind], &src, &eb);
   if (rc) {
     lsim_cli_fail("replay", rc, eb.msg);
     return 2; /* an unreadable scenario is bad input too */
@@ -309,7 +328,8 @@ static int lsim__cmd_replay(int argc, char **argv) {
                              i ? " " : "lorasim ", argv[i]);
 
   /* the options that override the scenario, recorded for --resume */
-  const char *ropts[2 * 12 + 1];
+  const char *ropts[2 * (12 + LSIM_SCENARIO_MAX_SETS) + 1];
+  char setnames[LSIM_SCENARIO_MAX_SETS][16];
   int nr = 0;
 #define LSIM__ROPT(cond, name, value) \
   if (cond) {                         \
@@ -326,6 +346,10 @@ static int lsim__cmd_replay(int argc, char **argv) {
   LSIM__ROPT(profile, "profile", profile)
   LSIM__ROPT(tmodel, "tensor-shape", "model")
   LSIM__ROPT(tlayers, "tensor-layers", tlayers_s)
+  for (int i = 0; i < nsets; i++) {
+    lsim_runid_set_name(i, setnames[i]);
+    LSIM__ROPT(1, setnames[i], sets[i])
+  }
   LSIM__ROPT(!plots, "no-plots", "1")
 #undef LSIM__ROPT
   ropts[nr] = NULL;
@@ -447,6 +471,8 @@ static int lsim__dispatch(int argc, char **argv) {
     return lsim__cmd_replay(argc - 1, argv + 1);
   if (strcmp(cmd, "compare") == 0)
     return lsim_compare_main(argc - 1, argv + 1);
+  if (strcmp(cmd, "sweep") == 0)
+    return lsim_sweep_main(argc - 1, argv + 1);
   if (strcmp(cmd, "trace") == 0)
     return lsim_trace_main(argc - 1, argv + 1);
   if (strcmp(cmd, "calibrate") == 0)
@@ -472,6 +498,9 @@ static int lsim__dispatch(int argc, char **argv) {
     else if (argc > 2 && strcmp(argv[2], "trace") == 0) {
       char *av[] = {"trace", "--help", NULL};
       return lsim_trace_main(2, av);
+    } else if (argc > 2 && strcmp(argv[2], "sweep") == 0) {
+      char *av[] = {"sweep", "--help", NULL};
+      return lsim_sweep_main(2, av);
     } else if (argc > 2 && strcmp(argv[2], "compare") == 0) {
       char *av[] = {"compare", "--help", NULL};
       return lsim_compare_main(2, av);

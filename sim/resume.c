@@ -11,8 +11,8 @@
 **                             options, check it reads the same inputs
 **   3. lsim_replay_run        into DB.resume (any old DB.resume and its
 **                             -wal/-shm are replaced by lsim_db_open)
-**   4. lsim__install          remove DB's -wal and -shm, rename DB.resume
-**                             over DB
+**   4. lsim_resume_install    remove DB's -wal and -shm, rename
+**                             DB.resume over DB
 **
 ** One writer.  DB's lock (DB.lock, sim/outfile.h) is taken before step 1
 ** and held through step 4, so a second replay or resume of DB is refused
@@ -131,7 +131,11 @@ lsim_err lsim_resume_scenario(const lsim_resume_info *ri, lsim_scenario *sc,
   lsim_err rc = lsim_runid_verify(&ri->id, eb);
   if (rc)
     return rc;
-  if ((rc = lsim_scenario_load(sc, ri->scenario_path, eb)))
+  /* the recorded --set edits (and a sweep cell's inline base) again */
+  const char *sets[LSIM_SCENARIO_MAX_SETS];
+  lsim_scenario_src src;
+  if ((rc = lsim_runid_scenario_src(&ri->id, &src, sets, eb)) ||
+      (rc = lsim_scenario_load_src(sc, ri->scenario_path, &src, eb)))
     return rc;
   char sha[65];
   lsim_scenario_sha_hex(sc, sha);
@@ -162,8 +166,8 @@ lsim_err lsim_resume_scenario(const lsim_resume_info *ri, lsim_scenario *sc,
   return lsim_runid_same_inputs(&ri->id, &now, eb);
 }
 
-static lsim_err lsim__install(const char *tmp, const char *db,
-                              lsim_errbuf *eb) {
+lsim_err lsim_resume_install(const char *tmp, const char *db,
+                             lsim_errbuf *eb) {
   char p[LSIM_PATH_MAX + 64];
   snprintf(p, sizeof p, "%s-wal", tmp);
   if (access(p, F_OK) == 0)
@@ -271,7 +275,7 @@ static int lsim__resume_locked(const char *db_path, int quiet, int no_plots,
     fprintf(stderr, "lorasim replay: %s left as it was\n", db_path);
     return st;
   }
-  if ((rc = lsim__install(tmp, db_path, &eb)))
+  if ((rc = lsim_resume_install(tmp, db_path, &eb)))
     return lsim_cli_fail("replay", rc, eb.msg);
   return 0;
 }

@@ -57,6 +57,13 @@ lsim_err lsim_resume_read(const char *db_path, lsim_resume_info *ri,
 lsim_err lsim_resume_scenario(const lsim_resume_info *ri, lsim_scenario *sc,
                               lsim_errbuf *eb);
 
+/* Put a finished rerun in place: tmp (closed, its WAL checkpointed away)
+** is renamed over db after db's -wal and -shm are removed (each path
+** checked with lsim_out_check first: a link or a device is refused and
+** nothing is touched).  Also used by `lorasim sweep` for its cells. */
+lsim_err lsim_resume_install(const char *tmp, const char *db,
+                             lsim_errbuf *eb);
+
 /* The whole command: returns the exit status (0 ok, 1 the run failed, 2
 ** bad input, 130 interrupted).  quiet and no_plots as for replay; stop as
 ** in lsim_replay_opts. */

@@ -437,3 +437,29 @@ lsim_err lsim_runid_apply_profile(lsim_scenario *sc, const char *path,
     return lsim_fail(eb, LSIM_E_USAGE, "--profile: path too long");
   return 0;
 }
+
+void lsim_runid_set_name(int i, char out[16]) {
+  snprintf(out, 16, "set.%d", i + 1);
+}
+
+lsim_err lsim_runid_scenario_src(const lsim_runid *id, lsim_scenario_src *src,
+                                 const char *sets[LSIM_SCENARIO_MAX_SETS],
+                                 lsim_errbuf *eb) {
+  memset(src, 0, sizeof *src);
+  src->member = lsim_runid_get(id, "scenario-member");
+  src->sets = sets;
+  for (int i = 0; i < id->nopts; i++) {
+    if (strncmp(id->opt[i].name, "set.", 4) != 0)
+      continue;
+    char want[16];
+    lsim_runid_set_name(src->nsets, want);
+    if (src->nsets == LSIM_SCENARIO_MAX_SETS ||
+        strcmp(id->opt[i].name, want) != 0)
+      return lsim_fail(eb, LSIM_E_RUN_IDENTITY,
+                       "recorded option %s out of order or too many (at most "
+                       "%d --set, numbered from set.1)",
+                       id->opt[i].name, LSIM_SCENARIO_MAX_SETS);
+    sets[src->nsets++] = id->opt[i].value;
+  }
+  return 0;
+}

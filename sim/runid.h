@@ -35,7 +35,7 @@
 #include "scenario.h"
 
 #define LSIM_RUNID_MAX_INPUTS 32
-#define LSIM_RUNID_MAX_OPTIONS 16
+#define LSIM_RUNID_MAX_OPTIONS 64 /* room for LSIM_SCENARIO_MAX_SETS --set */
 #define LSIM_RUNID_ROLE 16
 #define LSIM_RUNID_OPTNAME 32
 
@@ -99,6 +99,20 @@ lsim_err lsim_runid_verify(const lsim_runid *rec, lsim_errbuf *eb);
 ** digest) as rec, in any order. */
 lsim_err lsim_runid_same_inputs(const lsim_runid *rec, const lsim_runid *now,
                                 lsim_errbuf *eb);
+
+/* The scenario source the run's options name: its --set edits (options
+** set.1, set.2, ... in the order given) and, for a sweep cell over an
+** inline base, the member of the scenario file that holds the scenario
+** (option scenario-member).  src->sets points at sets[], whose strings
+** point into id.  E_RUN_IDENTITY when more than LSIM_SCENARIO_MAX_SETS are
+** recorded or they are not numbered 1, 2, ... in order. */
+lsim_err lsim_runid_scenario_src(const lsim_runid *id, lsim_scenario_src *src,
+                                 const char *sets[LSIM_SCENARIO_MAX_SETS],
+                                 lsim_errbuf *eb);
+
+/* The option name of the i-th --set (from 0): "set.1", "set.2", ...
+** into out[16]. */
+void lsim_runid_set_name(int i, char out[16]);
 
 /* Replace sc's five cost coefficients by the calibrated profile at path
 ** and name it in sc->cost_profile (replay --profile).  Errors of

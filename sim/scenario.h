@@ -165,6 +165,7 @@ typedef struct lsim_scenario {
   int trace_skip_bad_rows;         /* 1: count and skip malformed rows */
   lsim_servegen_spec trace_servegen; /* format servegen only */
   lsim_assign_spec trace_assign;   /* $.trace.assign */
+  lsim_trace_ctl trace_ctl; /* $.trace.rate_scale, window, remap */
 
   /* $.faults */
   double load_failure_rate; /* probability that one adapter copy fails */
@@ -211,6 +212,36 @@ lsim_err lsim_scenario_load(lsim_scenario *sc, const char *path,
 lsim_err lsim_scenario_parse(lsim_scenario *sc, const char *json, size_t len,
                              const char *name, const char *basedir,
                              lsim_errbuf *eb);
+
+/*
+** Where the scenario is and what the command line changes in it, for
+** lsim_scenario_load_src and lsim_scenario_parse_src:
+**
+**   member  NULL: the document is the scenario; else the top-level key of
+**           the document that holds it (a sweep grid's inline "base",
+**           docs/SWEEP.md).  Relative paths still resolve against the
+**           file's directory; a missing member is E_SCN_MISSING.
+**   sets    nsets "JSONPATH=VALUE" edits (--set), applied in order to the
+**           scenario's JSON before it is validated (sim/json.h,
+**           lsim_json_set), so that a bad value has the code and the path
+**           it would have in the file.  sc->sha256 stays the digest of the
+**           file's bytes: the edits are part of the run's identity through
+**           its recorded options (docs/SCHEMA.md, run_options).
+*/
+#define LSIM_SCENARIO_MAX_SETS 32
+typedef struct lsim_scenario_src {
+  const char *member;
+  int nsets;
+  const char *const *sets;
+} lsim_scenario_src;
+
+lsim_err lsim_scenario_load_src(lsim_scenario *sc, const char *path,
+                                const lsim_scenario_src *src, lsim_errbuf *eb);
+lsim_err lsim_scenario_parse_src(lsim_scenario *sc, const char *json,
+                                 size_t len, const char *name,
+                                 const char *basedir,
+                                 const lsim_scenario_src *src,
+                                 lsim_errbuf *eb);
 
 /* Open the scenario's trace ($.trace: file, importer and assignment, or the
 ** generator) with its catalog (tenants, adapters, seed).  skip_bad_rows
