@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "../backends/backend.h"
+#include "../backends/shape.h"
 #include "../engine/policy/policy.h"
 #include "audit.h"
 #include "cli.h"
@@ -116,6 +117,7 @@ static void lsim__usage_replay(FILE *f) {
   lsim__names(f, "evict", lsim_evict_names());
   lsim__names(f, "prefetch", lsim_prefetch_names());
   lsim__names(f, "backend", lsim_backend_names());
+  lsim__names(f, "preset", lsim_shape_preset_names()); /* $.model.preset */
   fputs("\nexit status: 0 ok, 1 run failed, 2 bad usage or input, "
         "130 interrupted\n",
         f);
