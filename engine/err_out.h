@@ -10,6 +10,7 @@
   X(LSIM_E_OUT_NOT_REGULAR,  -721, "E_OUT_NOT_REGULAR")                     \
   X(LSIM_E_OUT_NOT_DB,       -722, "E_OUT_NOT_DB")                          \
   X(LSIM_E_OUT_WRITE,        -723, "E_OUT_WRITE")                           \
-  X(LSIM_E_OUT_LOCKED,       -724, "E_OUT_LOCKED")
+  X(LSIM_E_OUT_LOCKED,       -724, "E_OUT_LOCKED")                          \
+  X(LSIM_E_OUT_NO_DIR,       -725, "E_OUT_NO_DIR")
 
 #endif /* LSIM_ERR_OUT_H */

@@ -4,9 +4,11 @@
 */
 #include "audit.h"
 
+#include <errno.h>
 #include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "../backends/backend.h"
 #include "../engine/ledger.h"
@@ -505,6 +507,10 @@ lsim_err lsim_audit_db(const char *path, FILE *out, lsim_audit_report *rep,
                        lsim_errbuf *eb) {
   memset(rep, 0, sizeof *rep);
   sqlite3 *h = NULL;
+  struct stat fst;
+  if (stat(path, &fst) != 0 && (errno == ENOENT || errno == ENOTDIR))
+    return lsim_fail(eb, LSIM_E_FILE_MISSING, "%s: no such file or directory",
+                     path);
   if (sqlite3_open_v2(path, &h, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
     lsim_err rc = lsim_fail(eb, LSIM_E_IO, "%s: cannot open: %s", path,
                             h ? sqlite3_errmsg(h) : "out of memory");

@@ -580,6 +580,24 @@ int lsim_calibrate_cmd(int argc, char **argv) {
   if (tlayers && !tmodel)
     return lsim_cli_fail("calibrate", LSIM_E_USAGE,
                          "--tensor-layers needs --tensor-shape model");
+  /* the files named on the command line before the device: a missing
+  ** --holdout or a --out/--db in no directory is bad input (exit 2) on any
+  ** machine, before minutes of measurement */
+  {
+    lsim_errbuf ieb = LSIM_ERRBUF_INIT;
+    struct stat hst;
+    lsim_err irc = 0;
+    if (holdout && stat(holdout, &hst) != 0 &&
+        (errno == ENOENT || errno == ENOTDIR))
+      irc = lsim_fail(&ieb, LSIM_E_FILE_MISSING,
+                      "%s: no such file or directory", holdout);
+    if (!irc && out)
+      irc = lsim_out_check(out, &ieb);
+    if (!irc && db)
+      irc = lsim_out_check(db, &ieb);
+    if (irc)
+      return lsim_cli_fail("calibrate", irc, ieb.msg);
+  }
 #ifdef LSIM_HAVE_CUDA
   if ((!out || !db) && mkdir("results", 0777) != 0 && errno != EEXIST)
     return lsim_cli_fail("calibrate", LSIM_E_IO, "cannot create directory results/");

@@ -11,12 +11,14 @@ static const struct {
   const char *what;
 } lsim__input[] = {
     {LSIM_E_USAGE, LSIM_E_USAGE, "usage"},
+    {LSIM_E_FILE_MISSING, LSIM_E_FILE_MISSING, "an input file not there"},
     {LSIM_E_BACKEND + 1, LSIM_E_SCN_JSON, "scenario and trace input"},
     {-559, LSIM_E_CMP_LAPACK - 1, "a compressed collection as given"},
     {LSIM_E_CMP_LAPACK + 1, LSIM_E_CMP_JSON, "a compressed collection as given"},
     {LSIM_E_OUT_SYMLINK, LSIM_E_OUT_SYMLINK, "an output path refused"},
     {LSIM_E_OUT_NOT_REGULAR, LSIM_E_OUT_NOT_REGULAR, "an output path refused"},
     {LSIM_E_OUT_NOT_DB, LSIM_E_OUT_NOT_DB, "an output path refused"},
+    {LSIM_E_OUT_NO_DIR, LSIM_E_OUT_NO_DIR, "an output path refused"},
     {LSIM_E_RUN_INPUT_MISSING, LSIM_E_RUN_INPUT_MISSING, "a run input"},
     {LSIM_E_RUN_INPUT_CHANGED, LSIM_E_RUN_INPUT_CHANGED, "a run input"},
     {LSIM_E_RUN_IDENTITY, LSIM_E_RUN_IDENTITY, "a run input"},

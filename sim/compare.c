@@ -29,7 +29,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 
 #include "outfile.h"
@@ -99,8 +98,9 @@ static void lsim__cmp_usage(FILE *f) {
       "                     that names none)\n"
       "  --prefetch NAME    override the prefetch policy (likewise)\n"
       "  --seed N           override the scenario seed\n"
-      "  --out DIR          output directory (created if missing);\n"
-      "                     default results/compare-NAME\n"
+      "  --out DIR          output directory (created if missing, in a\n"
+      "                     directory that exists); default\n"
+      "                     results/compare-NAME\n"
       "  --no-plots         do not draw the figures (data files kept)\n"
       "  --full-log         also log every event and iteration row\n"
       "  --set PATH=VALUE   set one scenario key before validation (as\n"
@@ -286,23 +286,6 @@ static int lsim__cmp_complete(lsim__cmp_arm *arms, int n, int triples,
       }
   }
   return 0;
-}
-
-/* mkdir -p for a relative or absolute path. */
-static int lsim__cmp_mkdirs(const char *dir) {
-  char p[1024];
-  snprintf(p, sizeof p, "%s", dir);
-  for (char *s = p + 1; *s; s++)
-    if (*s == '/') {
-      *s = 0;
-      if (mkdir(p, 0777) != 0 && errno != EEXIST)
-        return -1;
-      *s = '/';
-    }
-  if (mkdir(p, 0777) != 0 && errno != EEXIST)
-    return -1;
-  struct stat sb;
-  return stat(p, &sb) == 0 && S_ISDIR(sb.st_mode) ? 0 : -1;
 }
 
 typedef struct lsim__cmp_row {
@@ -1175,11 +1158,12 @@ int lsim_compare_main(int argc, char **argv) {
   size_t dl = strlen(dir);
   while (dl > 1 && dir[dl - 1] == '/')
     dir[--dl] = 0;
-  if (lsim__cmp_mkdirs(dir)) {
-    fprintf(stderr, "lorasim compare: error: %s: cannot create directory %s\n",
-            lsim_err_name(LSIM_E_IO), dir);
-    return 1;
-  }
+  /* DIR is made when missing, its parent never: a mistyped --out is
+  ** reported (E_OUT_NO_DIR, exit 2) before any run; the default's
+  ** results/ is made like replay's */
+  if ((!out && (rc = lsim_out_mkdir("results", &eb))) ||
+      (rc = lsim_out_mkdir(dir, &eb)))
+    return lsim_cli_fail("compare", rc, eb.msg);
 
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);

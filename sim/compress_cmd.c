@@ -157,8 +157,11 @@ static lsim_err lsim__read_times(const char *file, lsim__ktime **out, int *n,
   *n = 0;
   FILE *f = fopen(file, "r");
   if (!f)
-    return lsim_fail(eb, LSIM_E_IO, "%s: cannot open: %s", file,
-                     strerror(errno));
+    return errno == ENOENT || errno == ENOTDIR
+               ? lsim_fail(eb, LSIM_E_FILE_MISSING,
+                           "%s: no such file or directory", file)
+               : lsim_fail(eb, LSIM_E_IO, "%s: cannot open: %s", file,
+                           strerror(errno));
   char line[512], meth[32];
   int cap = 0, ln = 0;
   lsim_err rc = 0;
@@ -472,6 +475,12 @@ int lsim_compress_main(int argc, char **argv) {
       return lsim__fail_out(file, NULL, &eb, eb.code == LSIM_E_NOMEM ? 1 : 2);
     root = doc.root;
   }
+  /* an --out that cannot be written (no such directory, a link, a device)
+  ** is refused before the fit, as bad usage */
+  if (out && lsim_out_check(out, &eb)) {
+    status = lsim__fail_out(out, NULL, &eb, lsim_cli_status(eb.code));
+    goto done;
+  }
   if (verify) {
     lsim_bundle vb;
     memset(&vb, 0, sizeof vb);
@@ -570,7 +579,7 @@ int lsim_compress_main(int argc, char **argv) {
       snprintf(eb.msg, sizeof eb.msg, "bundle text");
       status = lsim__fail_out(file, NULL, &eb, 1);
     } else if ((rc = lsim__write_atomic(out, txt, &eb))) {
-      status = lsim__fail_out(out, NULL, &eb, 1);
+      status = lsim__fail_out(out, NULL, &eb, lsim_cli_status(rc));
     } else {
       char h[LSIM_DIGEST_HEX_SIZE];
       printf("bundle %s\n", lsim_digest_hex(&b.id, h));

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "../backends/backend.h"
+#include "../backends/shape.h"
 #include "../engine/policy/policy.h"
 #include "audit.h"
 #include "cli.h"
@@ -76,7 +77,8 @@ static void lsim__usage_replay(FILE *f) {
       "\n"
       "options:\n"
       "  --db PATH          database to write (a regular file there is\n"
-      "                     replaced; a link or device node is refused);\n"
+      "                     replaced; a link or device node is refused;\n"
+      "                     its directory must exist);\n"
       "                     default results/NAME-seedSEED.db\n"
       "  --seed N           override the scenario seed\n"
       "  --scheduler NAME   override the scheduler policy\n"
@@ -117,6 +119,7 @@ static void lsim__usage_replay(FILE *f) {
   lsim__names(f, "evict", lsim_evict_names());
   lsim__names(f, "prefetch", lsim_prefetch_names());
   lsim__names(f, "backend", lsim_backend_names());
+  lsim__names(f, "preset", lsim_shape_preset_names()); /* $.model.preset */
   fputs("\nexit status: 0 ok, 1 run failed, 2 bad usage or input, "
         "130 interrupted\n",
         f);
@@ -384,8 +387,8 @@ static void lsim__usage_bench(FILE *f) {
         "       lorasim bench kernels --check [--cases N]\n"
         "\n"
         "Runs the standalone kernel benchmark (bench_kernels, built beside\n"
-        "lorasim when nvcc was found; $LSIM_BENCH_KERNELS names another\n"
-        "path): one table of workload, rank, path, median device us, GB/s,\n"
+        "lorasim when nvcc was found, installed in PREFIX/libexec/lorasim;\n"
+        "$LSIM_BENCH_KERNELS names another path): one table of workload, rank, path, median device us, GB/s,\n"
         "ratio to the memory/compute floor and to the base GEMM, on GPU 0.\n"
         "See docs/CUDA.md and docs/BENCHMARKS.md.\n",
         f);
@@ -419,6 +422,18 @@ static int lsim__cmd_bench(int argc, char **argv) {
     path[n] = 0;
     char *slash = strrchr(path, '/');
     snprintf(slash ? slash + 1 : path, 32, "bench_kernels");
+    /* installed (`cmake --install`): PREFIX/bin/lorasim runs
+    ** PREFIX/libexec/lorasim/bench_kernels */
+    if (slash && access(path, X_OK) != 0) {
+      char alt[sizeof path];
+      *slash = 0;
+      if (snprintf(alt, sizeof alt, "%s/../libexec/lorasim/bench_kernels",
+                   path) < (int)sizeof alt &&
+          access(alt, X_OK) == 0)
+        snprintf(path, sizeof path, "%s", alt);
+      else
+        *slash = '/';
+    }
   }
   char **av = calloc((size_t)argc + 1, sizeof *av);
   if (!av) {

@@ -32,13 +32,42 @@
 #include <time.h>
 #include <unistd.h>
 
+/* path does not exist (or a component is not a directory): 0 when the
+** directory it would go in is there, else E_OUT_NO_DIR naming it.  Nothing
+** is created: a mistyped --db directory is reported, not made. */
+static lsim_err lsim__check_dir(const char *path, lsim_errbuf *eb) {
+  char dir[LSIM_OUT_PATH_MAX];
+  const char *slash = strrchr(path, '/');
+  if (!slash)
+    return 0; /* the working directory */
+  size_t n = slash == path ? 1 : (size_t)(slash - path);
+  if (n >= sizeof dir)
+    return lsim_fail(eb, LSIM_E_USAGE, "%s: output path too long", path);
+  memcpy(dir, path, n);
+  dir[n] = 0;
+  struct stat st;
+  if (stat(dir, &st) != 0) {
+    if (errno == ENOENT || errno == ENOTDIR)
+      return lsim_fail(eb, LSIM_E_OUT_NO_DIR,
+                       "%s: directory does not exist (for %s); create it "
+                       "first",
+                       dir, path);
+    return lsim_fail(eb, LSIM_E_OUT_WRITE, "%s: cannot inspect directory: %s",
+                     dir, strerror(errno));
+  }
+  if (!S_ISDIR(st.st_mode))
+    return lsim_fail(eb, LSIM_E_OUT_NO_DIR, "%s: not a directory (for %s)",
+                     dir, path);
+  return 0;
+}
+
 lsim_err lsim_out_check(const char *path, lsim_errbuf *eb) {
   struct stat st;
   if (!path || !*path)
     return lsim_fail(eb, LSIM_E_USAGE, "empty output path");
   if (lstat(path, &st) != 0) {
-    if (errno == ENOENT)
-      return 0;
+    if (errno == ENOENT || errno == ENOTDIR)
+      return lsim__check_dir(path, eb);
     return lsim_fail(eb, LSIM_E_OUT_WRITE, "%s: cannot inspect output path: %s",
                      path, strerror(errno));
   }
@@ -58,6 +87,52 @@ lsim_err lsim_out_check(const char *path, lsim_errbuf *eb) {
                      : S_ISFIFO(st.st_mode) ? "a fifo"
                      : S_ISSOCK(st.st_mode) ? "a socket"
                                             : "a special file");
+  return 0;
+}
+
+/* dir with its trailing slashes taken off, into p; *exists when it is
+** there (and a directory: anything else is refused) */
+static lsim_err lsim__out_dir(const char *dir, char p[LSIM_OUT_PATH_MAX],
+                              int *exists, lsim_errbuf *eb) {
+  struct stat st;
+  *exists = 0;
+  if (!dir || !*dir)
+    return lsim_fail(eb, LSIM_E_USAGE, "empty output directory");
+  size_t n = strlen(dir);
+  if (n >= LSIM_OUT_PATH_MAX)
+    return lsim_fail(eb, LSIM_E_USAGE, "%s: output path too long", dir);
+  memcpy(p, dir, n + 1);
+  while (n > 1 && p[n - 1] == '/')
+    p[--n] = 0;
+  if (stat(p, &st) == 0) {
+    if (!S_ISDIR(st.st_mode))
+      return lsim_fail(eb, LSIM_E_OUT_NOT_REGULAR,
+                       "%s: exists and is not a directory", dir);
+    *exists = 1;
+    return 0;
+  }
+  return lsim__check_dir(p, eb);
+}
+
+lsim_err lsim_out_dir_check(const char *dir, lsim_errbuf *eb) {
+  char p[LSIM_OUT_PATH_MAX];
+  int exists;
+  return lsim__out_dir(dir, p, &exists, eb);
+}
+
+lsim_err lsim_out_mkdir(const char *dir, lsim_errbuf *eb) {
+  char p[LSIM_OUT_PATH_MAX];
+  int exists;
+  lsim_err rc = lsim__out_dir(dir, p, &exists, eb);
+  if (rc || exists)
+    return rc;
+  if (mkdir(p, 0777) != 0 && errno != EEXIST)
+    return lsim_fail(eb, LSIM_E_OUT_WRITE, "%s: cannot create directory: %s",
+                     dir, strerror(errno));
+  struct stat st;
+  if (stat(p, &st) != 0 || !S_ISDIR(st.st_mode))
+    return lsim_fail(eb, LSIM_E_OUT_NOT_REGULAR,
+                     "%s: exists and is not a directory", dir);
   return 0;
 }
 

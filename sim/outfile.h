@@ -12,6 +12,9 @@
 **   a symbolic link                         LSIM_E_OUT_SYMLINK
 **   anything that exists and is not a regular file (device node, FIFO,
 **   directory, socket)                      LSIM_E_OUT_NOT_REGULAR
+**   a path whose directory does not exist (or is not a directory); the
+**   message names the directory, and nothing is created
+**                                           LSIM_E_OUT_NO_DIR
 ** A write, flush, fsync, close or rename that fails is LSIM_E_OUT_WRITE
 ** with the system's reason (a full disk says "No space left on device").
 **
@@ -44,8 +47,20 @@ typedef struct lsim_outfile {
 } lsim_outfile;
 #define LSIM_OUTFILE_INIT {NULL, {0}, {0}, 0, 0}
 
-/* 0 when path is absent or a regular file; otherwise the refusal above. */
+/* 0 when path is a regular file, or absent with its directory there;
+** otherwise the refusal above. */
 lsim_err lsim_out_check(const char *path, lsim_errbuf *eb);
+
+/* An output directory (compare --out, prefix --out): 0 when dir is a
+** directory or was just created (one level, mode 0777 less the umask);
+** LSIM_E_OUT_NO_DIR naming the parent when that does not exist (no parent
+** is created), LSIM_E_OUT_NOT_REGULAR when dir exists and is not a
+** directory, LSIM_E_OUT_WRITE when mkdir fails otherwise. */
+lsim_err lsim_out_mkdir(const char *dir, lsim_errbuf *eb);
+/* The same checks, creating nothing (0 when lsim_out_mkdir would make it
+** or find it): a command that works a while before it writes refuses a
+** bad directory first. */
+lsim_err lsim_out_dir_check(const char *dir, lsim_errbuf *eb);
 
 /* Create the temporary for path and open of->fp on it ("w").  On failure
 ** nothing exists and of needs no abort. */

@@ -41,7 +41,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "outfile.h"
 #include "../backends/backend.h"
@@ -140,7 +139,8 @@ static void lsim__px_usage(FILE *f) {
       "  --decode-ms N       decode time per output token (default 30)\n"
       "  --sticky            a conversation (requests sharing block 1) keeps\n"
       "                      the adapter of its first request\n"
-      "  --out DIR           output directory (default results/prefix)\n"
+      "  --out DIR           output directory, made in one that exists\n"
+      "                      (default results/prefix)\n"
       "  --no-plots          no PNG\n"
       "  -h, --help          this text\n"
       "\n"
@@ -782,14 +782,14 @@ int lsim_prefix_main(int argc, char **argv) {
       "/../shared/data/traces/mooncake-fast25/conversation_trace.jsonl",
       "mooncake", "results/prefix", 0, 0, 32, 1.0, 512, 16384,
       0.2, 0.1, 0.3, 0.1, 8, 20000, 4000000, 30, 2, 1, 0};
-  int c;
+  int c, out_given = 0;
   const char *bad = NULL;
   optind = 1;
   while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
     switch (c) {
     case O_TRACE: o.trace = optarg; break;
     case O_FORMAT: o.format = optarg; break;
-    case O_OUT: o.out = optarg; break;
+    case O_OUT: o.out = optarg; out_given = 1; break;
     case O_NOPLOTS: o.plots = 0; break;
     case O_STICKY: o.sticky = 1; break;
     case O_REQ: if (lsim__px_num(optarg, 1, 1e9, &o.requests)) bad = "--requests"; break;
@@ -827,6 +827,15 @@ int lsim_prefix_main(int argc, char **argv) {
       o.adapters != (int)o.adapters || o.block_tokens != (int)o.block_tokens ||
       o.cache_blocks != (int64_t)o.cache_blocks || o.servers != (int)o.servers)
     return lsim_cli_fail("prefix", LSIM_E_USAGE, "counts and the seed must be integers");
+  {
+    /* --out DIR is made once the study is done, its parent never: a
+    ** mistyped one is refused now (E_OUT_NO_DIR); the default's results/
+    ** is made like replay's */
+    lsim_errbuf deb = LSIM_ERRBUF_INIT;
+    lsim_err drc = out_given ? 0 : lsim_out_mkdir("results", &deb);
+    if (drc || (drc = lsim_out_dir_check(o.out, &deb)))
+      return lsim_cli_fail("prefix", drc, deb.msg);
+  }
   int nad = (int)o.adapters;
   lsim__adp *ad = calloc((size_t)nad, sizeof *ad);
   lsim_prefix_adapter_stats *pa[LSIM__NMODES] = {0};
@@ -841,8 +850,8 @@ int lsim_prefix_main(int argc, char **argv) {
     lsim__catalog(&o, ad, nad);
   for (int i = 0; i < LSIM__NMODES && !rc; i++)
     rc = lsim__mode(&o, ad, i + 1, &res[i], pa[i], &eb);
-  if (!rc && mkdir(o.out, 0777) != 0 && errno != EEXIST)
-    rc = lsim_fail(&eb, LSIM_E_IO, "%s: cannot create directory", o.out);
+  if (!rc)
+    rc = lsim_out_mkdir(o.out, &eb);
   char note[1300] = "";
   if (!rc)
     rc = lsim__csv(o.out, res, pa, ad, nad, &eb);

@@ -192,6 +192,20 @@ lsim_err lsim_report_summarize(sqlite3 *db, const lsim_scenario *sc,
     return rc;
   s->ttft_p50_ms = v2[0] < 0 ? -1 : v2[0] * ms;
   s->ttft_p99_ms = v2[1] < 0 ? -1 : v2[1] * ms;
+  /* the summary's _count and _sum (Prometheus text format): over the same
+  ** requests as the quantiles, the sum exact in ticks */
+  int64_t ttft_ticks;
+  if ((rc = lsim__scalar(db,
+                         "SELECT count(*) FROM requests WHERE run_id=1 AND "
+                         "outcome='ok' AND " LSIM__TTFT_COND,
+                         0, 0, &s->ttft_count, eb)) ||
+      (rc = lsim__scalar(db,
+                         "SELECT coalesce(sum" LSIM__TTFT_EXPR ", 0) FROM "
+                         "requests WHERE run_id=1 AND outcome='ok' AND "
+                         LSIM__TTFT_COND,
+                         0, 0, &ttft_ticks, eb)))
+    return rc;
+  s->ttft_sum_seconds = (double)ttft_ticks * (double)sc->ns_per_tick / 1e9;
   if ((rc = lsim__pcts(db, LSIM__TBT_EXPR, LSIM__TBT_COND, m->requests_ok,
                        pp, v2, eb)))
     return rc;
@@ -619,46 +633,53 @@ lsim_err lsim_report_metrics_file(const char *path, const lsim_scenario *sc,
     const char *name, *type;
     double v;
   } rows[] = {
-      {"adapter_requests_offered_total", "counter",
+      {"lorasim_adapter_requests_offered_total", "counter",
        (double)m->by_kind[LSIM_EV_QUEUE_ENQUEUED] +
            (double)s->rejected},
-      {"adapter_requests_rejected_total", "counter", (double)s->rejected},
-      {"adapter_cache_hits_total", "counter", (double)m->hits},
-      {"adapter_cache_misses_total", "counter", (double)m->misses},
-      {"adapter_load_requests_total", "counter", (double)s->loads},
-      {"adapter_load_failures_total", "counter", (double)s->load_failures},
-      {"adapter_h2d_bytes_total", "counter", (double)m->h2d_bytes},
-      {"adapter_evictions_total", "counter", (double)s->evictions},
-      {"adapter_compensating_rollbacks_total", "counter",
+      {"lorasim_adapter_requests_rejected_total", "counter",
+       (double)s->rejected},
+      {"lorasim_adapter_cache_hits_total", "counter", (double)m->hits},
+      {"lorasim_adapter_cache_misses_total", "counter", (double)m->misses},
+      {"lorasim_adapter_load_requests_total", "counter", (double)s->loads},
+      {"lorasim_adapter_load_failures_total", "counter",
+       (double)s->load_failures},
+      {"lorasim_adapter_h2d_bytes_total", "counter", (double)m->h2d_bytes},
+      {"lorasim_adapter_evictions_total", "counter", (double)s->evictions},
+      {"lorasim_adapter_compensating_rollbacks_total", "counter",
        (double)m->by_kind[LSIM_EV_LOAD_ROLLED_BACK]},
   };
   for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
     fprintf(f, "# TYPE %s %s\n%s %.17g\n", rows[i].name, rows[i].type,
             rows[i].name, rows[i].v);
-  fprintf(f, "# TYPE adapter_completed_service_units counter\n"
-             "adapter_completed_service_units{phase=\"prefill\"} %lld\n"
-             "adapter_completed_service_units{phase=\"decode\"} %lld\n",
+  fprintf(f, "# TYPE lorasim_adapter_completed_service_units_total counter\n"
+             "lorasim_adapter_completed_service_units_total"
+             "{phase=\"prefill\"} %lld\n"
+             "lorasim_adapter_completed_service_units_total"
+             "{phase=\"decode\"} %lld\n",
           (long long)m->prefill_units, (long long)m->decode_units);
   fprintf(f, "# TYPE lorasim_ttft_seconds summary\n");
   if (s->ttft_p50_ms >= 0)
     fprintf(f, "lorasim_ttft_seconds{quantile=\"0.5\"} %.9g\n"
                "lorasim_ttft_seconds{quantile=\"0.99\"} %.9g\n",
             s->ttft_p50_ms / 1e3, s->ttft_p99_ms / 1e3);
+  fprintf(f, "lorasim_ttft_seconds_sum %.9f\n"
+             "lorasim_ttft_seconds_count %lld\n",
+          s->ttft_sum_seconds, (long long)s->ttft_count);
   /* scheduling and liveness: bounded labels only (kind, result) */
   fprintf(f,
-          "# TYPE adapter_prefetch_requests_total counter\n"
-          "adapter_prefetch_requests_total{result=\"used\"} %lld\n"
-          "adapter_prefetch_requests_total{result=\"wasted\"} %lld\n"
-          "# TYPE adapter_prefetch_wasted_bytes_total counter\n"
-          "adapter_prefetch_wasted_bytes_total %lld\n"
-          "# TYPE adapter_requests_early_aborted_total counter\n"
-          "adapter_requests_early_aborted_total %lld\n"
-          "# TYPE adapter_load_starvation_intervals_total counter\n"
-          "adapter_load_starvation_intervals_total %lld\n"
-          "# TYPE adapter_service_starvation_intervals_total counter\n"
-          "adapter_service_starvation_intervals_total %lld\n"
-          "# TYPE adapter_completed_service_gap gauge\n"
-          "adapter_completed_service_gap %lld\n",
+          "# TYPE lorasim_adapter_prefetch_requests_total counter\n"
+          "lorasim_adapter_prefetch_requests_total{result=\"used\"} %lld\n"
+          "lorasim_adapter_prefetch_requests_total{result=\"wasted\"} %lld\n"
+          "# TYPE lorasim_adapter_prefetch_wasted_bytes_total counter\n"
+          "lorasim_adapter_prefetch_wasted_bytes_total %lld\n"
+          "# TYPE lorasim_adapter_requests_early_aborted_total counter\n"
+          "lorasim_adapter_requests_early_aborted_total %lld\n"
+          "# TYPE lorasim_adapter_load_starvation_intervals_total counter\n"
+          "lorasim_adapter_load_starvation_intervals_total %lld\n"
+          "# TYPE lorasim_adapter_service_starvation_intervals_total counter\n"
+          "lorasim_adapter_service_starvation_intervals_total %lld\n"
+          "# TYPE lorasim_adapter_completed_service_gap gauge\n"
+          "lorasim_adapter_completed_service_gap %lld\n",
           (long long)m->prefetch_used, (long long)m->prefetch_wasted,
           (long long)m->prefetch_wasted_bytes, (long long)m->early_aborts,
           (long long)m->load_starved, (long long)m->service_starved,
@@ -690,14 +711,15 @@ lsim_err lsim_report_metrics_file(const char *path, const lsim_scenario *sc,
       {"lorasim_e2e_p99_seconds", "gauge",
        s->e2e_p99_ms < 0 ? -1 : s->e2e_p99_ms / 1e3},
       {"lorasim_max_wait_seconds", "gauge", s->max_wait_ms / 1e3},
-      {"adapter_load_amplification_ratio", "gauge", s->load_amplification},
+      {"lorasim_adapter_load_amplification_ratio", "gauge",
+       s->load_amplification},
       {"lorasim_iteration_distinct_adapters_mean", "gauge",
        s->adapters_per_iter},
       {"lorasim_iteration_segments_mean", "gauge", s->segments_per_iter},
       {"lorasim_rank_padding_ratio", "gauge", s->rank_padding_ratio},
-      {"adapter_completed_service_resident_units", "counter",
+      {"lorasim_adapter_completed_service_resident_units_total", "counter",
        (double)s->service_resident},
-      {"adapter_completed_service_cold_loaded_units", "counter",
+      {"lorasim_adapter_completed_service_cold_loaded_units_total", "counter",
        (double)s->service_cold},
       {"lorasim_tenant_service_backlog_gap", "gauge", (double)s->backlog_gap},
       {"lorasim_vtc_bound", "gauge", (double)s->vtc_bound},
@@ -712,37 +734,39 @@ lsim_err lsim_report_metrics_file(const char *path, const lsim_scenario *sc,
               more[i].name, more[i].v);
   /* residency bytes (every run) and, when on, the compressed collection
   ** and the prefix cache (docs/COMPRESSION.md, docs/PREFIX.md) */
-  fprintf(f, "# TYPE adapter_resident_bytes_peak gauge\n"
-             "adapter_resident_bytes_peak %lld\n",
+  fprintf(f, "# TYPE lorasim_adapter_resident_peak_bytes gauge\n"
+             "lorasim_adapter_resident_peak_bytes %lld\n",
           (long long)s->resident_peak_bytes);
   if (s->basis_loads > 0)
-    fprintf(f, "# TYPE adapter_basis_loads_total counter\n"
-               "adapter_basis_loads_total %lld\n"
-               "# TYPE adapter_basis_evictions_total counter\n"
-               "adapter_basis_evictions_total %lld\n",
+    fprintf(f, "# TYPE lorasim_adapter_basis_loads_total counter\n"
+               "lorasim_adapter_basis_loads_total %lld\n"
+               "# TYPE lorasim_adapter_basis_evictions_total counter\n"
+               "lorasim_adapter_basis_evictions_total %lld\n",
             (long long)s->basis_loads, (long long)s->basis_evictions);
   if (s->prefix_on)
-    fprintf(f, "# TYPE prefix_lookups_total counter\n"
-               "prefix_lookups_total %lld\n"
-               "# TYPE prefix_hit_ratio gauge\n"
-               "prefix_hit_ratio %.9g\n"
-               "# TYPE prefix_reused_tokens_total counter\n"
-               "prefix_reused_tokens_total %lld\n"
-               "# TYPE prefix_corrupt_reuses_total counter\n"
-               "prefix_corrupt_reuses_total %lld\n"
-               "# TYPE prefix_published_blocks_total counter\n"
-               "prefix_published_blocks_total %lld\n"
-               "# TYPE prefix_evicted_blocks_total counter\n"
-               "prefix_evicted_blocks_total %lld\n",
+    fprintf(f, "# TYPE lorasim_prefix_lookups_total counter\n"
+               "lorasim_prefix_lookups_total %lld\n"
+               "# TYPE lorasim_prefix_hit_ratio gauge\n"
+               "lorasim_prefix_hit_ratio %.9g\n"
+               "# TYPE lorasim_prefix_reused_tokens_total counter\n"
+               "lorasim_prefix_reused_tokens_total %lld\n"
+               "# TYPE lorasim_prefix_corrupt_reuses_total counter\n"
+               "lorasim_prefix_corrupt_reuses_total %lld\n"
+               "# TYPE lorasim_prefix_published_blocks_total counter\n"
+               "lorasim_prefix_published_blocks_total %lld\n"
+               "# TYPE lorasim_prefix_evicted_blocks_total counter\n"
+               "lorasim_prefix_evicted_blocks_total %lld\n",
             (long long)s->prefix_lookups, s->prefix_hit_rate,
             (long long)s->prefix_reused_tokens,
             (long long)s->prefix_corrupt_reuses,
             (long long)s->prefix_published_blocks,
             (long long)s->prefix_evicted_blocks);
   static const char *const rb[5] = {"le8", "16", "32", "64", "gt64"};
-  fprintf(f, "# TYPE adapter_completed_service_rank_units counter\n");
+  fprintf(f,
+          "# TYPE lorasim_adapter_completed_service_rank_units_total counter\n");
   for (int k = 0; k < 5; k++)
-    fprintf(f, "adapter_completed_service_rank_units{rank=\"%s\"} %lld\n",
+    fprintf(f, "lorasim_adapter_completed_service_rank_units_total"
+               "{rank=\"%s\"} %lld\n",
             rb[k], (long long)s->service_rank[k]);
   /* per tenant (sim/tenants.h): one bounded label, tenant="NAME" */
   if (s->tenants)

@@ -129,6 +129,10 @@ typedef struct lsim_summary {
   double sim_seconds;
   int64_t arrived, completed, rejected, unfinished;
   double ttft_p50_ms, ttft_p99_ms, tbt_p50_ms, tbt_p99_ms; /* -1: none */
+  /* the requests the TTFT percentiles are over and their TTFTs summed, in
+  ** seconds (the .prom summary's _count and _sum) */
+  int64_t ttft_count;
+  double ttft_sum_seconds;
   int64_t loads, load_failures, evictions;
   double hit_rate; /* -1 when no arrival */
   double jain;     /* Jain's index over seen tenants' service; -1: none */

@@ -52,7 +52,8 @@ lsim_err lsim_resume_read(const char *db_path, lsim_resume_info *ri,
                           lsim_errbuf *eb) {
   memset(ri, 0, sizeof *ri);
   if (access(db_path, F_OK) != 0)
-    return lsim_fail(eb, LSIM_E_USAGE, "%s: no such database", db_path);
+    return lsim_fail(eb, LSIM_E_FILE_MISSING, "%s: no such database",
+                     db_path);
   sqlite3 *h = NULL;
   /* read-write: opening a database whose writer died replays its WAL */
   if (sqlite3_open_v2(db_path, &h, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK) {

@@ -483,31 +483,131 @@ static lsim_err lsim__workers(const lsim__ctx *c, const cJSON *root,
   return err;
 }
 
-static lsim_err lsim__model(const lsim__ctx *c, const cJSON *root,
-                            lsim_scenario *sc) {
-  static const char *const extra[] = {"targets", NULL};
-  static const char *const tkeys[] = {"name", NULL};
-  const lsim__field f[] = {
-      {"layers", LSIM__I32, LSIM__REQ, 1, 1024, 0, &sc->layers},
-      {"kv_heads", LSIM__I64, LSIM__REQ, 1, 4096, 0, &sc->kv_heads},
-      {"head_dim", LSIM__I64, LSIM__REQ, 1, 65536, 0, &sc->head_dim},
-      {"dtype_bytes", LSIM__I32, LSIM__REQ, 1, 4, 0, &sc->dtype_bytes},
-  };
-  const cJSON *o, *arr, *t, *nm;
-  char p[LSIM__PATHBUF], ap[LSIM__PATHBUF], ip[LSIM__PATHBUF],
-      np[LSIM__PATHBUF];
-  lsim_err err =
-      lsim__object(c, root, "$", "model", f, LSIM__N(f), extra, &o, p);
-  if (err)
-    return err;
-  if (sc->dtype_bytes == 3) {
-    char kp[LSIM__PATHBUF];
-    lsim__key_path(kp, p, "dtype_bytes");
-    return lsim__bad(c, LSIM_E_SCN_RANGE, kp, "must be one of 1, 2, 4 (got %d)",
-                     sc->dtype_bytes);
+/* ---- $.model (docs/SCENARIO.md "model", backends/shape.h) --------------- */
+
+/* Whether $.model gives the key `dotted` ("rope.scaling.factor"). */
+static int lsim__given(const cJSON *o, const char *dotted) {
+  char part[LSIM_NAME_MAX];
+  while (o && *dotted) {
+    size_t n = strcspn(dotted, ".");
+    if (n >= sizeof part || !cJSON_IsObject(o))
+      return 0;
+    memcpy(part, dotted, n);
+    part[n] = '\0';
+    o = cJSON_GetObjectItemCaseSensitive(o, part);
+    dotted += n + (dotted[n] == '.');
   }
-  if ((err = lsim__member(c, o, p, "targets", "array", 1, &arr, ap)) ||
-      (err = lsim__array(c, arr, ap, LSIM_MAX_TARGETS, &sc->ntargets)))
+  return o != NULL;
+}
+
+static lsim_err lsim__choice(const lsim__ctx *c, const cJSON *obj,
+                             const char *path, const char *key,
+                             const char *const *names, int def, lsim_err code,
+                             int *out);
+
+/* An optional string member of $.model that must be one of names[]: *dst
+** (kept when absent) is the enum value, names[0] being `base`. */
+static lsim_err lsim__model_choice(const lsim__ctx *c, const cJSON *o,
+                                   const char *path, const char *key,
+                                   const char *const *names, int base,
+                                   int *dst) {
+  int i = 0;
+  lsim_err err =
+      lsim__choice(c, o, path, key, names, *dst - base, LSIM_E_SCN_RANGE, &i);
+  if (!err)
+    *dst = base + i;
+  return err;
+}
+
+/* $.model.rope: theta over the preset's, and scaling, which replaces the
+** preset's whole ({"type": "none"} removes it). */
+static lsim_err lsim__rope(const lsim__ctx *c, const cJSON *o,
+                           const char *path, lsim_rope *r) {
+  static const char *const extra[] = {"scaling", NULL};
+  static const char *const sextra[] = {"type", NULL};
+  const lsim__field f[] = {
+      {"theta", LSIM__NUM, LSIM__LO_OPEN, 0, 1e12, r->theta, &r->theta},
+  };
+  const lsim__field sf[] = {
+      {"factor", LSIM__NUM, LSIM__REQ, 1, 1024, 0, &r->factor},
+      {"low_freq_factor", LSIM__NUM, LSIM__REQ | LSIM__LO_OPEN, 0, 1e6, 0,
+       &r->low_freq_factor},
+      {"high_freq_factor", LSIM__NUM, LSIM__REQ | LSIM__LO_OPEN, 0, 1e6, 0,
+       &r->high_freq_factor},
+      {"original_max_position", LSIM__I64, LSIM__REQ, 1, 16777216.0, 0,
+       &r->original_max_position},
+  };
+  const cJSON *ro, *so, *tv;
+  char rp[LSIM__PATHBUF], sp[LSIM__PATHBUF], tp[LSIM__PATHBUF];
+  lsim_err err = lsim__member(c, o, path, "rope", "object", 0, &ro, rp);
+  if (err || !ro)
+    return err;
+  if ((err = lsim__keys(c, ro, rp, f, LSIM__N(f), extra)) ||
+      (err = lsim__fields(c, ro, rp, f, LSIM__N(f))) ||
+      (err = lsim__member(c, ro, rp, "scaling", "object", 0, &so, sp)))
+    return err;
+  if (!so)
+    return 0;
+  r->scaling = LSIM_ROPE_SCALING_NONE;
+  if ((err = lsim__member(c, so, sp, "type", "string", 1, &tv, tp)) ||
+      (err = lsim__model_choice(c, so, sp, "type", lsim_shape_scaling_names(),
+                                LSIM_ROPE_SCALING_NONE, &r->scaling)))
+    return err;
+  if (r->scaling == LSIM_ROPE_SCALING_NONE) {
+    /* no factors: any other key is one the rule does not have */
+    r->factor = r->low_freq_factor = r->high_freq_factor = 0;
+    r->original_max_position = 0;
+    return lsim__keys(c, so, sp, NULL, 0, sextra);
+  }
+  if ((err = lsim__keys(c, so, sp, sf, LSIM__N(sf), sextra)))
+    return err;
+  return lsim__fields(c, so, sp, sf, LSIM__N(sf));
+}
+
+/* $.model.adapter_modules: distinct module names into a bit set. */
+static lsim_err lsim__adapter_modules(const lsim__ctx *c, const cJSON *o,
+                                      const char *path, unsigned *mask,
+                                      int *given) {
+  const cJSON *arr, *v;
+  char ap[LSIM__PATHBUF], ip[LSIM__PATHBUF], q[64], list[200];
+  int n = 0;
+  lsim_err err = lsim__member(c, o, path, "adapter_modules", "array", 0, &arr,
+                              ap);
+  *given = arr != NULL;
+  if (err || !arr)
+    return err;
+  if ((err = lsim__array(c, arr, ap, LSIM_MOD_COUNT, &n)))
+    return err;
+  *mask = 0;
+  for (int i = 0; i < n; i++) {
+    v = cJSON_GetArrayItem(arr, i);
+    lsim__idx_path(ip, ap, i);
+    if (!cJSON_IsString(v))
+      return lsim__bad(c, LSIM_E_SCN_TYPE, ip, "must be a string (got %s)",
+                       lsim__type_name(v));
+    int m = lsim_shape_module_find(v->valuestring);
+    if (m < 0) {
+      lsim__join(list, sizeof list, lsim_shape_module_names());
+      return lsim__bad(c, LSIM_E_SCN_RANGE, ip,
+                       "unknown module '%s' (known: %s)",
+                       lsim__quote(v->valuestring, q, sizeof q), list);
+    }
+    if (*mask & (1u << m))
+      return lsim__bad(c, LSIM_E_SCN_DUP, ip, "module %s is named twice",
+                       v->valuestring);
+    *mask |= 1u << m;
+  }
+  return 0;
+}
+
+/* $.model.targets as given (unchanged from before presets). */
+static lsim_err lsim__targets(const lsim__ctx *c, const cJSON *arr,
+                              const char *ap, lsim_scenario *sc) {
+  static const char *const tkeys[] = {"name", NULL};
+  const cJSON *t, *nm;
+  char ip[LSIM__PATHBUF], np[LSIM__PATHBUF];
+  lsim_err err = lsim__array(c, arr, ap, LSIM_MAX_TARGETS, &sc->ntargets);
+  if (err)
     return err;
   for (int i = 0; i < sc->ntargets; i++) {
     lsim_target *tg = &sc->targets[i];
@@ -526,6 +626,198 @@ static lsim_err lsim__model(const lsim__ctx *c, const cJSON *root,
         return lsim__bad(c, LSIM_E_SCN_DUP, np,
                          "duplicate target name (also at [%d])", j);
   }
+  return 0;
+}
+
+/*
+** Explicit targets against the rest of $.model: with adapter_modules they
+** must name exactly those modules; with a full shape each target named
+** after a module must have that module's dimensions.  Without
+** adapter_modules the module bits come from the target names.
+*/
+static lsim_err lsim__targets_agree(const lsim__ctx *c, const char *ap,
+                                    int modules_given, lsim_scenario *sc) {
+  lsim_model_shape *m = &sc->model;
+  char ip[LSIM__PATHBUF], kp[LSIM__PATHBUF];
+  unsigned named = 0;
+  for (int i = 0; i < sc->ntargets; i++) {
+    const lsim_target *tg = &sc->targets[i];
+    int mod = lsim_shape_module_find(tg->name);
+    lsim__idx_path(ip, ap, i);
+    if (modules_given && (mod < 0 || !(m->adapter_modules & (1u << mod)))) {
+      lsim__key_path(kp, ip, "name");
+      return lsim__bad(c, LSIM_E_SCN_CONFLICT, kp,
+                       "target %s is not one of $.model.adapter_modules",
+                       tg->name);
+    }
+    if (mod < 0)
+      continue;
+    named |= 1u << mod;
+    if (!m->full)
+      continue;
+    int64_t din, dout;
+    lsim_shape_module_dims(m, mod, &din, &dout);
+    if (tg->d_in != din || tg->d_out != dout) {
+      int in = tg->d_in != din;
+      lsim__key_path(kp, ip, in ? "d_in" : "d_out");
+      return lsim__bad(c, LSIM_E_SCN_CONFLICT, kp,
+                       "the model's shape gives %s %s %" PRId64
+                       " (got %" PRId64 ")",
+                       tg->name, in ? "d_in" : "d_out", in ? din : dout,
+                       in ? tg->d_in : tg->d_out);
+    }
+  }
+  if (modules_given && named != m->adapter_modules) {
+    lsim__key_path(kp, "$.model", "adapter_modules");
+    for (int mod = 0; mod < LSIM_MOD_COUNT; mod++)
+      if ((m->adapter_modules & ~named) & (1u << mod))
+        return lsim__bad(c, LSIM_E_SCN_CONFLICT, kp,
+                         "names %s, which $.model.targets lacks",
+                         lsim_shape_module_names()[mod]);
+  }
+  m->adapter_modules = named;
+  return 0;
+}
+
+/*
+** $.model: a preset's shape (or a custom one's defaults), each key given
+** over it, then the whole checked (lsim_shape_check), then the targets,
+** given or derived.  A key a preset fills is optional; without a preset
+** layers, kv_heads, head_dim, dtype_bytes (or dtype) and targets (or a full
+** shape with adapter_modules) are required, as before presets existed.
+*/
+static lsim_err lsim__model(const lsim__ctx *c, const cJSON *root,
+                            lsim_scenario *sc) {
+  static const char *const extra[] = {
+      "preset", "norm",   "activation", "dtype", "tie_embeddings",
+      "rope",   "adapter_modules",      "targets", NULL};
+  static const char *const full_keys[] = {"hidden", "intermediate", "q_heads",
+                                          "vocab"};
+  lsim_model_shape *m = &sc->model;
+  const cJSON *o, *pv, *tv, *arr;
+  char p[LSIM__PATHBUF], kp[LSIM__PATHBUF], tp[LSIM__PATHBUF], q[64],
+      list[200];
+  lsim_err err = lsim__member(c, root, "$", "model", "object", 1, &o, p);
+  if (err)
+    return err;
+  if ((err = lsim__member(c, o, p, "preset", "string", 0, &pv, kp)))
+    return err;
+  if (pv) {
+    const lsim_model_shape *ps = lsim_shape_preset_find(pv->valuestring);
+    if (!ps) {
+      lsim__join(list, sizeof list, lsim_shape_preset_names());
+      return lsim__bad(c, LSIM_E_SCN_RANGE, kp,
+                       "unknown model preset '%s' (known: %s)",
+                       lsim__quote(pv->valuestring, q, sizeof q), list);
+    }
+    *m = *ps;
+  } else {
+    lsim_shape_custom(m);
+  }
+  /* a preset's value is each key's default; without one the keys the
+  ** simulator always needed stay required */
+  const unsigned req = pv ? 0 : LSIM__REQ;
+  const lsim__field f[] = {
+      {"layers", LSIM__I32, req, 1, 1024, m->layers, &m->layers},
+      {"kv_heads", LSIM__I64, req, 1, 4096, (double)m->kv_heads, &m->kv_heads},
+      {"head_dim", LSIM__I64, req, 1, 65536, (double)m->head_dim,
+       &m->head_dim},
+      {"dtype_bytes", LSIM__I32, 0, 1, 4, m->dtype_bytes, &m->dtype_bytes},
+      {"hidden", LSIM__I64, 0, 1, 1048576.0, (double)m->hidden, &m->hidden},
+      {"intermediate", LSIM__I64, 0, 1, 1048576.0, (double)m->intermediate,
+       &m->intermediate},
+      {"q_heads", LSIM__I64, 0, 1, 4096, (double)m->q_heads, &m->q_heads},
+      {"vocab", LSIM__I64, 0, 1, 16777216.0, (double)m->vocab, &m->vocab},
+      {"norm_eps", LSIM__NUM, LSIM__LO_OPEN | LSIM__HI_OPEN, 0, 1,
+       m->norm_eps, &m->norm_eps},
+  };
+  if ((err = lsim__keys(c, o, p, f, LSIM__N(f), extra)) ||
+      (err = lsim__fields(c, o, p, f, LSIM__N(f))))
+    return err;
+  lsim__key_path(kp, p, "dtype_bytes");
+  if (m->dtype_bytes == 3)
+    return lsim__bad(c, LSIM_E_SCN_RANGE, kp, "must be one of 1, 2, 4 (got %d)",
+                     m->dtype_bytes);
+  if ((err = lsim__model_choice(c, o, p, "norm", lsim_shape_norm_names(),
+                          LSIM_NORM_RMSNORM, &m->norm)) ||
+      (err = lsim__model_choice(c, o, p, "activation", lsim_shape_act_names(),
+                          LSIM_ACT_SILU, &m->activation)) ||
+      (err = lsim__model_choice(c, o, p, "dtype", lsim_shape_dtype_names(),
+                          LSIM_DTYPE_BF16, &m->dtype)) ||
+      (err = lsim__member(c, o, p, "tie_embeddings", "boolean", 0, &tv, tp)) ||
+      (err = lsim__rope(c, o, p, &m->rope)))
+    return err;
+  if (tv)
+    m->tie_embeddings = cJSON_IsTrue(tv);
+  /* dtype and dtype_bytes say one thing: a given dtype sizes the elements
+  ** unless dtype_bytes is given too (then lsim_shape_check compares them) */
+  if (lsim__given(o, "dtype") && !lsim__given(o, "dtype_bytes"))
+    m->dtype_bytes = lsim_shape_dtype_size(m->dtype);
+  lsim__key_path(kp, p, "dtype_bytes");
+  if (m->dtype_bytes == 0)
+    return lsim__bad(c, LSIM_E_SCN_MISSING, kp,
+                     "required key is missing (or give $.model.dtype)");
+  /* the dimensions of the forward pass come all together or not at all */
+  int nfull = 0;
+  for (int i = 0; i < LSIM__N(full_keys); i++)
+    nfull += lsim__given(o, full_keys[i]) || pv;
+  if (nfull > 0 && nfull < LSIM__N(full_keys))
+    for (int i = 0; i < LSIM__N(full_keys); i++)
+      if (!lsim__given(o, full_keys[i])) {
+        lsim__key_path(kp, p, full_keys[i]);
+        return lsim__bad(c, LSIM_E_SCN_MISSING, kp,
+                         "required with a full shape: hidden, intermediate, "
+                         "q_heads and vocab go together (or use a preset)");
+      }
+  m->full = nfull == LSIM__N(full_keys);
+  lsim_shape_issue is;
+  if ((err = lsim_shape_check(m, &is))) {
+    /* blame the first key involved that the scenario gives: a preset on
+    ** its own passes the check */
+    lsim__key_path(kp, p, "preset");
+    for (int i = 0; is.keys[i]; i++)
+      if (lsim__given(o, is.keys[i])) {
+        lsim__key_path(kp, p, is.keys[i]);
+        break;
+      }
+    return lsim__bad(c, is.code, kp, "%s", is.what);
+  }
+
+  int modules_given = 0;
+  char ap[LSIM__PATHBUF];
+  if ((err = lsim__adapter_modules(c, o, p, &m->adapter_modules,
+                                   &modules_given)) ||
+      (err = lsim__member(c, o, p, "targets", "array", 0, &arr, ap)))
+    return err;
+  if (arr) {
+    if ((err = lsim__targets(c, arr, ap, sc)) ||
+        (err = lsim__targets_agree(c, ap, modules_given, sc)))
+      return err;
+  } else if (!m->full) {
+    return lsim__bad(c, LSIM_E_SCN_MISSING, ap,
+                     "required key is missing (unless the model has a full "
+                     "shape and adapter_modules)");
+  } else if (!modules_given) {
+    lsim__key_path(kp, p, "adapter_modules");
+    lsim__join(list, sizeof list, lsim_shape_module_names());
+    return lsim__bad(c, LSIM_E_SCN_MISSING, kp,
+                     "required without $.model.targets: the projections "
+                     "that carry adapters, of %s",
+                     list);
+  } else {
+    sc->ntargets = 0;
+    for (int mod = 0; mod < LSIM_MOD_COUNT; mod++)
+      if (m->adapter_modules & (1u << mod)) {
+        lsim_target *tg = &sc->targets[sc->ntargets++];
+        snprintf(tg->name, sizeof tg->name, "%s",
+                 lsim_shape_module_names()[mod]);
+        lsim_shape_module_dims(m, mod, &tg->d_in, &tg->d_out);
+      }
+  }
+  sc->layers = m->layers;
+  sc->kv_heads = m->kv_heads;
+  sc->head_dim = m->head_dim;
+  sc->dtype_bytes = m->dtype_bytes;
   return 0;
 }
 

@@ -15,6 +15,7 @@
 #ifndef LSIM_SCENARIO_H
 #define LSIM_SCENARIO_H
 
+#include "../backends/shape.h" /* lsim_model_shape */
 #include "../engine/lsim.h"
 #include "../traces/trace.h" /* lsim_len_dist, lsim_trace */
 
@@ -112,10 +113,18 @@ typedef struct lsim_scenario {
   double disk_gbps;        /* disk read bandwidth of a host-tier miss */
   int64_t disk_fixed_us;   /* fixed latency of one disk read */
 
-  /* $.model */
+  /* $.model: the whole shape (backends/shape.h), a preset's with the
+  ** scenario's keys over it; model.full says whether every dimension is
+  ** known (a preset, or hidden, intermediate, q_heads and vocab given).
+  ** layers, kv_heads, head_dim and dtype_bytes below are copies of the
+  ** model's, kept for the many readers of the simulated sizes. */
+  lsim_model_shape model;
   int layers;
   int64_t kv_heads, head_dim;
   int dtype_bytes;
+  /* the projections that carry adapters: $.model.targets as given, or
+  ** derived from a full shape and $.model.adapter_modules (in module
+  ** order, q_proj first) */
   int ntargets;
   lsim_target targets[LSIM_MAX_TARGETS];
 

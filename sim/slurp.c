@@ -62,8 +62,11 @@ lsim_err lsim_slurp(const char *path, const lsim_slurp_opts *opts, char **out,
   int fd = 0;
   if (!is_stdin) {
     if (stat(path, &st) != 0)
-      return lsim_fail(eb, LSIM_E_IO, "%s%s%s: cannot open: %s", w, sp, path,
-                       lsim__os_err(errno, why));
+      return errno == ENOENT || errno == ENOTDIR
+                 ? lsim_fail(eb, LSIM_E_FILE_MISSING,
+                             "%s%s%s: no such file or directory", w, sp, path)
+                 : lsim_fail(eb, LSIM_E_IO, "%s%s%s: cannot open: %s", w, sp,
+                             path, lsim__os_err(errno, why));
     if (!S_ISREG(st.st_mode))
       return lsim_fail(eb, not_reg,
                        "%s%s%s: is %s, not a regular file", w, sp, path,
@@ -73,8 +76,11 @@ lsim_err lsim_slurp(const char *path, const lsim_slurp_opts *opts, char **out,
                        path, lsim_slurp_size_str(cap, sz));
     fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0)
-      return lsim_fail(eb, LSIM_E_IO, "%s%s%s: cannot open: %s", w, sp, path,
-                       lsim__os_err(errno, why));
+      return errno == ENOENT
+                 ? lsim_fail(eb, LSIM_E_FILE_MISSING,
+                             "%s%s%s: no such file or directory", w, sp, path)
+                 : lsim_fail(eb, LSIM_E_IO, "%s%s%s: cannot open: %s", w, sp,
+                             path, lsim__os_err(errno, why));
     /* the path may have changed between stat and open */
     int fl = fcntl(fd, F_GETFL);
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || fl < 0 ||

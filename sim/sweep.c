@@ -68,6 +68,7 @@ struct lsim_sweep {
   char grid[LSIM_PATH_MAX];   /* the grid file as given */
   char grid_sha[65];
   char out[LSIM_PATH_MAX];    /* the output directory */
+  int out_default;            /* 1: out is results/sweep-NAME (not --out) */
   char base[LSIM_PATH_MAX];   /* the scenario file cells replay */
   int inline_base;            /* 1: base is $.base of the grid file */
   char name[LSIM__NAME];
@@ -1004,6 +1005,7 @@ lsim_err lsim_sweep_load(const char *grid_path, const char *out_dir,
     snprintf(s->out, sizeof s->out, "%s", out_dir);
   } else {
     snprintf(s->out, sizeof s->out, "results/sweep-%s", s->name);
+    s->out_default = 1;
   }
   size_t ol = strlen(s->out);
   while (ol > 1 && s->out[ol - 1] == '/')
@@ -1039,29 +1041,16 @@ fail:
 
 /* ---- sweep.json: what `sweep merge DIR` needs ------------------------------- */
 
-static int lsim__mkdir(const char *p) {
-  return mkdir(p, 0777) == 0 || errno == EEXIST ? 0 : -1;
-}
-
-static int lsim__mkdirs(const char *dir) {
-  char p[LSIM_PATH_MAX];
-  snprintf(p, sizeof p, "%s", dir);
-  for (char *q = p + 1; *q; q++)
-    if (*q == '/') {
-      *q = '\0';
-      if (lsim__mkdir(p))
-        return -1;
-      *q = '/';
-    }
-  return lsim__mkdir(p);
-}
-
 lsim_err lsim_sweep_prepare(lsim_sweep *s, lsim_errbuf *eb) {
   char cells[LSIM_PATH_MAX + 16];
   snprintf(cells, sizeof cells, "%s/cells", s->out);
-  if (lsim__mkdirs(s->out) || lsim__mkdir(cells))
-    return lsim_fail(eb, LSIM_E_IO, "cannot create directory %s: %s", cells,
-                     strerror(errno));
+  /* DIR and DIR/cells are made, DIR's parents never: a mistyped --out is
+  ** E_OUT_NO_DIR naming the directory (exit 2), as for compare --out; the
+  ** default's results/ is made like replay's (sim/outfile.h) */
+  lsim_err mrc;
+  if ((s->out_default && (mrc = lsim_out_mkdir("results", eb))) ||
+      (mrc = lsim_out_mkdir(s->out, eb)) || (mrc = lsim_out_mkdir(cells, eb)))
+    return mrc;
   lsim__buf b = {0};
   lsim__puts(&b, "{\n  \"grid\": ");
   lsim__put_jstr(&b, s->grid);

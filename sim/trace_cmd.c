@@ -383,23 +383,11 @@ static int lsim__run(const lsim__topts *o) {
   if (rc)
     return lsim__tdie(o->cmd, rc, eb.msg);
   lsim_trace_info info;
-  lsim_trace_get_info(&t, &info);
   int convert = strcmp(o->cmd, "convert") == 0;
   lsim_trace_writer w = {0};
   lsim_outfile oof = LSIM_OUTFILE_INIT;
   lsim_trace_stats *st = NULL;
   if (convert) {
-    /* one comment line each: control bytes of a path made visible */
-    char comment[1100], src[LSIM_ESC_SIZE(160)], asg[LSIM_ESC_SIZE(256)],
-        wl[LSIM_ESC_SIZE(256)];
-    snprintf(comment, sizeof comment,
-             "lorasim trace convert\nsource: %s\nassignment: %s%s%s",
-             lsim_console_str(src, sizeof src, info.source),
-             lsim_console_str(asg, sizeof asg, info.assign),
-             info.workload[0] ? "\nworkload: " : "",
-             info.workload[0]
-                 ? lsim_console_str(wl, sizeof wl, info.workload)
-                 : "");
     size_t n = strlen(o->out);
     int jsonl = o->jsonl || (n >= 6 && strcmp(o->out + n - 6, ".jsonl") == 0);
     /* written to a temporary beside o->out, renamed into place whole
@@ -408,7 +396,7 @@ static int lsim__run(const lsim__topts *o) {
       rc = lsim_out_close(&oof, &eb);
     if (!rc)
       rc = lsim_trace_writer_open(&w, oof.live ? oof.tmp : o->out, jsonl,
-                                  comment, &eb);
+                                  &eb);
   } else {
     rc = lsim_trace_stats_new(&st, &eb);
   }

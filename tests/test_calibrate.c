@@ -146,7 +146,8 @@ Test(calibrate, bad_profiles_are_bad_input) {
            "replay '%s/fixtures/replay/tiny.json' --db b.db --quiet "
            "--no-plots --profile nowhere.json", LSIM_TEST_DIR);
   cr_assert_eq(lorasim(a), 2, "%s", out);
-  cr_assert(strstr(out, "E_IO") && strstr(out, "nowhere.json"), "%s", out);
+  cr_assert(strstr(out, "E_FILE_MISSING") && strstr(out, "nowhere.json"), "%s",
+            out);
 }
 
 Test(calibrate, usage_errors_exit_2) {

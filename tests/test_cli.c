@@ -236,6 +236,8 @@ Test(cli, one_table_maps_codes_to_exit_status) {
   cr_assert_eq(lsim_cli_status(LSIM_E_CMP_LAPACK), 1);
   cr_assert_eq(lsim_cli_status(LSIM_E_OUT_SYMLINK), 2);
   cr_assert_eq(lsim_cli_status(LSIM_E_RUN_INPUT_CHANGED), 2);
+  cr_assert_eq(lsim_cli_status(LSIM_E_FILE_MISSING), 2);
+  cr_assert_eq(lsim_cli_status(LSIM_E_OUT_NO_DIR), 2);
   cr_assert_eq(lsim_cli_status(LSIM_E_IO), 1);
   cr_assert_eq(lsim_cli_status(LSIM_E_DB), 1);
   cr_assert_eq(lsim_cli_status(LSIM_E_BACKEND), 1);
@@ -260,4 +262,116 @@ Test(cli, document_commands_share_the_line_form_and_status) {
   fclose(f);
   cr_assert_str_eq(buf, "lorasim: error E_SHAPE at $.adapters[0].B[2]: "
                         "expected 2\nlorasim: error E_IO: cannot read\n");
+}
+
+/* Every entry in tmpdir, one name a line, sorted: what a command left. */
+static void listing(char *buf, size_t n) {
+  char cmd[400];
+  snprintf(cmd, sizeof cmd, "cd '%s' && find . | LC_ALL=C sort", tmpdir);
+  FILE *p = popen(cmd, "r");
+  cr_assert_not_null(p);
+  size_t k = fread(buf, 1, n - 1, p);
+  buf[k] = 0;
+  cr_assert_eq(pclose(p), 0);
+}
+
+/* One exit status and one code for an input file that is not there, in
+** every command that reads one (docs/RELIABILITY.md, "Exit status"): 2,
+** E_FILE_MISSING, the path in the message, nothing written. */
+Test(cli, a_missing_input_file_is_exit_2_everywhere) {
+  char qs[512], args[1024], before[4096], after[4096];
+  snprintf(qs, sizeof qs, "'%s/scenarios/quickstart.json'", LSIM_SOURCE_DIR);
+  struct {
+    const char *fmt; /* %s: the quickstart, where a command needs one */
+  } cmds[] = {
+      {"replay gone.json --db r.db"},
+      {"replay %s --profile gone.json --db r.db --no-plots"},
+      {"replay --resume gone.db"},
+      {"compare gone.json --schedulers fcfs,vtc --out cmp"},
+      {"sweep gone.json --out sw"},
+      {"exec --in gone.json --out x.json"},
+      {"compress --in gone.json --out b.json"},
+      {"compress --verify gone.json"},
+      {"compress --synthetic 4 --report --kernel-times gone.json"},
+      {"trace convert gone.json -o t.csv"},
+      {"trace stats gone.json --plot p.png"},
+      {"trace stats --scenario gone.json"},
+      {"trace stats --format servegen gone.json"},
+      {"prefix --trace gone.json --requests 10 --out px --no-plots"},
+      {"calibrate --holdout gone.json --out p.json --db c.db"},
+      {"audit gone.db"},
+  };
+  listing(before, sizeof before);
+  for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+    snprintf(args, sizeof args, cmds[i].fmt, qs);
+    cr_expect_eq(lorasim(args), 2, "%s: %s", args, out);
+    cr_expect(strstr(out, "E_FILE_MISSING") &&
+                  (strstr(out, "gone.json") || strstr(out, "gone.db")),
+              "%s: %s", args, out);
+    listing(after, sizeof after);
+    cr_expect_str_eq(after, before, "%s left files behind", args);
+  }
+}
+
+/* An output path in a directory that does not exist: the directory named,
+** E_OUT_NO_DIR, exit 2, and nothing created (no directory made for it). */
+Test(cli, a_missing_output_directory_is_reported_and_not_made) {
+  char qs[512], tiny[512], args[1024], before[4096], after[4096];
+  snprintf(qs, sizeof qs, "'%s/scenarios/quickstart.json'", LSIM_SOURCE_DIR);
+  snprintf(tiny, sizeof tiny, "'%s/traces/samples/tiny.csv'", LSIM_SOURCE_DIR);
+  struct {
+    const char *fmt, *dir; /* fmt: %s the input */
+    int tiny;
+  } cmds[] = {
+      {"replay %s --db nodir/r.db", "nodir", 0},
+      {"replay %s --db sub/nodir/r.db --no-plots", "sub/nodir", 0},
+      {"compare %s --schedulers fcfs,vtc --out nodir/cmp", "nodir", 0},
+      {"trace convert %s -o nodir/t.csv", "nodir", 1},
+      {"trace stats %s --plot nodir/p.png", "nodir", 1},
+      {"prefix --requests 10 --out nodir/px --no-plots", "nodir", 0},
+      {"calibrate --out nodir/p.json", "nodir", 0},
+      {"calibrate --db nodir/c.db", "nodir", 0},
+      {"sweep g.json --out nodir/sw --quiet", "nodir", 0},
+  };
+  char grid[700];
+  snprintf(grid, sizeof grid,
+           "{\"name\": \"g\", \"base\": \"%s/scenarios/quickstart.json\", "
+           "\"axes\": [{\"path\": \"$.policies.scheduler\", \"values\": "
+           "[\"fcfs\"]}], \"seeds\": [1]}\n",
+           LSIM_SOURCE_DIR);
+  write_file("g.json", grid);
+  listing(before, sizeof before);
+  for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+    snprintf(args, sizeof args, cmds[i].fmt, cmds[i].tiny ? tiny : qs);
+    cr_expect_eq(lorasim(args), 2, "%s: %s", args, out);
+    char want[128];
+    snprintf(want, sizeof want, "E_OUT_NO_DIR: %s: directory does not exist",
+             cmds[i].dir);
+    cr_expect(strstr(out, want), "%s: no '%s' in: %s", args, want, out);
+    listing(after, sizeof after);
+    cr_expect_str_eq(after, before, "%s left files behind", args);
+  }
+  /* the document commands print the exec interface's line form */
+  snprintf(args, sizeof args,
+           "exec --in '%s/fixtures/exec/spec_example.json' --out nodir/y.json",
+           LSIM_TEST_DIR);
+  cr_expect_eq(lorasim(args), 2, "%s", out);
+  cr_expect(strstr(out, "error E_OUT_NO_DIR: nodir: directory does not exist"),
+            "%s", out);
+  snprintf(args, sizeof args,
+           "compress --in '%s/fixtures/compress/three.json' --rank 2 "
+           "--out nodir/b.json",
+           LSIM_TEST_DIR);
+  cr_expect_eq(lorasim(args), 2, "%s", out);
+  cr_expect(strstr(out, "error E_OUT_NO_DIR: nodir: directory does not exist"),
+            "%s", out);
+  listing(after, sizeof after);
+  cr_expect_str_eq(after, before);
+  /* compare makes the one directory it is given, in one that exists */
+  snprintf(args, sizeof args,
+           "compare '%s/fixtures/replay/tiny.json' --schedulers fcfs "
+           "--out cmp --no-plots",
+           LSIM_TEST_DIR);
+  cr_expect_eq(lorasim(args), 0, "%s", out);
+  cr_expect(exists("cmp/fcfs.db"));
 }

@@ -195,7 +195,8 @@ Test(compress_cli, bad_inputs_name_path_and_code) {
   cr_assert(strstr(out, "line 2"), "%s", out);
   rc = lorasim("compress --in missing.json --out o.json");
   cr_assert_eq(rc, 2);
-  cr_assert(strstr(out, "E_IO") && strstr(out, "missing.json"), "%s", out);
+  cr_assert(strstr(out, "E_FILE_MISSING") && strstr(out, "missing.json"), "%s",
+            out);
   rc = lorasim("compress --in " FIX " --rank 4 --out o.json");
   cr_assert_eq(rc, 2, "%s", out);
   cr_assert(strstr(out, "E_CMP_RANK"), "%s", out);

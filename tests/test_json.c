@@ -332,8 +332,11 @@ Test(slurp, fifo_directory_and_devices_are_refused_before_reading,
   /* a caller may keep its older code */
   const lsim_slurp_opts o = {0, 0, LSIM_E_IO, 0, NULL};
   cr_assert_eq(lsim_slurp(p, &o, &buf, &len, &eb), LSIM_E_IO);
+  /* a path that is not there: the one code of a missing input */
   snprintf(p, sizeof p, "%s/none", dir);
-  cr_assert_eq(lsim_slurp(p, NULL, &buf, &len, &eb), LSIM_E_IO);
+  cr_assert_eq(lsim_slurp(p, NULL, &buf, &len, &eb), LSIM_E_FILE_MISSING);
+  cr_assert_not_null(strstr(eb.msg, "none: no such file or directory"), "%s",
+                     eb.msg);
 }
 
 Test(slurp, size_cap_links_and_contents, .init = mk, .fini = rm) {

@@ -437,7 +437,8 @@ Test(outputs, full_disk_never_reports_success) {
       if (stat(prom, &ps) == 0) {
         static char pbuf[65536];
         read_file(prom, pbuf, sizeof pbuf);
-        cr_assert(strstr(pbuf, "adapter_completed_service_rank_units{rank=\"gt64\"}"),
+        cr_assert(strstr(pbuf, "lorasim_adapter_completed_service_rank_units"
+                               "_total{rank=\"gt64\"}"),
                   "truncated .prom");
       }
     }

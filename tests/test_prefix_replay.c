@@ -238,7 +238,7 @@ Test(prefix_replay, semantic_hits_only_within_an_adapter) {
   /* the metrics file carries the same figures (only when the cache is on) */
   char pp[512], line[256], want[128];
   snprintf(pp, sizeof pp, "%s/sem.prom", tmpdir);
-  snprintf(want, sizeof want, "prefix_reused_tokens_total %lld\n",
+  snprintf(want, sizeof want, "lorasim_prefix_reused_tokens_total %lld\n",
            (long long)s.prefix_reused_tokens);
   FILE *pf = fopen(pp, "r");
   cr_assert_not_null(pf, "%s", pp);
@@ -252,7 +252,7 @@ Test(prefix_replay, semantic_hits_only_within_an_adapter) {
   cr_assert_not_null(pf, "%s", pp);
   found = 0;
   while (fgets(line, sizeof line, pf))
-    found |= strncmp(line, "prefix_", 7) == 0;
+    found |= strncmp(line, "lorasim_prefix_", 15) == 0;
   fclose(pf);
   cr_assert(!found, "the cache is off but %s has prefix metrics", pp);
   /* the first row shrinks by the reused tokens */

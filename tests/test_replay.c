@@ -5,6 +5,7 @@
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <math.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -430,17 +431,21 @@ Test(replay, prometheus_file_is_well_formed_and_bounded) {
   cr_assert_eq(run(&sc, db, &s, &eb), 0, "%s", eb.msg);
   FILE *f = fopen(s.metrics_path, "r");
   cr_assert_not_null(f, "%s", s.metrics_path);
-  char line[512], typed[128][96];
-  int ntyped = 0, samples = 0;
-  double hits = -1, rejected = -1;
+  char line[512], typed[128][96], summaries[8][96];
+  int ntyped = 0, nsummaries = 0, samples = 0;
+  double hits = -1, rejected = -1, ttft_sum = -1, ttft_count = -1;
   while (fgets(line, sizeof line, f)) {
-    char name[96];
+    char name[96], type[16];
     if (strncmp(line, "# TYPE ", 7) == 0) {
-      cr_assert_eq(sscanf(line + 7, "%95s", name), 1);
+      cr_assert_eq(sscanf(line + 7, "%95s %15s", name, type), 2);
       for (int i = 0; i < ntyped; i++)
         cr_assert_str_neq(typed[i], name, "two TYPE lines for %s", name);
       cr_assert_lt(ntyped, 128);
       snprintf(typed[ntyped++], sizeof typed[0], "%s", name);
+      if (strcmp(type, "summary") == 0) {
+        cr_assert_lt(nsummaries, 8);
+        snprintf(summaries[nsummaries++], sizeof summaries[0], "%s", name);
+      }
       continue;
     }
     if (line[0] == '#')
@@ -450,13 +455,14 @@ Test(replay, prometheus_file_is_well_formed_and_bounded) {
     memcpy(name, line, n);
     name[n] = 0;
     int known = 0;
-    for (int i = 0; i < ntyped; i++) {
-      /* a summary's _sum and _count belong to its family */
-      size_t tl = strlen(typed[i]);
-      known |= strcmp(typed[i], name) == 0 ||
-               (strncmp(typed[i], name, tl) == 0 &&
-                (strcmp(name + tl, "_sum") == 0 ||
-                 strcmp(name + tl, "_count") == 0));
+    for (int i = 0; i < ntyped; i++)
+      known |= strcmp(typed[i], name) == 0;
+    /* a summary's samples: NAME{quantile}, NAME_sum, NAME_count */
+    for (int i = 0; i < nsummaries; i++) {
+      size_t k = strlen(summaries[i]);
+      known |= strncmp(name, summaries[i], k) == 0 &&
+               (strcmp(name + k, "_sum") == 0 ||
+                strcmp(name + k, "_count") == 0);
     }
     cr_assert(known, "sample before its TYPE: %s", line);
     if (line[n] == '{') {
@@ -473,10 +479,14 @@ Test(replay, prometheus_file_is_well_formed_and_bounded) {
       cr_assert(good, "unbounded label %s in %s", key, line);
     }
     double v = strtod(strrchr(line, ' ') + 1, NULL);
-    if (strcmp(name, "adapter_cache_hits_total") == 0)
+    if (strcmp(name, "lorasim_adapter_cache_hits_total") == 0)
       hits = v;
-    if (strcmp(name, "adapter_requests_rejected_total") == 0)
+    if (strcmp(name, "lorasim_adapter_requests_rejected_total") == 0)
       rejected = v;
+    if (strcmp(name, "lorasim_ttft_seconds_sum") == 0)
+      ttft_sum = v;
+    if (strcmp(name, "lorasim_ttft_seconds_count") == 0)
+      ttft_count = v;
     samples++;
   }
   fclose(f);
@@ -484,6 +494,20 @@ Test(replay, prometheus_file_is_well_formed_and_bounded) {
   cr_assert_eq(hits, (double)q1(db, "SELECT count(*) FROM events WHERE "
                                     "kind=1 AND value=1"));
   cr_assert_eq(rejected, (double)s.rejected);
+  /* the TTFT summary's count and sum are over the requests its quantiles
+  ** are taken over (completed, with a first token), from the rows */
+  const char *ok = "FROM requests WHERE outcome='ok' AND "
+                   "first_token_tick IS NOT NULL";
+  char sql[256];
+  snprintf(sql, sizeof sql, "SELECT count(*) %s", ok);
+  int64_t nttft = q1(db, sql);
+  cr_assert_gt(nttft, 0);
+  cr_assert_eq(ttft_count, (double)nttft);
+  snprintf(sql, sizeof sql, "SELECT sum(first_token_tick - arrival_tick) %s",
+           ok);
+  double want = (double)q1(db, sql) * (double)sc.ns_per_tick / 1e9;
+  cr_assert(fabs(ttft_sum - want) <= 1e-9 * want, "sum %.9f, rows %.9f",
+            ttft_sum, want);
 }
 
 Test(replay, cpu_ref_backend_validates_every_iteration_and_changes_no_decision) {

@@ -481,7 +481,11 @@ Test(resume, no_database_is_not_marked_failed) {
   char cmd[1024];
   snprintf(cmd, sizeof cmd, "replay %s --db no-such-dir/x.db --no-plots "
                             "--quiet", quickstart());
-  cr_assert_eq(lorasim(cmd), 1, "%s", out);
+  /* a --db in no directory is bad usage (E_OUT_NO_DIR), refused first */
+  cr_assert_eq(lorasim(cmd), 2, "%s", out);
+  cr_assert_not_null(strstr(out, "E_OUT_NO_DIR: no-such-dir: directory does "
+                                 "not exist"),
+                     "%s", out);
   cr_assert_null(strstr(out, "marked"), "%s", out);
   cr_assert_not_null(strstr(out, "no database written: no-such-dir/x.db was "
                                  "not created"),

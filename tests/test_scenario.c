@@ -437,12 +437,12 @@ Test(scenario, trace_file_relative_to_scenario_dir) {
 
 /* ---- file-level failures ------------------------------------------------- */
 
-Test(scenario, missing_file_is_io) {
+Test(scenario, missing_file_is_file_missing) {
   lsim_scenario sc;
   lsim_errbuf eb = LSIM_ERRBUF_INIT;
   const char *path = FIXTURES "/does_not_exist.json";
-  expect_fail(lsim_scenario_load(&sc, path, &eb), &eb, LSIM_E_IO, path,
-              "missing file");
+  expect_fail(lsim_scenario_load(&sc, path, &eb), &eb, LSIM_E_FILE_MISSING,
+              path, "missing file");
 }
 
 Test(scenario, directory_is_io) {

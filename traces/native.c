@@ -527,8 +527,7 @@ static const char lsim__out_header[] =
     "cancel_ns,prefix_blocks";
 
 lsim_err lsim_trace_writer_open(lsim_trace_writer *w, const char *path,
-                                int jsonl, const char *comment,
-                                lsim_errbuf *eb) {
+                                int jsonl, lsim_errbuf *eb) {
   memset(w, 0, sizeof *w);
   w->jsonl = jsonl;
   snprintf(w->path, sizeof w->path, "%s", path);
@@ -542,15 +541,10 @@ lsim_err lsim_trace_writer_open(lsim_trace_writer *w, const char *path,
                        strerror(e));
     }
   }
-  if (!jsonl) {
+  /* the header and then records only: a CSV reader that knows nothing of
+  ** '#' comments (pandas.read_csv, csv.reader) reads it as it is */
+  if (!jsonl)
     fprintf(w->fp, "%s\n", lsim__out_header);
-    for (const char *p = comment; p && *p;) {
-      const char *nl = strchr(p, '\n');
-      size_t len = nl ? (size_t)(nl - p) : strlen(p);
-      fprintf(w->fp, "# %.*s\n", (int)len, p);
-      p += len + (nl ? 1 : 0);
-    }
-  }
   return 0;
 }
 

@@ -109,6 +109,9 @@ static lsim_err lsim__sg_list(const char *path, int **ids, int *n, int *dir,
   *n = 0;
   if (stat(path, &st) != 0) {
     int e = errno;
+    if (e == ENOENT || e == ENOTDIR)
+      return lsim_fail(eb, LSIM_E_FILE_MISSING,
+                       "%s: no such file or directory", path);
     return lsim_fail(eb, LSIM_E_IO, "%s: cannot open: %s", path, strerror(e));
   }
   *dir = S_ISDIR(st.st_mode);

@@ -361,11 +361,11 @@ typedef struct lsim_trace_writer {
   char path[LSIM_TRACE_PATH_MAX];
 } lsim_trace_writer;
 
-/* Create path ("-" is stdout) and write the header; `comment`, when not
-** NULL, is written as '#' lines after the CSV header (not for JSONL). */
+/* Create path ("-" is stdout) and write the CSV header (nothing for
+** JSONL).  The file holds no comment lines: where it came from is the
+** caller's to report (`trace convert` prints it on stderr). */
 lsim_err lsim_trace_writer_open(lsim_trace_writer *w, const char *path,
-                                int jsonl, const char *comment,
-                                lsim_errbuf *eb);
+                                int jsonl, lsim_errbuf *eb);
 lsim_err lsim_trace_writer_put(lsim_trace_writer *w, const lsim_trace_rec *r,
                                lsim_errbuf *eb);
 /* Flush and close (stdout is flushed, not closed). */

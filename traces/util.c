@@ -88,6 +88,9 @@ lsim_err lsim__open_regular(const char *path, int *fd_out, lsim_errbuf *eb) {
   int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) {
     int e = errno;
+    if (e == ENOENT || e == ENOTDIR)
+      return lsim_fail(eb, LSIM_E_FILE_MISSING,
+                       "%s: no such file or directory", path);
     return lsim_fail(eb, LSIM_E_IO, "%s: cannot open: %s", path, strerror(e));
   }
   int fl;
