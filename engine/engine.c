@@ -312,9 +312,19 @@ lsim_err lsim_core_emit(lsim_engine *e, lsim_tick now, int kind, int w,
 
 lsim_evlog *lsim_engine_evlog(lsim_engine *e) { return &e->log; }
 
-static lsim_err lsim__record(lsim_engine *e, const lsim_core_req *r,
+/* Charge the span since r->mark to r's current phase and enter phase
+** `ph` at `now`.  Once the first token exists every span is decode. */
+void lsim_core_phase(lsim_core_req *r, lsim_tick now, int ph) {
+  if (now > r->mark)
+    r->acc[r->phase] += now - r->mark;
+  r->mark = now;
+  r->phase = r->produced > 0 ? LSIM_CORE_PH_DECODE : ph;
+}
+
+static lsim_err lsim__record(lsim_engine *e, lsim_core_req *r,
                              lsim_tick now, const char *outcome,
                              lsim_errbuf *eb) {
+  lsim_core_phase(r, now, r->phase);
   if (r->worker != LSIM_NONE)
     lsim_sched_on_backlog(e->cfg.sched, e->sched_st, r->tenant, -1);
   if (!e->cfg.sink.request_done)
@@ -331,6 +341,13 @@ static lsim_err lsim__record(lsim_engine *e, const lsim_core_req *r,
   rec.output_tokens = r->produced;
   rec.loads_waited = r->loads_waited;
   rec.outcome = outcome;
+  rec.queue_wait_ticks = r->acc[LSIM_CORE_PH_QUEUE];
+  rec.load_wait_ticks = r->acc[LSIM_CORE_PH_LOAD];
+  rec.prefill_ticks = r->acc[LSIM_CORE_PH_PREFILL];
+  rec.decode_ticks = r->acc[LSIM_CORE_PH_DECODE];
+  rec.preemptions = r->preemptions;
+  rec.cold = r->cold;
+  rec.requested_tokens = r->output;
   lsim_err rc = e->cfg.sink.request_done(e->cfg.sink.ud, &rec);
   if (rc)
     return lsim_fail(eb, rc, "request sink failed on request %lld",
@@ -852,6 +869,7 @@ static lsim_err lsim__emit_victims(lsim_engine *e, int wi, lsim_tick now,
     for (lsim_core_req *r = relaxed ? w->waiting.head : NULL; r; r = r->next)
       if (r->adapter == v[k] && r->fair == 2) {
         r->fair = 1;
+        lsim_core_phase(r, now, LSIM_CORE_PH_LOAD);
         if ((rc = lsim_fair_became_cold(e->fair, now, wi, r->tenant, v[k])))
           return lsim_fail(eb, rc, "interval sink failed");
       }
@@ -1096,6 +1114,7 @@ lsim_err lsim_engine_arrive_blocks(lsim_engine *e, lsim_tick now,
   r->tenant = a->tenant;
   r->adapter = a->adapter;
   r->arrival = now;
+  r->mark = now; /* phase queue until placement says otherwise */
   r->prompt = a->prompt_tokens;
   r->output = a->output_tokens;
   /* initial KV covers the prompt; the growth reserve covers the declared
@@ -1131,8 +1150,11 @@ lsim_err lsim_engine_arrive_blocks(lsim_engine *e, lsim_tick now,
   r->state = LSIM__WAITING;
   lsim_res_adapter_view av = lsim__av(w, a->adapter);
   int hit = lsim__visible(av.state);
-  if (!hit)
+  if (!hit) {
     r->loads_waited = 1;
+    r->cold = 1;
+    r->phase = LSIM_CORE_PH_LOAD;
+  }
   r->queued = 1;
   rc = lsim_res_queue(w->res, a->adapter, +1, eb);
   if (rc)
@@ -1628,6 +1650,7 @@ lsim_err lsim_engine_load_result(lsim_engine *e, int wi, int a, lsim_tick now,
     if (q->adapter == a && q->fair == 1) {
       ncold--;
       q->fair = 2;
+      lsim_core_phase(q, now, LSIM_CORE_PH_QUEUE);
       if ((rc = lsim_fair_became_ready(e->fair, now, wi, q->tenant)))
         return lsim_fail(eb, rc, "interval sink failed");
     }
@@ -1775,6 +1798,7 @@ static lsim_err lsim__preempt(lsim_engine *e, int wi, lsim_core_req *r,
     return rc;
   lsim__list_push_front(&t->waiting, r);
   r->fair = hit ? 2 : 1;
+  lsim_core_phase(r, now, hit ? LSIM_CORE_PH_QUEUE : LSIM_CORE_PH_LOAD);
   if ((rc = lsim_fair_enqueue(e->fair, now, to, r->tenant, r->adapter, hit)))
     return lsim_fail(eb, rc, "interval sink failed");
   assert(lsim__worker_sound(e, w) && lsim__worker_sound(e, t));
@@ -2153,6 +2177,7 @@ static lsim_err lsim__sel_admit(lsim_engine *e, int wi, lsim_tick now, int n,
     if ((rc = lsim_res_kv_grow(w->res, r->kv, r->kv_initial, eb)))
       return rc;
     r->state = LSIM__RUNNING;
+    lsim_core_phase(r, now, LSIM_CORE_PH_PREFILL);
     lsim__list_push(&w->running, r);
     /* extensions in order: the hotswap lease (a preempted request keeps
     ** its own), the compressed lease, the prefix cache (a hit shortens the
@@ -2388,6 +2413,7 @@ lsim_err lsim_engine_iter_done(lsim_engine *e, int wi, lsim_tick now, int ok,
     if (prefill) {
       r->prefilled = r->prompt;
       r->first_token = now; /* a preempted request with a token recomputes */
+      lsim_core_phase(r, now, LSIM_CORE_PH_DECODE);
       /* the prompt's input not debited yet (all of it, or the last chunk);
       ** tokens a prefix-cache hit reused were not computed */
       units = r->prompt - r->reuse - r->svc_in;

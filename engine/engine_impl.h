@@ -82,6 +82,17 @@ enum {
 
 enum { LSIM__WAITING = 0, LSIM__RUNNING = 1 };
 
+/* The phases of a request's time (lsim_core_req.phase, .acc): waiting with
+** its adapter ready on its worker, waiting with it not ready (blocked on a
+** load), running before the first token, everything after the first
+** token.  Charged by lsim_core_phase (engine.c). */
+enum {
+  LSIM_CORE_PH_QUEUE = 0,
+  LSIM_CORE_PH_LOAD = 1,
+  LSIM_CORE_PH_PREFILL = 2,
+  LSIM_CORE_PH_DECODE = 3
+};
+
 
 typedef struct lsim_core_req { /* core request state; extension slots follow */
   int64_t id;
@@ -104,6 +115,13 @@ typedef struct lsim_core_req { /* core request state; extension slots follow */
                           recomputes (with the prompt); 0 otherwise */
   int svc_in;          /* prompt tokens already debited as input service */
   int preemptions;
+  /* where its time went (event.h, lsim_request_record): the span since
+  ** `mark` is charged to `phase` (LSIM_CORE_PH_*) when the phase changes;
+  ** acc[] holds the closed spans */
+  lsim_tick mark;
+  int phase;
+  int cold;            /* its adapter missed at arrival (queue_enqueued) */
+  int64_t acc[4];
   lsim_tick preempted_at;
   int preempted_on;    /* the worker that preempted it */
   /* set by extensions, read by the core and other extensions */
@@ -262,6 +280,9 @@ lsim_err lsim_core_emit(lsim_engine *e, lsim_tick now, int kind, int w,
                         int64_t generation, int attempt, int64_t pages,
                         int64_t bytes, int64_t value, const char *detail,
                         lsim_errbuf *eb);
+/* Charge r's time since its last phase change to its phase, then enter
+** phase ph (LSIM_CORE_PH_*) at now; after the first token, always decode. */
+void lsim_core_phase(lsim_core_req *r, lsim_tick now, int ph);
 /* Pool pages of `tokens` tokens of KV. */
 int64_t lsim_core_kv_pages(const lsim_engine *e, int64_t tokens);
 /* The residency transaction for request q on worker wi (victims chosen by

@@ -120,6 +120,19 @@ typedef struct lsim_request_record {
   int output_tokens;        /* tokens actually produced */
   int loads_waited;         /* adapter loads this request waited for */
   const char *outcome;      /* "ok", "rejected", "unfinished" */
+  /* Appended (issue 21): where the request's time went, in ticks, from
+  ** the engine's own transitions.  Before the first token (or, without
+  ** one, until finish_tick) every tick is exactly one of: queue (waiting,
+  ** its adapter's generation visible on its worker), load (waiting, not
+  ** visible: from arrival, a preemption or an eviction under it to the
+  ** publication that made it visible), prefill (admitted and running).
+  ** decode is first token to finish, including any wait after a
+  ** preemption that came after the first token.  So TTFT = queue + load
+  ** + prefill, and finish - arrival = queue + load + prefill + decode. */
+  int64_t queue_wait_ticks, load_wait_ticks, prefill_ticks, decode_ticks;
+  int preemptions;          /* times it was preempted (recompute) */
+  int cold;                 /* 1: its adapter missed at arrival */
+  int requested_tokens;     /* output tokens the trace asked for */
 } lsim_request_record;
 
 /*

@@ -227,8 +227,9 @@ lsim_err lsim_claims_write_csv(const char *path, const char *backend,
 
 lsim_err lsim_claims_csv_sidecar(const char *csv, const char *out,
                                  const char *backend, lsim_errbuf *eb) {
-  static const char *const params[] = {"scheduler", "evict", "prefetch",
-                                       "seed", NULL};
+  static const char *const params[] = {"arm",  "scheduler", "evict",
+                                       "prefetch", "seed", "tenant",
+                                       "name", NULL};
   char line[8192];
   FILE *f = fopen(csv, "r");
   if (!f)
@@ -484,7 +485,9 @@ static lsim_err lsim__audit_log(sqlite3 *h, const char *scenario_path,
                              sqlite3_column_int(st, 7),
                              sqlite3_column_int(st, 8),
                              sqlite3_column_int(st, 9),
-                             (const char *)sqlite3_column_text(st, 10)};
+                             (const char *)sqlite3_column_text(st, 10),
+                             /* the time breakdown: not audited */
+                             0, 0, 0, 0, 0, 0, 0};
     rep->records++;
     rc = lsim_ledger_record(L, &r, &e);
   }

@@ -24,6 +24,7 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +36,7 @@
 #include "replay.h"
 #include "runid.h"
 #include "scenario.h"
+#include "tenants.h"
 #include "timeline.h"
 
 #include <sqlite3.h>
@@ -106,9 +108,10 @@ static void lsim__cmp_usage(FILE *f) {
       "  --quiet            no progress line per arm on stderr\n"
       "  -h, --help         this text\n"
       "\n"
-      "files: DIR/SCHEDULER.db (--arms: DIR/SCHED-EVICT-PREFETCH.db) and\n"
-      ".prom per run, DIR/compare.csv, DIR/compare-*.dat, and\n"
-      "DIR/compare-{service,ttft,service-time,gap,residency,starvation,\n"
+      "files: DIR/SCHEDULER.db (--arms: DIR/SCHED-EVICT-PREFETCH.db),\n"
+      ".prom and .json (the JSON summary) per run, DIR/compare.csv (one\n"
+      "row per run and tenant, then the run's all-tenants row),\n"
+      "DIR/compare-*.dat, and\n"      "DIR/compare-{service,ttft,service-time,gap,residency,starvation,\n"
       "tenant-starvation,share}.{png,svg} drawn by DIR/compare-plots.gp\n"
       "(cd DIR && gnuplot compare-plots.gp draws them again)\n"
       "\n",
@@ -291,15 +294,29 @@ typedef struct lsim__cmp_row {
   const char *label;    /* the arm in tables and plots (lsim__cmp_arm) */
   lsim_summary s;
   int64_t *service; /* ntenants */
+  lsim_tenant_fig *tenants; /* ntenants + 1: the tenants, then all */
 } lsim__cmp_row;
 
-/* A figure, or empty (CSV) / "-" (table) when the run has none (< 0). */
-static void lsim__cmp_csv_num(FILE *f, double v, const char *fmt) {
-  fputc(',', f);
-  if (v >= 0)
-    fprintf(f, fmt, v);
+/* runs_summary keys the CSV leaves out of the all-tenants row because a
+** tenant column of the same figure is there (sim/tenants.h). */
+static int lsim__cmp_dup(const char *key) {
+  static const char *const alias[] = {"requests_arrived", "requests_completed",
+                                      "requests_rejected",
+                                      "requests_unfinished", NULL};
+  for (int k = 0; k < LSIM_TF_N; k++)
+    if (strcmp(key, lsim_tenants_key(k)) == 0)
+      return 1;
+  for (int i = 0; alias[i]; i++)
+    if (strcmp(key, alias[i]) == 0)
+      return 1;
+  return 0;
 }
 
+/* compare.csv in long form: one row per arm and tenant, then the arm's
+** all-tenants row (tenant empty, name "all"), each with every tenant
+** figure (last); the all row also carries the run's figures (runs_summary
+** keys, and events), empty on the tenant rows.  Arms are keyed by their
+** label. */
 static lsim_err lsim__cmp_csv(const char *path, const lsim_scenario *sc,
                               const lsim__cmp_row *rows, int n,
                               lsim_errbuf *eb) {
@@ -308,95 +325,56 @@ static lsim_err lsim__cmp_csv(const char *path, const lsim_scenario *sc,
   if (rc)
     return rc;
   FILE *f = of.fp;
-  fprintf(f, "scheduler,evict,prefetch,seed,completed,rejected,unfinished,"
-             "throughput_tokens_per_s,ttft_p50_ms,ttft_p99_ms,tbt_p50_ms,"
-             "tbt_p99_ms,slo_ttft_attainment,slo_tbt_attainment,jain,"
-             "jain_normalized,"
-             "max_service_gap,starved_load_intervals,"
-             "starved_service_intervals,e2e_p50_ms,e2e_p99_ms,max_wait_ms,"
-             "loads,load_failures,evictions,hit_rate,load_amplification,"
-             "prefetch_precision,prefetch_wasted_bytes,early_aborts,"
-             "adapters_per_iteration,segments_per_iteration,"
-             "rank_padding_ratio,service_prefill,service_decode,"
-             "service_resident,service_cold_loaded,service_rank_le8,"
-             "service_rank_16,service_rank_32,service_rank_64,"
-             "service_rank_gt64,backlog_service_gap,vtc_bound,iterations,"
-             "events,preemptions,migrations,recompute_tokens");
-  /* the prefix cache's figures, only when it is on (the columns before
-  ** the per-tenant ones stay as they were otherwise) */
-  if (sc->prefix_mode != 0)
-    fputs(",prefix_lookups,prefix_hit_rate,prefix_block_hit_rate,"
-          "prefix_reused_tokens,prefix_corrupt_reuses,"
-          "prefix_corrupt_requests,prefix_published_blocks,"
-          "prefix_evicted_blocks", f);
-  for (int t = 0; t < sc->ntenants; t++) {
-    /* one RFC 4180 field whatever the name holds (escape.h) */
-    char col[8 + LSIM_NAME_MAX], field[LSIM_ESC_SIZE(8 + LSIM_NAME_MAX)];
-    snprintf(col, sizeof col, "service_%s", sc->tenants[t].name);
-    lsim_csv_field(field, sizeof field, col);
-    fprintf(f, ",%s", field);
-  }
+  lsim_figure kv[LSIM_REPORT_FIGURES_MAX];
+  int nkv = n > 0 ? lsim_report_figures(&rows[0].s, kv,
+                                        LSIM_REPORT_FIGURES_MAX)
+                  : 0;
+  /* the run's columns before the tenant figures: a record's last field
+  ** is then never empty (starved_intervals is a count), which a reader
+  ** that stops at the line end (lsim_csv_next) counts right */
+  fputs("arm,scheduler,evict,prefetch,seed,tenant,name", f);
+  for (int j = 0; j < nkv; j++)
+    if (!lsim__cmp_dup(kv[j].k))
+      fprintf(f, ",%s", kv[j].k);
+  fputs(",events", f);
+  for (int k = 0; k < LSIM_TF_N; k++)
+    fprintf(f, ",%s", lsim_tenants_key(k));
   fputc('\n', f);
   for (int i = 0; i < n; i++) {
     const lsim_summary *s = &rows[i].s;
-    char q_sched[LSIM_ESC_SIZE(LSIM_NAME_MAX)],
+    char q_arm[LSIM_ESC_SIZE(3 * LSIM_NAME_MAX)],
+        q_sched[LSIM_ESC_SIZE(LSIM_NAME_MAX)],
         q_evict[LSIM_ESC_SIZE(LSIM_NAME_MAX)],
-        q_prefetch[LSIM_ESC_SIZE(LSIM_NAME_MAX)];
+        q_prefetch[LSIM_ESC_SIZE(LSIM_NAME_MAX)],
+        q_name[LSIM_ESC_SIZE(LSIM_NAME_MAX)], num[64];
+    /* one RFC 4180 field whatever a name holds (escape.h) */
+    lsim_csv_field(q_arm, sizeof q_arm, rows[i].label);
     lsim_csv_field(q_sched, sizeof q_sched, rows[i].sched);
     lsim_csv_field(q_evict, sizeof q_evict, rows[i].evict);
     lsim_csv_field(q_prefetch, sizeof q_prefetch, rows[i].prefetch);
-    fprintf(f, "%s,%s,%s,%llu,%lld,%lld,%lld", q_sched, q_evict, q_prefetch,
-            (unsigned long long)sc->seed,
-            (long long)s->completed, (long long)s->rejected,
-            (long long)s->unfinished);
-    lsim__cmp_csv_num(f, s->throughput_tok_s, "%.3f");
-    lsim__cmp_csv_num(f, s->ttft_p50_ms, "%.6f");
-    lsim__cmp_csv_num(f, s->ttft_p99_ms, "%.6f");
-    lsim__cmp_csv_num(f, s->tbt_p50_ms, "%.6f");
-    lsim__cmp_csv_num(f, s->tbt_p99_ms, "%.6f");
-    lsim__cmp_csv_num(f, s->slo_ttft_attain, "%.6f");
-    lsim__cmp_csv_num(f, s->slo_tbt_attain, "%.6f");
-    lsim__cmp_csv_num(f, s->jain, "%.6f");
-    lsim__cmp_csv_num(f, s->jain_norm, "%.6f");
-    fprintf(f, ",%lld,%lld,%lld", (long long)s->max_gap,
-            (long long)s->load_starved, (long long)s->service_starved);
-    lsim__cmp_csv_num(f, s->e2e_p50_ms, "%.6f");
-    lsim__cmp_csv_num(f, s->e2e_p99_ms, "%.6f");
-    lsim__cmp_csv_num(f, s->max_wait_ms, "%.6f");
-    fprintf(f, ",%lld,%lld,%lld", (long long)s->loads,
-            (long long)s->load_failures, (long long)s->evictions);
-    lsim__cmp_csv_num(f, s->hit_rate, "%.6f");
-    lsim__cmp_csv_num(f, s->load_amplification, "%.6f");
-    lsim__cmp_csv_num(f, s->prefetch_precision, "%.6f");
-    fprintf(f, ",%lld,%lld", (long long)s->prefetch_wasted_bytes,
-            (long long)s->early_aborts);
-    lsim__cmp_csv_num(f, s->adapters_per_iter, "%.6f");
-    lsim__cmp_csv_num(f, s->segments_per_iter, "%.6f");
-    lsim__cmp_csv_num(f, s->rank_padding_ratio, "%.6f");
-    fprintf(f, ",%lld,%lld,%lld,%lld", (long long)s->service_prefill,
-            (long long)s->service_decode, (long long)s->service_resident,
-            (long long)s->service_cold);
-    for (int k = 0; k < 5; k++)
-      fprintf(f, ",%lld", (long long)s->service_rank[k]);
-    lsim__cmp_csv_num(f, (double)s->backlog_gap, "%.0f");
-    lsim__cmp_csv_num(f, (double)s->vtc_bound, "%.0f");
-    fprintf(f, ",%lld,%lld,%lld,%lld,%lld", (long long)s->iterations,
-            (long long)s->events, (long long)s->preemptions,
-            (long long)s->migrations, (long long)s->recompute_tokens);
-    if (sc->prefix_mode != 0) {
-      fprintf(f, ",%lld", (long long)s->prefix_lookups);
-      lsim__cmp_csv_num(f, s->prefix_hit_rate, "%.6f");
-      lsim__cmp_csv_num(f, s->prefix_block_hit_rate, "%.6f");
-      fprintf(f, ",%lld,%lld,%lld,%lld,%lld",
-              (long long)s->prefix_reused_tokens,
-              (long long)s->prefix_corrupt_reuses,
-              (long long)s->prefix_corrupt_requests,
-              (long long)s->prefix_published_blocks,
-              (long long)s->prefix_evicted_blocks);
+    nkv = lsim_report_figures(s, kv, LSIM_REPORT_FIGURES_MAX);
+    for (int r = 0; r <= sc->ntenants; r++) {
+      const lsim_tenant_fig *t = &rows[i].tenants[r];
+      lsim_csv_field(q_name, sizeof q_name, lsim_tenants_name(sc, t));
+      fprintf(f, "%s,%s,%s,%s,%llu,", q_arm, q_sched, q_evict, q_prefetch,
+              (unsigned long long)sc->seed);
+      if (t->tenant >= 0)
+        fprintf(f, "%d", t->tenant);
+      fprintf(f, ",%s", q_name);
+      int all = t->tenant < 0;
+      for (int j = 0; j < nkv; j++)
+        if (!lsim__cmp_dup(kv[j].k))
+          fprintf(f, ",%s",
+                  all ? lsim_tenants_num(num, sizeof num,
+                                         kv[j].v < 0 ? NAN : kv[j].v)
+                      : "");
+      fputc(',', f);
+      if (all)
+        fprintf(f, "%lld", (long long)s->events);
+      for (int k = 0; k < LSIM_TF_N; k++)
+        fprintf(f, ",%s", lsim_tenants_num(num, sizeof num, t->v[k]));
+      fputc('\n', f);
     }
-    for (int t = 0; t < sc->ntenants; t++)
-      fprintf(f, ",%lld", (long long)rows[i].service[t]);
-    fputc('\n', f);
   }
   return lsim_out_commit(&of, eb);
 }
@@ -465,6 +443,59 @@ static void lsim__cmp_print(FILE *f, const lsim_scenario *sc, int triples,
         "per simulated second; slo_tt/slo_tb: SLO attainment; st_ld/st_sv: "
         "starved load/service intervals; tenant columns: completed "
         "service)\n",
+        f);
+}
+
+/* Per run and tenant (the first LSIM__CMP_TENANT_COLS; the CSV has them
+** all), then the run's all row: what each tenant got and waited for. */
+static void lsim__cmp_print_tenants(FILE *f, const lsim_scenario *sc,
+                                    const lsim__cmp_row *rows, int n) {
+  char shown[LSIM_ESC_SIZE(LSIM_NAME_MAX)],
+      arm[LSIM_ESC_SIZE(3 * LSIM_NAME_MAX)];
+  int lw = 16; /* as wide as the longest label, like the table above */
+  for (int i = 0; i < n; i++)
+    if ((int)strlen(rows[i].label) > lw)
+      lw = (int)strlen(rows[i].label);
+  int nt = sc->ntenants < LSIM__CMP_TENANT_COLS ? sc->ntenants
+                                                 : LSIM__CMP_TENANT_COLS;
+  fprintf(f, "%-*s %-12s %9s %9s %6s %6s %8s %8s %9s %4s\n", lw, "per tenant",
+          "tenant", "ttft_p50", "ttft_p99", "svc%", "dem%", "load_ms",
+          "cold+ms", "unserved", "st");
+  for (int i = 0; i < n; i++)
+    for (int r = 0; r <= nt; r++) {
+      const lsim_tenant_fig *t =
+          &rows[i].tenants[r < nt ? r : sc->ntenants];
+      const double *v = t->v;
+      fprintf(f, "%-*s %-12.12s", lw,
+              lsim_console_str(arm, sizeof arm, rows[i].label),
+              lsim_console_str(shown, sizeof shown, lsim_tenants_name(sc, t)));
+      lsim__cmp_cell(f, isnan(v[LSIM_TF_TTFT_P50]) ? -1 : v[LSIM_TF_TTFT_P50],
+                     9, " %*.2f");
+      lsim__cmp_cell(f, isnan(v[LSIM_TF_TTFT_P99]) ? -1 : v[LSIM_TF_TTFT_P99],
+                     9, " %*.2f");
+      lsim__cmp_cell(f, isnan(v[LSIM_TF_SERVICE_SHARE])
+                            ? -1
+                            : 100 * v[LSIM_TF_SERVICE_SHARE],
+                     6, " %*.1f");
+      lsim__cmp_cell(f, isnan(v[LSIM_TF_DEMAND_SHARE])
+                            ? -1
+                            : 100 * v[LSIM_TF_DEMAND_SHARE],
+                     6, " %*.1f");
+      lsim__cmp_cell(f, isnan(v[LSIM_TF_LOAD_WAIT_MEAN])
+                            ? -1
+                            : v[LSIM_TF_LOAD_WAIT_MEAN],
+                     8, " %*.2f");
+      if (isnan(v[LSIM_TF_COLD_TTFT_COST]))
+        fprintf(f, " %8s", "-");
+      else
+        fprintf(f, " %8.2f", v[LSIM_TF_COLD_TTFT_COST]);
+      fprintf(f, " %9.1f %4.0f\n", v[LSIM_TF_LONGEST_STARVED],
+              v[LSIM_TF_STARVED_INTERVALS]);
+    }
+  fputs("(svc%/dem%: share of completed service / of demand; load_ms: mean "
+        "wait for the adapter's load;\n cold+ms: p50 TTFT cold minus warm, "
+        "same tenant and window; unserved: longest wait with no\n service, "
+        "ms; st: starved intervals; all tenants: compare.csv)\n",
         f);
 }
 
@@ -1145,8 +1176,13 @@ int lsim_compare_main(int argc, char **argv) {
   memset(rows, 0, sizeof rows);
   int64_t *service = calloc((size_t)n * (size_t)(sc.ntenants ? sc.ntenants : 1),
                             sizeof(int64_t));
-  if (!service)
+  lsim_tenant_fig *tfigs =
+      calloc((size_t)n * ((size_t)sc.ntenants + 1), sizeof *tfigs);
+  if (!service || !tfigs) {
+    free(service);
+    free(tfigs);
     return lsim_cli_fail("compare", LSIM_E_NOMEM, "out of memory");
+  }
   /* the series, written as the runs go (a gnuplot data block per arm, in
   ** the order given), go into place at the end whole (sim/outfile.h);
   ** each file opens with a line naming its columns */
@@ -1193,7 +1229,8 @@ int lsim_compare_main(int argc, char **argv) {
   ropts[2 * nsets] = NULL;
   double t0 = lsim__cmp_now();
   for (int i = 0; i < n && !st; i++) {
-    char dbpath[1100 + sizeof arms[i].stem], cmdline[1024];
+    char dbpath[1100 + sizeof arms[i].stem],
+        jsonpath[1100 + sizeof arms[i].stem], cmdline[1024];
     const lsim__cmp_arm *arm = &arms[i];
     snprintf(sc.scheduler, sizeof sc.scheduler, "%.*s", LSIM_NAME_MAX - 1,
              arm->sched);
@@ -1202,6 +1239,7 @@ int lsim_compare_main(int argc, char **argv) {
     snprintf(sc.prefetch, sizeof sc.prefetch, "%.*s", LSIM_NAME_MAX - 1,
              arm->prefetch);
     snprintf(dbpath, sizeof dbpath, "%s/%s.db", dir, arms[i].stem);
+    snprintf(jsonpath, sizeof jsonpath, "%s/%s.json", dir, arms[i].stem);
     size_t used = 0;
     for (int a = 0; a < argc && used < sizeof cmdline - 1; a++)
       used += (size_t)snprintf(cmdline + used, sizeof cmdline - used, "%s%s",
@@ -1211,6 +1249,7 @@ int lsim_compare_main(int argc, char **argv) {
     rows[i].prefetch = arms[i].prefetch;
     rows[i].label = arms[i].label;
     rows[i].service = service + (size_t)i * (size_t)sc.ntenants;
+    rows[i].tenants = tfigs + (size_t)i * ((size_t)sc.ntenants + 1);
     lsim_timeline tl;
     if (lsim_timeline_init(&tl, sc.ntenants, sc.workers, sc.adapters,
                            sc.ns_per_tick)) {
@@ -1224,7 +1263,9 @@ int lsim_compare_main(int argc, char **argv) {
                           .tenant_service = rows[i].service,
                           .summary_only = !full_log,
                           .tap = &tap,
-                          .run_options = nsets ? ropts : NULL};
+                          .run_options = nsets ? ropts : NULL,
+                          .json_path = jsonpath,
+                          .tenant_figs = rows[i].tenants};
     rc = lsim_replay_run(&sc, &o, &rows[i].s, &eb);
     if (rc) {
       st = lsim_cli_fail("compare", rc, eb.msg);
@@ -1283,6 +1324,7 @@ int lsim_compare_main(int argc, char **argv) {
       /* paths shown with control bytes made visible (escape.h) */
       char shown[LSIM_ESC_SIZE(1300)];
       lsim__cmp_print(stdout, &sc, triples, rows, n);
+      lsim__cmp_print_tenants(stdout, &sc, rows, n);
       printf("  databases   %s/{", lsim_console_str(shown, sizeof shown, dir));
       for (int i = 0; i < n; i++)
         printf("%s%s", i ? "," : "", arms[i].stem);
@@ -1298,5 +1340,6 @@ int lsim_compare_main(int argc, char **argv) {
     }
   }
   free(service);
+  free(tfigs);
   return st;
 }

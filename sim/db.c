@@ -67,11 +67,11 @@
 #include "runid.h"
 
 /* PRAGMA user_version of the schema below; bump on any schema change. */
-#define LSIM__SCHEMA_VERSION 4
+#define LSIM__SCHEMA_VERSION 5
 #define LSIM__RUN_ID 1 /* the INSERTs below spell it as the literal 1 */
 #define LSIM__ROWS 64       /* events per multi-row INSERT */
 #define LSIM__EV_COLS 10    /* bound columns per event_log row, seq included */
-#define LSIM__MAX_COLS 14   /* bound columns of the widest row (iterations) */
+#define LSIM__MAX_COLS 18   /* bound columns of the widest row (requests) */
 #define LSIM__PAGE_SIZE 8192
 #define LSIM__DCACHE 64     /* word pointer cache slots (a power of 2) */
 #define LSIM__MAX_WORDS 65535 /* codes fit 16 bits (starvation_log.codes) */
@@ -238,7 +238,15 @@ static const char lsim__schema[] =
     " prompt_tokens INTEGER,"
     " output_tokens INTEGER,"
     " loads_waited INTEGER,"
-    " outcome TEXT);"
+    " outcome TEXT,"
+    /* version 4 (issue 21): where the request's time went (event.h) */
+    " queue_wait_ticks INTEGER,"
+    " load_wait_ticks INTEGER,"
+    " prefill_ticks INTEGER,"
+    " decode_ticks INTEGER,"
+    " preemptions INTEGER,"
+    " cold INTEGER,"
+    " requested_tokens INTEGER);"
     "CREATE TABLE iteration_log("
     " iter,"
     " worker_result,"
@@ -378,12 +386,13 @@ static const struct {
   "INSERT INTO event_log(tick,kind_detail,worker_tenant,attempt_adapter,"  \
   "request,generation,pages,bytes,value) VALUES"
 #define LSIM__EVA_SQL_ROW "(?,?,?,?,?,?,?,?,?)"
-#define LSIM__RQ_COLS 11 /* bound columns per request row */
+#define LSIM__RQ_COLS 18 /* bound columns per request row */
 #define LSIM__RQ_SQL_COLS                                                  \
   "INSERT INTO requests(run_id,request,tenant,adapter,worker,arrival_tick," \
   "first_token_tick,finish_tick,prompt_tokens,output_tokens,loads_waited," \
-  "outcome) VALUES"
-#define LSIM__RQ_SQL_ROW "(1,?,?,?,?,?,?,?,?,?,?,?)"
+  "outcome,queue_wait_ticks,load_wait_ticks,prefill_ticks,decode_ticks,"   \
+  "preemptions,cold,requested_tokens) VALUES"
+#define LSIM__RQ_SQL_ROW "(1,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
 #define LSIM__IV_SQL_COLS                                                  \
   "INSERT INTO starvation_log(worker_entity,start_tick,end_tick,codes) "    \
   "VALUES"
@@ -605,6 +614,13 @@ static void lsim__bind_request(sqlite3_stmt *st, lsim__bound *b, int k,
   lsim__rebind_int(st, b, o + 9, rec->output_tokens);
   lsim__rebind_int(st, b, o + 10, rec->loads_waited);
   lsim__bind_str(st, o + 11, rec->outcome);
+  lsim__rebind_int(st, b, o + 12, rec->queue_wait_ticks);
+  lsim__rebind_int(st, b, o + 13, rec->load_wait_ticks);
+  lsim__rebind_int(st, b, o + 14, rec->prefill_ticks);
+  lsim__rebind_int(st, b, o + 15, rec->decode_ticks);
+  lsim__rebind_int(st, b, o + 16, rec->preemptions);
+  lsim__rebind_int(st, b, o + 17, rec->cold);
+  lsim__rebind_int(st, b, o + 18, rec->requested_tokens);
 }
 
 /* Bind starvation row q as the k-th row of a (multi-row) INSERT. */

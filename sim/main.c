@@ -92,6 +92,8 @@ static void lsim__usage_replay(FILE *f) {
       "                     order, recorded for --resume (docs/SCENARIO.md)\n"
       "  --no-plots         do not write gnuplot PNGs\n"
       "  --quiet            no summary and no progress line\n"
+      "  --json PATH        also write the summary as JSON: every printed\n"
+      "                     figure, per tenant too (docs/SCHEMA.md)\n"
       "  --skip-bad-rows    count and skip malformed trace rows instead of\n"
       "                     failing (reported in the summary)\n"
       "  --verify cpu_ref   with --backend cuda: compare every iteration with\n"
@@ -168,7 +170,7 @@ static int lsim__parse_seed(const char *s, uint64_t *out) {
 static int lsim__cmd_replay(int argc, char **argv) {
   enum { O_DB = 256, O_SEED, O_SCHED, O_EVICT, O_PREFETCH, O_BACKEND,
          O_NOPLOTS, O_QUIET, O_VERIFY, O_SKIP, O_PROFILE, O_RESUME,
-         O_TSHAPE, O_TLAYERS, O_SET };
+         O_TSHAPE, O_TLAYERS, O_SET, O_JSON };
   static const struct option opts[] = {
       {"db", required_argument, NULL, O_DB},
       {"seed", required_argument, NULL, O_SEED},
@@ -185,11 +187,12 @@ static int lsim__cmd_replay(int argc, char **argv) {
       {"tensor-shape", required_argument, NULL, O_TSHAPE},
       {"tensor-layers", required_argument, NULL, O_TLAYERS},
       {"set", required_argument, NULL, O_SET},
+      {"json", required_argument, NULL, O_JSON},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
   const char *db = NULL, *sched = NULL, *evict = NULL, *prefetch = NULL,
              *backend = NULL, *seed_s = NULL, *profile = NULL,
-             *resume = NULL, *tlayers_s = NULL;
+             *resume = NULL, *tlayers_s = NULL, *json = NULL;
   int plots = 1, quiet = 0, verify = 0, skip = 0, c;
   int tmodel = 0, tlayers = 0, nsets = 0;
   const char *sets[LSIM_SCENARIO_MAX_SETS];
@@ -207,6 +210,7 @@ static int lsim__cmd_replay(int argc, char **argv) {
     case O_SKIP: skip = 1; break;
     case O_PROFILE: profile = optarg; break;
     case O_RESUME: resume = optarg; break;
+    case O_JSON: json = optarg; break;
     case O_SET:
       if (nsets == LSIM_SCENARIO_MAX_SETS) {
         fprintf(stderr, "lorasim replay: error: E_USAGE: at most %d --set\n",
@@ -250,7 +254,7 @@ static int lsim__cmd_replay(int argc, char **argv) {
   if (resume) {
     /* the run's own choices come from DB; only output options combine */
     if (optind != argc || db || sched || evict || prefetch || backend ||
-        seed_s || verify || skip || tmodel || tlayers || nsets) {
+        seed_s || verify || skip || tmodel || tlayers || nsets || json) {
       fprintf(stderr, "lorasim replay: error: E_USAGE: --resume DB takes no "
                       "scenario and no run options (they come from DB)\n");
       return 2;
@@ -366,7 +370,8 @@ static int lsim__cmd_replay(int argc, char **argv) {
                         .verify = verify,
                         .tensor_model = tmodel,
                         .tensor_layers = tlayers,
-                        .run_options = ropts};
+                        .run_options = ropts,
+                        .json_path = json};
   lsim_summary sum;
   rc = lsim_replay_run(&sc, &o, &sum, &eb);
   if (rc) {

@@ -59,6 +59,8 @@
 #include "queue.h"
 #include "../base/rng.h"
 #include "runid.h"
+#include "sumjson.h"
+#include "tenants.h"
 
 enum { LSIM__Q_LOAD_DONE = 0, LSIM__Q_ITER_DONE = 1, LSIM__Q_ARRIVAL = 2,
        LSIM__Q_STEP = 3 };
@@ -1273,6 +1275,8 @@ lsim_err lsim_replay_run(const lsim_scenario *sc, const lsim_replay_opts *o,
     return lsim_fail(eb, LSIM_E_NOMEM, "out of memory");
   }
   rc = lsim_report_check_paths(final_path, o->plots, eb);
+  if (!rc && o->json_path)
+    rc = lsim_out_check(o->json_path, eb);
   if (!rc)
     rc = lsim_runid_collect(sc, ident, eb);
   for (const char *const *p = o->run_options; !rc && p && p[0] && p[1];
@@ -1345,11 +1349,19 @@ lsim_err lsim_replay_run(const lsim_scenario *sc, const lsim_replay_opts *o,
   ** the main file (lsim_db_end_run), then the report.  Any failure on the
   ** way makes the run 'failed' with its reason. */
   const char *status = !rc ? "ok" : rc == LSIM_E_INTERRUPTED ? "interrupted" : "failed";
+  /* the per-tenant figures (sim/tenants.h): the tenants, then all */
+  lsim_tenant_fig *tf = NULL;
   if (!rc) {
     /* The summary goes in before the status turns ok, so an ok run always
     ** has its figures. */
     rc = lsim_report_summarize(lsim_db_handle(W.db), sc, &W.m, res, eb);
+    if (!rc && !(tf = calloc((size_t)sc->ntenants + 1, sizeof *tf)))
+      rc = lsim_fail(eb, LSIM_E_NOMEM, "out of memory");
+    if (!rc)
+      rc = lsim_tenants_compute(lsim_db_handle(W.db), sc, W.m.tenant_service,
+                                W.m.requests_ok, tf, eb);
     if (!rc) {
+      res->tenants = tf;
       res->events = W.events;
       res->queue_events = W.queue_events;
       res->iterations = W.iterations;
@@ -1357,6 +1369,8 @@ lsim_err lsim_replay_run(const lsim_scenario *sc, const lsim_replay_opts *o,
       res->arrived = W.arrived;
       rc = lsim_report_store(W.db, res, eb);
     }
+    if (!rc)
+      rc = lsim_tenants_store(W.db, sc, tf, eb);
     if (!rc) {
       char base[1024];
       lsim__base_path(final_path, base, sizeof base);
@@ -1368,6 +1382,11 @@ lsim_err lsim_replay_run(const lsim_scenario *sc, const lsim_replay_opts *o,
       if (!rc && o->plots)
         rc = lsim_report_plots(lsim_db_handle(W.db), base, sc,
                                W.m.tenant_service, res, eb);
+      if (!rc && o->json_path) {
+        rc = lsim_sumjson_write(o->json_path, sc, res, eb);
+        if (!rc)
+          snprintf(res->json_path, sizeof res->json_path, "%s", o->json_path);
+      }
     }
     status = rc ? "failed" : "ok";
   }
@@ -1387,6 +1406,10 @@ lsim_err lsim_replay_run(const lsim_scenario *sc, const lsim_replay_opts *o,
            (size_t)sc->ntenants * sizeof(int64_t));
   if (!rc && o->report)
     lsim_report_print(o->report, sc, &W.m, res);
+  if (!rc && o->tenant_figs && tf)
+    memcpy(o->tenant_figs, tf, ((size_t)sc->ntenants + 1) * sizeof *tf);
+  res->tenants = NULL; /* borrowed from tf, freed here */
+  free(tf);
   lsim_db_close(W.db);
   lsim__teardown(&W);
   lsim_out_unlock(&lock);

@@ -71,6 +71,12 @@ typedef struct lsim_replay_opts {
   ** told and checked, filled at the end of the run (as far as it got);
   ** all zero for the model backend.  backends/backend.h. */
   struct lsim_backend_counts *backend_counts;
+  /* Optional: the JSON summary's path (sim/sumjson.h; refused, like the
+  ** other side files, before anything is written); NULL: none. */
+  const char *json_path;
+  /* Optional, sc->ntenants + 1 entries: filled with the per-tenant figures
+  ** (sim/tenants.h; the all-tenants row last) of a run that ended ok. */
+  struct lsim_tenant_fig *tenant_figs;
 } lsim_replay_opts;
 
 #define LSIM_REPLAY_HOOK_EVERY 1024

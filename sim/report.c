@@ -16,6 +16,7 @@
 #include "outfile.h"
 #include "plot.h"
 #include "plot_run.h"
+#include "tenants.h"
 
 /* ---- exact percentiles from the requests table --------------------------- */
 
@@ -331,12 +332,8 @@ lsim_err lsim_report_summarize(sqlite3 *db, const lsim_scenario *sc,
   return 0;
 }
 
-lsim_err lsim_report_store(struct lsim_db *db, const lsim_summary *s,
-                           lsim_errbuf *eb) {
-  struct {
-    const char *k;
-    double v;
-  } kv[] = {{"sim_seconds", s->sim_seconds},
+int lsim_report_figures(const lsim_summary *s, lsim_figure *out, int cap) {
+  const lsim_figure kv[] = {{"sim_seconds", s->sim_seconds},
             {"iterations", (double)s->iterations},
             {"requests_arrived", (double)s->arrived},
             {"requests_completed", (double)s->completed},
@@ -403,16 +400,26 @@ lsim_err lsim_report_store(struct lsim_db *db, const lsim_summary *s,
             {"adapter_disk_read_bytes", (double)s->disk_bytes},
             {"adapter_host_dropped", (double)s->host_dropped}};
   enum { NKV_ALL = sizeof kv / sizeof kv[0], NPX = 8, NHT = 4 };
-  size_t NKV = 0;
-  for (size_t i = 0; i < NKV_ALL; i++) {
+  _Static_assert(NKV_ALL <= LSIM_REPORT_FIGURES_MAX,
+                 "raise LSIM_REPORT_FIGURES_MAX");
+  int n = 0;
+  for (size_t i = 0; i < NKV_ALL && n < cap; i++) {
     int ht = i >= NKV_ALL - NHT, px = !ht && i >= NKV_ALL - NHT - NPX;
     if ((px && !s->prefix_on) || (ht && !s->host_on))
       continue;
-    kv[NKV++] = kv[i];
+    out[n++] = kv[i];
   }
+  return n;
+}
+
+lsim_err lsim_report_store(struct lsim_db *db, const lsim_summary *s,
+                           lsim_errbuf *eb) {
+  lsim_figure kv[LSIM_REPORT_FIGURES_MAX];
+  const size_t NKV =
+      (size_t)lsim_report_figures(s, kv, LSIM_REPORT_FIGURES_MAX);
   /* each figure's evidence class (sim/audit.c): audited before anything is
   ** written, so a figure that claims more than its source never lands */
-  lsim_claim claims[NKV_ALL];
+  lsim_claim claims[LSIM_REPORT_FIGURES_MAX];
   for (size_t i = 0; i < NKV; i++)
     claims[i] = lsim_summary_claim(kv[i].k);
   char backend[64] = "";
@@ -566,15 +573,21 @@ void lsim_report_print(FILE *f, const lsim_scenario *sc,
           : s->starvation_ticks ? "$.fairness.starvation_ticks"
                                 : "0: only intervals open at the end",
           (long long)s->load_starved, (long long)s->service_starved);
-  fprintf(f, "  %-16s %10s %10s %10s %18s\n", "tenant", "completed",
-          "rejected", "unfinished", "service (tokens)");
-  for (int t = 0; t < m->ntenants; t++)
-    fprintf(f, "  %-16s %10lld %10lld %10lld %18lld\n",
-            lsim_console_str(shown, sizeof shown, sc->tenants[t].name),
-            (long long)m->tenant_completed[t],
-            (long long)m->tenant_rejected[t],
-            (long long)m->tenant_unfinished[t],
-            (long long)m->tenant_service[t]);
+  if (s->tenants) {
+    /* per tenant and all (sim/tenants.h): counts, shares, latencies, the
+    ** breakdown of TTFT, the cold cost, the longest stretch unserved */
+    lsim_tenants_print(f, sc, s->tenants);
+  } else {
+    fprintf(f, "  %-16s %10s %10s %10s %18s\n", "tenant", "completed",
+            "rejected", "unfinished", "service (tokens)");
+    for (int t = 0; t < m->ntenants; t++)
+      fprintf(f, "  %-16s %10lld %10lld %10lld %18lld\n",
+              lsim_console_str(shown, sizeof shown, sc->tenants[t].name),
+              (long long)m->tenant_completed[t],
+              (long long)m->tenant_rejected[t],
+              (long long)m->tenant_unfinished[t],
+              (long long)m->tenant_service[t]);
+  }
   if (s->trace_rows_skipped > 0)
     fprintf(f, "  trace       %lld malformed rows skipped (first: %s)\n",
             (long long)s->trace_rows_skipped,
@@ -586,6 +599,9 @@ void lsim_report_print(FILE *f, const lsim_scenario *sc,
   if (s->metrics_path[0])
     fprintf(f, "  metrics     %s\n",
             lsim_console_str(shown, sizeof shown, s->metrics_path));
+  if (s->json_path[0])
+    fprintf(f, "  json        %s\n",
+            lsim_console_str(shown, sizeof shown, s->json_path));
   for (int i = 0; i < LSIM_REPORT_PLOTS; i++)
     if (s->plots[i][0])
       fprintf(f, "  plot        %s\n",
@@ -752,6 +768,9 @@ lsim_err lsim_report_metrics_file(const char *path, const lsim_scenario *sc,
     fprintf(f, "lorasim_adapter_completed_service_rank_units_total"
                "{rank=\"%s\"} %lld\n",
             rb[k], (long long)s->service_rank[k]);
+  /* per tenant (sim/tenants.h): one bounded label, tenant="NAME" */
+  if (s->tenants)
+    lsim_tenants_prom(f, sc, s->tenants);
   /* each metric's evidence class as its HELP line (sim/audit.c), added to
   ** the temporary, which then goes into place whole */
   if ((rc = lsim_out_close(&of, eb)))

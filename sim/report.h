@@ -122,6 +122,7 @@ typedef struct lsim_summary {
   char plots[LSIM_REPORT_PLOTS][1100]; /* written PNG paths (each with its
                                           SVG beside it), "" when none */
   char metrics_path[1100];
+  char json_path[1100];  /* the JSON summary written, "" when none */
   char plot_note[1200];  /* why plots are missing, "" otherwise */
   int64_t events, queue_events, iterations;
   lsim_tick end_tick;
@@ -193,12 +194,25 @@ typedef struct lsim_summary {
   ** the bytes read, and objects the tier's LRU dropped */
   int host_on;
   int64_t host_hits, disk_reads, disk_bytes, host_dropped;
+  /* the per-tenant figures (sim/tenants.h), sc->ntenants + 1 rows, while
+  ** the replay writes its outputs; borrowed, NULL once it returns */
+  const struct lsim_tenant_fig *tenants;
 } lsim_summary;
 
 /* Percentiles and totals from the database and the metrics registry. */
 lsim_err lsim_report_summarize(sqlite3 *db, const lsim_scenario *sc,
                                const lsim_metrics *m, lsim_summary *s,
                                lsim_errbuf *eb);
+
+/* The summary's figures as runs_summary stores them, in its order: key
+** (the unit in the name) and value (-1: no value).  The prefix cache's
+** only when it is on.  Returns how many were written to out[0..cap). */
+typedef struct lsim_figure {
+  const char *k;
+  double v;
+} lsim_figure;
+#define LSIM_REPORT_FIGURES_MAX 96
+int lsim_report_figures(const lsim_summary *s, lsim_figure *out, int cap);
 
 /* Store the summary's figures in runs_summary (before the run turns ok). */
 struct lsim_db;

@@ -22,8 +22,8 @@ static int exists(const char *rel) {
 
 /* ---- a tiny CSV reader: header + rows, fields split on ',' ------------- */
 
-#define MAXF 64
-#define MAXR 16
+#define MAXF 128
+#define MAXR 64
 typedef struct csv {
   int nf, nr;
   char head[MAXF][64];
@@ -49,7 +49,7 @@ static void split(char *line, char (*dst)[64], int *n) {
 }
 
 static void csv_read(const char *rel, csv *t) {
-  char p[512], line[4096];
+  char p[512], line[8192];
   snprintf(p, sizeof p, "%s/%s", tmpdir, rel);
   FILE *f = fopen(p, "r");
   cr_assert_not_null(f, "%s missing", p);
@@ -80,12 +80,21 @@ static double num(const csv *t, int row, const char *col) {
   return atof(s);
 }
 
-static int row_of(const csv *t, const char *sched) {
+/* The row of arm `arm` and tenant `name` ("all": the all-tenants row,
+** whose tenant cell is empty). */
+static int row_tn(const csv *t, const char *arm, const char *name) {
+  int all = strcmp(name, "all") == 0;
   for (int r = 0; r < t->nr; r++)
-    if (strcmp(cell(t, r, "scheduler"), sched) == 0)
+    if (strcmp(cell(t, r, "arm"), arm) == 0 &&
+        strcmp(cell(t, r, "name"), name) == 0 &&
+        (cell(t, r, "tenant")[0] == 0) == all)
       return r;
-  cr_assert_fail("no row for %s", sched);
+  cr_assert_fail("no row for %s / %s", arm, name);
   return -1;
+}
+
+static int row_of(const csv *t, const char *sched) {
+  return row_tn(t, sched, "all");
 }
 
 static double q_dbl(const char *rel, const char *sql) {
@@ -117,27 +126,33 @@ Test(compare, tiny_three_schedulers_csv_rows_are_sane) {
   cr_assert_eq(lorasim(args), 0, "%s", out);
   cr_assert_not_null(strstr(out, "resident_greedy"), "%s", out);
   cr_assert_not_null(strstr(out, "cmp/compare.csv"), "%s", out);
-  csv t;
+  static csv t;
   csv_read("cmp/compare.csv", &t);
-  cr_assert_eq(t.nr, 3);
+  /* long form: per arm, one row per tenant, then the all-tenants row */
+  cr_assert_eq(t.nr, 3 * 3);
   const char *order[3] = {"fcfs", "resident_greedy", "deficit_aging"};
-  for (int r = 0; r < 3; r++) {
+  for (int a = 0; a < 3; a++) {
     char db[128];
-    cr_assert_str_eq(cell(&t, r, "scheduler"), order[r]);
+    int r = row_of(&t, order[a]);
+    cr_assert_eq(r, 3 * a + 2, "arms in order, all last");
+    cr_assert_str_eq(cell(&t, r, "scheduler"), order[a]);
     cr_assert_str_eq(cell(&t, r, "seed"), "7");
-    snprintf(db, sizeof db, "cmp/%s.db", order[r]);
+    snprintf(db, sizeof db, "cmp/%s.db", order[a]);
     cr_assert(exists(db));
     cr_assert_eq(num(&t, r, "completed") + num(&t, r, "rejected") +
                      num(&t, r, "unfinished"),
                  600);
     cr_assert_gt(num(&t, r, "completed"), 500);
-    cr_assert_gt(num(&t, r, "throughput_tokens_per_s"), 0);
+    cr_assert_gt(num(&t, r, "throughput_output_tokens_per_s"), 0);
     cr_assert_leq(num(&t, r, "ttft_p50_ms"), num(&t, r, "ttft_p99_ms"));
     cr_assert_leq(num(&t, r, "tbt_p50_ms"), num(&t, r, "tbt_p99_ms"));
-    double j = num(&t, r, "jain");
+    double j = num(&t, r, "tenant_service_jain");
     cr_assert(j > 0.5 && j <= 1.0, "jain %g", j);
-    cr_assert_geq(num(&t, r, "max_service_gap"), 0);
-    cr_assert_geq(num(&t, r, "starved_load_intervals"), 0);
+    cr_assert_geq(num(&t, r, "tenant_service_max_gap"), 0);
+    cr_assert_geq(num(&t, r, "adapter_load_starved_intervals"), 0);
+    /* the run's figures are on the all row only */
+    cr_assert_str_empty(cell(&t, row_tn(&t, order[a], "gold"),
+                             "tenant_service_jain"));
     /* no SLO configured in tiny.json: the attainment cells are empty */
     cr_assert_str_empty(cell(&t, r, "slo_ttft_attainment"));
     cr_assert_str_empty(cell(&t, r, "slo_tbt_attainment"));
@@ -149,7 +164,8 @@ Test(compare, tiny_three_schedulers_csv_rows_are_sane) {
     snprintf(sql, sizeof sql,
              "SELECT sum(value) FROM events WHERE tenant=0 AND kind=(SELECT "
              "kind FROM event_kinds WHERE name='completed_service_debited')");
-    cr_assert_eq(q_dbl(db, sql), num(&t, r, "service_gold"));
+    cr_assert_eq(q_dbl(db, sql), num(&t, row_tn(&t, order[a], "gold"),
+                                     "service"));
     cr_assert_eq(q_dbl(db, "SELECT status = 'ok' FROM runs"), 1);
   }
   /* the compare's run is the replay's run: same seed, same rows */
@@ -174,34 +190,50 @@ Test(compare, resident_greedy_starves_where_fcfs_and_deficit_aging_serve) {
            "--out st",
            LSIM_TEST_DIR);
   cr_assert_eq(lorasim(args), 0, "%s", out);
-  csv t;
+  static csv t;
   csv_read("st/compare.csv", &t);
-  cr_assert_eq(t.nr, 3);
+  cr_assert_eq(t.nr, 3 * 3);
   int f = row_of(&t, "fcfs"), rg = row_of(&t, "resident_greedy"),
       da = row_of(&t, "deficit_aging");
-  for (int r = 0; r < 3; r++) {
-    cr_assert_eq(num(&t, r, "completed"), 400);
+  for (int r = 0; r < t.nr; r++)
     cr_assert_str_eq(cell(&t, r, "prefetch"), "age_triggered");
-  }
-  double s_rg = num(&t, rg, "starved_load_intervals") +
-                num(&t, rg, "starved_service_intervals");
-  double s_da = num(&t, da, "starved_load_intervals") +
-                num(&t, da, "starved_service_intervals");
-  double s_f = num(&t, f, "starved_load_intervals") +
-               num(&t, f, "starved_service_intervals");
+  cr_assert_eq(num(&t, f, "completed"), 400);
+  cr_assert_eq(num(&t, rg, "completed"), 400);
+  cr_assert_eq(num(&t, da, "completed"), 400);
+  double s_rg = num(&t, rg, "adapter_load_starved_intervals") +
+                num(&t, rg, "tenant_service_starved_intervals");
+  double s_da = num(&t, da, "adapter_load_starved_intervals") +
+                num(&t, da, "tenant_service_starved_intervals");
+  double s_f = num(&t, f, "adapter_load_starved_intervals") +
+               num(&t, f, "tenant_service_starved_intervals");
   cr_assert_gt(s_rg, s_da, "resident_greedy %g vs deficit_aging %g", s_rg,
                s_da);
   cr_assert_gt(s_rg, s_f, "resident_greedy %g vs fcfs %g", s_rg, s_f);
-  cr_assert_eq(num(&t, da, "starved_service_intervals"), 0);
+  cr_assert_eq(num(&t, da, "tenant_service_starved_intervals"), 0);
   /* the CSV count is the starvation table's, mostly the cold tenant's */
   cr_assert_eq(q_dbl("st/resident_greedy.db",
                      "SELECT count(*) FROM starvation WHERE starved=1 AND "
                      "kind='service'"),
-               num(&t, rg, "starved_service_intervals"));
+               num(&t, rg, "tenant_service_starved_intervals"));
   cr_assert_gt(q_dbl("st/resident_greedy.db",
                      "SELECT sum(entity = 1) - sum(entity = 0) FROM "
                      "starvation WHERE starved=1 AND kind='service'"),
                0);
+  /* and per tenant: the cold tenant holds most of them, and its longest
+  ** unserved stretch is the table's */
+  int rgc = row_tn(&t, "resident_greedy", "cold");
+  cr_assert_eq(num(&t, rgc, "starved_intervals"),
+               q_dbl("st/resident_greedy.db",
+                     "SELECT count(*) FROM starvation WHERE starved=1 AND "
+                     "kind='service' AND entity=1"));
+  cr_assert_gt(num(&t, rgc, "starved_intervals"),
+               num(&t, row_tn(&t, "resident_greedy", "hot"),
+                   "starved_intervals"));
+  cr_assert_float_eq(num(&t, rgc, "longest_starved_ms"),
+                     q_dbl("st/resident_greedy.db",
+                           "SELECT max(end_tick - start_tick) * 1e-3 FROM "
+                           "starvation WHERE kind='service' AND entity=1"),
+                     1e-9);
   if (system("command -v gnuplot >/dev/null 2>&1") == 0)
     cr_assert(exists("st/compare-service.png"));
   else
@@ -276,9 +308,10 @@ Test(compare, summary_logging_changes_no_figure_and_series_match_ledgers) {
   static csv a, b;
   csv_read("lean/compare.csv", &a);
   csv_read("full/compare.csv", &b);
-  cr_assert_eq(a.nr, 2);
-  cr_assert_eq(b.nr, 2);
-  for (int r = 0; r < 2; r++)
+  cr_assert_eq(a.nr, 2 * 3);
+  cr_assert_eq(b.nr, 2 * 3);
+  cr_assert_eq(a.nf, b.nf);
+  for (int r = 0; r < a.nr; r++)
     for (int c = 0; c < a.nf; c++)
       cr_assert_str_eq(a.cell[r][c], b.cell[r][c], "row %d column %s", r,
                        a.head[c]);
@@ -286,33 +319,36 @@ Test(compare, summary_logging_changes_no_figure_and_series_match_ledgers) {
   cr_assert_eq(q_dbl("lean/vtc.db", "SELECT count(*) FROM iterations"), 0);
   cr_assert_gt(q_dbl("full/vtc.db", "SELECT count(*) FROM events"), 0);
   cr_assert_eq(q_dbl("lean/vtc.db", "SELECT count(*) FROM requests"), 400);
-  for (int r = 0; r < 2; r++) {
+  const char *arms[2] = {"resident_greedy", "vtc"};
+  for (int i = 0; i < 2; i++) {
+    int r = row_of(&a, arms[i]);
+    double hot = num(&a, row_tn(&a, arms[i], "hot"), "service"),
+           cold = num(&a, row_tn(&a, arms[i], "cold"), "service");
     /* final cumulative service per tenant = the CSV's ledger */
-    cr_assert_eq(dat_last("lean/compare-timeline.dat", r, 2),
-                 num(&a, r, "service_hot"));
-    cr_assert_eq(dat_last("lean/compare-timeline.dat", r, 3),
-                 num(&a, r, "service_cold"));
+    cr_assert_eq(dat_last("lean/compare-timeline.dat", i, 2), hot);
+    cr_assert_eq(dat_last("lean/compare-timeline.dat", i, 3), cold);
+    cr_assert_eq(num(&a, r, "service"), hot + cold);
     /* the TTFT CDF ends at 1 */
-    cr_assert_float_eq(dat_last("lean/compare-ttft.dat", r, 2), 1.0, 1e-9);
+    cr_assert_float_eq(dat_last("lean/compare-ttft.dat", i, 2), 1.0, 1e-9);
     /* projections partition the service */
     cr_assert_eq(num(&a, r, "service_prefill") + num(&a, r, "service_decode"),
-                 num(&a, r, "service_hot") + num(&a, r, "service_cold"));
+                 hot + cold);
     cr_assert_eq(num(&a, r, "service_resident") +
                      num(&a, r, "service_cold_loaded"),
-                 num(&a, r, "service_hot") + num(&a, r, "service_cold"));
-    cr_assert_geq(num(&a, r, "load_amplification"), 1.0);
+                 hot + cold);
+    cr_assert_geq(num(&a, r, "adapter_load_amplification"), 1.0);
     cr_assert_geq(num(&a, r, "rank_padding_ratio"), 1.0);
-    cr_assert_leq(num(&a, r, "backlog_service_gap"),
-                  num(&a, r, "max_service_gap"));
+    cr_assert_leq(num(&a, r, "tenant_service_backlog_gap"),
+                  num(&a, r, "tenant_service_max_gap"));
   }
   /* one plotted segment per starved interval */
   int rg = row_of(&a, "resident_greedy");
-  double starved = num(&a, rg, "starved_load_intervals") +
-                   num(&a, rg, "starved_service_intervals");
+  double starved = num(&a, rg, "adapter_load_starved_intervals") +
+                   num(&a, rg, "tenant_service_starved_intervals");
   cr_assert_gt(starved, 0);
-  cr_assert_eq(dat_rows("lean/compare-starvation.dat", rg), starved);
+  cr_assert_eq(dat_rows("lean/compare-starvation.dat", 0), starved);
   /* the resident count of the full log's publish/retire rows */
-  cr_assert_eq(dat_last("lean/compare-timeline.dat", rg, 5),
+  cr_assert_eq(dat_last("lean/compare-timeline.dat", 0, 5),
                q_dbl("full/resident_greedy.db",
                      "SELECT sum(kind = 5) - sum(kind = 12) - sum(kind = 13 "
                      "AND detail = 'restore_failed') FROM events"));
@@ -335,10 +371,12 @@ Test(compare, slo_attainment_is_exact_from_the_requests_table) {
            "fcfs,vtc --out slo --no-plots",
            LSIM_TEST_DIR);
   cr_assert_eq(lorasim(args), 0, "%s", out);
-  csv t;
+  static csv t;
   csv_read("slo/compare.csv", &t);
-  for (int r = 0; r < t.nr; r++) {
+  const char *arms[2] = {"fcfs", "vtc"};
+  for (int i = 0; i < 2; i++) {
     char db[128];
+    int r = row_of(&t, arms[i]);
     snprintf(db, sizeof db, "slo/%s.db", cell(&t, r, "scheduler"));
     double tt = q_dbl(db, "SELECT avg((first_token_tick - arrival_tick) * "
                           "1000 <= 5000000) FROM requests WHERE outcome='ok' "
@@ -415,10 +453,10 @@ Test(compare, usage_and_errors) {
            "compare '%s' --schedulers vtc --seed 3 --no-plots", tiny);
   cr_assert_eq(lorasim(args), 0, "%s", out);
   cr_assert(exists("results/compare-tiny/vtc.db"));
-  csv t;
+  static csv t;
   csv_read("results/compare-tiny/compare.csv", &t);
-  cr_assert_eq(t.nr, 1);
-  cr_assert_str_eq(cell(&t, 0, "seed"), "3");
+  cr_assert_eq(t.nr, 3);
+  cr_assert_str_eq(cell(&t, row_of(&t, "vtc"), "seed"), "3");
 }
 
 /* ---- --arms: one run per scheduler:evict:prefetch triple ---------------- */

@@ -84,6 +84,15 @@ static void make_request(int64_t i, lsim_request_record *r) {
   r->output_tokens = r->first_token_tick == LSIM_NONE ? 0 : (int)(1 + i % 300);
   r->loads_waited = (int)(i % 2);
   r->outcome = i % 4 == 0 ? "rejected" : "ok";
+  /* the time breakdown partitions finish - arrival (50 ticks) */
+  r->queue_wait_ticks = i % 5;
+  r->load_wait_ticks = r->loads_waited ? 3 : 0;
+  r->prefill_ticks = 5 - r->queue_wait_ticks - r->load_wait_ticks + 3;
+  r->decode_ticks = 50 - r->queue_wait_ticks - r->load_wait_ticks -
+                    r->prefill_ticks;
+  r->preemptions = (int)(i % 7 == 0);
+  r->cold = r->loads_waited;
+  r->requested_tokens = (int)(1 + i % 300);
 }
 
 static void make_iter(int64_t i, lsim_iter_record *it) {
@@ -241,7 +250,7 @@ Test(db, round_trip) {
 
   sqlite3 *h = ro_open(t.db);
   char s[256];
-  cr_assert_eq(q_int(h, "PRAGMA user_version"), 4); /* 4: tenants, adapters */
+  cr_assert_eq(q_int(h, "PRAGMA user_version"), 5); /* 5: request breakdown */
 
   /* the run row */
   q_text(h, "SELECT status FROM runs WHERE run_id=1", s, sizeof s);
@@ -331,6 +340,15 @@ Test(db, round_trip) {
   cr_assert_eq(q_int(h, "SELECT first_token_tick FROM requests "
                         "WHERE request = 7"),
                75);
+  /* the breakdown columns hold the record's values */
+  cr_assert_eq(q_int(h, "SELECT count(*) FROM requests WHERE "
+                        "queue_wait_ticks + load_wait_ticks + prefill_ticks + "
+                        "decode_ticks = finish_tick - arrival_tick AND "
+                        "queue_wait_ticks = request % 5 AND cold = "
+                        "loads_waited AND load_wait_ticks = 3 * cold AND "
+                        "preemptions = (request % 7 = 0) AND "
+                        "requested_tokens = 1 + request % 300"),
+               nreq);
   cr_assert_eq(q_int(h, "SELECT count(*) FROM iterations"), niter);
   cr_assert_eq(q_int(h, "SELECT count(*) FROM iterations "
                         "WHERE backend_ns IS NULL"),

@@ -249,6 +249,9 @@ Test(outputs, other_commands_refuse_symlinks) {
       {"b.json", "compress --in " COLL " --rank 2 --out b.json"},
       {"t.csv", "trace convert " TRACE " -o t.csv"},
       {"rate.png", "trace stats " TRACE " --plot rate.png"},
+      {"s.json", "replay " QS " --db s.db --no-plots --quiet --json s.json"},
+      /* refused by the run before anything of the comparison is written */
+      {"cmp/fcfs.json", "compare " QS " --schedulers fcfs --out cmp"},
       {"cmp/compare.csv", "compare " QS " --schedulers fcfs --out cmp"},
       {"cmp/compare-service.png", "compare " QS " --schedulers fcfs --out cmp"},
   };

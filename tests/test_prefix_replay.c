@@ -758,7 +758,11 @@ static void compare_of(const char *scen, const char *dir, char *hdr,
   FILE *f = fopen(cp, "r");
   cr_assert_not_null(f, "%s", cp);
   cr_assert_not_null(fgets(hdr, (int)cap, f));
-  cr_assert_not_null(fgets(row, (int)cap, f));
+  /* the first run's all-tenants row (tenant empty, name all): the run's
+  ** figures are there */
+  do
+    cr_assert_not_null(fgets(row, (int)cap, f));
+  while (!strstr(row, ",,all,"));
   fclose(f);
 }
 
@@ -772,7 +776,7 @@ Test(prefix_replay, compare_csv_carries_the_prefix_figures) {
                                                         "prefix_reused_tokens");
   int pb = csv_col(hdr, "prefix_published_blocks");
   cr_assert(lk > 0 && rt > 0 && pb > 0, "%s", hdr);
-  cr_assert_lt(lk, csv_col(hdr, "service_t"), "tenant columns stay last");
+  cr_assert_lt(lk, csv_col(hdr, "arrived"), "tenant columns stay last");
   cr_assert_eq(csv_cell(row, lk), s.prefix_lookups);
   cr_assert_eq(csv_cell(row, rt), s.prefix_reused_tokens);
   cr_assert_eq(csv_cell(row, pb), s.prefix_published_blocks);

@@ -466,12 +466,16 @@ Test(replay, prometheus_file_is_well_formed_and_bounded) {
     }
     cr_assert(known, "sample before its TYPE: %s", line);
     if (line[n] == '{') {
-      char key[32];
-      cr_assert_eq(sscanf(line + n + 1, "%31[a-z_]=", key), 1, "%s", line);
+      char key[32], val[96];
+      cr_assert_eq(sscanf(line + n + 1, "%31[a-z_]=\"%95[^\"]", key, val), 2,
+                   "%s", line);
       const char *ok[] = {"kind", "phase", "result", "rank", "quantile"};
       int good = 0;
       for (int i = 0; i < 5; i++)
         good |= strcmp(key, ok[i]) == 0;
+      /* tenant: bounded by the scenario's tenants (names, not ids) */
+      for (int t = 0; strcmp(key, "tenant") == 0 && t < sc.ntenants; t++)
+        good |= strcmp(val, sc.tenants[t].name) == 0;
       cr_assert(good, "unbounded label %s in %s", key, line);
     }
     double v = strtod(strrchr(line, ' ') + 1, NULL);

@@ -1,0 +1,596 @@
+/*
+** tenants.c: the per-tenant figures (tenants.h) -- computed from the run's
+** rows, stored, printed and written as Prometheus text.
+**
+** One scan of `requests` gives every count, sum and demand, and keeps one
+** small record per completed request (tenant, cold, window, TTFT, TBT,
+** end-to-end: 40 bytes, freed before returning) for the percentiles, taken
+** by nearest rank like the run's own (report.h): the p-th percentile of N
+** values is the ceil(p*N/100)-th smallest.  The all-tenants row is taken
+** over the same values, so its p50 and p99 are the runs_summary figures.
+*/
+#include "tenants.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "db.h"
+#include "escape.h"
+
+static const struct {
+  const char *key;
+  int count;
+} lsim__tf[LSIM_TF_N] = {
+#define LSIM__TF_ROW(id, col, cnt) {col, cnt},
+    LSIM_TENANT_FIGS(LSIM__TF_ROW)
+#undef LSIM__TF_ROW
+};
+
+const char *lsim_tenants_key(int k) {
+  return k >= 0 && k < LSIM_TF_N ? lsim__tf[k].key : NULL;
+}
+
+int lsim_tenants_is_count(int k) {
+  return k >= 0 && k < LSIM_TF_N && lsim__tf[k].count;
+}
+
+const char *lsim_tenants_name(const lsim_scenario *sc,
+                              const lsim_tenant_fig *f) {
+  return f->tenant >= 0 && f->tenant < sc->ntenants ? sc->tenants[f->tenant].name
+                                                    : "all";
+}
+
+const char *lsim_tenants_num(char *out, size_t size, double v) {
+  if (isnan(v)) {
+    snprintf(out, size, "%s", "");
+    return out;
+  }
+  if (v == floor(v) && fabs(v) < 9007199254740992.0) {
+    snprintf(out, size, "%lld", (long long)v);
+    return out;
+  }
+  snprintf(out, size, "%.15g", v);
+  if (strtod(out, NULL) != v)
+    snprintf(out, size, "%.17g", v);
+  return out;
+}
+
+/* ---- computing ------------------------------------------------------------ */
+
+/* A completed request, as the percentiles need it. */
+typedef struct lsim__done {
+  int tenant, cold;
+  int64_t window;
+  int64_t ttft;  /* ticks; -1: no first token */
+  double tbt;    /* ticks per token; -1: fewer than two tokens */
+  int64_t e2e;   /* ticks */
+} lsim__done;
+
+static int lsim__cmp_dbl(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* Nearest-rank p50, p90, p99 of v[0..n) (sorts it) times `scale`, into
+** out[0..3); NAN when n is 0. */
+static void lsim__pct3(double *v, int64_t n, double scale, double *out) {
+  static const double p[3] = {50, 90, 99};
+  if (n > 1)
+    qsort(v, (size_t)n, sizeof *v, lsim__cmp_dbl);
+  for (int i = 0; i < 3; i++) {
+    if (n == 0) {
+      out[i] = NAN;
+      continue;
+    }
+    int64_t rank = (int64_t)ceil(p[i] * (double)n / 100.0);
+    if (rank < 1)
+      rank = 1;
+    if (rank > n)
+      rank = n;
+    out[i] = v[rank - 1] * scale;
+  }
+}
+
+/* Order by tenant, window, cold (the matched-window groups). */
+static int lsim__cmp_done(const void *a, const void *b) {
+  const lsim__done *x = a, *y = b;
+  if (x->tenant != y->tenant)
+    return x->tenant < y->tenant ? -1 : 1;
+  if (x->window != y->window)
+    return x->window < y->window ? -1 : 1;
+  return (x->cold > y->cold) - (x->cold < y->cold);
+}
+
+/* Per row r (0..nt: the tenants, then all) the percentiles of the metric
+** `which` (0 TTFT, 1 TBT, 2 end-to-end) of the requests in d[0..n), and
+** the count and sum behind them. */
+static void lsim__latency(const lsim__done *d, int64_t n, int nt, int which,
+                          double *buf, double ms, lsim_tenant_fig *out) {
+  static const int first[3] = {LSIM_TF_TTFT_P50, LSIM_TF_TBT_P50,
+                               LSIM_TF_E2E_P50};
+  for (int r = 0; r <= nt; r++) {
+    int64_t k = 0;
+    double sum = 0;
+    for (int64_t i = 0; i < n; i++) {
+      if (r < nt && d[i].tenant != r)
+        continue;
+      double x = which == 0 ? (double)d[i].ttft
+                 : which == 1 ? d[i].tbt
+                              : (double)d[i].e2e;
+      if (x < 0)
+        continue;
+      buf[k++] = x;
+      sum += x;
+    }
+    int64_t *cnt = which == 0 ? &out[r].n_ttft
+                   : which == 1 ? &out[r].n_tbt
+                                : &out[r].n_e2e;
+    double *s = which == 0 ? &out[r].sum_ttft
+                : which == 1 ? &out[r].sum_tbt
+                             : &out[r].sum_e2e;
+    *cnt = k;
+    *s = sum;
+    lsim__pct3(buf, k, ms, &out[r].v[first[which]]);
+  }
+}
+
+/* Cold vs warm TTFT of each tenant within matched windows: the windows
+** (arrival_tick / window) in which the tenant had at least one completed
+** cold request and one completed warm one, both with a first token.  d is
+** sorted by tenant, window, cold. */
+static void lsim__cold(const lsim__done *d, int64_t n, int nt, double *cold,
+                       double *warm, double ms, lsim_tenant_fig *out) {
+  for (int r = 0; r <= nt; r++) {
+    int64_t nc = 0, nw = 0;
+    for (int64_t i = 0; i < n;) {
+      int64_t j = i;
+      int has_cold = 0, has_warm = 0;
+      while (j < n && d[j].tenant == d[i].tenant &&
+             d[j].window == d[i].window) {
+        has_cold |= d[j].cold;
+        has_warm |= !d[j].cold;
+        j++;
+      }
+      if (has_cold && has_warm && (r == nt || d[i].tenant == r))
+        for (int64_t k = i; k < j; k++) {
+          if (d[k].cold)
+            cold[nc++] = (double)d[k].ttft;
+          else
+            warm[nw++] = (double)d[k].ttft;
+        }
+      i = j;
+    }
+    double pc[3], pw[3];
+    lsim__pct3(cold, nc, ms, pc);
+    lsim__pct3(warm, nw, ms, pw);
+    out[r].v[LSIM_TF_COLD_COMPARED] = (double)nc;
+    out[r].v[LSIM_TF_WARM_COMPARED] = (double)nw;
+    out[r].v[LSIM_TF_TTFT_COLD_P50] = pc[0];
+    out[r].v[LSIM_TF_TTFT_WARM_P50] = pw[0];
+    out[r].v[LSIM_TF_COLD_TTFT_COST] = nc && nw ? pc[0] - pw[0] : NAN;
+  }
+}
+
+lsim_err lsim_tenants_compute(sqlite3 *db, const lsim_scenario *sc,
+                              const int64_t *service, int64_t completed,
+                              lsim_tenant_fig *out, lsim_errbuf *eb) {
+  int nt = sc->ntenants;
+  double ms = (double)sc->ns_per_tick / 1e6;
+  /* integer sums per row (nt + 1 of them) */
+  enum { S_QUEUE, S_LOAD, S_PREFILL, S_DECODE, S_N };
+  int64_t(*sum)[S_N] = calloc((size_t)nt + 1, sizeof *sum);
+  lsim__done *d = NULL;
+  double *buf = NULL;
+  int64_t n = 0, cap = 0;
+  sqlite3_stmt *st = NULL;
+  lsim_err rc = 0;
+  if (!sum)
+    return lsim_fail(eb, LSIM_E_NOMEM, "out of memory for tenant figures");
+  for (int r = 0; r <= nt; r++) {
+    memset(&out[r], 0, sizeof out[r]);
+    out[r].tenant = r < nt ? r : -1;
+  }
+  /* completed requests: the registry's count, an exact size */
+  if (completed > 0) {
+    cap = completed;
+    if (!(d = malloc((size_t)cap * sizeof *d))) {
+      free(sum);
+      return lsim_fail(eb, LSIM_E_NOMEM, "out of memory for tenant figures");
+    }
+  }
+  /* the cold comparison's window, from the trace's arrivals */
+  int64_t window = 1;
+  if (sqlite3_prepare_v2(db,
+                         "SELECT coalesce(max(arrival_tick), 0) FROM requests "
+                         "WHERE run_id=1",
+                         -1, &st, NULL) != SQLITE_OK ||
+      sqlite3_step(st) != SQLITE_ROW) {
+    rc = lsim_fail(eb, LSIM_E_DB, "tenant figures: %s", sqlite3_errmsg(db));
+    goto done;
+  }
+  window = sqlite3_column_int64(st, 0) / LSIM_TENANTS_WINDOWS + 1;
+  sqlite3_finalize(st);
+  st = NULL;
+  for (int r = 0; r <= nt; r++)
+    out[r].window_ticks = window;
+  if (sqlite3_prepare_v2(db,
+                         "SELECT tenant, arrival_tick, first_token_tick, "
+                         "finish_tick, output_tokens, outcome, cold, "
+                         "queue_wait_ticks, load_wait_ticks, prefill_ticks, "
+                         "decode_ticks, preemptions, prompt_tokens, "
+                         "requested_tokens FROM requests WHERE run_id=1",
+                         -1, &st, NULL) != SQLITE_OK) {
+    rc = lsim_fail(eb, LSIM_E_DB, "tenant figures: %s", sqlite3_errmsg(db));
+    goto done;
+  }
+  int step;
+  while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+    int t = sqlite3_column_int(st, 0);
+    if (sqlite3_column_type(st, 0) == SQLITE_NULL || t < 0 || t >= nt) {
+      rc = lsim_fail(eb, LSIM_E_DB, "tenant figures: a request row names "
+                                    "tenant %d of %d", t, nt);
+      goto done;
+    }
+    const char *oc = (const char *)sqlite3_column_text(st, 5);
+    int ok = oc && strcmp(oc, "ok") == 0;
+    int refused = oc && (strcmp(oc, "rejected") == 0 ||
+                         strcmp(oc, "cancelled") == 0);
+    int cold = sqlite3_column_int(st, 6);
+    int64_t demand = sqlite3_column_int64(st, 12) +
+                     sqlite3_column_int64(st, 13) - 1;
+    int rows[2] = {t, nt};
+    for (int k = 0; k < 2; k++) {
+      double *v = out[rows[k]].v;
+      v[LSIM_TF_ARRIVED] += 1;
+      v[ok ? LSIM_TF_COMPLETED
+           : refused ? LSIM_TF_REJECTED : LSIM_TF_UNFINISHED] += 1;
+      v[LSIM_TF_OUTPUT_TOKENS] += (double)sqlite3_column_int64(st, 4);
+      v[LSIM_TF_DEMAND] += (double)demand;
+      v[LSIM_TF_PREEMPTIONS] += sqlite3_column_int(st, 11);
+      v[LSIM_TF_COLD_REQUESTS] += cold;
+      if (ok)
+        for (int s = 0; s < S_N; s++)
+          sum[rows[k]][s] += sqlite3_column_int64(st, 7 + s);
+    }
+    if (!ok)
+      continue;
+    if (n == cap) { /* more completed rows than the registry counted */
+      rc = lsim_fail(eb, LSIM_E_BUG, "tenant figures: more completed "
+                     "requests than the registry counted (%lld)",
+                     (long long)cap);
+      goto done;
+    }
+    int64_t arr = sqlite3_column_int64(st, 1),
+            fin = sqlite3_column_int64(st, 3);
+    int out_tok = sqlite3_column_int(st, 4);
+    lsim__done *q = &d[n++];
+    q->tenant = t;
+    q->cold = cold != 0;
+    q->window = arr / window;
+    q->ttft = sqlite3_column_type(st, 2) == SQLITE_NULL
+                  ? -1
+                  : sqlite3_column_int64(st, 2) - arr;
+    q->tbt = q->ttft >= 0 && out_tok >= 2
+                 ? (double)(fin - sqlite3_column_int64(st, 2)) /
+                       (double)(out_tok - 1)
+                 : -1;
+    q->e2e = fin - arr;
+  }
+  if (step != SQLITE_DONE) {
+    rc = lsim_fail(eb, LSIM_E_DB, "tenant figures: %s", sqlite3_errmsg(db));
+    goto done;
+  }
+  /* latencies: one buffer reused for every row and metric */
+  if (n > 0 && !(buf = malloc((size_t)n * 2 * sizeof *buf))) {
+    rc = lsim_fail(eb, LSIM_E_NOMEM, "out of memory for tenant figures");
+    goto done;
+  }
+  for (int which = 0; which < 3; which++)
+    lsim__latency(d, n, nt, which, buf, ms, out);
+  /* cold vs warm: only requests with a first token take part */
+  int64_t k = 0;
+  for (int64_t i = 0; i < n; i++)
+    if (d[i].ttft >= 0)
+      d[k++] = d[i];
+  if (k > 1)
+    qsort(d, (size_t)k, sizeof *d, lsim__cmp_done);
+  lsim__cold(d, k, nt, buf, buf + n, ms, out);
+  /* means of the breakdown over completed requests; service and demand */
+  double svc_all = 0;
+  for (int t = 0; t < nt; t++)
+    svc_all += (double)service[t];
+  for (int r = 0; r <= nt; r++) {
+    double *v = out[r].v, c = v[LSIM_TF_COMPLETED];
+    v[LSIM_TF_QUEUE_WAIT_MEAN] = c > 0 ? (double)sum[r][S_QUEUE] / c * ms : NAN;
+    v[LSIM_TF_LOAD_WAIT_MEAN] = c > 0 ? (double)sum[r][S_LOAD] / c * ms : NAN;
+    v[LSIM_TF_PREFILL_MEAN] = c > 0 ? (double)sum[r][S_PREFILL] / c * ms : NAN;
+    v[LSIM_TF_DECODE_MEAN] = c > 0 ? (double)sum[r][S_DECODE] / c * ms : NAN;
+    v[LSIM_TF_SERVICE] = r < nt ? (double)service[r] : svc_all;
+    v[LSIM_TF_SERVICE_SHARE] =
+        svc_all > 0 ? v[LSIM_TF_SERVICE] / svc_all : NAN;
+    double dem_all = out[nt].v[LSIM_TF_DEMAND];
+    v[LSIM_TF_DEMAND_SHARE] = dem_all > 0 ? v[LSIM_TF_DEMAND] / dem_all : NAN;
+  }
+  /* the service intervals (the starvation table): the longest, whatever
+  ** its length, and those judged starved */
+  sqlite3_finalize(st);
+  st = NULL;
+  if (sqlite3_prepare_v2(db,
+                         "SELECT entity, max(end_tick - start_tick), "
+                         "sum(starved) FROM starvation WHERE run_id=1 AND "
+                         "kind='service' GROUP BY entity",
+                         -1, &st, NULL) != SQLITE_OK) {
+    rc = lsim_fail(eb, LSIM_E_DB, "tenant figures: %s", sqlite3_errmsg(db));
+    goto done;
+  }
+  while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+    int t = sqlite3_column_int(st, 0);
+    if (t < 0 || t >= nt)
+      continue;
+    int64_t longest = sqlite3_column_int64(st, 1);
+    out[t].v[LSIM_TF_LONGEST_STARVED] = (double)longest * ms;
+    out[t].v[LSIM_TF_STARVED_INTERVALS] = (double)sqlite3_column_int64(st, 2);
+    if ((double)longest * ms > out[nt].v[LSIM_TF_LONGEST_STARVED])
+      out[nt].v[LSIM_TF_LONGEST_STARVED] = (double)longest * ms;
+    out[nt].v[LSIM_TF_STARVED_INTERVALS] += out[t].v[LSIM_TF_STARVED_INTERVALS];
+  }
+  if (step != SQLITE_DONE)
+    rc = lsim_fail(eb, LSIM_E_DB, "tenant figures: %s", sqlite3_errmsg(db));
+done:
+  sqlite3_finalize(st);
+  free(sum);
+  free(d);
+  free(buf);
+  return rc;
+}
+
+/* ---- tenant_summary --------------------------------------------------------- */
+
+lsim_err lsim_tenants_store(struct lsim_db *db, const lsim_scenario *sc,
+                            const lsim_tenant_fig *f, lsim_errbuf *eb) {
+  sqlite3 *h = lsim_db_handle(db);
+  /* the statements are built from the descriptor: one column per figure,
+  ** counts INTEGER, the rest REAL (sim/tenants.h) */
+  char create[4096], insert[4096];
+  size_t nc = 0, ni = 0;
+  nc += (size_t)snprintf(create + nc, sizeof create - nc,
+                         "CREATE TABLE IF NOT EXISTS tenant_summary("
+                         "run_id INTEGER NOT NULL, tenant INTEGER, "
+                         "name TEXT NOT NULL");
+  ni += (size_t)snprintf(insert + ni, sizeof insert - ni,
+                         "INSERT INTO tenant_summary VALUES(1, ?, ?");
+  for (int k = 0; k < LSIM_TF_N && nc < sizeof create && ni < sizeof insert;
+       k++) {
+    nc += (size_t)snprintf(create + nc, sizeof create - nc, ", %s %s",
+                           lsim__tf[k].key,
+                           lsim__tf[k].count ? "INTEGER" : "REAL");
+    ni += (size_t)snprintf(insert + ni, sizeof insert - ni, ", ?");
+  }
+  if (nc < sizeof create)
+    nc += (size_t)snprintf(create + nc, sizeof create - nc,
+                           ", UNIQUE(run_id, tenant))");
+  if (ni < sizeof insert)
+    ni += (size_t)snprintf(insert + ni, sizeof insert - ni, ")");
+  if (nc >= sizeof create || ni >= sizeof insert)
+    return LSIM_BUG(eb, "tenant_summary statement too long");
+  if (sqlite3_exec(h, create, NULL, NULL, NULL) != SQLITE_OK)
+    return lsim_fail(eb, LSIM_E_DB, "creating tenant_summary: %s",
+                     sqlite3_errmsg(h));
+  sqlite3_stmt *st = NULL;
+  if (sqlite3_prepare_v2(h, insert, -1, &st, NULL) != SQLITE_OK)
+    return lsim_fail(eb, LSIM_E_DB, "storing tenant_summary: %s",
+                     sqlite3_errmsg(h));
+  lsim_err rc = 0;
+  for (int r = 0; r <= sc->ntenants && !rc; r++) {
+    if (f[r].tenant >= 0)
+      sqlite3_bind_int(st, 1, f[r].tenant);
+    else
+      sqlite3_bind_null(st, 1);
+    sqlite3_bind_text(st, 2, lsim_tenants_name(sc, &f[r]), -1,
+                      SQLITE_TRANSIENT);
+    for (int k = 0; k < LSIM_TF_N; k++) {
+      double v = f[r].v[k];
+      if (isnan(v))
+        sqlite3_bind_null(st, 3 + k);
+      else if (lsim__tf[k].count)
+        sqlite3_bind_int64(st, 3 + k, (sqlite3_int64)v);
+      else
+        sqlite3_bind_double(st, 3 + k, v);
+    }
+    if (sqlite3_step(st) != SQLITE_DONE)
+      rc = lsim_fail(eb, LSIM_E_DB, "storing tenant_summary: %s",
+                     sqlite3_errmsg(h));
+    sqlite3_reset(st);
+  }
+  sqlite3_finalize(st);
+  return rc;
+}
+
+/* ---- the console ------------------------------------------------------------ */
+
+/* A figure in a column of width w: "-" when it has none. */
+static void lsim__cell(FILE *f, double v, int w, int prec) {
+  if (isnan(v))
+    fprintf(f, " %*s", w, "-");
+  else
+    fprintf(f, " %*.*f", w, prec, v);
+}
+
+static void lsim__pct(FILE *f, double v, int w) {
+  if (isnan(v))
+    fprintf(f, " %*s", w, "-");
+  else
+    fprintf(f, " %*.1f%%", w - 1, 100.0 * v);
+}
+
+void lsim_tenants_print(FILE *f, const lsim_scenario *sc,
+                        const lsim_tenant_fig *t) {
+  char shown[LSIM_ESC_SIZE(LSIM_NAME_MAX)];
+  int nt = sc->ntenants;
+  /* counts and shares; service and demand in token rows */
+  fprintf(f, "  %-14s %8s %9s %8s %10s %12s %7s %7s\n", "tenant", "arrived",
+          "completed", "rejected", "unfinished", "service", "svc %",
+          "demand %");
+  for (int r = 0; r <= nt; r++) {
+    const double *v = t[r].v;
+    fprintf(f, "  %-14.14s %8.0f %9.0f %8.0f %10.0f %12.0f",
+            lsim_console_str(shown, sizeof shown, lsim_tenants_name(sc, &t[r])),
+            v[LSIM_TF_ARRIVED], v[LSIM_TF_COMPLETED], v[LSIM_TF_REJECTED],
+            v[LSIM_TF_UNFINISHED], v[LSIM_TF_SERVICE]);
+    lsim__pct(f, v[LSIM_TF_SERVICE_SHARE], 7);
+    lsim__pct(f, v[LSIM_TF_DEMAND_SHARE], 7);
+    fputc('\n', f);
+  }
+  /* latency percentiles, simulated ms */
+  fprintf(f, "  %-14s %8s %7s %7s %8s %7s %7s %8s %7s %7s\n", "latency (ms)",
+          "TTFT p50", "p90", "p99", "TBT p50", "p90", "p99", "E2E p50",
+          "p90", "p99");
+  for (int r = 0; r <= nt; r++) {
+    const double *v = t[r].v;
+    fprintf(f, "  %-14.14s",
+            lsim_console_str(shown, sizeof shown, lsim_tenants_name(sc, &t[r])));
+    lsim__cell(f, v[LSIM_TF_TTFT_P50], 8, 1);
+    lsim__cell(f, v[LSIM_TF_TTFT_P90], 7, 1);
+    lsim__cell(f, v[LSIM_TF_TTFT_P99], 7, 1);
+    lsim__cell(f, v[LSIM_TF_TBT_P50], 8, 2);
+    lsim__cell(f, v[LSIM_TF_TBT_P90], 7, 2);
+    lsim__cell(f, v[LSIM_TF_TBT_P99], 7, 2);
+    lsim__cell(f, v[LSIM_TF_E2E_P50], 8, 1);
+    lsim__cell(f, v[LSIM_TF_E2E_P90], 7, 1);
+    lsim__cell(f, v[LSIM_TF_E2E_P99], 7, 1);
+    fputc('\n', f);
+  }
+  /* where TTFT went (means over completed requests), what a cold adapter
+  ** cost (p50 cold - p50 warm in matched windows), the longest stretch
+  ** without service */
+  fprintf(f, "  %-14s %7s %7s %7s %6s %8s %8s %8s %9s %4s\n",
+          "TTFT mean ms", "queue", "load", "prefill", "cold", "cold p50",
+          "warm p50", "cold +", "unserved", "st");
+  for (int r = 0; r <= nt; r++) {
+    const double *v = t[r].v;
+    fprintf(f, "  %-14.14s",
+            lsim_console_str(shown, sizeof shown, lsim_tenants_name(sc, &t[r])));
+    lsim__cell(f, v[LSIM_TF_QUEUE_WAIT_MEAN], 7, 1);
+    lsim__cell(f, v[LSIM_TF_LOAD_WAIT_MEAN], 7, 1);
+    lsim__cell(f, v[LSIM_TF_PREFILL_MEAN], 7, 1);
+    lsim__cell(f, v[LSIM_TF_COLD_REQUESTS], 6, 0);
+    lsim__cell(f, v[LSIM_TF_TTFT_COLD_P50], 8, 1);
+    lsim__cell(f, v[LSIM_TF_TTFT_WARM_P50], 8, 1);
+    lsim__cell(f, v[LSIM_TF_COLD_TTFT_COST], 8, 1);
+    lsim__cell(f, v[LSIM_TF_LONGEST_STARVED], 9, 1);
+    lsim__cell(f, v[LSIM_TF_STARVED_INTERVALS], 4, 0);
+    fputc('\n', f);
+  }
+  fprintf(f, "  (cold +: p50 TTFT of cold minus warm requests of the tenant "
+             "arriving in the same\n   %.1f ms windows; unserved: longest "
+             "wait with no service, ms; st: intervals judged starved)\n",
+          (double)t[nt].window_ticks * (double)sc->ns_per_tick / 1e6);
+}
+
+/* ---- Prometheus text -------------------------------------------------------- */
+
+static void lsim__prom_series(FILE *f, const char *name, const char *label,
+                              const char *extra, double v) {
+  char num[64];
+  if (isnan(v))
+    return;
+  fprintf(f, "%s{tenant=\"%s\"%s} %s\n", name, label, extra ? extra : "",
+          lsim_tenants_num(num, sizeof num, v));
+}
+
+void lsim_tenants_prom(FILE *f, const lsim_scenario *sc,
+                       const lsim_tenant_fig *t) {
+  int nt = sc->ntenants;
+  char lab[LSIM_MAX_TENANTS][LSIM_ESC_SIZE(LSIM_NAME_MAX)];
+  for (int r = 0; r < nt && r < LSIM_MAX_TENANTS; r++)
+    if (lsim_prom_label(lab[r], sizeof lab[r], sc->tenants[r].name) < 0)
+      snprintf(lab[r], sizeof lab[r], "%d", r);
+  if (nt > LSIM_MAX_TENANTS)
+    nt = LSIM_MAX_TENANTS;
+  /* requests by outcome: the three add up to the arrivals */
+  static const struct {
+    const char *outcome;
+    int k;
+  } oc[3] = {{"completed", LSIM_TF_COMPLETED},
+             {"rejected", LSIM_TF_REJECTED},
+             {"unfinished", LSIM_TF_UNFINISHED}};
+  fprintf(f, "# TYPE lorasim_tenant_requests_total counter\n");
+  for (int r = 0; r < nt; r++)
+    for (int i = 0; i < 3; i++) {
+      char extra[64];
+      snprintf(extra, sizeof extra, ",outcome=\"%s\"", oc[i].outcome);
+      lsim__prom_series(f, "lorasim_tenant_requests_total", lab[r], extra,
+                        t[r].v[oc[i].k]);
+    }
+  /* one series per tenant: name, type, figure, scale */
+  static const struct {
+    const char *name, *type;
+    int k;
+    double scale;
+  } one[] = {
+      {"lorasim_tenant_cold_requests_total", "counter", LSIM_TF_COLD_REQUESTS, 1},
+      {"lorasim_tenant_output_tokens_total", "counter", LSIM_TF_OUTPUT_TOKENS, 1},
+      {"lorasim_tenant_service_units_total", "counter", LSIM_TF_SERVICE, 1},
+      {"lorasim_tenant_demand_units_total", "counter", LSIM_TF_DEMAND, 1},
+      {"lorasim_tenant_service_share_ratio", "gauge", LSIM_TF_SERVICE_SHARE, 1},
+      {"lorasim_tenant_demand_share_ratio", "gauge", LSIM_TF_DEMAND_SHARE, 1},
+      {"lorasim_tenant_queue_wait_mean_seconds", "gauge",
+       LSIM_TF_QUEUE_WAIT_MEAN, 1e-3},
+      {"lorasim_tenant_load_wait_mean_seconds", "gauge", LSIM_TF_LOAD_WAIT_MEAN,
+       1e-3},
+      {"lorasim_tenant_prefill_mean_seconds", "gauge", LSIM_TF_PREFILL_MEAN,
+       1e-3},
+      {"lorasim_tenant_decode_mean_seconds", "gauge", LSIM_TF_DECODE_MEAN,
+       1e-3},
+      {"lorasim_tenant_preemptions_total", "counter", LSIM_TF_PREEMPTIONS, 1},
+      {"lorasim_tenant_ttft_cold_p50_seconds", "gauge", LSIM_TF_TTFT_COLD_P50,
+       1e-3},
+      {"lorasim_tenant_ttft_warm_p50_seconds", "gauge", LSIM_TF_TTFT_WARM_P50,
+       1e-3},
+      {"lorasim_tenant_cold_ttft_cost_seconds", "gauge", LSIM_TF_COLD_TTFT_COST,
+       1e-3},
+      {"lorasim_tenant_longest_starved_seconds", "gauge",
+       LSIM_TF_LONGEST_STARVED, 1e-3},
+      {"lorasim_tenant_starved_intervals_total", "counter",
+       LSIM_TF_STARVED_INTERVALS, 1},
+  };
+  for (size_t i = 0; i < sizeof one / sizeof one[0]; i++) {
+    int any = 0;
+    for (int r = 0; r < nt; r++)
+      any |= !isnan(t[r].v[one[i].k]);
+    if (!any)
+      continue; /* no TYPE line without a sample */
+    fprintf(f, "# TYPE %s %s\n", one[i].name, one[i].type);
+    for (int r = 0; r < nt; r++)
+      lsim__prom_series(f, one[i].name, lab[r], NULL,
+                        t[r].v[one[i].k] * one[i].scale);
+  }
+  /* latencies: summaries with p50, p90, p99, _sum and _count */
+  static const struct {
+    const char *name;
+    int first;
+  } lat[3] = {{"lorasim_tenant_ttft_seconds", LSIM_TF_TTFT_P50},
+              {"lorasim_tenant_tbt_seconds", LSIM_TF_TBT_P50},
+              {"lorasim_tenant_e2e_seconds", LSIM_TF_E2E_P50}};
+  static const char *const q[3] = {"0.5", "0.9", "0.99"};
+  double s_per_tick = (double)sc->ns_per_tick * 1e-9;
+  for (int i = 0; i < 3; i++) {
+    fprintf(f, "# TYPE %s summary\n", lat[i].name);
+    for (int r = 0; r < nt; r++) {
+      char extra[32], name[96], num[64];
+      for (int k = 0; k < 3; k++) {
+        snprintf(extra, sizeof extra, ",quantile=\"%s\"", q[k]);
+        lsim__prom_series(f, lat[i].name, lab[r], extra,
+                          t[r].v[lat[i].first + k] * 1e-3);
+      }
+      int64_t n = i == 0 ? t[r].n_ttft : i == 1 ? t[r].n_tbt : t[r].n_e2e;
+      double s = i == 0 ? t[r].sum_ttft : i == 1 ? t[r].sum_tbt : t[r].sum_e2e;
+      snprintf(name, sizeof name, "%s_sum", lat[i].name);
+      fprintf(f, "%s{tenant=\"%s\"} %s\n", name, lab[r],
+              lsim_tenants_num(num, sizeof num, s * s_per_tick));
+      snprintf(name, sizeof name, "%s_count", lat[i].name);
+      fprintf(f, "%s{tenant=\"%s\"} %lld\n", name, lab[r], (long long)n);
+    }
+  }
+}
