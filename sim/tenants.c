@@ -137,12 +137,15 @@ static void lsim__latency(const lsim__done *d, int64_t n, int nt, int which,
 
 /* Cold vs warm TTFT of each tenant within matched windows: the windows
 ** (arrival_tick / window) in which the tenant had at least one completed
-** cold request and one completed warm one, both with a first token.  d is
-** sorted by tenant, window, cold. */
+** cold request and one completed warm one, both with a first token.  The
+** cost is the mean over those windows of (p50 cold - p50 warm) in the
+** window, weighted by the window's cold requests.  d is sorted by tenant,
+** window, cold. */
 static void lsim__cold(const lsim__done *d, int64_t n, int nt, double *cold,
                        double *warm, double ms, lsim_tenant_fig *out) {
   for (int r = 0; r <= nt; r++) {
     int64_t nc = 0, nw = 0;
+    double diff = 0; /* sum over windows of cold count * (p50 cold - warm) */
     for (int64_t i = 0; i < n;) {
       int64_t j = i;
       int has_cold = 0, has_warm = 0;
@@ -152,13 +155,21 @@ static void lsim__cold(const lsim__done *d, int64_t n, int nt, double *cold,
         has_warm |= !d[j].cold;
         j++;
       }
-      if (has_cold && has_warm && (r == nt || d[i].tenant == r))
+      if (has_cold && has_warm && (r == nt || d[i].tenant == r)) {
+        int64_t c0 = nc, w0 = nw;
         for (int64_t k = i; k < j; k++) {
           if (d[k].cold)
             cold[nc++] = (double)d[k].ttft;
           else
             warm[nw++] = (double)d[k].ttft;
         }
+        /* the window's own medians (sorting a segment leaves the pool a
+        ** permutation, which the pooled percentiles below sort again) */
+        double gc[3], gw[3];
+        lsim__pct3(cold + c0, nc - c0, 1.0, gc);
+        lsim__pct3(warm + w0, nw - w0, 1.0, gw);
+        diff += (double)(nc - c0) * (gc[0] - gw[0]);
+      }
       i = j;
     }
     double pc[3], pw[3];
@@ -168,7 +179,10 @@ static void lsim__cold(const lsim__done *d, int64_t n, int nt, double *cold,
     out[r].v[LSIM_TF_WARM_COMPARED] = (double)nw;
     out[r].v[LSIM_TF_TTFT_COLD_P50] = pc[0];
     out[r].v[LSIM_TF_TTFT_WARM_P50] = pw[0];
-    out[r].v[LSIM_TF_COLD_TTFT_COST] = nc && nw ? pc[0] - pw[0] : NAN;
+    /* within-window differences, weighted by the window's cold requests:
+    ** pooled medians would compare early cold requests with later warm
+    ** ones, and under a growing queue that flips the sign */
+    out[r].v[LSIM_TF_COLD_TTFT_COST] = nc && nw ? diff / (double)nc * ms : NAN;
   }
 }
 

@@ -228,6 +228,27 @@ static double pct(sqlite3 *h, const char *expr, const char *cond, int t,
   "x AS (SELECT r.tenant, r.cold, r.v FROM r JOIN m USING (tenant, win) " \
   "WHERE (?1 IS NULL OR r.tenant = ?1) AND r.cold = ?3) "
 
+/* The cold TTFT cost: in each matched window, the nearest-rank p50 of its
+** cold requests minus that of its warm ones, averaged over the windows
+** with the window's cold requests as weights. */
+static double matched_cost(sqlite3 *h, int t, double ms) {
+  static const char sql[] =
+      "WITH w AS (SELECT max(arrival_tick) / 100 + 1 AS W FROM requests), "
+      "r AS (SELECT tenant, arrival_tick / (SELECT W FROM w) AS win, cold, "
+      "first_token_tick - arrival_tick AS v FROM requests WHERE outcome = "
+      "'ok' AND first_token_tick IS NOT NULL), m AS (SELECT tenant, win FROM "
+      "r GROUP BY tenant, win HAVING max(cold) = 1 AND min(cold) = 0), "
+      "g AS (SELECT r.tenant, r.win, r.cold, r.v, row_number() OVER (PARTITION "
+      "BY r.tenant, r.win, r.cold ORDER BY r.v) AS rn, count(*) OVER "
+      "(PARTITION BY r.tenant, r.win, r.cold) AS cnt FROM r JOIN m USING "
+      "(tenant, win) WHERE (?1 IS NULL OR r.tenant = ?1)), "
+      "med AS (SELECT tenant, win, cold, v, cnt FROM g WHERE rn = (cnt + 1) / 2) "
+      "SELECT sum(c.cnt * (c.v - h.v)) * 1.0 / sum(c.cnt) * ?2 FROM med c "
+      "JOIN med h ON c.tenant = h.tenant AND c.win = h.win AND c.cold = 1 AND "
+      "h.cold = 0";
+  return q(h, sql, t, ms, 0);
+}
+
 static double matched_p50(sqlite3 *h, int t, double ms, int cold) {
   double n = q(h, MATCHED "SELECT count(*) FROM x", t, ms, cold);
   if (n == 0)
@@ -315,7 +336,7 @@ static void check_row_sql(sqlite3 *h, int t, double ms, const char *arm) {
       {"warm_compared", q(h, MATCHED "SELECT count(*) FROM x", t, ms, 0)},
       {"ttft_cold_p50_ms", cold_p50},
       {"ttft_warm_p50_ms", warm_p50},
-      {"cold_ttft_cost_ms", cold_p50 - warm_p50},
+      {"cold_ttft_cost_ms", matched_cost(h, t, ms)},
       {"longest_starved_ms",
        q(h, "SELECT coalesce(max(end_tick - start_tick), 0) * ?2 FROM "
             "starvation WHERE kind = 'service' AND (?1 IS NULL OR entity = "
