@@ -30,7 +30,8 @@ clang_major() {
 CLANG_RT="libclang-rt-$(clang_major | grep . || echo 14)-dev"
 
 PACKAGES="cmake gcc clang $CLANG_RT make pkg-config libsqlite3-dev sqlite3 libcjson-dev \
-libssl-dev libcriterion-dev libgmp-dev liblapacke-dev gnuplot-nox"
+libssl-dev libcriterion-dev libgmp-dev liblapacke-dev gnuplot-nox \
+openmpi-bin libopenmpi-dev"
 
 install_missing() {
   missing=""
