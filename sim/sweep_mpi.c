@@ -77,7 +77,7 @@ enum { LSIM__TAG_ASK = 1, LSIM__TAG_WORK = 2 };
 #define LSIM__WF_SKIP_DONE 1     /* WORK flag: check done first */
 #define LSIM__POLL_NS 1000000L   /* 1 ms between polls */
 #define LSIM__LOCKED_PAUSE_MS 250 /* first pause after E_OUT_LOCKED */
-#define LSIM__LOCKED_PAUSE_MAX_MS 4000
+#define LSIM__LOCKED_PAUSE_MAX_MS 1000 /* below LSIM__GRACE_S */
 #define LSIM__GRACE_S 2.0
 #define LSIM__REPLY_WAIT_S 60.0
 
