@@ -125,8 +125,13 @@ typedef struct lsim_sweep_run_opts {
 } lsim_sweep_run_opts;
 
 /* `lorasim sweep GRID.json --mpi`: the MPI driver (sim/sweep_mpi.c, only
-** in a build with LSIM_HAVE_MPI).  Runs the cells over the MPI ranks and
-** merges; returns the exit status. */
+** in a build with LSIM_HAVE_MPI, which must also be defined when
+** sim/sweep_cmd.c is compiled: without it --mpi is refused, exit 2).  The
+** command has loaded the grid, set the stop flag and run
+** lsim_sweep_prepare (every rank does; the files are the same) before it
+** calls this on every rank.  Runs the cells over the ranks (o->resume:
+** only those not done; o->jobs is a hint it may ignore) and merges on one
+** rank; returns the exit status (0, 1 a cell failed, 130 interrupted). */
 int lsim_sweep_mpi_main(lsim_sweep *s, const lsim_sweep_run_opts *o);
 
 /* The whole command, `lorasim sweep ...`: returns the exit status. */

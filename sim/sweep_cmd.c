@@ -111,14 +111,17 @@ static int lsim__pool(lsim_sweep *s, const lsim_sweep_run_opts *o) {
   lsim__child kids[LSIM__MAX_JOBS];
   int nk = 0, st = 0;
   double t0 = lsim__now();
-  if (o->resume)
-    for (int64_t c = 0; c < n; c++)
-      skipped += lsim_sweep_cell_done(s, c);
+  /* with --resume, which cells are done: checked once, before any runs */
+  unsigned char *done_before = o->resume ? calloc((size_t)n, 1) : NULL;
+  if (o->resume && !done_before)
+    return lsim_cli_fail("sweep", LSIM_E_NOMEM, "out of memory");
+  for (int64_t c = 0; o->resume && c < n; c++)
+    skipped += done_before[c] = (unsigned char)lsim_sweep_cell_done(s, c);
   for (;;) {
     /* start cells while there is room */
     while (nk < o->jobs && next < n && !*o->stop) {
       int64_t c = next++;
-      if (o->resume && lsim_sweep_cell_done(s, c))
+      if (done_before && done_before[c])
         continue;
       int fds[2];
       if (pipe(fds) != 0) {
@@ -166,6 +169,7 @@ static int lsim__pool(lsim_sweep *s, const lsim_sweep_run_opts *o) {
         continue;
       }
       lsim_cli_fail("sweep", LSIM_E_BUG, "waitpid failed");
+      free(done_before);
       return 1;
     }
     int i = 0;
@@ -198,12 +202,16 @@ static int lsim__pool(lsim_sweep *s, const lsim_sweep_run_opts *o) {
     }
     lsim__progress(o, done, failed, skipped, n, t0, label);
   }
+  free(done_before);
   if (*o->stop)
     return 130;
-  if (failed)
-    fprintf(stderr, "lorasim sweep: %lld of %lld cells failed (each "
-            "database says why in runs.error); rerun them with --resume\n",
-            (long long)failed, (long long)n);
+  if (failed) {
+    char m[200];
+    snprintf(m, sizeof m, "%lld of %lld cells failed (each database says "
+             "why in runs.error); rerun them with --resume",
+             (long long)failed, (long long)n);
+    lsim_cli_fail("sweep", LSIM_E_SWEEP_CELL_FAILED, m);
+  }
   return st;
 }
 
@@ -261,15 +269,17 @@ static int lsim__parse_i64(const char *s, int64_t lo, int64_t hi,
   return 0;
 }
 
-#ifndef LSIM_HAVE_MPI
-int lsim_sweep_mpi_main(lsim_sweep *s, const lsim_sweep_run_opts *o) {
-  (void)s;
-  (void)o;
+/* --mpi in a build without MPI is refused before anything is created. */
+static int lsim__have_mpi(void) {
+#ifdef LSIM_HAVE_MPI
+  return 1;
+#else
   fprintf(stderr, "lorasim sweep: error: E_USAGE: this lorasim was built "
-                  "without MPI (--mpi needs mpicc at configure time)\n");
-  return 2;
-}
+                  "without MPI (--mpi needs an MPI compiler at configure "
+                  "time)\n");
+  return 0;
 #endif
+}
 
 int lsim_sweep_main(int argc, char **argv) {
   if (argc >= 2 && strcmp(argv[1], "merge") == 0)
@@ -355,13 +365,15 @@ int lsim_sweep_main(int argc, char **argv) {
   sigaction(SIGTERM, &sa, NULL);
   lsim_sweep_set_stop(s, &lsim__sweep_stop);
   lsim_sweep_run_opts o = {(int)jobs, resume, quiet, &lsim__sweep_stop};
-  if (mpi) {
-    st = lsim_sweep_mpi_main(s, &o);
+  if ((mpi && !lsim__have_mpi()) || (rc = lsim_sweep_prepare(s, &eb))) {
+    st = mpi ? 2 : lsim_cli_fail("sweep", rc, eb.msg);
     lsim_sweep_release(s);
     return st;
   }
-  if ((rc = lsim_sweep_prepare(s, &eb))) {
-    st = lsim_cli_fail("sweep", rc, eb.msg);
+  if (mpi) {
+#ifdef LSIM_HAVE_MPI
+    st = lsim_sweep_mpi_main(s, &o);
+#endif
     lsim_sweep_release(s);
     return st;
   }
