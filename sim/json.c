@@ -566,7 +566,7 @@ lsim_err lsim_json_set(lsim_json_doc *d, cJSON *at, const char *assign,
   ** whole path is known to be walkable, except empty objects created on
   ** the way, which are removed again on failure */
   cJSON *node = at ? at : d->root, *made = NULL, *made_in = NULL;
-  char where[LSIM_JSON_PATHBUF] = "$", why[LSIM_JSON_PATHBUF + 96] = "";
+  char where[LSIM_JSON_PATHBUF] = "$", why[2 * LSIM_JSON_PATHBUF + 128] = "";
   for (int i = 0; i < ns && !why[0]; i++) {
     char next[LSIM_JSON_PATHBUF];
     int lastp = i == ns - 1;

@@ -10,7 +10,9 @@
 ** not confused by digits inside strings; syntax errors with line and
 ** column; out of memory inside cJSON reported as E_NOMEM; FIFOs,
 ** directories and /dev/zero refused before reading, without blocking;
-** the size cap; symbolic links followed.
+** the size cap; symbolic links followed.  lsim_json_set (--set): values
+** replace, add and append with their numbers still exact, a bare word is a
+** string, and a path that cannot be walked leaves the tree as it was.
 */
 #include <criterion/criterion.h>
 #include <fcntl.h>
@@ -254,6 +256,58 @@ static void rm(void) {
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   cr_assert_eq(system(cmd), 0);
+}
+
+/* The tree as compact text, numbers as their source text. */
+static void text_of(const cJSON *v, char *out, size_t n) {
+  char *t = cJSON_PrintUnformatted(v);
+  cr_assert_not_null(t);
+  snprintf(out, n, "%s", t);
+  cJSON_free(t);
+}
+
+Test(json, set_replaces_adds_and_appends_exactly) {
+  lsim_json_doc d;
+  lsim_errbuf eb = LSIM_ERRBUF_INIT;
+  cr_assert_eq(parse(&d, "{\"a\": {\"b\": 1}, \"l\": [1, 2]}", &eb), 0);
+  cr_assert_eq(lsim_json_set(&d, NULL, "$.a.b=9007199254740993", &codes, &eb),
+               0, "%s", eb.msg);
+  int64_t v = 0;
+  cr_assert_eq(lsim_json_int(lsim_json_get(lsim_json_get(d.root, "a"), "b"),
+                             &v),
+               LSIM_JSON_INT_OK);
+  cr_assert_eq(v, INT64_C(9007199254740993));
+  cr_assert_eq(lsim_json_set(&d, NULL, "$.a.b=7", &codes, &eb), 0);
+  cr_assert_eq(lsim_json_set(&d, NULL, "a.c=fcfs", &codes, &eb), 0);
+  cr_assert_eq(lsim_json_set(&d, NULL, "$.l[2]={\"x\": -0.5}", &codes, &eb),
+               0);
+  cr_assert_eq(lsim_json_set(&d, NULL, "$.l[0]=\"s\"", &codes, &eb), 0);
+  cr_assert_eq(lsim_json_set(&d, NULL, "$.n.m.k=true", &codes, &eb), 0);
+  char t[256];
+  text_of(d.root, t, sizeof t);
+  cr_assert_str_eq(t, "{\"a\":{\"b\":7,\"c\":\"fcfs\"},"
+                      "\"l\":[\"s\",2,{\"x\":-0.5}],"
+                      "\"n\":{\"m\":{\"k\":true}}}");
+  /* refused: nothing changes, not even the objects made on the way */
+  static const char *const bad[] = {
+      "$.a.b.c=1",    "$.l.x=1",     "$.a[0]=1", "$.l[4]=1", "$.q.r[0]=1",
+      "$.a.b=1x",     "$.a.b=",      "$..a=1",   "$.a b=1",  "noequals",
+      "$.z.y.x[0]=1", "$.a={\"k\":1,\"k\":2}"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    lsim_err rc = lsim_json_set(&d, NULL, bad[i], &codes, &eb);
+    cr_assert(rc == LSIM_E_USAGE || rc == LSIM_E_JSON_DUP_KEY, "%s: %s",
+              bad[i], lsim_err_name(rc));
+    cr_assert_not_null(strstr(eb.msg, "--set"), "%s: %s", bad[i], eb.msg);
+    char u[256];
+    text_of(d.root, u, sizeof u);
+    cr_assert_str_eq(u, t, "%s changed the tree", bad[i]);
+  }
+  /* an edit under a member: paths are relative to it */
+  cJSON *a = (cJSON *)lsim_json_get(d.root, "a");
+  cr_assert_eq(lsim_json_set(&d, a, "$.b=2", &codes, &eb), 0);
+  cr_assert_eq(lsim_json_int(lsim_json_get(a, "b"), &v), LSIM_JSON_INT_OK);
+  cr_assert_eq(v, 2);
+  lsim_json_release(&d);
 }
 
 Test(slurp, fifo_directory_and_devices_are_refused_before_reading,
