@@ -252,10 +252,10 @@ static void lsim__report(lsim__disp *d, lsim__tally *t, const lsim_sweep *s,
   lsim__progress(t, s, cell, r);
 }
 
-/* Rank 0's loop (invariants 1-3); stopping: answer every ASK with stop from
-** the start.  Returns 0, 1 (out of memory) or 130 (interrupted). */
+/* Rank 0's loop (invariants 1-3).  Returns 0, 1 (out of memory) or 130
+** (interrupted). */
 static int lsim__dispatch(lsim_sweep *s, const lsim_sweep_run_opts *o,
-                          int nranks, int stopping, lsim__tally *t) {
+                          int nranks, lsim__tally *t) {
   lsim__disp d;
   memset(&d, 0, sizeof d);
   d.ncells = t->total;
@@ -281,9 +281,9 @@ static int lsim__dispatch(lsim_sweep *s, const lsim_sweep_run_opts *o,
   }
   d.stopped[0] = 1;
   d.nstopped = 1;
-  int status = 0;
+  int status = 0, stopping = 0;
   double settled = -1.0; /* when the last cell was settled, or the stop */
-  if (d.open == 0 || stopping)
+  if (d.open == 0)
     settled = MPI_Wtime();
   while (d.nstopped < nranks) {
     if (!stopping && *o->stop) {
@@ -459,23 +459,15 @@ int lsim_sweep_mpi_main(lsim_sweep *s, const lsim_sweep_run_opts *o) {
   MPI_Comm_size(MPI_COMM_WORLD, &nranks);
   int st;
   if (rank == 0) {
+    /* the command has prepared the output directory (sweep.h) */
     lsim__tally t = {0, 0, 0, lsim_sweep_ncells(s), MPI_Wtime(), o->quiet};
-    lsim_errbuf eb = LSIM_ERRBUF_INIT;
-    lsim_err rc = lsim_sweep_prepare(s, &eb);
-    if (rc)
-      lsim_cli_fail("sweep", rc, eb.msg);
-    else if (!o->quiet)
+    if (!o->quiet)
       fprintf(stderr, "sweep: %lld cells on %d MPI rank(s)%s\n",
               (long long)t.total, nranks,
               nranks > 1 ? ", rank 0 dispatching" : "");
-    if (nranks == 1)
-      st = rc ? lsim_cli_status(rc) : lsim__alone(s, o, &t);
-    else /* a failed prepare still answers every worker: stop */
-      st = lsim__dispatch(s, o, nranks, rc != 0, &t);
-    if (rc)
-      st = lsim_cli_status(rc);
-    else
-      st = lsim__finish(s, o, &t, st);
+    st = nranks == 1 ? lsim__alone(s, o, &t)
+                     : lsim__dispatch(s, o, nranks, &t);
+    st = lsim__finish(s, o, &t, st);
   } else {
     st = lsim__work(s, o, rank);
   }
