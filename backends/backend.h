@@ -73,7 +73,9 @@ typedef struct lsim_cost_model {
   int64_t prefill_token_ns; /* per prefill row through the base model */
   int64_t decode_token_ns;  /* per decode row through the base model */
   int64_t segment_ns;       /* per contiguous adapter segment */
-  int64_t rank_row_ps;      /* per unit of true-rank rows, picoseconds */
+  int64_t rank_row_ps;      /* per unit of true-rank rows (padded-rank
+                               rows when the plan has a slot_rank),
+                               picoseconds */
 } lsim_cost_model;
 
 /*

@@ -46,6 +46,8 @@ int64_t lsim_cost_plan_ns(const lsim_cost_model *c, const lsim_plan *p) {
   int64_t ns = c->iter_fixed_ns + p->prefill_rows * c->prefill_token_ns +
                p->decode_rows * c->decode_token_ns +
                (int64_t)p->segments * c->segment_ns +
-               (p->true_rank_rows * c->rank_row_ps) / 1000;
+               /* padded-rank slots compute every row at the slot's rank */
+               ((p->slot_rank > 0 ? p->padded_rank_rows : p->true_rank_rows) *
+                c->rank_row_ps) / 1000;
   return ns < 1 ? 1 : ns;
 }

@@ -472,7 +472,9 @@ lsim_err lsim_engine_new(lsim_engine **out, const lsim_engine_cfg *cfg,
   *out = NULL;
   if (cfg->workers < 1 || cfg->nadapters < 1 || cfg->pool_pages < 1 ||
       cfg->page_bytes < 1 || !cfg->sched || !cfg->evict || !cfg->prefetch ||
-      cfg->guard_pages < 0 || cfg->ntenants < 1)
+      cfg->guard_pages < 0 || cfg->ntenants < 1 || cfg->max_loras < 0 ||
+      cfg->max_lora_rank < 0 || cfg->max_cpu_loras < 0 ||
+      (cfg->max_lora_rank > 0 && cfg->max_loras == 0))
     return lsim_fail(eb, LSIM_E_USAGE, "engine configuration incomplete");
   if (!lsim_place_at(cfg->placement))
     return lsim_fail(eb, LSIM_E_USAGE, "placement %d is not registered",
@@ -525,6 +527,7 @@ lsim_err lsim_engine_new(lsim_engine **out, const lsim_engine_cfg *cfg,
   e->ecands = malloc((size_t)nobj * sizeof *e->ecands);
   e->admitted = malloc(2 * LSIM_ENGINE_WINDOW * sizeof *e->admitted);
   e->prop = malloc((size_t)nobj * sizeof *e->prop);
+  e->capseen = calloc((size_t)na, sizeof *e->capseen);
   e->nudge = malloc((size_t)cfg->workers * sizeof *e->nudge);
   e->nudged = calloc((size_t)cfg->workers, 1);
   e->vict = malloc((size_t)nobj * sizeof *e->vict);
@@ -548,7 +551,7 @@ lsim_err lsim_engine_new(lsim_engine **out, const lsim_engine_cfg *cfg,
   e->place_st = lsim__policy_state(e->place->state_size);
   int ok = e->rank && e->bytes && e->pages && e->artifact && e->w &&
            e->cands && e->cand_req && e->order && e->ecands && e->admitted &&
-           e->prop && e->nudge && e->nudged && e->vict && e->vict_done && e->rest && e->fhead && e->ftail && e->sched_st && e->prefetch_st && e->place_st &&
+           e->prop && e->capseen && e->nudge && e->nudged && e->vict && e->vict_done && e->rest && e->fhead && e->ftail && e->sched_st && e->prefetch_st && e->place_st &&
            e->fair && e->pcands && e->pseen && e->bcl &&
            (!e->k || e->cluster);
   if (ok) {
@@ -601,6 +604,11 @@ lsim_err lsim_engine_new(lsim_engine **out, const lsim_engine_cfg *cfg,
                                eb);
     if (!rrc && comp)
       rrc = lsim_res_set_companions(w->res, comp, eb);
+    /* padded-rank slots: max_loras slots per worker (residency R7) */
+    if (!rrc && cfg->max_lora_rank > 0)
+      rrc = lsim_res_set_slots(w->res, cfg->max_loras, eb);
+    if (!rrc && cfg->max_cpu_loras > 0)
+      rrc = lsim_host_init(&w->host, cfg->max_cpu_loras, nobj, eb);
     if (rrc) {
       free(comp);
       lsim_engine_release(e);
@@ -666,6 +674,7 @@ void lsim_engine_release(lsim_engine *e) {
     free(e->w[i].launched);
     free(e->w[i].evict_st);
     lsim_cmp_catalog_release(&e->w[i].cat);
+    lsim_host_release(&e->w[i].host);
   }
   free(e->cluster);
   free(e->bcl);
@@ -681,6 +690,7 @@ void lsim_engine_release(lsim_engine *e) {
   free(e->ecands);
   free(e->admitted);
   free(e->prop);
+  free(e->capseen);
   free(e->nudge);
   free(e->nudged);
   free(e->vict);
@@ -1108,6 +1118,8 @@ lsim_err lsim_engine_arrive_blocks(lsim_engine *e, lsim_tick now,
   }
   if (lsim__first_chunk(e, a->prompt_tokens) > e->cfg.max_batch_tokens)
     return lsim__reject(e, r, now, "prompt_over_batch_budget", eb);
+  if (e->cfg.max_lora_rank > 0 && e->rank[a->adapter] > e->cfg.max_lora_rank)
+    return lsim__reject(e, r, now, "rank_over_max_lora_rank", eb);
   if (whole + e->pages[a->adapter] + e->cfg.guard_pages > e->cfg.pool_pages)
     return lsim__reject(e, r, now, "over_pool_capacity", eb);
   int wi = lsim__place(e, r);
@@ -1161,10 +1173,55 @@ static lsim_err lsim__ensure_host(lsim_engine *e, lsim_core_worker *w, int a,
   return lsim_res_register(w->res, a, &d, &e->kabi, eb);
 }
 
+/*
+** The host tier (cfg.max_cpu_loras, hosttier.h) at the start of a load of
+** a (with its companion `with`, or -1), right after adapter_load_started:
+** each object is touched, those the tier did not hold are read from disk
+** first (*disk: their bytes) and inserted, and an object dropped to make
+** room is logged (adapter_host_dropped: value = the object that took its
+** place).  Then one event says where the copy's bytes come from:
+** adapter_disk_read (bytes read from disk) or adapter_host_hit (bytes
+** copied from host); both carry the load's generation and attempt and, as
+** value, the tier's occupancy.  Tier off: *disk = 0 and no event.
+*/
+static lsim_err lsim__host_stage(lsim_engine *e, int wi, lsim_tick now, int a,
+                                 int with, int64_t request, int64_t gen,
+                                 int attempt, int64_t *disk, lsim_errbuf *eb) {
+  lsim_host_tier *h = &e->w[wi].host;
+  *disk = 0;
+  if (h->cap < 1)
+    return 0;
+  int obj[2] = {a, with}, nread = 0;
+  for (int k = 0; k < 2 && obj[k] >= 0; k++) {
+    int dropped;
+    if (lsim_host_touch(h, obj[k], &dropped))
+      continue;
+    nread++;
+    *disk += e->bytes[obj[k]];
+    if (dropped < 0)
+      continue;
+    int dt = dropped < e->cfg.nadapters ? lsim__tenant_of(e, dropped)
+                                        : LSIM_NONE;
+    lsim_err rc = lsim_core_emit(e, now, LSIM_EV_ADAPTER_HOST_DROPPED, wi,
+                                 LSIM_NONE, dt, dropped, LSIM_NONE, 0, 0,
+                                 e->bytes[dropped], obj[k], NULL, eb);
+    if (rc)
+      return rc;
+  }
+  int64_t bytes = e->bytes[a] + (with >= 0 ? e->bytes[with] : 0);
+  return lsim_core_emit(e, now,
+                        nread ? LSIM_EV_ADAPTER_DISK_READ
+                              : LSIM_EV_ADAPTER_HOST_HIT,
+                        wi, request, lsim__tenant_of(e, a), a, gen, attempt, 0,
+                        nread ? *disk : bytes, h->n, NULL, eb);
+}
+
 static void lsim__load_out(lsim_engine *e, int wi, int a, int attempt,
                            int64_t pages, int64_t request, int restore,
-                           int with, lsim_load_start *loads, int *nloads) {
+                           int with, int64_t disk, lsim_load_start *loads,
+                           int *nloads) {
   lsim_load_start *ls = &loads[(*nloads)++];
+  ls->disk_bytes = disk;
   ls->worker = wi;
   ls->adapter = a;
   ls->attempt = attempt;
@@ -1244,11 +1301,15 @@ static lsim_err lsim__start_loads(lsim_engine *e, int wi, lsim_tick now,
     if ((rc = lsim_res_copy_start(w->res, av.txn, eb)))
       return rc;
     w->inflight_copies++;
+    int64_t disk;
     if ((rc = lsim_core_emit(e, now, LSIM_EV_ADAPTER_LOAD_STARTED, wi, LSIM_NONE,
                          lsim__tenant_of(e, a), a, av.generation + 1, 1,
-                         tv.nslots, e->bytes[a], 0, "restore", eb)))
+                         tv.nslots, e->bytes[a], 0, "restore", eb)) ||
+        (rc = lsim__host_stage(e, wi, now, a, -1, LSIM_NONE,
+                               av.generation + 1, 1, &disk, eb)))
       return rc;
-    lsim__load_out(e, wi, a, 1, tv.nslots, LSIM_NONE, 1, -1, loads, nloads);
+    lsim__load_out(e, wi, a, 1, tv.nslots, LSIM_NONE, 1, -1, disk, loads,
+                   nloads);
   }
   /* 2. demand loads, one txn per absent adapter, for the first waiter */
   int scanned = 0;
@@ -1299,10 +1360,14 @@ static lsim_err lsim__start_loads(lsim_engine *e, int wi, lsim_tick now,
                     w->attempts[a], tv.nslots,
                     e->bytes[a] + (tv.with >= 0 ? e->bytes[tv.with] : 0), 0,
                     tv.with >= 0 ? "with_basis" : NULL, eb);
+    int64_t disk = 0;
+    if (!rc)
+      rc = lsim__host_stage(e, wi, now, a, tv.with, r->id, av.generation + 1,
+                            w->attempts[a], &disk, eb);
     if (rc)
       return rc;
     lsim__load_out(e, wi, a, w->attempts[a], tv.nslots, r->id, 0, tv.with,
-                   loads, nloads);
+                   disk, loads, nloads);
   }
   /* 3. prefetch proposals draw from the same ledger, free slots only */
   int np = 0;
@@ -1374,8 +1439,12 @@ static lsim_err lsim__start_loads(lsim_engine *e, int wi, lsim_tick now,
                          w->attempts[a], pages, bytes, 0,
                          "prefetch", eb)))
       return rc;
+    int64_t disk;
+    if ((rc = lsim__host_stage(e, wi, now, a, tv.with, LSIM_NONE,
+                               av.generation + 1, w->attempts[a], &disk, eb)))
+      return rc;
     lsim__load_out(e, wi, a, w->attempts[a], pages, LSIM_NONE, 0, tv.with,
-                   loads, nloads);
+                   disk, loads, nloads);
   }
   return 0;
 }
@@ -1973,6 +2042,21 @@ static int lsim__sel_candidates(lsim_engine *e, int wi, lsim_tick now,
   return n;
 }
 
+/* max_loras: start the plan's adapter set from the running requests (every
+** one of them has a row in the plan). */
+static void lsim__cap_running(lsim_engine *e, const lsim_core_worker *w) {
+  if (++e->capstamp == 0) {
+    memset(e->capseen, 0, (size_t)e->cfg.nadapters * sizeof *e->capseen);
+    e->capstamp = 1;
+  }
+  e->ncap = 0;
+  for (const lsim_core_req *r = w->running.head; r; r = r->next)
+    if (e->capseen[r->adapter] != e->capstamp) {
+      e->capseen[r->adapter] = e->capstamp;
+      e->ncap++;
+    }
+}
+
 /*
 ** Step 6: admit the n ranked candidates (e->order) in order while the
 ** request slots and the token budget last; the admitted, in that order,
@@ -1986,6 +2070,8 @@ static lsim_err lsim__sel_admit(lsim_engine *e, int wi, lsim_tick now, int n,
   int *victims = e->vict;
   int blocked = 0;
   *nadmit = 0;
+  if (e->cfg.max_loras > 0)
+    lsim__cap_running(e, w);
   for (int i = 0; i < n && *slots > 0; i++) {
     int k = e->order[i];
     if (k < 0 || k >= n)
@@ -1995,6 +2081,17 @@ static lsim_err lsim__sel_admit(lsim_engine *e, int wi, lsim_tick now, int n,
     int first = lsim__admit_rows(e, r);
     if (*tokens + first > e->cfg.max_batch_tokens)
       break; /* keeps the policy's order: no overtaking past the budget */
+    if (e->cfg.max_loras > 0 && e->capseen[r->adapter] != e->capstamp &&
+        e->ncap >= e->cfg.max_loras) {
+      /* max_loras: skipped, not rejected (vLLM leaves it waiting); later
+      ** candidates of the plan's adapters may pass it, except when it is
+      ** the policy's first choice: then none of them takes new pages
+      ** before it, so the plan's adapters drain and it gets in (the cap
+      ** alone starves no one the policy ranks first) */
+      if (i == 0)
+        blocked = 1;
+      continue;
+    }
     if (r->kv >= 0) {
       /* admitted together with its adapter's load: KV already committed */
       w->admitted_waiting--;
@@ -2068,6 +2165,10 @@ static lsim_err lsim__sel_admit(lsim_engine *e, int wi, lsim_tick now, int n,
     e->admitted[(*nadmit)++] = r;
     *tokens += first;
     (*slots)--;
+    if (e->cfg.max_loras > 0 && e->capseen[r->adapter] != e->capstamp) {
+      e->capseen[r->adapter] = e->capstamp;
+      e->ncap++;
+    }
   }
   return 0;
 }
@@ -2169,6 +2270,9 @@ static lsim_err lsim__sel_launch(lsim_engine *e, int wi, lsim_tick now,
         return rc;
     }
   }
+  /* the host tier: a launch is a use of each object it names */
+  for (int j = 0; w->host.cap > 0 && j < w->nlaunched; j++)
+    lsim_host_use(&w->host, w->launched[j]);
   if ((rc = lsim__ext_launch(e, wi, plan, eb)))
     return rc;
   plan->iter = e->iters++;
@@ -2190,6 +2294,7 @@ static lsim_err lsim__select(lsim_engine *e, int wi, lsim_tick now,
   lsim_err rc;
   *selected = 0;
   lsim_plan_reset(plan);
+  plan->slot_rank = e->cfg.max_lora_rank;
   if (e->cfg.kv_incremental && (rc = lsim__grow_running(e, wi, now, eb)))
     return rc;
   int64_t tokens = lsim__sel_running(e, w);

@@ -103,6 +103,21 @@ typedef struct lsim_engine_cfg {
                             per prefill row, the rest in later iterations
                             (the first token comes with the last chunk);
                             0: the whole prompt in one row */
+  /* vLLM-parity knobs (docs/SCHEDULING.md, docs/RESIDENCY.md); 0 is off
+  ** for each, and leaves every row as it was. */
+  int max_loras;      /* at most this many distinct adapters in one
+                         iteration's plan: selection skips (never rejects)
+                         a candidate whose adapter would exceed it; with
+                         max_lora_rank also the adapter slots per worker */
+  int max_lora_rank;  /* padded-rank slots: adapter_pages are the slot's
+                         (the caller pads them); an arrival whose adapter's
+                         rank exceeds it is refused
+                         ("rank_over_max_lora_rank"); every plan's padded
+                         rank rows are rows x max_lora_rank */
+  int max_cpu_loras;  /* host tier: adapters each worker keeps in host
+                         memory (LRU, touched at every load start and every
+                         launch); a load of one not there reads it from
+                         disk first (lsim_load_start.disk_bytes) */
   /* A compressed collection (docs/COMPRESSION.md, "Serving"); NULL:
   ** ordinary LoRA adapters.  Copied (its arrays too). */
   const struct lsim_engine_cmp *compress;
@@ -239,6 +254,10 @@ typedef struct lsim_load_start {
   int64_t pages; /* slots the transaction reserved */
   int64_t request; /* the request it was started for, or LSIM_NONE */
   int restore;  /* 1: compensating reload of a rolled-back victim */
+  int64_t disk_bytes; /* host tier (cfg.max_cpu_loras): bytes to read from
+                         disk before the host-to-device copy (objects of
+                         the load not in the worker's host tier); 0: a
+                         host hit, or the tier is off */
 } lsim_load_start;
 
 /* What the world reports about a copy (lsim_engine_load_result). */

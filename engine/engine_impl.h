@@ -67,6 +67,7 @@
 
 #include "engine.h"
 #include "fair.h"
+#include "hosttier.h"
 #include "hotswap.h"
 #include "identity.h"
 #include "prefix.h"
@@ -135,6 +136,7 @@ typedef struct lsim_core_worker {
   int *launched;
   int nlaunched;
   int64_t iter;  /* number of the iteration in flight (valid while busy) */
+  lsim_host_tier host; /* cfg.max_cpu_loras: adapters in host memory */
 } lsim_core_worker;
 
 typedef struct lsim_core_fnode {
@@ -178,6 +180,10 @@ struct lsim_engine {
   lsim_evict_cand *ecands;
   lsim_core_req **admitted; /* [window] admitted by lsim__sel_admit */
   int *prop;
+  /* max_loras: the adapters of the plan being selected, a stamp per
+  ** adapter (capseen[a] == capstamp: in the plan), and their count */
+  int *capseen;
+  int capstamp, ncap;
   int *vict;      /* [na] victims a txn just chose (begin) */
   int *vict_done; /* [na] victims of a txn that completes or fails */
   int64_t *rest;  /* [na] restore txns handed out by a rollback */

@@ -39,4 +39,5 @@
   X(LSIM_E_RES_PINNED,         -381, "E_RES_PINNED")                        \
   X(LSIM_E_RES_QUEUED,         -382, "E_RES_QUEUED")                        \
   X(LSIM_E_RES_COPY,           -383, "E_RES_COPY")                          \
-  X(LSIM_E_RES_LAYOUT,         -384, "E_RES_LAYOUT")
+  X(LSIM_E_RES_LAYOUT,         -384, "E_RES_LAYOUT")                        \
+  X(LSIM_E_RES_SLOTS,          -385, "E_RES_SLOTS")

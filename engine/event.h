@@ -66,7 +66,11 @@
   X(LSIM_EV_PREFIX_HIT, 34, "prefix_hit")                                \
   X(LSIM_EV_PREFIX_PUBLISHED, 35, "prefix_published")                    \
   X(LSIM_EV_PREFIX_EVICTED, 36, "prefix_evicted")                        \
-  X(LSIM_EV_PREFIX_CORRUPT, 37, "prefix_corrupt")
+  X(LSIM_EV_PREFIX_CORRUPT, 37, "prefix_corrupt")                        \
+  /* the host tier, $.workers.max_cpu_loras (docs/RESIDENCY.md) */        \
+  X(LSIM_EV_ADAPTER_HOST_HIT, 38, "adapter_host_hit")                    \
+  X(LSIM_EV_ADAPTER_DISK_READ, 39, "adapter_disk_read")                  \
+  X(LSIM_EV_ADAPTER_HOST_DROPPED, 40, "adapter_host_dropped")
 
 enum lsim_event_kind {
 #define LSIM__EVK(sym, val, name) sym = val,

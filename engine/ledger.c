@@ -214,7 +214,7 @@ static int lsim__detail_ok(int kind, const char *d) {
   static const char *const phase[] = {"prefill", "decode", NULL};
   static const char *const reject[] = {
       "prompt_over_batch_budget", "over_pool_capacity", "adapter_load_failed",
-      "early_abort", "deadline_expired", NULL};
+      "early_abort", "deadline_expired", "rank_over_max_lora_rank", NULL};
   static const char *const failed[] = {"copy_failed", "digest_failed",
                                        "restore_failed", NULL};
   static const char *const cancel[] = {"during_load", "admitted", "waiting",
@@ -740,6 +740,16 @@ lsim_err lsim_ledger_event(lsim_ledger *l, const lsim_event *ev,
     l->st.loads++;
     return 0;
   }
+  case LSIM_EV_ADAPTER_HOST_HIT:
+  case LSIM_EV_ADAPTER_DISK_READ:
+    /* the host tier says where the open load's bytes come from */
+    if (!L || !L->open || L->attempt != ev->attempt || L->gen != ev->generation ||
+        L->copied)
+      return LSIM__F(LSIM_E_LOG_LOAD_ORPHAN,
+                     "event seq %lld (%s): adapter %d on worker %d has no "
+                     "starting load of attempt %d generation %lld", s, kn, ad,
+                     wk, ev->attempt, (long long)ev->generation);
+    return 0;
   case LSIM_EV_ADAPTER_LOAD_COMPLETED:
   case LSIM_EV_ADAPTER_VALIDATED:
   case LSIM_EV_ADAPTER_LOAD_FAILED:

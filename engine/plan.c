@@ -74,7 +74,8 @@ lsim_err lsim_plan_finish(lsim_plan *p, lsim_errbuf *eb) {
     if (e->adapter >= 0)
       ids[nids++] = e->adapter;
   }
-  p->padded_rank_rows = (p->prefill_rows + p->decode_rows) * p->max_rank;
+  p->padded_rank_rows = (p->prefill_rows + p->decode_rows) *
+                        (p->slot_rank > 0 ? p->slot_rank : p->max_rank);
   /* Distinct adapters: sort a copy, count runs (no hashing, no order
   ** dependence on anything but the ids). */
   if (nids > 1)

@@ -39,7 +39,8 @@ typedef struct lsim_plan {
   int segments;          /* contiguous same-adapter runs in packed order */
   int max_rank;
   int64_t true_rank_rows;   /* sum over rows of the row's logical rank */
-  int64_t padded_rank_rows; /* rows x max_rank in the iteration */
+  int64_t padded_rank_rows; /* rows x max_rank in the iteration (rows x
+                               slot_rank with padded-rank slots) */
   /* The residency generation each entry's launch names (gen[i] for e[i]):
   ** the adapter's published generation on the plan's worker, written by
   ** the driver from the engine's residency view (lsim_plan_name) when a
@@ -47,10 +48,16 @@ typedef struct lsim_plan {
   ** Owned by the plan; kept across lsim_plan_reset. */
   int64_t *gen;
   int gen_cap;
+  /* Padded-rank slots ($.workers.max_lora_rank; the engine sets it on
+  ** every plan it selects): every row computes at this rank, so
+  ** padded_rank_rows is rows x slot_rank and the cost model prices the
+  ** adapter work at it; 0: no slots (rows x max_rank, true-rank cost).
+  ** Kept across lsim_plan_reset. */
+  int slot_rank;
 } lsim_plan;
 
 #define LSIM_PLAN_INIT \
-  {0, 0, 0, 0, 0, NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0, NULL, 0}
+  {0, 0, 0, 0, 0, NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0, NULL, 0, 0}
 
 void lsim_plan_reset(lsim_plan *p);
 lsim_err lsim_plan_push(lsim_plan *p, const lsim_plan_entry *e,

@@ -25,6 +25,10 @@
 **   R6  companions (residency.h): an object's deps equals the number of
 **       objects naming it as companion that are neither ABSENT nor
 **       HOST_READY, and a visible object's companion is visible.
+**   R7  slots (lsim_res_set_slots): the objects in RESERVED .. IDLE
+**       number nslotted <= max_slotted.  A begin that would pass the cap
+**       takes victims for it as for pages; a rollback restores victims
+**       only while the cap allows and drops the rest to ABSENT.
 **
 ** Slots are handed out lowest index first and every list is kept sorted,
 ** so the physical layout depends only on the call sequence.
@@ -85,6 +89,8 @@ struct lsim_res {
   lsim__rslot *s;
   int64_t nfree, nres, nadp, nkv;
   int64_t free_hint; /* no free slot below this index */
+  int nslotted;      /* R7: objects in RESERVED .. IDLE */
+  int max_slotted;   /* R7: the cap (lsim_res_set_slots); 0: none */
   lsim__adp *a;
   lsim__kv *kv;
   int nkvobj, kvcap;
@@ -239,6 +245,12 @@ static int lsim__listed(const int64_t *list, int64_t n, int64_t x) {
 /* A state in which an object holds its companion (R6). */
 static int lsim__holds(int st) {
   return st != LSIM_RS_ABSENT && st != LSIM_RS_HOST_READY;
+}
+
+/* R7: the object holds (or reserves) an adapter slot of its own; a
+** RETIRING victim's slot already belongs to the txn that took it. */
+static int lsim__slotted(int st) {
+  return lsim__holds(st) && st != LSIM_RS_RETIRING;
 }
 
 static lsim_err lsim__check(const lsim_res *r, lsim_errbuf *eb) {
@@ -397,6 +409,16 @@ static lsim_err lsim__check(const lsim_res *r, lsim_errbuf *eb) {
                        i, r->comp[i],
                        lsim_res_state_name(r->a[r->comp[i]].state));
   }
+  /* 6. R7 */
+  int slotted = 0;
+  for (int i = 0; i < r->cfg.nadapters; i++)
+    slotted += lsim__slotted(r->a[i].state);
+  if (slotted != r->nslotted ||
+      (r->max_slotted > 0 && slotted > r->max_slotted))
+    return lsim_fail(eb, LSIM_E_RES_SLOTS,
+                     "%d objects hold adapter slots (counted %d), the cap "
+                     "is %d",
+                     slotted, r->nslotted, r->max_slotted);
   /* 5. R1 */
   if (c[0] != r->nfree || c[1] != r->nres || c[2] != r->nadp ||
       c[3] != r->nkv || c[0] + c[1] + c[2] + c[3] != r->cfg.slots)
@@ -479,6 +501,15 @@ lsim_err lsim_res_new(lsim_res **out, const lsim_res_cfg *cfg,
   return 0;
 }
 
+lsim_err lsim_res_set_slots(lsim_res *r, int max_adapters, lsim_errbuf *eb) {
+  if (max_adapters < 1 || r->ntxn || r->nkvobj || r->nslotted)
+    return lsim_fail(eb, LSIM_E_USAGE,
+                     "slots are set once, first, to at least 1 (got %d)",
+                     max_adapters);
+  r->max_slotted = max_adapters;
+  return 0;
+}
+
 lsim_err lsim_res_set_companions(lsim_res *r, const int *companion,
                                  lsim_errbuf *eb) {
   int n = r->cfg.nadapters;
@@ -517,6 +548,7 @@ static void lsim__adp_set(lsim_res *r, lsim__adp *a, int st) {
   int i = (int)(a - r->a);
   if (r->comp && r->comp[i] >= 0 && lsim__holds(a->state) != lsim__holds(st))
     r->a[r->comp[i]].deps += lsim__holds(st) ? 1 : -1;
+  r->nslotted += lsim__slotted(st) - lsim__slotted(a->state);
   a->state = st;
   if (was == now)
     return;
@@ -881,6 +913,22 @@ static int lsim__gone(const lsim_res *r, int i, const int *vict, int nv) {
   return n;
 }
 
+/* R7: the objects a load's txn adds to the slotted set (its adapter and
+** a companion that comes along); 0 for one already visible. */
+static int lsim__slots_new(const lsim_res *r, const lsim_res_req *q,
+                           const lsim_res_demand *d) {
+  if (q->kind == LSIM_TXN_KV || d->adapter == 0)
+    return 0;
+  int c = lsim__comp(r, q->adapter);
+  return 1 + (c >= 0 && !lsim__visible(r->a[c].state));
+}
+
+/* R7: with nv victims (each slotted now) the txn would pass the cap. */
+static int lsim__slots_short_n(const lsim_res *r, int add, int nv) {
+  return r->max_slotted > 0 && add > 0 &&
+         r->nslotted - nv + add > r->max_slotted;
+}
+
 /* The common part of begin: victims chosen and checked, then everything
 ** happens at once. */
 static lsim_err lsim__begin(lsim_res *r, const lsim_res_req *q,
@@ -907,6 +955,11 @@ static lsim_err lsim__begin(lsim_res *r, const lsim_res_req *q,
                        v, lsim_err_name(why));
     vpages += r->a[v].npages;
   }
+  if (load && lsim__slots_short_n(r, lsim__slots_new(r, q, d), nv))
+    return lsim_fail(eb, LSIM_E_RES_NOSPACE,
+                     "adapter slots: %d held - %d victims + %d new > %d",
+                     r->nslotted, nv, lsim__slots_new(r, q, d),
+                     r->max_slotted);
   if (r->nfree + vpages < d->total + d->guard)
     return lsim_fail(eb, LSIM_E_RES_NOSPACE,
                      "joint admission: free %lld + reclaimed %lld < demand "
@@ -1024,11 +1077,13 @@ lsim_err lsim_res_begin(lsim_res *r, const lsim_res_req *q,
   int nv = 0;
   /* candidates matter only when the free slots alone cannot cover it */
   int keep = lsim__comp(r, q->adapter);
-  int nc = r->nfree >= d.total + d.guard
+  int add = lsim__slots_new(r, q, &d);
+  int nc = r->nfree >= d.total + d.guard && !lsim__slots_short_n(r, add, 0)
                ? 0
                : lsim__eligible_sorted(r, q->adapter, keep, r->cand);
   int64_t have = r->nfree;
-  while (have < d.total + d.guard && nc > 0) {
+  while ((have < d.total + d.guard || lsim__slots_short_n(r, add, nv)) &&
+         nc > 0) {
     int k = nc == 1 || !rank ? 0 : rank(ud, r->cand, nc);
     if (k < 0 || k >= nc)
       return lsim_fail(eb, LSIM_E_POLICY, "eviction ranking out of range");
@@ -1055,6 +1110,10 @@ lsim_err lsim_res_begin(lsim_res *r, const lsim_res_req *q,
       }
     }
   }
+  if (lsim__slots_short_n(r, add, nv))
+    return lsim_fail(eb, LSIM_E_RES_NOSPACE,
+                     "adapter slots: %d held - %d reclaimable + %d new > %d",
+                     r->nslotted, nv, add, r->max_slotted);
   if (have < d.total + d.guard)
     return lsim_fail(eb, LSIM_E_RES_NOSPACE,
                      "joint admission: free %lld + reclaimable %lld < demand "
@@ -1405,17 +1464,33 @@ lsim_err lsim_res_rollback(lsim_res *r, int64_t id, int64_t *restore,
   /* victims keep their slots: each gets a restore txn over them, except
   ** a companion taken with its last dependants, and those dependants:
   ** they go to ABSENT (residency.h) */
+  /* R7: with a slot cap, victims are restored in victim order only while
+  ** the slots that the txn's own objects give back allow; the rest are
+  ** dropped (another load may have taken the slot the txn had freed) */
+  int left = r->max_slotted;
+  if (left > 0) {
+    left -= r->nslotted;
+    if (t->kind != LSIM_TXN_KV) {
+      left += lsim__slotted(a->state);
+      if (t->with >= 0)
+        left += lsim__slotted(r->a[t->with].state);
+    }
+  }
+  int *restored = r->cand; /* scratch: victim k is restored */
+  for (int k = 0; k < t->nvictims; k++)
+    restored[k] = !lsim__dropped(r, t, t->victim[k]) &&
+                  (r->max_slotted == 0 || left-- > 0);
   for (int64_t j = 0; j < t->nslots; j++)
     r->mark[t->slot[j]] = 0;
   for (int k = 0; k < t->nvictims; k++)
-    if (!lsim__dropped(r, t, t->victim[k]))
+    if (restored[k])
       for (int64_t j = 0; j < r->a[t->victim[k]].npages; j++)
         r->mark[r->a[t->victim[k]].slot[j]] = 1;
   int nr = 0;
   for (int k = 0; k < t->nvictims; k++) {
     int vi = t->victim[k];
     lsim__adp *v = &r->a[vi];
-    if (lsim__dropped(r, t, vi))
+    if (!restored[k])
       continue;
     /* the txn array may move: keep the id and look it up again */
     int64_t tid = t->id;

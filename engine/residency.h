@@ -129,6 +129,16 @@ lsim_err lsim_res_new(lsim_res **out, const lsim_res_cfg *cfg,
                       lsim_errbuf *eb);
 void lsim_res_release(lsim_res *r);
 
+/* Padded-rank slots (vLLM's max_loras; docs/RESIDENCY.md "Padded-rank
+** slots"): at most max_adapters (>= 1) objects hold or reserve adapter
+** pages (RESERVED .. IDLE; a RETIRING victim's slot already belongs to the
+** txn that took it), invariant R7.  A load whose begin would pass the cap
+** takes victims for it as for pages (E_RES_NOSPACE when none are
+** eligible); a rollback restores victims only while the cap allows and
+** drops the rest to ABSENT.  Set once, before any transaction; without
+** it, pages alone bound residency. */
+lsim_err lsim_res_set_slots(lsim_res *r, int max_adapters, lsim_errbuf *eb);
+
 /*
 ** Hooks (docs/RESIDENCY.md, "Hooks: the residency reaches a backend").
 ** A pool with hooks tells an observer -- the replay connects them to the

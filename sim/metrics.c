@@ -208,6 +208,9 @@ void lsim_metrics_event(lsim_metrics *m, const lsim_event *ev) {
   case LSIM_EV_PREFIX_EVICTED:
     m->px_evicted_blocks += ev->generation;
     break;
+  case LSIM_EV_ADAPTER_DISK_READ:
+    m->disk_bytes += ev->bytes;
+    break;
   case LSIM_EV_REQUEST_PREEMPTED: {
     m->preemptions++;
     m->migrations += ev->detail && strcmp(ev->detail, "migrate") == 0;

@@ -101,6 +101,7 @@ typedef struct lsim__world {
   lsim_rng faults;
   lsim_tick now;
   lsim_tick *copy_free_at; /* per worker */
+  lsim_tick *disk_free_at; /* per worker: its disk channel (host tier) */
   lsim_tick *step_at;      /* per worker: tick of its pending STEP, or -1 */
   lsim_plan *plans;        /* per worker: the plan in flight */
   int64_t *backend_ns;     /* per worker: measured ns of the plan in flight */
@@ -179,6 +180,21 @@ static lsim_err lsim__span_end(const lsim_scenario *sc, lsim_tick start,
                      "%s: a span of %lld ns from tick %lld passes the end of "
                      "the tick clock",
                      key, (long long)ns, (long long)start);
+  return 0;
+}
+
+/* The ns a disk read of `bytes` takes in the host tier's miss path
+** ($.workers.disk_gbps, disk_fixed_us), like lsim__copy_ns. */
+static lsim_err lsim__disk_ns(const lsim_scenario *sc, int64_t bytes,
+                              int64_t *ns, lsim_errbuf *eb) {
+  int64_t t;
+  if (lsim_d2i64_ceil((double)bytes / sc->disk_gbps, 0, LSIM__MAX_SPAN_NS, &t) ||
+      lsim_add_i64_checked(t, sc->disk_fixed_us * 1000, ns) ||
+      *ns > LSIM__MAX_SPAN_NS)
+    return lsim_fail(eb, LSIM_E_SCN_RANGE,
+                     "$.workers.disk_gbps: a read of %lld bytes at %g GB/s "
+                     "takes more than 2^62 ns",
+                     (long long)bytes, sc->disk_gbps);
   return 0;
 }
 
@@ -417,8 +433,23 @@ static lsim_err lsim__on_step(lsim__world *W, int w, lsim_errbuf *eb) {
     return rc;
   const lsim_scenario *sc = W->sc;
   for (int i = 0; i < nloads; i++) {
-    /* copies on one worker run one after another on its copy engine */
-    lsim_tick start = W->copy_free_at[w] > W->now ? W->copy_free_at[w] : W->now;
+    /* copies on one worker run one after another on its copy engine; a
+    ** host-tier miss first reads from disk on the worker's disk channel
+    ** (one read at a time), and its copy starts when both the read is
+    ** done and the copy engine is free (docs/RESIDENCY.md, "Host tier") */
+    lsim_tick first = W->now, ready = W->now;
+    if (loads[i].disk_bytes > 0) {
+      int64_t dns = 0;
+      first = W->disk_free_at[w] > W->now ? W->disk_free_at[w] : W->now;
+      if ((rc = lsim__disk_ns(sc, loads[i].disk_bytes, &dns, eb)) ||
+          (rc = lsim__span_end(sc, first, dns, "$.workers.disk_gbps", &ready,
+                               eb)))
+        return rc;
+      W->disk_free_at[w] = ready;
+    }
+    lsim_tick start = W->copy_free_at[w] > ready ? W->copy_free_at[w] : ready;
+    if (loads[i].disk_bytes == 0)
+      first = start; /* a host hit (or no tier): the copy is the load */
     int64_t ns = 0;
     if ((rc = lsim__copy_ns(sc, loads[i].bytes, &ns, eb)))
       return rc;
@@ -457,7 +488,7 @@ static lsim_err lsim__on_step(lsim__world *W, int w, lsim_errbuf *eb) {
     if (!loads[i].restore && loads[i].request >= 0 &&
         sc->cancel_during_load_rate > 0 &&
         lsim_rng_unit(&W->faults) < sc->cancel_during_load_rate) {
-      lsim_qev cev = {start + (done - start) / 2, LSIM__Q_ARRIVAL, 0,
+      lsim_qev cev = {first + (done - first) / 2, LSIM__Q_ARRIVAL, 0,
                       LSIM__Q_CANCEL, w, loads[i].request, loads[i].adapter};
       if (lsim_queue_push(&W->q, &cev))
         return lsim_fail(eb, LSIM_E_NOMEM, "out of memory in the event queue");
@@ -873,10 +904,12 @@ static lsim_err lsim__setup(lsim__world *W, lsim_errbuf *eb) {
   int64_t *bytes = malloc((size_t)na * sizeof *bytes);
   int64_t *pages = malloc((size_t)na * sizeof *pages);
   W->copy_free_at = calloc((size_t)sc->workers, sizeof *W->copy_free_at);
+  W->disk_free_at = calloc((size_t)sc->workers, sizeof *W->disk_free_at);
   W->step_at = malloc((size_t)sc->workers * sizeof *W->step_at);
   W->plans = calloc((size_t)sc->workers, sizeof *W->plans);
   W->backend_ns = calloc((size_t)sc->workers, sizeof *W->backend_ns);
-  if (!rank || !bytes || !pages || !W->copy_free_at || !W->step_at ||
+  if (!rank || !bytes || !pages || !W->copy_free_at || !W->disk_free_at ||
+      !W->step_at ||
       !W->plans || !W->backend_ns) {
     free(rank);
     free(bytes);
@@ -899,7 +932,12 @@ static lsim_err lsim__setup(lsim__world *W, lsim_errbuf *eb) {
       u -= sc->ranks[k++].weight;
     rank[a] = sc->ranks[k].rank;
     bytes[a] = lsim_scenario_adapter_bytes(sc, rank[a]);
-    pages[a] = lsim_scenario_adapter_pages(sc, rank[a]);
+    /* padded-rank slots: a slot's pages; an adapter too large for a slot
+    ** is refused at arrival and never loads, it gets a slot's pages too */
+    pages[a] = lsim_scenario_adapter_pages(
+        sc, sc->max_lora_rank > 0 && rank[a] > sc->max_lora_rank
+                ? sc->max_lora_rank
+                : rank[a]);
   }
   lsim_rng_init(&W->faults, sc->seed, LSIM_RNG_FAULTS);
   /* a compressed collection: cores instead of the drawn adapters (the
@@ -986,6 +1024,9 @@ static lsim_err lsim__setup(lsim__world *W, lsim_errbuf *eb) {
       .abort_ticks = sc->abort_ticks,
       .prefill_chunk = sc->prefill_chunk,
       .kv_incremental = sc->kv_incremental,
+      .max_loras = sc->max_loras,
+      .max_lora_rank = sc->max_lora_rank,
+      .max_cpu_loras = sc->max_cpu_loras,
       .max_hotswaps = sc->nhotswaps,
       .log_leases = sc->nhotswaps > 0,
       .compress = sc->compression.on ? &W->cmp.cfg : NULL,
@@ -1095,6 +1136,7 @@ static void lsim__teardown(lsim__world *W) {
       lsim_plan_release(&W->plans[i]);
   free(W->plans);
   free(W->copy_free_at);
+  free(W->disk_free_at);
   free(W->step_at);
   free(W->backend_ns);
   free(W->ring);

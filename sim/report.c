@@ -262,6 +262,11 @@ lsim_err lsim_report_summarize(sqlite3 *db, const lsim_scenario *sc,
   s->prefix_corrupt_requests = m->px_corrupt_requests;
   s->prefix_published_blocks = m->px_published_blocks;
   s->prefix_evicted_blocks = m->px_evicted_blocks;
+  s->host_on = sc->max_cpu_loras > 0;
+  s->host_hits = m->by_kind[LSIM_EV_ADAPTER_HOST_HIT];
+  s->disk_reads = m->by_kind[LSIM_EV_ADAPTER_DISK_READ];
+  s->disk_bytes = m->disk_bytes;
+  s->host_dropped = m->by_kind[LSIM_EV_ADAPTER_HOST_DROPPED];
   s->load_failures = m->by_kind[LSIM_EV_ADAPTER_LOAD_FAILED];
   s->evictions = m->by_kind[LSIM_EV_ADAPTER_EVICTED];
   s->hit_rate = m->hits + m->misses
@@ -353,9 +358,20 @@ lsim_err lsim_report_store(struct lsim_db *db, const lsim_summary *s,
             {"prefix_corrupt_reuses", (double)s->prefix_corrupt_reuses},
             {"prefix_corrupt_requests", (double)s->prefix_corrupt_requests},
             {"prefix_published_blocks", (double)s->prefix_published_blocks},
-            {"prefix_evicted_blocks", (double)s->prefix_evicted_blocks}};
-  enum { NKV_ALL = sizeof kv / sizeof kv[0], NPX = 8 };
-  const size_t NKV = s->prefix_on ? NKV_ALL : NKV_ALL - NPX;
+            {"prefix_evicted_blocks", (double)s->prefix_evicted_blocks},
+            /* the host tier: stored only when it is on */
+            {"adapter_host_hits", (double)s->host_hits},
+            {"adapter_disk_reads", (double)s->disk_reads},
+            {"adapter_disk_read_bytes", (double)s->disk_bytes},
+            {"adapter_host_dropped", (double)s->host_dropped}};
+  enum { NKV_ALL = sizeof kv / sizeof kv[0], NPX = 8, NHT = 4 };
+  size_t NKV = 0;
+  for (size_t i = 0; i < NKV_ALL; i++) {
+    int ht = i >= NKV_ALL - NHT, px = !ht && i >= NKV_ALL - NHT - NPX;
+    if ((px && !s->prefix_on) || (ht && !s->host_on))
+      continue;
+    kv[NKV++] = kv[i];
+  }
   /* each figure's evidence class (sim/audit.c): audited before anything is
   ** written, so a figure that claims more than its source never lands */
   lsim_claim claims[NKV_ALL];
@@ -461,6 +477,12 @@ void lsim_report_print(FILE *f, const lsim_scenario *sc,
                                            "adapter's execution)"
                                          : "");
   }
+  if (s->host_on)
+    fprintf(f, "  host tier   %d adapters per worker: %lld host hits, %lld "
+               "disk reads (%lld bytes), %lld dropped\n",
+            sc->max_cpu_loras, (long long)s->host_hits,
+            (long long)s->disk_reads, (long long)s->disk_bytes,
+            (long long)s->host_dropped);
   if (sc->slo_ttft_ms > 0 || sc->slo_tbt_ms > 0) {
     struct {
       const char *what;

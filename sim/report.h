@@ -82,6 +82,7 @@ typedef struct lsim_metrics {
   int64_t px_lookups, px_hits, px_lookup_blocks, px_hit_blocks,
       px_reused_tokens, px_corrupt_blocks, px_corrupt_requests,
       px_published_blocks, px_evicted_blocks;
+  int64_t disk_bytes; /* host tier: bytes of adapter_disk_read */
 } lsim_metrics;
 
 /* Give the registry the run's shape (after lsim_metrics_init). */
@@ -164,6 +165,11 @@ typedef struct lsim_summary {
   double prefix_hit_rate, prefix_block_hit_rate;
   int64_t prefix_reused_tokens, prefix_corrupt_reuses,
       prefix_corrupt_requests, prefix_published_blocks, prefix_evicted_blocks;
+  /* the host tier ($.workers.max_cpu_loras; stored and printed only when
+  ** on): loads served from host memory, loads that read from disk first,
+  ** the bytes read, and objects the tier's LRU dropped */
+  int host_on;
+  int64_t host_hits, disk_reads, disk_bytes, host_dropped;
 } lsim_summary;
 
 /* Percentiles and totals from the database and the metrics registry. */

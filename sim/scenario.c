@@ -448,6 +448,11 @@ static lsim_err lsim__workers(const lsim__ctx *c, const cJSON *root,
       {"guard_pages", LSIM__I64, 0, 0, 1073741824.0, 0, &sc->guard_pages},
       {"prefill_chunk", LSIM__I64, 0, 0, 16777216.0, 0, &sc->prefill_chunk},
       {"tp_degree", LSIM__I32, 0, 1, 64, 1, &sc->tp_degree},
+      {"max_loras", LSIM__I32, 0, 0, 65536, 0, &sc->max_loras},
+      {"max_lora_rank", LSIM__I32, 0, 0, 4096, 0, &sc->max_lora_rank},
+      {"max_cpu_loras", LSIM__I32, 0, 0, 1048576, 0, &sc->max_cpu_loras},
+      {"disk_gbps", LSIM__NUM, 0, 1e-6, 10000, 0, &sc->disk_gbps},
+      {"disk_fixed_us", LSIM__I64, 0, 0, 1e9, 0, &sc->disk_fixed_us},
   };
   static const char *const extra[] = {"adapter_layout", "kv_reserve", NULL};
   const cJSON *o, *v;
@@ -1486,6 +1491,51 @@ static lsim_err lsim__hotswaps(const lsim__ctx *c, const cJSON *root,
   return 0;
 }
 
+/* The vLLM-parity knobs of $.workers against each other and the catalog
+** (docs/SCENARIO.md, `workers`). */
+static lsim_err lsim__cross_vllm(const lsim__ctx *c, const lsim_scenario *sc) {
+  if (sc->max_lora_rank > 0) {
+    const char *kp = "$.workers.max_lora_rank";
+    if (sc->max_loras == 0)
+      return lsim__bad(c, LSIM_E_SCN_CONFLICT, kp,
+                       "padded-rank slots need $.workers.max_loras (the "
+                       "number of slots per worker)");
+    if (sc->compression.on)
+      return lsim__bad(c, LSIM_E_SCN_CONFLICT, kp,
+                       "a compressed collection's cores and bases are not "
+                       "padded slots ($.adapters.compression)");
+    int fits = 0;
+    for (int i = 0; i < sc->nranks; i++)
+      fits += sc->ranks[i].rank <= sc->max_lora_rank;
+    if (!fits)
+      return lsim__bad(c, LSIM_E_SCN_CONFLICT, kp,
+                       "every rank of $.adapters.ranks exceeds %d: every "
+                       "request would be refused",
+                       sc->max_lora_rank);
+  }
+  if (sc->max_cpu_loras == 0) {
+    if (sc->disk_gbps > 0)
+      return lsim__bad(c, LSIM_E_SCN_CONFLICT, "$.workers.disk_gbps",
+                       "has no effect without $.workers.max_cpu_loras (the "
+                       "host tier is off: every load copies from host)");
+    if (sc->disk_fixed_us > 0)
+      return lsim__bad(c, LSIM_E_SCN_CONFLICT, "$.workers.disk_fixed_us",
+                       "has no effect without $.workers.max_cpu_loras (the "
+                       "host tier is off: every load copies from host)");
+    return 0;
+  }
+  if (sc->disk_gbps <= 0)
+    return lsim__bad(c, LSIM_E_SCN_MISSING, "$.workers.disk_gbps",
+                     "required when $.workers.max_cpu_loras is set (a host "
+                     "tier miss reads the adapter from disk)");
+  if (sc->max_loras > 0 && sc->max_cpu_loras < sc->max_loras)
+    return lsim__bad(c, LSIM_E_SCN_CONFLICT, "$.workers.max_cpu_loras",
+                     "must be at least $.workers.max_loras (%d), as in vLLM "
+                     "(got %d)",
+                     sc->max_loras, sc->max_cpu_loras);
+  return 0;
+}
+
 /* Checks that span sections. */
 static lsim_err lsim__cross(const lsim__ctx *c, lsim_scenario *sc) {
   if (sc->adapters < sc->ntenants)
@@ -1510,7 +1560,12 @@ static lsim_err lsim__cross(const lsim__ctx *c, lsim_scenario *sc) {
                          "of column-parallel A is split)",
                          n, sc->ranks[i].rank);
   }
+  lsim_err err = lsim__cross_vllm(c, sc);
+  if (err)
+    return err;
   for (int i = 0; i < sc->nranks; i++) {
+    if (sc->max_lora_rank > 0 && sc->ranks[i].rank > sc->max_lora_rank)
+      continue; /* refused at arrival (rank_over_max_lora_rank) */
     int64_t pages = lsim_scenario_adapter_pages(sc, sc->ranks[i].rank);
     if (pages < 1 || pages + sc->guard_pages > sc->pool_pages) {
       char ip[LSIM__PATHBUF], kp[LSIM__PATHBUF];
@@ -1905,6 +1960,9 @@ int64_t lsim_scenario_adapter_bytes(const lsim_scenario *sc, int rank) {
 }
 
 int64_t lsim_scenario_adapter_pages(const lsim_scenario *sc, int rank) {
+  /* padded-rank slots: every slot is sized for max_lora_rank */
+  if (sc->max_lora_rank > 0 && rank < sc->max_lora_rank)
+    rank = sc->max_lora_rank;
   if (sc->adapter_layout == LSIM_LAYOUT_SLORA) {
     /* S-LoRA paired slots: 4 * rank slots of 2 * L * H * b bytes, H the
     ** widest target input; each slot rounded up to whole pool pages */

@@ -102,6 +102,15 @@ typedef struct lsim_scenario {
   int tp_degree;           /* $.workers.tp_degree: GPUs per worker (TP
                               group), 1..64, default 1; pool_pages is per
                               GPU (docs/TP.md) */
+  /* vLLM-parity knobs (docs/SCHEDULING.md "Distinct adapters per batch",
+  ** docs/RESIDENCY.md "Host tier" and "Padded-rank slots"); 0 is off */
+  int max_loras;           /* distinct adapters in one iteration; with
+                              max_lora_rank also adapter slots per worker */
+  int max_lora_rank;       /* every slot sized for this rank; larger ranks
+                              are refused at arrival */
+  int max_cpu_loras;       /* adapters in each worker's host LRU tier */
+  double disk_gbps;        /* disk read bandwidth of a host-tier miss */
+  int64_t disk_fixed_us;   /* fixed latency of one disk read */
 
   /* $.model */
   int layers;
@@ -242,7 +251,9 @@ int64_t lsim_scenario_adapter_bytes(const lsim_scenario *sc, int rank);
 
 /* Pool pages of one adapter of `rank` under $.workers.adapter_layout
 ** (docs/RESIDENCY.md, "Page demand"), in one GPU's pool: with tp_degree
-** N > 1 the pages of that GPU's shard (docs/TP.md). */
+** N > 1 the pages of that GPU's shard (docs/TP.md).  With
+** $.workers.max_lora_rank R > 0 a rank below R is padded to R (the slot's
+** pages, docs/RESIDENCY.md "Padded-rank slots"). */
 int64_t lsim_scenario_adapter_pages(const lsim_scenario *sc, int rank);
 
 /* Compressed collections (synthetic form, or a bundle's R and method):
