@@ -48,4 +48,18 @@ static inline int lsim_add_i64_checked(int64_t a, int64_t b, int64_t *out) {
   return 0;
 }
 
+/* Overflow-checked floor(a * b / c) for a, b >= 0 and c > 0, exact (the
+** product is taken in 128 bits): 0 and *out, or -1 when an argument is
+** out of its range or the result exceeds INT64_MAX. */
+static inline int lsim_muldiv_i64_checked(int64_t a, int64_t b, int64_t c,
+                                          int64_t *out) {
+  if (a < 0 || b < 0 || c <= 0)
+    return -1;
+  unsigned __int128 q = (unsigned __int128)a * (uint64_t)b / (uint64_t)c;
+  if (q > (unsigned __int128)INT64_MAX)
+    return -1;
+  *out = (int64_t)q;
+  return 0;
+}
+
 #endif /* LSIM_CHECKED_H */

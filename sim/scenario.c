@@ -847,9 +847,15 @@ static lsim_err lsim__resolve(const lsim__ctx *c, const cJSON *v,
                      lsim__quote(full, q, sizeof q),
                      allow_dir ? " or directory" : "");
   FILE *fp = fopen(full, "rb");
-  if (!fp)
-    return lsim__bad(c, LSIM_E_SCN_TRACE_FILE, path, "cannot open '%s': %s",
-                     lsim__quote(full, q, sizeof q), lsim__os_err(errno, why));
+  if (!fp) {
+    int e = errno;
+    /* the real traces are not in the repository: say where they come from */
+    return lsim__bad(c, LSIM_E_SCN_TRACE_FILE, path, "cannot open '%s': %s%s",
+                     lsim__quote(full, q, sizeof q), lsim__os_err(e, why),
+                     e == ENOENT ? " (a public trace? sh tools/fetch-traces.sh "
+                                   "downloads them, docs/TRACES.md)"
+                                 : "");
+  }
   int regular = fstat(fileno(fp), &st) == 0 && S_ISREG(st.st_mode);
   fclose(fp);
   if (!regular)
@@ -1241,13 +1247,192 @@ static lsim_err lsim__assign(const lsim__ctx *c, const cJSON *o,
   return 0;
 }
 
+/* ---- $.trace workload controls (traces/trace.h, lsim_trace_ctl) ----- */
+
+/* The text of a number node: its source text (sim/json.h), or, for a node
+** built in memory, the shortest decimal that reads back as the same double,
+** so that an exact reader sees 1.1 rather than 1.100000000000000089. */
+static const char *lsim__num_text(const cJSON *v, char buf[40]) {
+  const char *t = lsim_json_num_text(v);
+  if (t)
+    return t;
+  for (int prec = 1; prec <= 17; prec++) {
+    snprintf(buf, 40, "%.*g", prec, v->valuedouble);
+    if (strtod(buf, NULL) == v->valuedouble)
+      break;
+  }
+  return buf;
+}
+
+/* Seconds in [0, 10^9] at obj[key] as exact ns into *ns (absent: 0, *has
+** 0). */
+static lsim_err lsim__secs_ns(const lsim__ctx *c, const cJSON *obj,
+                              const char *path, const char *key, int64_t *ns,
+                              int *has) {
+  char kp[LSIM__PATHBUF], buf[40];
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+  double d;
+  lsim_err err;
+  *ns = 0;
+  *has = v != NULL;
+  lsim__key_path(kp, path, key);
+  if (!v)
+    return 0;
+  if ((err = lsim__real(c, v, kp, 0, 1e9, 0, &d)))
+    return err;
+  if (lsim_trace_seconds_ns(lsim__num_text(v, buf), ns))
+    return lsim__bad(c, LSIM_E_SCN_RANGE, kp,
+                     "must be a whole number of nanoseconds (got %s)",
+                     lsim__num_text(v, buf));
+  return 0;
+}
+
+/* A remap key or name: 1..63 characters of [A-Za-z0-9_.:/@+-] (a trace's
+** names, docs/TRACES.md). */
+static int lsim__remap_name_ok(const char *s) {
+  size_t n = strlen(s);
+  return n > 0 && n < LSIM_TRACE_REMAP_NAME &&
+         strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                   "0123456789_.:/@+-") == n;
+}
+
+/* $.trace.remap.{tenants,adapters}.map: {"from": to, ...}, from an index
+** or a name of the trace, to an index or a name. */
+static lsim_err lsim__remap_map(const lsim__ctx *c, const cJSON *o,
+                                const char *path, lsim_trace_map_entry *e,
+                                int *n) {
+  const cJSON *m;
+  char mp[LSIM__PATHBUF], kp[LSIM__PATHBUF], q[64];
+  lsim_err err;
+  *n = 0;
+  if ((err = lsim__member(c, o, path, "map", "object", 0, &m, mp)) || !m)
+    return err;
+  int len = lsim_json_count(m);
+  if (len == 0)
+    return lsim__bad(c, LSIM_E_SCN_EMPTY, mp, "must not be empty");
+  if (len > LSIM_TRACE_MAX_REMAP)
+    return lsim__bad(c, LSIM_E_SCN_RANGE, mp,
+                     "must have at most %d entries (got %d)",
+                     LSIM_TRACE_MAX_REMAP, len);
+  for (const cJSON *k = m->child; k; k = k->next, (*n)++) {
+    lsim_trace_map_entry *x = &e[*n];
+    lsim__key_path(kp, mp, k->string);
+    if (!lsim__remap_name_ok(k->string))
+      return lsim__bad(c, LSIM_E_SCN_RANGE, kp,
+                       "a key is an index or a name of 1 to 63 characters "
+                       "of [A-Za-z0-9_.:/@+-] (got '%s')",
+                       lsim__quote(k->string, q, sizeof q));
+    memcpy(x->from, k->string, strlen(k->string) + 1);
+    x->to_name[0] = '\0';
+    if (cJSON_IsString(k)) {
+      const char *s = k->valuestring;
+      int digits = s[0] != '\0' && strspn(s, "0123456789") == strlen(s);
+      if (digits || !lsim__remap_name_ok(s))
+        return lsim__bad(c, LSIM_E_SCN_RANGE, kp,
+                         "must be an index, or a name of 1 to 63 characters "
+                         "of [A-Za-z0-9_.:/@+-] that is not all digits (got "
+                         "'%s')",
+                         lsim__quote(s, q, sizeof q));
+      x->to = -1;
+      memcpy(x->to_name, s, strlen(s) + 1);
+    } else if (cJSON_IsNumber(k)) {
+      if ((err = lsim__int(c, k, kp, 0, 2147483647.0, &x->to)))
+        return err;
+    } else {
+      return lsim__bad(c, LSIM_E_SCN_TYPE, kp,
+                       "must be an index or a name (got %s)",
+                       lsim__type_name(k));
+    }
+  }
+  return 0;
+}
+
+/* $.trace.rate_scale, $.trace.window and $.trace.remap: one stage of the
+** trace stream for every source (docs/TRACES.md, "Workload controls"). */
+static lsim_err lsim__workload(const lsim__ctx *c, const cJSON *o,
+                               const char *path, lsim_trace_ctl *ctl) {
+  static const char *const wkeys[] = {"start_s", "end_s", NULL};
+  static const char *const rkeys[] = {"tenants", "adapters", NULL};
+  static const char *const tkeys[] = {"map", NULL};
+  static const char *const akeys[] = {"map", "modulo", "offset", NULL};
+  const cJSON *v, *w, *rm, *t, *a;
+  char kp[LSIM__PATHBUF], wp[LSIM__PATHBUF], rp[LSIM__PATHBUF],
+      tp[LSIM__PATHBUF], ap[LSIM__PATHBUF], buf[40];
+  lsim_err err;
+  memset(ctl, 0, sizeof *ctl);
+  if ((v = cJSON_GetObjectItemCaseSensitive(o, "rate_scale"))) {
+    double d;
+    lsim__key_path(kp, path, "rate_scale");
+    if ((err = lsim__real(c, v, kp, 0, 1e6, LSIM__LO_OPEN, &d)))
+      return err;
+    if (lsim_trace_decimal(lsim__num_text(v, buf), &ctl->rate_num,
+                           &ctl->rate_den))
+      return lsim__bad(c, LSIM_E_SCN_RANGE, kp,
+                       "must have at most 18 significant digits (got %s)",
+                       lsim__num_text(v, buf));
+  }
+  if ((err = lsim__member(c, o, path, "window", "object", 0, &w, wp)))
+    return err;
+  if (w) {
+    int has_start, has_end;
+    if ((err = lsim__keys(c, w, wp, NULL, 0, wkeys)) ||
+        (err = lsim__secs_ns(c, w, wp, "start_s", &ctl->window_start_ns,
+                             &has_start)) ||
+        (err = lsim__secs_ns(c, w, wp, "end_s", &ctl->window_end_ns,
+                             &has_end)))
+      return err;
+    if (!has_start && !has_end)
+      return lsim__bad(c, LSIM_E_SCN_MISSING, wp,
+                       "needs start_s, end_s or both");
+    if (has_end && ctl->window_end_ns <= ctl->window_start_ns) {
+      lsim__key_path(kp, wp, "end_s");
+      return lsim__bad(c, LSIM_E_SCN_RANGE, kp,
+                       "must be after start_s");
+    }
+  }
+  if ((err = lsim__member(c, o, path, "remap", "object", 0, &rm, rp)) || !rm)
+    return err;
+  if ((err = lsim__keys(c, rm, rp, NULL, 0, rkeys)) ||
+      (err = lsim__member(c, rm, rp, "tenants", "object", 0, &t, tp)) ||
+      (err = lsim__member(c, rm, rp, "adapters", "object", 0, &a, ap)))
+    return err;
+  if (!t && !a)
+    return lsim__bad(c, LSIM_E_SCN_MISSING, rp, "needs tenants or adapters");
+  if (t && ((err = lsim__keys(c, t, tp, NULL, 0, tkeys)) ||
+            (err = lsim__remap_map(c, t, tp, ctl->tenant_map,
+                                   &ctl->ntenant_map))))
+    return err;
+  if (t && !ctl->ntenant_map) {
+    lsim__key_path(kp, tp, "map");
+    return lsim__bad(c, LSIM_E_SCN_MISSING, kp, "required key is missing");
+  }
+  if (!a)
+    return 0;
+  const lsim__field af[] = {
+      {"modulo", LSIM__I64, 0, 1, 2147483647.0, 0, &ctl->adapter_modulo},
+      {"offset", LSIM__I64, 0, 0, 2147483647.0, 0, &ctl->adapter_offset},
+  };
+  if ((err = lsim__keys(c, a, ap, NULL, 0, akeys)) ||
+      (err = lsim__fields(c, a, ap, af, LSIM__N(af))) ||
+      (err = lsim__remap_map(c, a, ap, ctl->adapter_map, &ctl->nadapter_map)))
+    return err;
+  int fold = cJSON_GetObjectItemCaseSensitive(a, "modulo") ||
+             cJSON_GetObjectItemCaseSensitive(a, "offset");
+  if (fold == !!ctl->nadapter_map)
+    return lsim__bad(c, fold ? LSIM_E_SCN_CONFLICT : LSIM_E_SCN_MISSING, ap,
+                     fold ? "a map, or a fold (modulo, offset), not both"
+                          : "needs a map, or modulo and/or offset");
+  return 0;
+}
+
 static lsim_err lsim__trace(const lsim__ctx *c, const cJSON *root,
                             const char *basedir, lsim_scenario *sc) {
   static const char *const keys[] = {"file",         "format",
                                      "generator",    "max_requests",
                                      "block_tokens", "servegen",
                                      "assign",       "skip_bad_rows",
-                                     NULL};
+                                     "rate_scale",   "window",
+                                     "remap",        NULL};
   static const char *const gen_extra[] = {
       "prompt_tokens", "output_tokens", "process", "cv",
       "onoff",         "diurnal",       "shifts",  NULL};
@@ -1275,7 +1460,8 @@ static lsim_err lsim__trace(const lsim__ctx *c, const cJSON *root,
     return lsim__bad(c, LSIM_E_SCN_CONFLICT, p,
                      "must have exactly one of 'file' and 'generator' (got %s)",
                      has_file ? "both" : "neither");
-  if ((err = lsim__member(c, o, p, "assign", "object", 0, &as, ap)) ||
+  if ((err = lsim__workload(c, o, p, &sc->trace_ctl)) ||
+      (err = lsim__member(c, o, p, "assign", "object", 0, &as, ap)) ||
       (as && (err = lsim__assign(c, as, ap, basedir, sc))) ||
       (err = lsim__member(c, o, p, "servegen", "object", 0, &sg, sp)))
     return err;
@@ -2035,5 +2221,6 @@ lsim_err lsim_scenario_trace_open(const lsim_scenario *sc, lsim_trace *t,
   spec.gen_output = &sc->gen_output;
   spec.gen_arrivals = &sc->gen_arrivals;
   spec.assign = &sc->trace_assign;
+  spec.ctl = &sc->trace_ctl;
   return lsim_trace_open(t, &spec, &ctx, eb);
 }

@@ -156,6 +156,7 @@ typedef struct lsim_scenario {
   int trace_skip_bad_rows;         /* 1: count and skip malformed rows */
   lsim_servegen_spec trace_servegen; /* format servegen only */
   lsim_assign_spec trace_assign;   /* $.trace.assign */
+  lsim_trace_ctl trace_ctl; /* $.trace.rate_scale, window, remap */
 
   /* $.faults */
   double load_failure_rate; /* probability that one adapter copy fails */

@@ -1171,7 +1171,7 @@ typedef struct lsim__row {
   int has_tenant;  /* 0: all tenants */
   int64_t tenant;
   char tname[LSIM__NAME];
-  char metric[LSIM__NAME];
+  char metric[128];       /* a runs_summary key or a tenant_summary column */
   int has_value, is_int;
   int64_t iv;
   double v;

@@ -23,6 +23,7 @@
 #include <sys/stat.h>
 
 #include "outfile.h"
+#include "../engine/checked.h"
 #include "../engine/lsim.h"
 #include "../traces/trace.h"
 #include "escape.h"
@@ -65,10 +66,17 @@ static void lsim__trace_usage(FILE *f) {
       "  --scope S            tenant or catalog\n"
       "  --adapter K          the adapter of --assign-adapters identical\n"
       "  --servegen PATH      client rates for --assign-adapters servegen\n"
+      "workload controls (docs/TRACES.md; a servegen FILE without a scenario\n"
+      "reads them as its generator's settings instead):\n"
+      "  --start S            drop arrivals before second S of the trace and\n"
+      "                       make S time 0 (servegen: default 0)\n"
+      "  --duration S         keep S seconds from there (servegen: seconds to\n"
+      "                       generate, default 600)\n"
+      "  --rate-scale X       multiply the arrival rate by X: every time is\n"
+      "                       divided by X, exactly (servegen: every client's\n"
+      "                       rate, default 1); with --scenario these replace\n"
+      "                       its $.trace.rate_scale and window\n"
       "a servegen FILE without a scenario:\n"
-      "  --duration S         seconds of arrivals to generate (default 600)\n"
-      "  --start S            first second (default 0)\n"
-      "  --rate-scale X       multiply every client's rate (default 1)\n"
       "  --prompt-tokens N    fixed prompt length (default 1024)\n"
       "  --output-tokens N    fixed output length (default 128)\n"
       "output:\n"
@@ -115,7 +123,37 @@ typedef struct lsim__topts {
   int has_alpha, has_adapter;
   int tmode, amode, scope;
   double duration, start, rate_scale, prompt, output;
+  /* the texts of --rate-scale, --start, --duration (exact workload
+  ** controls of a non-servegen trace); NULL when not given */
+  const char *rate_text, *start_text, *duration_text;
 } lsim__topts;
+
+/* The workload controls the command line gives, over *ctl (a scenario's,
+** or zeros): --rate-scale, and a window from --start for --duration. */
+static lsim_err lsim__cli_ctl(const lsim__topts *o, lsim_trace_ctl *ctl,
+                              lsim_errbuf *eb) {
+  int64_t start = 0, dur = 0;
+  if (o->rate_text &&
+      lsim_trace_decimal(o->rate_text, &ctl->rate_num, &ctl->rate_den))
+    return lsim_fail(eb, LSIM_E_USAGE, "--rate-scale: '%s' is not a decimal "
+                     "number (such as 2 or 0.5) of at most 18 significant "
+                     "digits", o->rate_text);
+  if (!o->start_text && !o->duration_text)
+    return 0;
+  if (o->start_text && lsim_trace_seconds_ns(o->start_text, &start))
+    return lsim_fail(eb, LSIM_E_USAGE, "--start: '%s' is not a whole number "
+                     "of ns below 2^63", o->start_text);
+  if (o->duration_text && lsim_trace_seconds_ns(o->duration_text, &dur))
+    return lsim_fail(eb, LSIM_E_USAGE, "--duration: '%s' is not a whole "
+                     "number of ns below 2^63", o->duration_text);
+  ctl->window_start_ns = start;
+  ctl->window_end_ns = 0;
+  if (o->duration_text &&
+      lsim_add_i64_checked(start, dur, &ctl->window_end_ns))
+    return lsim_fail(eb, LSIM_E_USAGE, "--start + --duration is beyond 2^63 "
+                     "ns");
+  return 0;
+}
 
 /* Open the trace the options name. */
 static lsim_err lsim__open_scenario(const lsim__topts *o, int format,
@@ -136,6 +174,8 @@ static lsim_err lsim__open_scenario(const lsim__topts *o, int format,
                    "a servegen FILE needs the scenario's $.trace.servegen");
   if (!rc && o->block_tokens > 0)
     sc->trace_block_tokens = (int)o->block_tokens;
+  if (!rc && sc->trace_format != LSIM_TRACE_SERVEGEN)
+    rc = lsim__cli_ctl(o, &sc->trace_ctl, eb);
   /* the trace copies what it keeps: the scenario can go */
   if (!rc)
     rc = lsim_scenario_trace_open(sc, t, o->skip, (int64_t)o->max_requests,
@@ -187,19 +227,28 @@ static lsim_err lsim__open(const lsim__topts *o, lsim_trace *t,
   spec.block_tokens = (int)o->block_tokens;
   spec.servegen = &sg;
   spec.assign = &as;
+  lsim_trace_ctl *ctl = calloc(1, sizeof *ctl); /* large: not on the stack */
+  if (!ctl)
+    return lsim_fail(eb, LSIM_E_NOMEM, "out of memory");
+  lsim_err rc = spec.format == LSIM_TRACE_SERVEGEN ? 0
+                                                   : lsim__cli_ctl(o, ctl, eb);
+  spec.ctl = ctl;
   int T = (int)o->tenants, N = (int)o->adapters;
   if (N > 0 && T == 0)
     T = 1;
   if (T > 0 && N == 0)
     N = T;
-  if (T == 0 && (o->tmode || o->amode || o->has_alpha || o->servegen))
-    return lsim_fail(eb, LSIM_E_USAGE,
-                     "an assignment needs --tenants and/or --adapters");
-  if (N < T)
-    return lsim_fail(eb, LSIM_E_USAGE,
-                     "--adapters (%d) must be at least --tenants (%d)", N, T);
+  if (!rc && T == 0 && (o->tmode || o->amode || o->has_alpha || o->servegen))
+    rc = lsim_fail(eb, LSIM_E_USAGE,
+                   "an assignment needs --tenants and/or --adapters");
+  if (!rc && N < T)
+    rc = lsim_fail(eb, LSIM_E_USAGE,
+                   "--adapters (%d) must be at least --tenants (%d)", N, T);
   lsim_trace_ctx ctx = {(uint64_t)o->seed, T, NULL, NULL, N, 0};
-  return lsim_trace_open(t, &spec, &ctx, eb);
+  if (!rc)
+    rc = lsim_trace_open(t, &spec, &ctx, eb); /* copies the controls */
+  free(ctl);
+  return rc;
 }
 
 /* Strings from the trace, its path and the command line are shown with
@@ -213,6 +262,12 @@ static void lsim__print_info(FILE *f, const lsim_trace_info *in) {
           lsim_console_str(shown, sizeof shown, in->source));
   fprintf(f, "assignment      %s\n",
           lsim_console_str(shown, sizeof shown, in->assign));
+  if (in->workload[0])
+    fprintf(f, "workload        %s\n",
+            lsim_console_str(shown, sizeof shown, in->workload));
+  if (in->before_window)
+    fprintf(f, "before window   %lld records dropped\n",
+            (long long)in->before_window);
   if (in->dropped_failed)
     fprintf(f, "failed dropped  %lld rows with 0 response tokens\n",
             (long long)in->dropped_failed);
@@ -335,11 +390,16 @@ static int lsim__run(const lsim__topts *o) {
   lsim_trace_stats *st = NULL;
   if (convert) {
     /* one comment line each: control bytes of a path made visible */
-    char comment[600], src[LSIM_ESC_SIZE(160)], asg[LSIM_ESC_SIZE(256)];
+    char comment[1100], src[LSIM_ESC_SIZE(160)], asg[LSIM_ESC_SIZE(256)],
+        wl[LSIM_ESC_SIZE(256)];
     snprintf(comment, sizeof comment,
-             "lorasim trace convert\nsource: %s\nassignment: %s",
+             "lorasim trace convert\nsource: %s\nassignment: %s%s%s",
              lsim_console_str(src, sizeof src, info.source),
-             lsim_console_str(asg, sizeof asg, info.assign));
+             lsim_console_str(asg, sizeof asg, info.assign),
+             info.workload[0] ? "\nworkload: " : "",
+             info.workload[0]
+                 ? lsim_console_str(wl, sizeof wl, info.workload)
+                 : "");
     size_t n = strlen(o->out);
     int jsonl = o->jsonl || (n >= 6 && strcmp(o->out + n - 6, ".jsonl") == 0);
     /* written to a temporary beside o->out, renamed into place whole
@@ -495,12 +555,15 @@ int lsim_trace_main(int argc, char **argv) {
     case O_SG: o.servegen = optarg; break;
     case O_DURATION:
       if (lsim__num(optarg, 1e-9, 1e12, &o.duration)) bad = "--duration";
+      o.duration_text = optarg;
       break;
     case O_START:
       if (lsim__num(optarg, 0, 1e12, &o.start)) bad = "--start";
+      o.start_text = optarg;
       break;
     case O_RATE:
       if (lsim__num(optarg, 1e-9, 1e6, &o.rate_scale)) bad = "--rate-scale";
+      o.rate_text = optarg;
       break;
     case O_PROMPT:
       if (lsim__num(optarg, 1, LSIM_TRACE_MAX_TOKENS, &o.prompt)) bad = "--prompt-tokens";

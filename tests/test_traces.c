@@ -268,6 +268,95 @@ Test(traces, burstgpt_published_format) {
     cr_expect_eq(tenants[i], want[i], "record %d", i);
 }
 
+Test(traces, blis_csv_with_quoted_token_arrays) {
+  /* tests/fixtures/traces/blis.csv: BLIS's trace CSV, token ids as JSON
+  ** arrays in quoted fields (commas inside), a request id with doubled
+  ** quotes and a comma, an empty model; the lengths are the arrays' */
+  static const int64_t arr[4] = {0, 50000000, 125000000, 1500000000};
+  static const int prompt[4] = {5, 3, 2, 32}, output[4] = {3, 4, 1, 2};
+  static const char *const model[4] = {"llama", "llama", "qwen/2.5-7b", NULL};
+  for (int crlf = 0; crlf < 2; crlf++) {
+    char path[512];
+    if (crlf) {
+      /* the same file with CRLF line ends */
+      FILE *in = fopen(FIX "/blis.csv", "r");
+      cr_assert_not_null(in);
+      static char text[4096];
+      size_t o = 0;
+      int ch;
+      while ((ch = fgetc(in)) != EOF && o + 2 < sizeof text) {
+        if (ch == '\n')
+          text[o++] = '\r';
+        text[o++] = (char)ch;
+      }
+      text[o] = '\0';
+      fclose(in);
+      put("blis-crlf.csv", text, path, sizeof path);
+    } else {
+      snprintf(path, sizeof path, "%s", FIX "/blis.csv");
+    }
+    lsim_trace t;
+    lsim_errbuf eb = LSIM_ERRBUF_INIT;
+    cr_assert_eq(open_file(&t, LSIM_TRACE_BLIS, path, 0, 0, 1, NULL, 0, &eb),
+                 0, "%s", eb.msg);
+    lsim_trace_rec r;
+    for (int i = 0; i < 4; i++) {
+      cr_assert_eq(lsim_trace_next(&t, &r, &eb), 1, "%d: %s", i, eb.msg);
+      cr_expect_eq(r.arrival_ns, arr[i], "record %d", i);
+      cr_expect_eq(r.prompt_tokens, prompt[i], "record %d", i);
+      cr_expect_eq(r.output_tokens, output[i], "record %d", i);
+      if (model[i])
+        cr_expect_str_eq(r.tenant_name, model[i], "record %d", i);
+      else
+        cr_expect_eq(r.tenant, -1, "record %d", i);
+    }
+    cr_expect_eq(lsim_trace_next(&t, &r, &eb), 0, "%s", eb.msg);
+    lsim_trace_close(&t);
+  }
+  /* the format is in the registry: scenarios and --format know it */
+  cr_expect_eq(lsim_trace_format_find("blis"), LSIM_TRACE_BLIS);
+}
+
+Test(traces, native_csv_rfc4180_quoting_and_jsonl_exact_integers) {
+  char path[512];
+  put("quoted.csv",
+      "\"arrival_us\",\"tenant\",\"adapter\",\"prompt_tokens\",output_tokens\r\n"
+      "10, \"gold\" ,\"summarize/v1\",\"5\",4\r\n"
+      "20,bronze,,7,\"\"\r\n",
+      path, sizeof path);
+  lsim_trace t;
+  lsim_errbuf eb = LSIM_ERRBUF_INIT;
+  cr_assert_eq(open_file(&t, LSIM_TRACE_CSV, path, 0, 0, 1, NULL, 0, &eb), 0,
+               "%s", eb.msg);
+  lsim_trace_rec r;
+  cr_assert_eq(lsim_trace_next(&t, &r, &eb), 1, "%s", eb.msg);
+  cr_expect_eq(r.arrival_ns, 10000);
+  cr_expect_str_eq(r.tenant_name, "gold");
+  cr_expect_str_eq(r.adapter_name, "summarize/v1");
+  cr_expect_eq(r.prompt_tokens, 5);
+  /* "" is an empty field: output_tokens is missing */
+  cr_expect_eq(lsim_trace_next(&t, &r, &eb), LSIM_E_TRACE_MISSING, "%s",
+               eb.msg);
+  cr_expect_not_null(strstr(eb.msg, "quoted.csv:3: output_tokens"), "%s",
+                     eb.msg);
+  lsim_trace_close(&t);
+  /* block ids beyond 2^53 are read exactly, not through a double */
+  put("big.jsonl",
+      "{\"arrival_us\": 1, \"prompt_tokens\": 5, \"output_tokens\": 4, "
+      "\"prefix_blocks\": [9007199254740993, 18014398509481985, 0], "
+      "\"slo\": \"x1\"}\n",
+      path, sizeof path);
+  cr_assert_eq(open_file(&t, LSIM_TRACE_JSONL, path, 0, 0, 1, NULL, 0, &eb), 0,
+               "%s", eb.msg);
+  cr_assert_eq(lsim_trace_next(&t, &r, &eb), 1, "%s", eb.msg);
+  cr_assert_eq(r.nblocks, 3);
+  cr_expect_eq(r.blocks[0], 9007199254740993ull);
+  cr_expect_eq(r.blocks[1], 18014398509481985ull);
+  cr_expect_eq(r.blocks[2], 0);
+  cr_expect_str_eq(r.slo, "x1");
+  lsim_trace_close(&t);
+}
+
 Test(traces, native_csv_and_jsonl_agree) {
   const char *files[2] = {FIX "/native.csv", FIX "/native.jsonl"};
   int64_t arr[2][4], dl[2][4], cn[2][4];
@@ -341,6 +430,7 @@ typedef struct bad_case {
 #define CSVH "arrival_us,tenant,adapter,prompt_tokens,output_tokens\n"
 #define AZH "TIMESTAMP,ContextTokens,GeneratedTokens\n"
 #define BGH "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n"
+#define BLH "arrival_time,request_id,model,prefill_tokens,decode_tokens\n"
 #define MC(ts, in, out, ids) \
   "{\"timestamp\": " ts ", \"input_length\": " in ", \"output_length\": " out \
   ", \"hash_ids\": " ids "}\n"
@@ -381,6 +471,17 @@ static const bad_case k_bad[] = {
     {LSIM_TRACE_CSV, "d1.csv",
      "arrival_us,prompt_tokens,output_tokens,deadline_us\n10,5,4,9\n",
      LSIM_E_TRACE_MISMATCH, "d1.csv:2: deadline_us"},
+    /* RFC 4180 quoting: the column of the bad quote, the line not quoted */
+    {LSIM_TRACE_CSV, "q1.csv", CSVH "0,\"gold,0,5,4\n", LSIM_E_TRACE_PARSE,
+     "q1.csv:2: column 3: a quoted field does not end on its line"},
+    {LSIM_TRACE_CSV, "q2.csv", CSVH "0,go\"ld,0,5,4\n", LSIM_E_TRACE_PARSE,
+     "q2.csv:2: column 5: a quote inside an unquoted field"},
+    {LSIM_TRACE_CSV, "q3.csv", CSVH "0,\"gold\"x,0,5,4\n", LSIM_E_TRACE_PARSE,
+     "q3.csv:2: column 9: text after the closing quote"},
+    {LSIM_TRACE_CSV, "q4.csv", "\"arrival_us,prompt_tokens,output_tokens\n",
+     LSIM_E_TRACE_PARSE, "q4.csv:1: column 1: a quoted field does not end"},
+    {LSIM_TRACE_AZURE, "q5.csv", AZH "\"2023-11-16 18:15:46.68\"x,374,44\n",
+     LSIM_E_TRACE_PARSE, "q5.csv:2: column 25: text after the closing quote"},
     {LSIM_TRACE_CSV, "b1.csv",
      "arrival_us,prompt_tokens,output_tokens,prefix_blocks\n10,5,4,1 x 2\n",
      LSIM_E_TRACE_PARSE, "b1.csv:2: prefix_blocks"},
@@ -451,6 +552,33 @@ static const bad_case k_bad[] = {
      LSIM_E_TRACE_MISSING, "bg4.csv:1: header: no 'Log Type'"},
     {LSIM_TRACE_BURSTGPT, "bg5.csv", BGH "five,ChatGPT,10,5,15,API log\n",
      LSIM_E_TRACE_PARSE, "bg5.csv:2: Timestamp"},
+    /* BLIS */
+    {LSIM_TRACE_BLIS, "bl1.csv", "arrival_time,model,request_id,"
+     "prefill_tokens,decode_tokens\n",
+     LSIM_E_TRACE_UNKNOWN, "bl1.csv:1: header: column 2 must be 'request_id'"},
+    {LSIM_TRACE_BLIS, "bl2.csv", BLH "0,r,m,\"[1,2\",\"[3]\"\n",
+     LSIM_E_TRACE_PARSE, "bl2.csv:2: prefill_tokens: expected a JSON array"},
+    {LSIM_TRACE_BLIS, "bl3.csv", BLH "0,r,m,\"[1,2]\",\"[]\"\n",
+     LSIM_E_TRACE_RANGE, "bl3.csv:2: decode_tokens: 0 tokens"},
+    {LSIM_TRACE_BLIS, "bl4.csv", BLH "0,r,m,\"[1,-2]\",\"[3]\"\n",
+     LSIM_E_TRACE_PARSE, "bl4.csv:2: prefill_tokens"},
+    {LSIM_TRACE_BLIS, "bl5.csv", BLH "0,r,m,[1,2],\"[3]\"\n",
+     LSIM_E_TRACE_PARSE, "bl5.csv:2: expected 5 fields (got 6)"},
+    {LSIM_TRACE_BLIS, "bl6.csv", BLH "1,r,m,\"[1]\",\"[3]\"\n"
+     "0.5,r,m,\"[1]\",\"[3]\"\n",
+     LSIM_E_TRACE_ORDER, "bl6.csv:3: arrival_time"},
+    /* JSONL through cJSON: exact integers, \u0000 refused */
+    {LSIM_TRACE_JSONL, "j7.jsonl",
+     "{\"arrival_us\": 1, \"prompt_tokens\": 5, \"output_tokens\": 4, "
+     "\"slo\": \"a\\u0000b\"}\n",
+     LSIM_E_TRACE_PARSE, "j7.jsonl:1: invalid JSON: a string holds \\u0000"},
+    {LSIM_TRACE_JSONL, "j8.jsonl",
+     "{\"arrival_us\": 1, \"prompt_tokens\": 5, \"output_tokens\": 4} x\n",
+     LSIM_E_TRACE_PARSE, "j8.jsonl:1: invalid JSON: text after the object"},
+    {LSIM_TRACE_JSONL, "j9.jsonl",
+     "{\"arrival_us\": 1, \"prompt_tokens\": 5, \"output_tokens\": 4, "
+     "\"prefix_blocks\": [1, [2]]}\n",
+     LSIM_E_TRACE_PARSE, "j9.jsonl:1: invalid JSON: array 'prefix_blocks'"},
 };
 
 static void check_bad(const bad_case *c, int skip) {
@@ -1118,7 +1246,7 @@ Test(traces, stats_reports_skipped_rows) {
 Test(traces, importer_registry_names_values_and_guess) {
   /* every format has one name, and find and name agree on every file
   ** format; the generator is a format but no file format */
-  cr_assert_eq(lsim_trace_format_count(), LSIM_TRACE_GEN + 1);
+  cr_assert_eq(lsim_trace_format_count(), LSIM_TRACE_BLIS + 1);
   const char *const *n = lsim_trace_format_names();
   int files = 0;
   for (; n[files]; files++) {
@@ -1130,12 +1258,15 @@ Test(traces, importer_registry_names_values_and_guess) {
   cr_assert_eq(lsim_trace_format_find("generator"), -1);
   cr_assert_str_eq(lsim_trace_format_name(LSIM_TRACE_GEN), "generator");
   cr_assert_str_eq(lsim_trace_format_name(LSIM_TRACE_MOONCAKE), "mooncake");
+  /* an importer after the generator keeps the generator's value */
+  cr_assert_str_eq(lsim_trace_format_name(LSIM_TRACE_BLIS), "blis");
   cr_assert_str_eq(lsim_trace_format_name(-1), "unknown");
   cr_assert_str_eq(lsim_trace_format_name(lsim_trace_format_count()),
                    "unknown");
   char buf[128];
   size_t need = lsim_trace_format_join(buf, sizeof buf, ", ");
-  cr_assert_str_eq(buf, "csv, jsonl, azure, mooncake, burstgpt, servegen");
+  cr_assert_str_eq(buf,
+                   "csv, jsonl, azure, mooncake, burstgpt, servegen, blis");
   cr_assert_eq(need, strlen(buf));
   char small[8];
   cr_assert_eq(lsim_trace_format_join(small, sizeof small, ", "), need);

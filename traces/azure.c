@@ -137,7 +137,11 @@ static int lsim__azure_next(lsim__src *s, lsim__raw *r, lsim_errbuf *eb,
     r->deadline_ns = r->cancel_ns = -1;
     r->line = a->L.line;
     r->time_field = "TIMESTAMP";
-    int nf = lsim__csv_split(a->L.buf, f, 3);
+    int nf;
+    lsim_err ce = lsim__csv_fields(a->L.buf, f, 3, &nf, s->path, a->L.line,
+                                   eb);
+    if (ce)
+      return ce;
     if (nf != 3)
       return lsim__rowerr(eb, LSIM_E_TRACE_PARSE, s->path, a->L.line, NULL,
                           "expected 3 fields (got %d)", nf);

@@ -38,7 +38,11 @@ typedef struct lsim__burst {
 
 static lsim_err lsim__bheader(lsim__burst *b, lsim_errbuf *eb) {
   char *f[LSIM__B_N + 1], q[LSIM__SHOW_BUF];
-  int nf = lsim__csv_split(b->L.buf, f, LSIM__B_N);
+  int nf;
+  lsim_err ce = lsim__csv_fields(b->L.buf, f, LSIM__B_N, &nf, b->base.path,
+                                 b->L.line, eb);
+  if (ce)
+    return ce;
   if (nf > LSIM__B_N)
     return lsim__rowerr(eb, LSIM_E_TRACE_PARSE, b->base.path, b->L.line,
                         "header", "more than %d columns", LSIM__B_N);
@@ -106,7 +110,11 @@ static int lsim__burst_next(lsim__src *s, lsim__raw *r, lsim_errbuf *eb,
     r->deadline_ns = r->cancel_ns = -1;
     r->line = b->L.line;
     r->time_field = "Timestamp";
-    int nf = lsim__csv_split(b->L.buf, f, LSIM__B_N);
+    int nf;
+    lsim_err ce = lsim__csv_fields(b->L.buf, f, LSIM__B_N, &nf, s->path,
+                                   b->L.line, eb);
+    if (ce)
+      return ce;
     if (nf != b->ncols)
       return lsim__rowerr(eb, LSIM_E_TRACE_PARSE, s->path, b->L.line, NULL,
                           "expected %d fields as in the header (got %d)",

@@ -157,10 +157,13 @@ void lsim__lines_close(lsim__lines *L);
 /* 1 when the line is empty, blank or a '#' comment. */
 int lsim__skippable(const char *s);
 
-/* Split a CSV line in place at commas into f[0..max); each field is trimmed
-** of blanks and of one pair of surrounding double quotes.  Returns the
-** number of fields (max + 1 when there are more). */
-int lsim__csv_split(char *line, char **f, int max);
+/* Split one CSV line in place into f[0..max) by RFC 4180: a quoted field
+** may hold commas and doubled quotes ("" is one), blanks around a field are
+** trimmed.  *nf is the number of fields (max + 1 when there are more).  A
+** quote out of place is E_TRACE_PARSE "path:ln: column N: ..." (the line
+** is not quoted in the message). */
+lsim_err lsim__csv_fields(char *line, char **f, int max, int *nf,
+                          const char *path, int64_t ln, lsim_errbuf *eb);
 
 /* ---- numbers ------------------------------------------------------------------ */
 
@@ -184,7 +187,7 @@ int lsim__plain_word(const char *s);
 /* 1 when s is made of decimal digits only (and is not empty). */
 int lsim__all_digits(const char *s);
 
-/* ---- a flat JSON object on one line ------------------------------------------ */
+/* ---- a flat JSON object on one line (cJSON) ----------------------------------- */
 
 #define LSIM__JMAX 24
 
@@ -203,14 +206,20 @@ typedef struct lsim__jobj {
   lsim__jkv kv[LSIM__JMAX];
   uint64_t *arr; /* array elements (non-negative integers) of every key */
   int arr_n, arr_cap;
+  struct cJSON *root; /* the parsed line: keys and strings point into it */
 } lsim__jobj;
 
 /* Parse `line` (modified in place) as one object of scalars and arrays of
-** non-negative integers.  0 ok; -1 with why[] set on a syntax error,
-** a nested object, a repeated key, or more than LSIM__JMAX keys; -2 out
-** of memory. */
+** non-negative integers, through cJSON, every number kept as its text so
+** integers are read exactly.  0 ok; -1 with why[] set on a syntax error,
+** a nested object, a repeated key, a string holding \u0000, or more than
+** LSIM__JMAX keys; -2 out of memory.  Pointers stay valid until the next
+** call or lsim__json_release. */
 int lsim__json_line(char *line, lsim__jobj *o, char *why, size_t whylen);
 const lsim__jkv *lsim__json_get(const lsim__jobj *o, const char *key);
+/* The length of s as a JSON array of non-negative integers (token ids):
+** 0 and *n, -1 not such an array (or text after it), -2 out of memory. */
+int lsim__json_int_array_len(const char *s, int64_t *n);
 void lsim__json_release(lsim__jobj *o);
 
 /* ---- hash tables ---------------------------------------------------------------- */

@@ -88,7 +88,10 @@ static lsim_err lsim__header(lsim__native *n, char *line, lsim_errbuf *eb) {
   char *f[LSIM__MAX_COLS + 1];
   const char *path = n->base.path;
   int64_t ln = n->L.line;
-  int nf = lsim__csv_split(line, f, LSIM__MAX_COLS);
+  int nf;
+  lsim_err e = lsim__csv_fields(line, f, LSIM__MAX_COLS, &nf, path, ln, eb);
+  if (e)
+    return e;
   if (nf > LSIM__MAX_COLS)
     return lsim__rowerr(eb, LSIM_E_TRACE_PARSE, path, ln, NULL,
                         "header has more than %d columns", LSIM__MAX_COLS);
@@ -256,12 +259,15 @@ static int lsim__csv_row(lsim__native *n, lsim__raw *r, lsim_errbuf *eb,
                          int *fatal) {
   char *f[LSIM__MAX_COLS + 1];
   const char *path = n->base.path;
-  int nf = lsim__csv_split(n->L.buf, f, LSIM__MAX_COLS);
+  int nf;
+  lsim_err rc = lsim__csv_fields(n->L.buf, f, LSIM__MAX_COLS, &nf, path,
+                                 n->L.line, eb);
+  if (rc)
+    return rc;
   if (nf != n->ncols)
     return lsim__rowerr(eb, LSIM_E_TRACE_PARSE, path, n->L.line, NULL,
                         "expected %d fields as in the header (got %d)",
                         n->ncols, nf);
-  lsim_err rc;
   for (int i = 0; i < nf; i++) {
     int c = n->col_of[i];
     const char *s = f[i];

@@ -174,7 +174,10 @@ static lsim_err lsim__sg_row(const char *path, int64_t line, char *buf,
                              double *ts, double *rate, int *pattern,
                              double *shape, double *scale, lsim_errbuf *eb) {
   char *f[7], q[LSIM__SHOW_BUF];
-  int nf = lsim__csv_split(buf, f, 6);
+  int nf;
+  lsim_err ce = lsim__csv_fields(buf, f, 6, &nf, path, line, eb);
+  if (ce)
+    return ce;
   if (nf != 6)
     return lsim__rowerr(eb, LSIM_E_TRACE_PARSE, path, line, NULL,
                         "expected 6 fields: timestamp, rate, cv, pattern, "

@@ -19,6 +19,8 @@
 **                        directory of chunk-<client>-trace.csv; arrivals are
 **                        generated per client, clients become tenants
 **   LSIM_TRACE_GEN       the synthetic generator
+**   LSIM_TRACE_BLIS      the trace CSV of BLIS (inference-sim): token-id
+**                        arrays in quoted fields, their lengths the lengths
 **
 ** Then the assignment stage (traces/assign.c) gives every record a tenant
 ** and an adapter of the catalog: the trace's own, or drawn by a seeded law
@@ -69,11 +71,13 @@ enum lsim_trace_format {
   LSIM_TRACE_MOONCAKE,
   LSIM_TRACE_BURSTGPT,
   LSIM_TRACE_SERVEGEN,
-  LSIM_TRACE_GEN
+  LSIM_TRACE_GEN,
+  LSIM_TRACE_BLIS /* after the generator: added later (issue 22) */
 };
 
 /* The importer registry (traces/trace.c), each format named once there:
-** "csv", "jsonl", "azure", "mooncake", "burstgpt", "servegen", "generator".
+** "csv", "jsonl", "azure", "mooncake", "burstgpt", "servegen", "generator",
+** "blis".
 ** lsim_trace_format_name gives "unknown" for a value out of range;
 ** lsim_trace_format_find knows the file formats only (not "generator") and
 ** returns -1 for an unknown name. */
@@ -221,6 +225,66 @@ typedef struct lsim_assign_spec {
   char servegen[LSIM_TRACE_PATH_MAX]; /* servegen: file or directory */
 } lsim_assign_spec;
 
+/* ---- workload controls ($.trace.rate_scale, window, remap) ---------------- */
+
+/*
+** One stage of the stream (traces/trace.c) reshapes every source alike,
+** file importers and the generator, after the order check and before the
+** assignment:
+**
+**   window   a record arriving before window_start_ns (on the source's own
+**            clock) is dropped; the first one at or after window_end_ns
+**            ends the stream (the rest of the file is not read); the kept
+**            arrivals are shifted so that window_start_ns is time 0;
+**   rate     the arrival rate is multiplied by rate_num / rate_den: each
+**            shifted arrival t becomes floor(t * rate_den / rate_num) ns,
+**            exactly (128-bit product, rounded down); a deadline or cancel
+**            time keeps its distance from its own arrival (the clients'
+**            patience is not scaled);
+**   remap    a tenant or adapter value the trace gives (an index, or a
+**            name) found in a map becomes the map's value (an index or a
+**            name) before the assignment sees it; adapters may instead be
+**            folded: v -> v % adapter_modulo + adapter_offset, where a
+**            name's v is its number by first appearance (0, 1, 2, ...).
+**
+** max_requests counts the records that come out of this stage.
+*/
+#define LSIM_TRACE_MAX_REMAP 256   /* entries of one map */
+#define LSIM_TRACE_REMAP_NAME 64   /* a key or name, NUL included */
+
+typedef struct lsim_trace_map_entry {
+  char from[LSIM_TRACE_REMAP_NAME]; /* an index in decimal, or a name */
+  int64_t to;                       /* an index; -1 when to_name is set */
+  char to_name[LSIM_TRACE_REMAP_NAME];
+} lsim_trace_map_entry;
+
+typedef struct lsim_trace_ctl {
+  int64_t rate_num, rate_den;  /* both > 0; 0 0: rate as is */
+  int64_t window_start_ns;     /* >= 0 */
+  int64_t window_end_ns;       /* > window_start_ns; 0: open */
+  int ntenant_map;
+  lsim_trace_map_entry tenant_map[LSIM_TRACE_MAX_REMAP];
+  int nadapter_map;
+  lsim_trace_map_entry adapter_map[LSIM_TRACE_MAX_REMAP];
+  int64_t adapter_modulo; /* > 0 folds adapters; 0: none */
+  int64_t adapter_offset; /* >= 0, added after the fold */
+} lsim_trace_ctl;
+
+/* 1 when ctl changes nothing (NULL included). */
+int lsim_trace_ctl_none(const lsim_trace_ctl *ctl);
+
+/*
+** A non-negative decimal number's text ("2", "0.25", "1.5e3") as a reduced
+** fraction *num / *den with den a power of ten: 0 ok, -1 not such a
+** number, -2 too precise or too large (num or den beyond 10^18).  The
+** rate_scale and window keys are read through it so that a scale of 1.1
+** is 11/10 exactly, not the double nearest to it.
+*/
+int lsim_trace_decimal(const char *s, int64_t *num, int64_t *den);
+/* A decimal number of seconds as ns, exactly: 0 ok, -1 syntax or finer
+** than 1 ns, -2 beyond 2^63 ns. */
+int lsim_trace_seconds_ns(const char *s, int64_t *ns);
+
 /* ---- opening a trace -------------------------------------------------------- */
 
 /* What to read.  Pointers are borrowed during lsim_trace_open only. */
@@ -237,6 +301,7 @@ typedef struct lsim_trace_spec {
   const lsim_len_dist *gen_prompt, *gen_output;
   const lsim_arrivals *gen_arrivals; /* NULL: Poisson, no modulation */
   const lsim_assign_spec *assign;    /* NULL: all defaults */
+  const lsim_trace_ctl *ctl;         /* workload controls; NULL: none */
 } lsim_trace_spec;
 
 /* The catalog the records are assigned to.  ntenants == 0 is raw mode: no
@@ -281,6 +346,8 @@ typedef struct lsim_trace_info {
   int64_t dropped_failed;    /* BurstGPT rows of failed requests (0 output) */
   char source[160];          /* "azure file.csv", "generator gamma cv=2" */
   char assign[256];          /* the assignment in words */
+  char workload[256];        /* the workload controls in words; "" none */
+  int64_t before_window;     /* records dropped before the window start */
 } lsim_trace_info;
 
 void lsim_trace_get_info(const lsim_trace *t, lsim_trace_info *out);

@@ -1,6 +1,7 @@
 /*
 ** util.c: the pieces every trace source uses: bounded line reading, CSV
-** splitting, exact number parsing, a one-line flat JSON parser, and two
+** splitting (RFC 4180), exact number parsing, one-line flat JSON objects
+** (over cJSON), and two
 ** small hash tables (uint64 -> int64, and names numbered by first
 ** appearance).
 **
@@ -8,6 +9,7 @@
 */
 #include "internal.h"
 
+#include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -241,32 +243,78 @@ int lsim__skippable(const char *s) {
   return *s == '\0' || *s == '#';
 }
 
-static char *lsim__trim(char *s) {
-  while (*s == ' ' || *s == '\t')
-    s++;
+/* Trailing blanks of s off. */
+static void lsim__rtrim(char *s) {
   size_t n = strlen(s);
   while (n > 0 && (s[n - 1] == ' ' || s[n - 1] == '\t'))
     s[--n] = '\0';
-  if (n >= 2 && s[0] == '"' && s[n - 1] == '"') {
-    s[n - 1] = '\0';
-    s++;
-  }
-  return s;
 }
 
-int lsim__csv_split(char *line, char **f, int max) {
-  int n = 0;
+/*
+** RFC 4180 fields, split in place.  A field that starts (after blanks) with
+** a double quote runs to the matching closing quote, commas included, and
+** a doubled quote inside it stands for one; only blanks may follow it
+** before the comma.  An unquoted field runs to the next comma and may not
+** hold a quote.  Blanks around a field are not part of it (the readers
+** always trimmed them), and the line reader already took off the CR of a
+** CRLF line end.  A quoted field does not continue on the next line: no
+** trace format this reads puts a line break in a field, and a record that
+** spans lines would make every later line number wrong.
+*/
+lsim_err lsim__csv_fields(char *line, char **f, int max, int *nf,
+                          const char *path, int64_t ln, lsim_errbuf *eb) {
   char *p = line;
+  int n = 0;
   for (;;) {
-    char *comma = strchr(p, ',');
-    if (comma)
-      *comma = '\0';
+    while (*p == ' ' || *p == '\t')
+      p++;
+    char *start = p;
+    int end;
+    if (*p == '"') {
+      char *w = p, *q = p + 1;
+      for (;;) {
+        if (*q == '\0')
+          return lsim__rowerr(eb, LSIM_E_TRACE_PARSE, path, ln, NULL,
+                              "column %zu: a quoted field does not end on its "
+                              "line", (size_t)(p - line) + 1);
+        if (*q == '"') {
+          if (q[1] != '"') {
+            q++;
+            break;
+          }
+          q++; /* "" is one quote */
+        }
+        *w++ = *q++;
+      }
+      while (*q == ' ' || *q == '\t')
+        q++;
+      if (*q != ',' && *q != '\0')
+        return lsim__rowerr(eb, LSIM_E_TRACE_PARSE, path, ln, NULL,
+                            "column %zu: text after the closing quote of a "
+                            "field", (size_t)(q - line) + 1);
+      end = *q == '\0';
+      *w = '\0'; /* w < q: the closing quote at least was read */
+      p = end ? q : q + 1;
+    } else {
+      char *c = p;
+      for (; *c && *c != ','; c++)
+        if (*c == '"')
+          return lsim__rowerr(eb, LSIM_E_TRACE_PARSE, path, ln, NULL,
+                              "column %zu: a quote inside an unquoted field "
+                              "(quote the whole field, doubling the quote)",
+                              (size_t)(c - line) + 1);
+      end = *c == '\0';
+      *c = '\0';
+      lsim__rtrim(start);
+      p = end ? c : c + 1;
+    }
     if (n < max)
-      f[n] = lsim__trim(p);
+      f[n] = start;
     n++;
-    if (!comma || n > max)
-      return n > max ? max + 1 : n;
-    p = comma + 1;
+    if (end || n > max) {
+      *nf = n > max ? max + 1 : n;
+      return 0;
+    }
   }
 }
 
@@ -372,106 +420,64 @@ int lsim__name_ok(const char *s) {
                    "0123456789_.:/@+-") == n;
 }
 
-/* ---- one-line JSON --------------------------------------------------------------- */
+/* ---- one-line JSON, through cJSON ---------------------------------------------- */
 
-static char *lsim__jws(char *p) {
-  while (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n')
-    p++;
+/*
+** cJSON parses the line; one walk over the tree then refuses what the trace
+** formats do not allow (a key given twice, a nested object, an array of
+** anything but non-negative integers, more than LSIM__JMAX keys) and gives
+** every number its source text, so integers are read exactly rather than
+** through a double: a scanner steps through the same text to the next
+** number literal outside strings, which is the literal of the next number
+** node in document order (as sim/json.c does for scenarios; traces/ may not
+** include sim/, docs/ARCHITECTURE.md).  A string holding \u0000, which
+** cJSON would cut short there, is refused.  Out of memory inside cJSON is
+** told from bad syntax by allocation hooks that note a failed malloc.
+*/
+
+static _Thread_local int lsim__jnomem;
+
+static void *lsim__jmalloc(size_t n) {
+  void *p = malloc(n);
+  if (!p)
+    lsim__jnomem = 1;
   return p;
 }
 
-/* A string at *pp (after the opening quote), unescaped in place. */
-static int lsim__jstr(char **pp, char **out, char *why, size_t wl) {
-  char *p = *pp, *w = p;
-  *out = p;
-  for (;;) {
-    unsigned char ch = (unsigned char)*p;
-    if (ch == '\0') {
-      snprintf(why, wl, "unterminated string");
-      return -1;
-    }
-    if (ch < 0x20) {
-      snprintf(why, wl, "control character in a string");
-      return -1;
-    }
-    if (ch == '"')
-      break;
-    if (ch == '\\') {
-      p++;
-      switch (*p) {
-      case '"': *w++ = '"'; break;
-      case '\\': *w++ = '\\'; break;
-      case '/': *w++ = '/'; break;
-      case 'b': *w++ = '\b'; break;
-      case 'f': *w++ = '\f'; break;
-      case 'n': *w++ = '\n'; break;
-      case 'r': *w++ = '\r'; break;
-      case 't': *w++ = '\t'; break;
-      case 'u': {
-        unsigned v = 0;
-        for (int i = 1; i <= 4; i++) {
-          char c = p[i];
-          int d = c >= '0' && c <= '9'   ? c - '0'
-                  : c >= 'a' && c <= 'f' ? c - 'a' + 10
-                  : c >= 'A' && c <= 'F' ? c - 'A' + 10
-                                         : -1;
-          if (d < 0) {
-            snprintf(why, wl, "bad \\u escape");
-            return -1;
-          }
-          v = v * 16 + (unsigned)d;
-        }
-        *w++ = (v > 0 && v < 0x80) ? (char)v : '?';
-        p += 4;
-        break;
-      }
-      default:
-        snprintf(why, wl, "bad escape in a string");
-        return -1;
-      }
-      p++;
-      continue;
-    }
-    *w++ = *p++;
-  }
-  *w = '\0'; /* w <= p: the closing quote or earlier */
-  *pp = p + 1;
-  return 0;
-}
+typedef struct lsim__jscan {
+  char *t;
+  size_t at;
+  int nul_escape; /* a string held \u0000 */
+} lsim__jscan;
 
-static int lsim__jnum(char **pp, char **out, char *why, size_t wl) {
-  char *p = *pp, *s = p;
-  if (*p == '-')
-    p++;
-  if (!(*p >= '0' && *p <= '9')) {
-    snprintf(why, wl, "expected a value");
-    return -1;
-  }
-  while (*p >= '0' && *p <= '9')
-    p++;
-  if (*p == '.') {
-    p++;
-    if (!(*p >= '0' && *p <= '9')) {
-      snprintf(why, wl, "bad number");
-      return -1;
+/* The next number literal at or after sc->at, NUL-terminated in place (the
+** byte after a literal is a delimiter cJSON has already read). */
+static char *lsim__jnext_number(lsim__jscan *sc) {
+  char *t = sc->t;
+  size_t i = sc->at;
+  while (t[i]) {
+    if (t[i] == '"') {
+      for (i++; t[i] && t[i] != '"'; i++)
+        if (t[i] == '\\' && t[i + 1]) {
+          if (strncmp(t + i + 1, "u0000", 5) == 0)
+            sc->nul_escape = 1;
+          i++;
+        }
+      if (t[i])
+        i++;
+    } else if (t[i] == '-' || (t[i] >= '0' && t[i] <= '9')) {
+      size_t s = i;
+      while (t[i] && strchr("0123456789+-.eE", t[i]))
+        i++;
+      sc->at = t[i] ? i + 1 : i;
+      t[i] = '\0';
+      return t + s;
+    } else {
+      i++;
     }
-    while (*p >= '0' && *p <= '9')
-      p++;
   }
-  if (*p == 'e' || *p == 'E') {
-    p++;
-    if (*p == '+' || *p == '-')
-      p++;
-    if (!(*p >= '0' && *p <= '9')) {
-      snprintf(why, wl, "bad number");
-      return -1;
-    }
-    while (*p >= '0' && *p <= '9')
-      p++;
-  }
-  *out = s;
-  *pp = p;
-  return 0;
+  sc->at = i;
+  return NULL;
 }
 
 static int lsim__jpush(lsim__jobj *o, uint64_t v) {
@@ -489,134 +495,118 @@ static int lsim__jpush(lsim__jobj *o, uint64_t v) {
 
 int lsim__json_line(char *line, lsim__jobj *o, char *why, size_t wl) {
   char kq[LSIM__SHOW_BUF];
-  char *p = lsim__jws(line);
+  size_t len = strlen(line);
   o->n = 0;
   o->arr_n = 0;
-  if (*p != '{') {
+  cJSON_Delete(o->root);
+  o->root = NULL;
+  cJSON_Hooks hooks = {lsim__jmalloc, free};
+  const char *end = NULL;
+  lsim__jnomem = 0;
+  cJSON_InitHooks(&hooks);
+  cJSON *root = cJSON_ParseWithLengthOpts(line, len, &end, 0);
+  cJSON_InitHooks(NULL);
+  o->root = root;
+  if (lsim__jnomem)
+    return -2;
+  if (!root) {
+    snprintf(why, wl, "syntax error at column %zu",
+             (size_t)((end ? end : line) - line) + 1);
+    return -1;
+  }
+  const char *p = end;
+  while (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n')
+    p++;
+  if (*p) {
+    snprintf(why, wl, "text after the object at column %zu",
+             (size_t)(p - line) + 1);
+    return -1;
+  }
+  if (!cJSON_IsObject(root)) {
     snprintf(why, wl, "expected a JSON object");
     return -1;
   }
-  p = lsim__jws(p + 1);
-  if (*p == '}') {
-    p = lsim__jws(p + 1);
-    goto end;
-  }
-  for (;;) {
-    char *key;
-    if (*p != '"') {
-      snprintf(why, wl, "expected a key");
-      return -1;
-    }
-    p++;
-    if (lsim__jstr(&p, &key, why, wl))
-      return -1;
-    p = lsim__jws(p);
-    if (*p != ':') {
-      snprintf(why, wl, "expected ':' after key '%s'", lsim__show(key, kq, sizeof kq));
-      return -1;
-    }
-    p = lsim__jws(p + 1);
+  lsim__jscan sc = {line, 0, 0};
+  for (cJSON *c = root->child; c; c = c->next) {
+    const char *key = c->string;
     if (o->n == LSIM__JMAX) {
       snprintf(why, wl, "more than %d keys", LSIM__JMAX);
       return -1;
     }
+    for (int i = 0; i < o->n; i++)
+      if (strcmp(o->kv[i].key, key) == 0) {
+        snprintf(why, wl, "key '%s' appears twice",
+                 lsim__show(key, kq, sizeof kq));
+        return -1;
+      }
     lsim__jkv *kv = &o->kv[o->n];
     memset(kv, 0, sizeof *kv);
     kv->key = key;
-    char *numtext = NULL, *term = NULL;
-    if (*p == '"') {
-      p++;
-      char *s;
-      if (lsim__jstr(&p, &s, why, wl))
+    if (cJSON_IsNumber(c)) {
+      kv->type = LSIM__J_NUM;
+      kv->num = lsim__jnext_number(&sc);
+      if (!kv->num) {
+        snprintf(why, wl, "number text not found");
         return -1;
+      }
+    } else if (cJSON_IsString(c)) {
       kv->type = LSIM__J_STR;
-      kv->str = s;
-    } else if (*p == '[') {
+      kv->str = c->valuestring;
+    } else if (cJSON_IsNull(c)) {
+      kv->type = LSIM__J_NULL;
+    } else if (cJSON_IsBool(c)) {
+      kv->type = LSIM__J_BOOL;
+    } else if (cJSON_IsArray(c)) {
       kv->type = LSIM__J_ARR;
       kv->arr_off = o->arr_n;
-      p = lsim__jws(p + 1);
-      if (*p == ']') {
-        p++;
-      } else {
-        for (;;) {
-          char *t;
-          if (*p == '-' || lsim__jnum(&p, &t, why, wl)) {
-            snprintf(why, wl, "array '%s': elements must be non-negative "
-                              "integers", lsim__show(key, kq, sizeof kq));
-            return -1;
-          }
-          char save = *p;
-          *p = '\0';
-          int64_t v;
-          int bad = lsim__p_i64(t, &v) != 0;
-          *p = save;
-          if (bad) {
-            snprintf(why, wl, "array '%s': elements must be non-negative "
-                              "integers", lsim__show(key, kq, sizeof kq));
-            return -1;
-          }
-          if (lsim__jpush(o, (uint64_t)v))
-            return -2;
-          p = lsim__jws(p);
-          if (*p == ',') {
-            p = lsim__jws(p + 1);
-            continue;
-          }
-          if (*p == ']') {
-            p++;
-            break;
-          }
-          snprintf(why, wl, "array '%s': expected ',' or ']'", lsim__show(key, kq, sizeof kq));
+      for (const cJSON *e = c->child; e; e = e->next) {
+        const char *t = cJSON_IsNumber(e) ? lsim__jnext_number(&sc) : NULL;
+        int64_t v;
+        if (!t || *t == '-' || lsim__p_i64(t, &v) != 0) {
+          snprintf(why, wl,
+                   "array '%s': elements must be non-negative integers",
+                   lsim__show(key, kq, sizeof kq));
           return -1;
         }
+        if (lsim__jpush(o, (uint64_t)v))
+          return -2;
       }
       kv->arr_n = o->arr_n - kv->arr_off;
-    } else if (*p == '{') {
-      snprintf(why, wl, "key '%s': nested objects are not allowed", lsim__show(key, kq, sizeof kq));
-      return -1;
-    } else if (strncmp(p, "null", 4) == 0) {
-      kv->type = LSIM__J_NULL;
-      p += 4;
-    } else if (strncmp(p, "true", 4) == 0) {
-      kv->type = LSIM__J_BOOL;
-      p += 4;
-    } else if (strncmp(p, "false", 5) == 0) {
-      kv->type = LSIM__J_BOOL;
-      p += 5;
     } else {
-      if (lsim__jnum(&p, &numtext, why, wl))
-        return -1;
-      kv->type = LSIM__J_NUM;
-      kv->num = numtext;
-      term = p; /* NUL-terminated below, after the separator is read */
+      snprintf(why, wl, "key '%s': nested objects are not allowed",
+               lsim__show(key, kq, sizeof kq));
+      return -1;
     }
-    for (int i = 0; i < o->n; i++)
-      if (strcmp(o->kv[i].key, key) == 0) {
-        snprintf(why, wl, "key '%s' appears twice", lsim__show(key, kq, sizeof kq));
-        return -1;
-      }
     o->n++;
-    p = lsim__jws(p);
-    char sep = *p;
-    if (term)
-      *term = '\0';
-    if (sep == ',') {
-      p = lsim__jws(p + 1);
-      continue;
-    }
-    if (sep == '}') {
-      p = lsim__jws(p + 1);
-      break;
-    }
-    snprintf(why, wl, "expected ',' or '}'");
-    return -1;
   }
-end:
-  if (*p) {
-    snprintf(why, wl, "text after the object");
+  while (lsim__jnext_number(&sc)) /* the strings after the last number */
+    ;
+  if (sc.nul_escape) {
+    snprintf(why, wl, "a string holds \\u0000");
     return -1;
   }
   return 0;
+}
+
+int lsim__json_int_array_len(const char *s, int64_t *n) {
+  cJSON_Hooks hooks = {lsim__jmalloc, free};
+  const char *end = NULL;
+  lsim__jnomem = 0;
+  cJSON_InitHooks(&hooks);
+  cJSON *a = cJSON_ParseWithOpts(s, &end, 1);
+  cJSON_InitHooks(NULL);
+  int rc = lsim__jnomem ? -2 : a && cJSON_IsArray(a) ? 0 : -1;
+  int64_t k = 0;
+  for (const cJSON *e = rc ? NULL : a->child; e; e = e->next, k++)
+    if (!cJSON_IsNumber(e) || !isfinite(e->valuedouble) ||
+        !(e->valuedouble >= 0) || floor(e->valuedouble) != e->valuedouble) {
+      rc = -1; /* a token id is a non-negative integer */
+      break;
+    }
+  cJSON_Delete(a);
+  if (!rc)
+    *n = k;
+  return rc;
 }
 
 const lsim__jkv *lsim__json_get(const lsim__jobj *o, const char *key) {
@@ -627,6 +617,7 @@ const lsim__jkv *lsim__json_get(const lsim__jobj *o, const char *key) {
 }
 
 void lsim__json_release(lsim__jobj *o) {
+  cJSON_Delete(o->root);
   free(o->arr);
   memset(o, 0, sizeof *o);
 }
