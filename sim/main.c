@@ -39,6 +39,9 @@
 #include "runid.h"
 #include "scenario.h"
 #include "sweep.h"
+#ifdef LSIM_HAVE_MPI
+#include "sweep_mpi.h"
+#endif
 #ifdef LSIM_HAVE_CUDA
 #include "../backends/cuda/cuda.h"
 #endif
@@ -460,6 +463,14 @@ static int lsim__cmd_version(void) {
   printf("cuda: built for sm_90 (+PTX); %s\n", n > 0 ? desc : desc);
 #else
   printf("cuda: not built (nvcc was not found at configure time)\n");
+#endif
+#ifdef LSIM_HAVE_MPI
+  char mpi[256];
+  lsim_sweep_mpi_describe(mpi, sizeof mpi);
+  printf("mpi: %s\n", mpi);
+#else
+  printf("mpi: not built (no MPI at configure time, or -DLSIM_MPI=OFF); "
+         "lorasim sweep --mpi is refused\n");
 #endif
   return 0;
 }

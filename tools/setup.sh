@@ -30,7 +30,8 @@ clang_major() {
 CLANG_RT="libclang-rt-$(clang_major | grep . || echo 14)-dev"
 
 PACKAGES="cmake gcc clang $CLANG_RT make pkg-config libsqlite3-dev sqlite3 libcjson-dev \
-libssl-dev libcriterion-dev libgmp-dev liblapacke-dev gnuplot-nox"
+libssl-dev libcriterion-dev libgmp-dev liblapacke-dev gnuplot-nox \
+openmpi-bin libopenmpi-dev"
 # Installed without their recommended packages: prometheus is here for
 # promtool alone (the prom_promtool test checks every .prom file with it;
 # Debian has no smaller package that carries it), not for its node exporter.
