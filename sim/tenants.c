@@ -496,9 +496,10 @@ void lsim_tenants_print(FILE *f, const lsim_scenario *sc,
     lsim__cell(f, v[LSIM_TF_STARVED_INTERVALS], 4, 0);
     fputc('\n', f);
   }
-  fprintf(f, "  (cold +: p50 TTFT of cold minus warm requests of the tenant "
-             "arriving in the same\n   %.1f ms windows; unserved: longest "
-             "wait with no service, ms; st: intervals judged starved)\n",
+  fprintf(f, "  (cold +: p50 TTFT of cold minus warm requests of the tenant, "
+             "within each %.1f ms\n   arrival window, averaged over windows "
+             "by cold requests; unserved: longest\n   wait with no service, "
+             "ms; st: intervals judged starved)\n",
           (double)t[nt].window_ticks * (double)sc->ns_per_tick / 1e6);
 }
 
