@@ -14,115 +14,76 @@
 #include "db.h"
 #include "escape.h"
 #include "outfile.h"
+#include "pctl.h"
 #include "plot.h"
 #include "plot_run.h"
 #include "tenants.h"
-
-/* ---- exact percentiles from the requests table --------------------------- */
-
-/* Move the k-th smallest of v[0..n) (0-based) to v[k], the smaller ones
-** before it and the larger ones after it (quickselect, median-of-three
-** pivot; deterministic). */
-static void lsim__kth(double *v, int64_t n, int64_t k) {
-  int64_t lo = 0, hi = n - 1;
-  while (lo < hi) {
-    int64_t mid = lo + (hi - lo) / 2;
-    double a = v[lo], b = v[mid], c = v[hi];
-    double piv = a < b ? (b < c ? b : (a < c ? c : a))
-                       : (a < c ? a : (b < c ? c : b));
-    int64_t i = lo, j = hi;
-    while (i <= j) {
-      while (v[i] < piv)
-        i++;
-      while (v[j] > piv)
-        j--;
-      if (i <= j) {
-        double t = v[i];
-        v[i++] = v[j];
-        v[j--] = t;
-      }
-    }
-    /* v[lo..j] <= piv <= v[i..hi], and v[j+1..i-1] == piv */
-    if (k <= j)
-      hi = j;
-    else if (k >= i)
-      lo = i;
-    else
-      return;
-  }
-}
-
-/* Nearest-rank percentiles p[0] <= p[1] of `expr` over completed requests
-** with `cond`: one scan of the requests table into memory (8 bytes per
-** value, allocated once from `hint` and freed before returning), then
-** selection.  The values are those
-** SQLite computes for `expr`, so the result is the same as sorting them in
-** SQL (the former ORDER BY v LIMIT 1 OFFSET rank-1, a query per
-** percentile).  out[i] = -1 when there is no value.  Values in ticks. */
-static lsim_err lsim__pcts(sqlite3 *db, const char *expr, const char *cond,
-                           int64_t hint, const double p[2], double out[2],
-                           lsim_errbuf *eb) {
-  char sql[512];
-  sqlite3_stmt *st = NULL;
-  double *v = NULL;
-  int64_t n = 0, cap = 0;
-  /* hint: the completed requests counted by the registry, an upper bound
-  ** on the rows: one allocation of the right size, no doubling */
-  if (hint > 0 && (v = malloc((size_t)hint * sizeof *v)) != NULL)
-    cap = hint;
-  int step;
-  out[0] = out[1] = -1;
-  snprintf(sql, sizeof sql,
-           "SELECT %s FROM requests WHERE run_id=1 AND outcome='ok' AND %s",
-           expr, cond);
-  if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
-    goto fail;
-  while ((step = sqlite3_step(st)) == SQLITE_ROW) {
-    if (n == cap) {
-      int64_t nc = cap ? 2 * cap : 4096;
-      double *nv = realloc(v, (size_t)nc * sizeof *v);
-      if (!nv) {
-        sqlite3_finalize(st);
-        free(v);
-        return lsim_fail(eb, LSIM_E_NOMEM,
-                         "out of memory for percentiles over %lld requests",
-                         (long long)n);
-      }
-      v = nv;
-      cap = nc;
-    }
-    v[n++] = sqlite3_column_double(st, 0);
-  }
-  if (step != SQLITE_DONE)
-    goto fail;
-  sqlite3_finalize(st);
-  int64_t from = 0;
-  for (int i = 0; i < 2 && n > 0; i++) {
-    int64_t rank = (int64_t)ceil(p[i] * (double)n / 100.0);
-    if (rank < 1)
-      rank = 1;
-    if (rank > n)
-      rank = n;
-    /* v[from] already holds the previous pick, everything after it is
-    ** no smaller: select within v[from..n) */
-    lsim__kth(v + from, n - from, rank - 1 - from);
-    out[i] = v[rank - 1];
-    from = rank - 1;
-  }
-  free(v);
-  return 0;
-fail:
-  sqlite3_finalize(st);
-  free(v);
-  return lsim_fail(eb, LSIM_E_DB, "percentile query failed: %s",
-                   sqlite3_errmsg(db));
-}
 
 #define LSIM__TTFT_EXPR "(first_token_tick - arrival_tick)"
 #define LSIM__TTFT_COND "first_token_tick IS NOT NULL"
 #define LSIM__TBT_EXPR \
   "((finish_tick - first_token_tick) * 1.0 / (output_tokens - 1))"
 #define LSIM__TBT_COND "output_tokens >= 2"
+
+/* ---- exact percentiles from the requests table --------------------------- */
+
+/* Nearest-rank p50 and p99 of TTFT, TBT and end-to-end latency (ticks)
+** over completed requests, into v[metric][0..2) (-1 when there is no
+** value): one query feeds all three to a bounded selection (sim/pctl.h),
+** again for each further pass it needs.  Each value is the one SQLite
+** computes for the metric's expression (a NULL read as 0, as before), and
+** a request takes part when the metric's condition holds, so the figures
+** are those of sorting the values in SQL. */
+static lsim_err lsim__pcts(sqlite3 *db, double v[3][2], lsim_errbuf *eb) {
+  static const char sql[] =
+      "SELECT " LSIM__TTFT_COND ", " LSIM__TTFT_EXPR ", " LSIM__TBT_COND
+      ", " LSIM__TBT_EXPR ", (finish_tick - arrival_tick) FROM requests "
+      "WHERE run_id=1 AND outcome='ok'";
+  static const double pp[2] = {50, 99};
+  sqlite3_stmt *st = NULL;
+  lsim_err rc = 0;
+  int tg[3][2];
+  lsim_pctl *s = lsim_pctl_new(3, lsim_pctl_budget());
+  if (!s)
+    return lsim_fail(eb, LSIM_E_NOMEM, "out of memory for percentiles");
+  for (int m = 0; m < 3; m++)
+    for (int i = 0; i < 2; i++)
+      if ((tg[m][i] = lsim_pctl_want(s, m, pp[i])) < 0) {
+        lsim_pctl_free(s);
+        return lsim_fail(eb, LSIM_E_NOMEM, "out of memory for percentiles");
+      }
+  if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
+    goto fail;
+  while (lsim_pctl_pass(s)) {
+    int step;
+    while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+      if (sqlite3_column_int(st, 0))
+        lsim_pctl_add(s, 0, sqlite3_column_double(st, 1));
+      if (sqlite3_column_int(st, 2))
+        lsim_pctl_add(s, 1, sqlite3_column_double(st, 3));
+      lsim_pctl_add(s, 2, sqlite3_column_double(st, 4));
+    }
+    if (step != SQLITE_DONE)
+      goto fail;
+    sqlite3_reset(st);
+    if ((rc = lsim_pctl_end(s, eb)))
+      goto done;
+  }
+  for (int m = 0; m < 3; m++)
+    for (int i = 0; i < 2; i++) {
+      double x = lsim_pctl_value(s, tg[m][i]);
+      v[m][i] = isnan(x) ? -1 : x;
+    }
+  goto done;
+fail:
+  rc = lsim_fail(eb, LSIM_E_DB, "percentile query failed: %s",
+                 sqlite3_errmsg(db));
+done:
+  sqlite3_finalize(st);
+  lsim_pctl_free(s);
+  return rc;
+}
+
 
 /* One integer aggregate over the run's requests; ?1 (ns_per_tick) and ?2
 ** (a target in ns) are bound when the statement names them. */
@@ -185,13 +146,11 @@ lsim_err lsim_report_summarize(sqlite3 *db, const lsim_scenario *sc,
                                lsim_errbuf *eb) {
   double ms = (double)sc->ns_per_tick / 1e6;
   lsim_err rc;
-  static const double pp[2] = {50, 99};
-  double v2[2];
-  if ((rc = lsim__pcts(db, LSIM__TTFT_EXPR, LSIM__TTFT_COND, m->requests_ok,
-                       pp, v2, eb)))
+  double v2[3][2];
+  if ((rc = lsim__pcts(db, v2, eb)))
     return rc;
-  s->ttft_p50_ms = v2[0] < 0 ? -1 : v2[0] * ms;
-  s->ttft_p99_ms = v2[1] < 0 ? -1 : v2[1] * ms;
+  s->ttft_p50_ms = v2[0][0] < 0 ? -1 : v2[0][0] * ms;
+  s->ttft_p99_ms = v2[0][1] < 0 ? -1 : v2[0][1] * ms;
   /* the summary's _count and _sum (Prometheus text format): over the same
   ** requests as the quantiles, the sum exact in ticks */
   int64_t ttft_ticks;
@@ -206,16 +165,10 @@ lsim_err lsim_report_summarize(sqlite3 *db, const lsim_scenario *sc,
                          0, 0, &ttft_ticks, eb)))
     return rc;
   s->ttft_sum_seconds = (double)ttft_ticks * (double)sc->ns_per_tick / 1e9;
-  if ((rc = lsim__pcts(db, LSIM__TBT_EXPR, LSIM__TBT_COND, m->requests_ok,
-                       pp, v2, eb)))
-    return rc;
-  s->tbt_p50_ms = v2[0] < 0 ? -1 : v2[0] * ms;
-  s->tbt_p99_ms = v2[1] < 0 ? -1 : v2[1] * ms;
-  if ((rc = lsim__pcts(db, "(finish_tick - arrival_tick)", "1",
-                       m->requests_ok, pp, v2, eb)))
-    return rc;
-  s->e2e_p50_ms = v2[0] < 0 ? -1 : v2[0] * ms;
-  s->e2e_p99_ms = v2[1] < 0 ? -1 : v2[1] * ms;
+  s->tbt_p50_ms = v2[1][0] < 0 ? -1 : v2[1][0] * ms;
+  s->tbt_p99_ms = v2[1][1] < 0 ? -1 : v2[1][1] * ms;
+  s->e2e_p50_ms = v2[2][0] < 0 ? -1 : v2[2][0] * ms;
+  s->e2e_p99_ms = v2[2][1] < 0 ? -1 : v2[2][1] * ms;
   s->max_wait_ms = (double)m->max_wait_ticks * ms;
   s->load_amplification =
       m->distinct_loaded_bytes > 0
