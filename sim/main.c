@@ -94,6 +94,10 @@ static void lsim__usage_replay(FILE *f) {
       "                     bare word is a string); repeatable, applied in\n"
       "                     order, recorded for --resume (docs/SCENARIO.md)\n"
       "  --no-plots         do not write gnuplot PNGs\n"
+      "  --summary-only     do not write the events and iterations rows\n"
+      "                     (the summary, requests, tenant and starvation\n"
+      "                     rows are written as always): for traces of tens\n"
+      "                     of millions of requests (docs/TRACES.md)\n"
       "  --quiet            no summary and no progress line\n"
       "  --json PATH        also write the summary as JSON: every printed\n"
       "                     figure, per tenant too (docs/SCHEMA.md)\n"
@@ -173,7 +177,7 @@ static int lsim__parse_seed(const char *s, uint64_t *out) {
 static int lsim__cmd_replay(int argc, char **argv) {
   enum { O_DB = 256, O_SEED, O_SCHED, O_EVICT, O_PREFETCH, O_BACKEND,
          O_NOPLOTS, O_QUIET, O_VERIFY, O_SKIP, O_PROFILE, O_RESUME,
-         O_TSHAPE, O_TLAYERS, O_SET, O_JSON };
+         O_TSHAPE, O_TLAYERS, O_SET, O_JSON, O_SUMMARY };
   static const struct option opts[] = {
       {"db", required_argument, NULL, O_DB},
       {"seed", required_argument, NULL, O_SEED},
@@ -191,12 +195,13 @@ static int lsim__cmd_replay(int argc, char **argv) {
       {"tensor-layers", required_argument, NULL, O_TLAYERS},
       {"set", required_argument, NULL, O_SET},
       {"json", required_argument, NULL, O_JSON},
+      {"summary-only", no_argument, NULL, O_SUMMARY},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
   const char *db = NULL, *sched = NULL, *evict = NULL, *prefetch = NULL,
              *backend = NULL, *seed_s = NULL, *profile = NULL,
              *resume = NULL, *tlayers_s = NULL, *json = NULL;
-  int plots = 1, quiet = 0, verify = 0, skip = 0, c;
+  int plots = 1, quiet = 0, verify = 0, skip = 0, summary_only = 0, c;
   int tmodel = 0, tlayers = 0, nsets = 0;
   const char *sets[LSIM_SCENARIO_MAX_SETS];
   optind = 1;
@@ -214,6 +219,7 @@ static int lsim__cmd_replay(int argc, char **argv) {
     case O_PROFILE: profile = optarg; break;
     case O_RESUME: resume = optarg; break;
     case O_JSON: json = optarg; break;
+    case O_SUMMARY: summary_only = 1; break;
     case O_SET:
       if (nsets == LSIM_SCENARIO_MAX_SETS) {
         fprintf(stderr, "lorasim replay: error: E_USAGE: at most %d --set\n",
@@ -257,7 +263,8 @@ static int lsim__cmd_replay(int argc, char **argv) {
   if (resume) {
     /* the run's own choices come from DB; only output options combine */
     if (optind != argc || db || sched || evict || prefetch || backend ||
-        seed_s || verify || skip || tmodel || tlayers || nsets || json) {
+        seed_s || verify || skip || tmodel || tlayers || nsets || json ||
+        summary_only) {
       fprintf(stderr, "lorasim replay: error: E_USAGE: --resume DB takes no "
                       "scenario and no run options (they come from DB)\n");
       return 2;
@@ -336,7 +343,7 @@ static int lsim__cmd_replay(int argc, char **argv) {
                              i ? " " : "lorasim ", argv[i]);
 
   /* the options that override the scenario, recorded for --resume */
-  const char *ropts[2 * (12 + LSIM_SCENARIO_MAX_SETS) + 1];
+  const char *ropts[2 * (13 + LSIM_SCENARIO_MAX_SETS) + 1];
   char setnames[LSIM_SCENARIO_MAX_SETS][16];
   int nr = 0;
 #define LSIM__ROPT(cond, name, value) \
@@ -359,6 +366,7 @@ static int lsim__cmd_replay(int argc, char **argv) {
     LSIM__ROPT(1, setnames[i], sets[i])
   }
   LSIM__ROPT(!plots, "no-plots", "1")
+  LSIM__ROPT(summary_only, "summary-only", "1")
 #undef LSIM__ROPT
   ropts[nr] = NULL;
 
@@ -374,7 +382,8 @@ static int lsim__cmd_replay(int argc, char **argv) {
                         .tensor_model = tmodel,
                         .tensor_layers = tlayers,
                         .run_options = ropts,
-                        .json_path = json};
+                        .json_path = json,
+                        .summary_only = summary_only};
   lsim_summary sum;
   rc = lsim_replay_run(&sc, &o, &sum, &eb);
   if (rc) {
