@@ -42,6 +42,7 @@ struct lsim_pctl {
   lsim__pgroup *g;
   lsim__ptarget *t;
   int64_t budget, used; /* bytes; used: this pass */
+  int64_t peak;         /* the most `used` has been */
   int passes;           /* ended */
   int in_pass;
   int overflow;         /* the first pass stopped keeping values */
@@ -50,6 +51,12 @@ struct lsim_pctl {
 
 #define LSIM__HIST_BYTES \
   ((int64_t)LSIM_PCTL_BUCKETS * (int64_t)(sizeof(int64_t) + 2 * sizeof(uint64_t)))
+
+static void lsim__use(lsim_pctl *s, int64_t bytes) {
+  s->used += bytes;
+  if (s->used > s->peak)
+    s->peak = s->used;
+}
 
 int64_t lsim_pctl_budget(void) {
   const char *e = getenv("LSIM_TEST_PCTL_BUDGET");
@@ -215,7 +222,7 @@ int lsim_pctl_pass(lsim_pctl *s) {
       }
       t->nbuf = 0;
       t->state = LSIM__T_COLLECT;
-      s->used += keep;
+      lsim__use(s, keep);
       any = 1;
     } else if (LSIM__HIST_BYTES <= s->budget - s->used) {
       t->hc = calloc(LSIM_PCTL_BUCKETS, sizeof *t->hc);
@@ -236,7 +243,7 @@ int lsim_pctl_pass(lsim_pctl *s) {
         want++;
       t->shift = bits > want ? bits - want : 0;
       t->state = LSIM__T_HIST;
-      s->used += LSIM__HIST_BYTES;
+      lsim__use(s, LSIM__HIST_BYTES);
       any = 1;
     }
   }
@@ -279,7 +286,7 @@ void lsim_pctl_add(lsim_pctl *s, int group, double v) {
       }
       g->v = nv;
       g->cap = cap;
-      s->used += more;
+      lsim__use(s, more);
     }
     g->v[g->nv++] = v;
     return;
@@ -416,3 +423,5 @@ int64_t lsim_pctl_count(const lsim_pctl *s, int group) {
 }
 
 int lsim_pctl_passes(const lsim_pctl *s) { return s->passes; }
+
+int64_t lsim_pctl_peak(const lsim_pctl *s) { return s->peak; }

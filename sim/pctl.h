@@ -76,5 +76,8 @@ lsim_err lsim_pctl_end(lsim_pctl *s, lsim_errbuf *eb);
 double lsim_pctl_value(const lsim_pctl *s, int target);
 int64_t lsim_pctl_count(const lsim_pctl *s, int group);
 int lsim_pctl_passes(const lsim_pctl *s); /* passes ended so far */
+/* The most bytes of values and counting tables held at once (at most the
+** budget; the few words per group and target come on top). */
+int64_t lsim_pctl_peak(const lsim_pctl *s);
 
 #endif /* LSIM_PCTL_H */
