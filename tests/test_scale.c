@@ -24,7 +24,9 @@
 #endif
 #endif
 #ifdef LSIM_TEST_ASAN
-#include <sanitizer/allocator_interface.h>
+/* ASan's runtime has it (sanitizer/allocator_interface.h, a header gcc
+** does not ship) */
+size_t __sanitizer_get_current_allocated_bytes(void);
 /* bytes the program has allocated and not freed (ASan's allocator) */
 static size_t heap_in_use(void) {
   return __sanitizer_get_current_allocated_bytes();
