@@ -68,6 +68,10 @@ typedef int lsim_err;        /* 0 ok, negative LSIM_E_* */
   X(LSIM_E_SCN_TRACE_FILE,   -31, "E_SCN_TRACE_FILE")                       \
   X(LSIM_E_SCN_DIST,         -32, "E_SCN_DIST")                             \
   X(LSIM_E_SCN_CAPACITY,     -33, "E_SCN_CAPACITY")                         \
+  X(LSIM_E_SCN_MODE,         -34, "E_SCN_MODE")                             \
+  X(LSIM_E_SCN_MODE_BACKEND, -35, "E_SCN_MODE_BACKEND")                     \
+  X(LSIM_E_SCN_MODE_TP,      -36, "E_SCN_MODE_TP")                          \
+  X(LSIM_E_SCN_MODE_DEVICE,  -37, "E_SCN_MODE_DEVICE")                      \
   X(LSIM_E_TRACE_PARSE,      -60, "E_TRACE_PARSE")                          \
   X(LSIM_E_TRACE_ORDER,      -61, "E_TRACE_ORDER")                          \
   X(LSIM_E_TRACE_RANGE,      -62, "E_TRACE_RANGE")                          \
