@@ -61,6 +61,7 @@ typedef struct attn_spec {
   attn_seq_spec seq[ATTN_MAXSEQ];
   int splits;     /* tune.splits (0: auto) */
   int pre_splits; /* tune.pre_splits */
+  int wide;       /* tune.wide (0: default) */
   uint64_t seed;
 } attn_spec;
 
@@ -207,6 +208,7 @@ static int attn_run_case(const attn_spec *sp, attn_result *res, char *why,
     lsim_cuda_attn_get_tune(A, &tu);
     tu.splits = sp->splits;
     tu.pre_splits = sp->pre_splits;
+    tu.wide = sp->wide;
     lsim_cuda_attn_set_tune(A, &tu);
   }
   for (int step = 0; step < 2; step++) {
@@ -393,6 +395,7 @@ static void attn_random_spec(attn_spec *sp, uint64_t seed, int maxseq,
   sp->seed = seed;
   sp->splits = attn_next(&r) % 3 == 0 ? 1 + (int)(attn_next(&r) % 5) : 0;
   sp->pre_splits = attn_next(&r) % 4 == 0 ? 1 + (int)(attn_next(&r) % 3) : 0;
+  sp->wide = (int)(seed % 4); /* every wide-kernel variant */
   int ndec = (int)(attn_next(&r) % (uint64_t)(sp->nseq + 1));
   for (int j = 0; j < sp->nseq; j++) {
     attn_seq_spec *q = &sp->seq[j];

@@ -14,7 +14,8 @@
 **       memset) before every replay, median of N after warm-up; random
 **       non-zero data.  Floors: KV bytes / the measured copy bandwidth
 **       (decode), FLOPs / the measured cuBLAS bf16 rate (prefill).  The
-**       append (one launch) is timed too.  --sweep adds forced KV splits.
+**       append (one launch) is timed too.  --sweep adds forced KV splits
+**       (decode) and every wide-kernel variant (prefill).
 **
 **   bench_attention --check [--cases N] [--fixed K]
 **       tests/attn_cases.h on the fixed awkward cases (the first K of
@@ -294,7 +295,7 @@ static int bench(int reps, int sweep) {
       {"decode64_ctx4096", 64, 1, 4095},  {"decode64_ctx8192", 64, 1, 8191},
       {"prefill8x512_prior0", 8, 512, 0}, {"prefill8x512_prior4096", 8, 512, 4096},
   };
-  printf("\n%-24s %-10s %10s %10s %9s %10s  %s\n", "shape", "splits",
+  printf("\n%-24s %-10s %10s %10s %9s %10s  %s\n", "shape", "knob",
          "median_us", "floor_us", "x_floor", "append_us", "plan");
   for (const Shape &sh : shapes) {
     const int n = sh.nseq, T = n * sh.rows;
@@ -348,15 +349,18 @@ static int bench(int reps, int sweep) {
     b.ctx = ctx.data();
     b.block_table = bt.data();
     const uint16_t *q = (const uint16_t *)qkv;
-    std::vector<int> splits = {0};
+    /* decode: the automatic splits, then forced ones (--sweep); prefill:
+    ** the default wide variant, then each variant (--sweep) */
+    std::vector<int> knob = {0};
     if (sweep)
-      for (int sp : {1, 2, 4, 8})
-        splits.push_back(sp);
-    for (int sp : splits) {
+      for (int v : sh.rows == 1 ? std::vector<int>{1, 2, 4, 8}
+                                : std::vector<int>{1, 2, 3})
+        knob.push_back(v);
+    for (int sp : knob) {
       lsim_cuda_attn_tune tu;
       lsim_cuda_attn_get_tune(A, &tu);
       if (sh.rows > 1)
-        tu.pre_splits = sp;
+        tu.wide = sp;
       else
         tu.splits = sp;
       lsim_cuda_attn_set_tune(A, &tu);
@@ -393,7 +397,10 @@ static int bench(int reps, int sweep) {
         floor_us = (double)n * H * 4.0 * sh.rows * D *
                    (sh.ctx + sh.rows / 2.0) / peak * 1e6;
       char spn[16];
-      snprintf(spn, sizeof spn, sp ? "%d" : "auto", sp);
+      if (sp)
+        snprintf(spn, sizeof spn, sh.rows == 1 ? "splits %d" : "wide %d", sp);
+      else
+        snprintf(spn, sizeof spn, "auto");
       printf("%-24s %-10s %10.1f %10.1f %9.2f %10.1f  %s%s\n", sh.name, spn, us,
              floor_us, us / floor_us, app, pd,
              nonfinite ? "  NONFINITE OUTPUT" : "");

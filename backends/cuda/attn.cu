@@ -88,10 +88,11 @@ __device__ __forceinline__ uint32_t lsim__att_pack(float a, float b) {
 /*
 ** The attention kernel: one block per item.  D head dim, WM warps of 16
 ** rows, WN warps splitting each tile's tokens, ST cp.async stages, QREG:
-** keep the Q fragments in registers (else re-read from shared memory).
+** keep the Q fragments in registers (else re-read from shared memory),
+** MINB: blocks per SM the registers must allow.
 */
-template <int D, int WM, int WN, int ST, bool QREG>
-__global__ void __launch_bounds__(32 * WM * WN)
+template <int D, int WM, int WN, int ST, bool QREG, int MINB>
+__global__ void __launch_bounds__(32 * WM * WN, MINB)
     lsim__att_kernel(const lsim__att_args a) {
   constexpr int NTH = 32 * WM * WN;
   constexpr int BM = 16 * WM;
@@ -454,11 +455,23 @@ static size_t lsim__att_smem_bytes(void) {
   return tiles > merge ? tiles : merge;
 }
 
+/* The wide variants (tune.wide): 1 one block of 8 warps per SM (up to 255
+** registers), 2 two blocks (128 registers), 3 as 1 with Q in registers. */
+#define LSIM__ATT_WIDE_VARIANTS 3
+#define LSIM__ATT_WIDE_DEFAULT 2
 template <int D> struct lsim__att_k {
-  static constexpr auto wide =
-      lsim__att_kernel<D, LSIM__ATT_WIDE_WM, 1, LSIM__ATT_ST, false>;
-  static constexpr auto narrow =
-      lsim__att_kernel<D, 1, LSIM__ATT_NARROW_WN, LSIM__ATT_ST, true>;
+  typedef void (*kfn)(const lsim__att_args);
+  static kfn wide(int v) {
+    return v == 1   ? lsim__att_kernel<D, LSIM__ATT_WIDE_WM, 1, LSIM__ATT_ST,
+                                     false, 1>
+           : v == 3 ? lsim__att_kernel<D, LSIM__ATT_WIDE_WM, 1, LSIM__ATT_ST,
+                                     true, 1>
+                    : lsim__att_kernel<D, LSIM__ATT_WIDE_WM, 1, LSIM__ATT_ST,
+                                     false, 2>;
+  }
+  static kfn narrow() {
+    return lsim__att_kernel<D, 1, LSIM__ATT_NARROW_WN, LSIM__ATT_ST, true, 1>;
+  }
   static size_t wide_smem() {
     return lsim__att_smem_bytes<D, LSIM__ATT_WIDE_WM, 1>();
   }
@@ -476,7 +489,9 @@ struct lsim_cuda_attn {
   int sms;
   int G;
   int64_t tpp;
-  int slots_wide, slots_narrow; /* resident blocks on the device */
+  int slots_wide_v[LSIM__ATT_WIDE_VARIANTS + 1]; /* per variant (0: default) */
+  int slots_wide, slots_narrow; /* resident blocks: the plan's variant */
+  int wide; /* the plan's wide variant */
   lsim_cuda_attn_tune tune;
   /* metadata: one int32 buffer, sections packed per plan */
   int32_t *h_meta, *d_meta;
@@ -523,28 +538,33 @@ extern "C" void lsim_cuda_attn_close(lsim_cuda_attn *A) {
 template <int D>
 static cudaError_t lsim__att_setup(int *slots_wide, int *slots_narrow,
                                    int sms) {
-  cudaError_t e = cudaFuncSetAttribute(
-      lsim__att_k<D>::wide, cudaFuncAttributeMaxDynamicSharedMemorySize,
-      (int)lsim__att_k<D>::wide_smem());
-  if (e != cudaSuccess)
-    return e;
-  e = cudaFuncSetAttribute(lsim__att_k<D>::narrow,
+  cudaError_t e;
+  for (int v = 1; v <= LSIM__ATT_WIDE_VARIANTS; v++) {
+    e = cudaFuncSetAttribute(lsim__att_k<D>::wide(v),
+                             cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             (int)lsim__att_k<D>::wide_smem());
+    if (e != cudaSuccess)
+      return e;
+    int bw = 0;
+    e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+        &bw, lsim__att_k<D>::wide(v), 32 * LSIM__ATT_WIDE_WM,
+        lsim__att_k<D>::wide_smem());
+    if (e != cudaSuccess)
+      return e;
+    slots_wide[v] = (bw > 0 ? bw : 1) * sms;
+  }
+  slots_wide[0] = slots_wide[LSIM__ATT_WIDE_DEFAULT];
+  e = cudaFuncSetAttribute(lsim__att_k<D>::narrow(),
                            cudaFuncAttributeMaxDynamicSharedMemorySize,
                            (int)lsim__att_k<D>::narrow_smem());
   if (e != cudaSuccess)
     return e;
-  int bw = 0, bn = 0;
+  int bn = 0;
   e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-      &bw, lsim__att_k<D>::wide, 32 * LSIM__ATT_WIDE_WM,
-      lsim__att_k<D>::wide_smem());
-  if (e != cudaSuccess)
-    return e;
-  e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-      &bn, lsim__att_k<D>::narrow, 32 * LSIM__ATT_NARROW_WN,
+      &bn, lsim__att_k<D>::narrow(), 32 * LSIM__ATT_NARROW_WN,
       lsim__att_k<D>::narrow_smem());
   if (e != cudaSuccess)
     return e;
-  *slots_wide = (bw > 0 ? bw : 1) * sms;
   *slots_narrow = (bn > 0 ? bn : 1) * sms;
   return cudaSuccess;
 }
@@ -608,11 +628,12 @@ extern "C" lsim_err lsim_cuda_attn_open(lsim_cuda_attn **out,
   LSIM_CUDA_TRY(cudaEventCreateWithFlags(&A->meta_done, cudaEventDisableTiming),
                 eb);
   if (cfg->head_dim == 64)
-    LSIM_CUDA_TRY(lsim__att_setup<64>(&A->slots_wide, &A->slots_narrow, A->sms),
+    LSIM_CUDA_TRY(lsim__att_setup<64>(A->slots_wide_v, &A->slots_narrow, A->sms),
                   eb);
   else
     LSIM_CUDA_TRY(
-        lsim__att_setup<128>(&A->slots_wide, &A->slots_narrow, A->sms), eb);
+        lsim__att_setup<128>(A->slots_wide_v, &A->slots_narrow, A->sms), eb);
+  A->slots_wide = A->slots_wide_v[0];
   {
     /* Unsplit items: per sequence its packed rows in tiles (wide tiles of
     ** 128 rows, or 16-row narrow ones), per kv head.  Splits add items and
@@ -622,7 +643,7 @@ extern "C" lsim_err lsim_cuda_attn_open(lsim_cuda_attn **out,
         kvh * ((int64_t)cfg->max_rows * G / 16 + 2 * (int64_t)cfg->max_seqs);
     A->max_items = base + 16 * (int64_t)A->slots_narrow;
     A->ws_rows = 16 * 8 * (int64_t)A->slots_narrow +
-                 128 * 4 * (int64_t)A->slots_wide;
+                 128 * 4 * (int64_t)A->sms * 2;
     A->max_comb = A->ws_rows / 2;
     A->max_pages = (int64_t)cfg->max_seqs * lsim__cdiv(cfg->max_kv, tpp);
     A->meta_cap = (size_t)4 * cfg->max_seqs + (size_t)A->max_pages +
@@ -795,7 +816,11 @@ extern "C" lsim_err lsim_cuda_attn_plan(lsim_cuda_attn *A,
   ** tile of more than 16 rows is wide (128 rows), else narrow.  Tile keys:
   ** 0 .. ctx + its last token. */
   const int G = A->G, kvh = c->kv_heads;
-  /* splits: narrow items aim at four waves of the narrow kernel, chunks of
+  A->wide = A->tune.wide >= 1 && A->tune.wide <= LSIM__ATT_WIDE_VARIANTS
+                ? A->tune.wide
+                : LSIM__ATT_WIDE_DEFAULT;
+  A->slots_wide = A->slots_wide_v[A->wide];
+  /* splits: narrow items aim at two waves of the narrow kernel, chunks of
   ** at least min_chunk keys; wide ones split only when they cannot fill the
   ** device (or as tuned) */
   int64_t n_narrow0 = 0, n_wide0 = 0;
@@ -807,7 +832,7 @@ extern "C" lsim_err lsim_cuda_attn_plan(lsim_cuda_attn *A,
       n_narrow0 += (P + 15) / 16 * kvh;
   }
   int want_n = A->tune.splits > 0 ? A->tune.splits
-               : n_narrow0 ? lsim__cdiv(4 * (int64_t)A->slots_narrow, n_narrow0)
+               : n_narrow0 ? lsim__cdiv(2 * (int64_t)A->slots_narrow, n_narrow0)
                            : 1;
   int want_w = A->tune.pre_splits > 0 ? A->tune.pre_splits
                : (n_wide0 && n_wide0 < A->slots_wide)
@@ -938,9 +963,9 @@ extern "C" void lsim_cuda_attn_describe(const lsim_cuda_attn *A, char *buf,
   snprintf(buf, n,
            "rows %d, wide items %d (8 warps x 16 rows), narrow items %d "
            "(4 warps over the keys), split items %d (up to %d splits), "
-           "combine rows %d; slots wide %d narrow %d",
+           "combine rows %d; wide variant %d; slots wide %d narrow %d",
            A->nrows_total, A->n_wide, A->n_narrow, A->split_items, A->max_split,
-           A->n_comb, A->slots_wide, A->slots_narrow);
+           A->n_comb, A->wide, A->slots_wide, A->slots_narrow);
 }
 
 static bool lsim__al16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
@@ -979,7 +1004,7 @@ template <int D>
 static cudaError_t lsim__att_launch(lsim_cuda_attn *A, lsim__att_args &g) {
   if (A->n_wide > 0) {
     g.items = (const lsim__att_item *)(A->d_meta + A->off_items);
-    lsim__att_k<D>::wide<<<A->n_wide, 32 * LSIM__ATT_WIDE_WM,
+    lsim__att_k<D>::wide(A->wide)<<<A->n_wide, 32 * LSIM__ATT_WIDE_WM,
                            lsim__att_k<D>::wide_smem(), A->stream>>>(g);
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess)
@@ -987,7 +1012,7 @@ static cudaError_t lsim__att_launch(lsim_cuda_attn *A, lsim__att_args &g) {
   }
   if (A->n_narrow > 0) {
     g.items = (const lsim__att_item *)(A->d_meta + A->off_items) + A->n_wide;
-    lsim__att_k<D>::narrow<<<A->n_narrow, 32 * LSIM__ATT_NARROW_WN,
+    lsim__att_k<D>::narrow()<<<A->n_narrow, 32 * LSIM__ATT_NARROW_WN,
                              lsim__att_k<D>::narrow_smem(), A->stream>>>(g);
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess)

@@ -135,11 +135,14 @@ typedef struct lsim_cuda_attn_batch {
 /* Knobs for benchmarks and tests; open sets the defaults (all 0). */
 typedef struct lsim_cuda_attn_tune {
   int splits;     /* KV splits per decode work item: 0 (default) by shape
-                  ** (flash-decoding: enough blocks for about four waves,
+                  ** (flash-decoding: enough blocks for about two waves,
                   ** chunks of at least min_chunk tokens), n >= 1 forced */
   int min_chunk;  /* smallest split chunk in tokens (0: 256) */
   int pre_splits; /* prefill tiles: 0 (default) split only when the
                   ** prefill tiles cannot fill the device; n >= 1 forced */
+  int wide;       /* benchmarks: the wide kernel's variant, 0 (default) the
+                  ** measured best; 1 one block of 8 warps per SM, 2 two
+                  ** (128 registers), 3 as 1 with Q in registers */
 } lsim_cuda_attn_tune;
 
 typedef struct lsim_cuda_attn lsim_cuda_attn; /* opaque */
