@@ -213,6 +213,18 @@ Test(clock, model_clock_ignores_what_the_backend_measures) {
                           "start_tick != max(1, (model_ns + 999) / 1000)"),
                  0);
   }
+  /* the context each iteration reads: no prefix cache and no chunking in
+  ** the fixture, so a prefill-only iteration reads its rows and nothing
+  ** before them, and a decode row reads its prompt and earlier tokens */
+  cr_assert_eq(q_int(b, "SELECT count(*) FROM iterations WHERE ctx_tokens IS "
+                        "NULL OR ctx_tokens < prefill_rows + decode_rows"),
+               0);
+  cr_assert_eq(q_int(b, "SELECT count(*) FROM iterations WHERE decode_rows = "
+                        "0 AND ctx_tokens != prefill_rows"),
+               0);
+  cr_assert_gt(q_int(b, "SELECT count(*) FROM iterations WHERE prefill_rows "
+                        "= 0 AND ctx_tokens > decode_rows"),
+               0);
   char v[64];
   q_text(b, "SELECT clock || ',' || execute FROM runs", v, sizeof v);
   cr_assert_str_eq(v, "model,adapters");
