@@ -297,6 +297,11 @@ Test(clock, measured_clock_ends_spans_at_the_measured_times) {
             "'ttft_p50_ms'",
          v, sizeof v);
   cr_assert_str_eq(v, "measured measured_clock");
+  /* ... but the default starvation threshold is the cost model's */
+  q_text(h, "SELECT class || ' ' || source FROM runs_evidence WHERE key = "
+            "'starvation_threshold_ms'",
+         v, sizeof v);
+  cr_assert_str_eq(v, "modeled sim_time");
   sqlite3_close(h);
   cr_assert_eq(lorasim("audit m.db"), 0, "%s", out);
   /* the same claim on a run whose clock was the model's is refused */
