@@ -205,8 +205,20 @@ int lsim_pctl_pass(lsim_pctl *s) {
     s->in_pass = 1;
     return 1;
   }
-  /* plan: keep the values of targets that fit, count the others in
-  ** sub-ranges, in target order while the budget lasts */
+  /* plan: when every open target's values fit in the budget together,
+  ** keep them all (the last pass).  Otherwise keep only those no larger
+  ** than a counting table, and count the others in sub-ranges: one such
+  ** pass shrinks each of them about 1,024-fold, after which they usually
+  ** fit together (keeping the large ones a few at a time would take a
+  ** pass per few targets instead).  In target order while the budget
+  ** lasts; a target left over waits for the next pass. */
+  int64_t all = 0;
+  for (int i = 0; i < s->ntargets; i++)
+    if (s->t[i].state != LSIM__T_DONE)
+      all += s->t[i].cnt <= s->budget / (int64_t)sizeof(double)
+                 ? s->t[i].cnt * (int64_t)sizeof(double)
+                 : s->budget + 1;
+  int keep_all = all <= s->budget;
   int any = 0;
   for (int i = 0; i < s->ntargets; i++) {
     lsim__ptarget *t = &s->t[i];
@@ -214,7 +226,7 @@ int lsim_pctl_pass(lsim_pctl *s) {
       continue;
     t->state = LSIM__T_OPEN;
     int64_t keep = t->cnt * (int64_t)sizeof(double);
-    if (t->cnt <= s->budget / (int64_t)sizeof(double) &&
+    if ((keep_all || keep <= LSIM__HIST_BYTES) &&
         keep <= s->budget - s->used) {
       if (!(t->buf = malloc((size_t)keep))) {
         s->nomem = 1;
