@@ -14,43 +14,12 @@
 #include "db.h"
 #include "escape.h"
 #include "outfile.h"
+#include "pct.h"
 #include "plot.h"
 #include "plot_run.h"
 #include "tenants.h"
 
 /* ---- exact percentiles from the requests table --------------------------- */
-
-/* Move the k-th smallest of v[0..n) (0-based) to v[k], the smaller ones
-** before it and the larger ones after it (quickselect, median-of-three
-** pivot; deterministic). */
-static void lsim__kth(double *v, int64_t n, int64_t k) {
-  int64_t lo = 0, hi = n - 1;
-  while (lo < hi) {
-    int64_t mid = lo + (hi - lo) / 2;
-    double a = v[lo], b = v[mid], c = v[hi];
-    double piv = a < b ? (b < c ? b : (a < c ? c : a))
-                       : (a < c ? a : (b < c ? c : b));
-    int64_t i = lo, j = hi;
-    while (i <= j) {
-      while (v[i] < piv)
-        i++;
-      while (v[j] > piv)
-        j--;
-      if (i <= j) {
-        double t = v[i];
-        v[i++] = v[j];
-        v[j--] = t;
-      }
-    }
-    /* v[lo..j] <= piv <= v[i..hi], and v[j+1..i-1] == piv */
-    if (k <= j)
-      hi = j;
-    else if (k >= i)
-      lo = i;
-    else
-      return;
-  }
-}
 
 /* Nearest-rank percentiles p[0] <= p[1] of `expr` over completed requests
 ** with `cond`: one scan of the requests table into memory (8 bytes per
@@ -96,19 +65,8 @@ static lsim_err lsim__pcts(sqlite3 *db, const char *expr, const char *cond,
   if (step != SQLITE_DONE)
     goto fail;
   sqlite3_finalize(st);
-  int64_t from = 0;
-  for (int i = 0; i < 2 && n > 0; i++) {
-    int64_t rank = (int64_t)ceil(p[i] * (double)n / 100.0);
-    if (rank < 1)
-      rank = 1;
-    if (rank > n)
-      rank = n;
-    /* v[from] already holds the previous pick, everything after it is
-    ** no smaller: select within v[from..n) */
-    lsim__kth(v + from, n - from, rank - 1 - from);
-    out[i] = v[rank - 1];
-    from = rank - 1;
-  }
+  if (n > 0)
+    lsim_pct_nearest(v, n, p, 2, out);
   free(v);
   return 0;
 fail:
