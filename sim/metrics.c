@@ -290,7 +290,8 @@ void lsim_metrics_event(lsim_metrics *m, const lsim_event *ev) {
   case LSIM_EV_COMPLETED_SERVICE_DEBITED:
     if (ev->tenant >= 0 && ev->tenant < m->ntenants)
       m->tenant_service[ev->tenant] += ev->value;
-    if (ev->detail && strcmp(ev->detail, "prefill") == 0)
+    if (ev->detail && ev->detail[0] == 'p' &&
+        strcmp(ev->detail, "prefill") == 0) /* most are "decode" */
       m->prefill_units += ev->value;
     else
       m->decode_units += ev->value;

@@ -24,6 +24,7 @@ typedef struct lsim_timeline {
   int ntenants, workers, nadapters;
   lsim_tick width; /* ticks per bucket */
   int nb;          /* buckets in use */
+  lsim_tick edge;  /* nb * width: an earlier tick changes neither */
   int64_t *svc;    /* [BUCKETS * ntenants] service debited in the bucket */
   int64_t *loads;  /* [BUCKETS] loads started */
   int64_t *rdelta; /* [BUCKETS] change in resident (worker, adapter) pairs */
