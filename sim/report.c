@@ -21,20 +21,38 @@
 
 /* ---- exact percentiles from the requests table --------------------------- */
 
-/* Nearest-rank percentiles p[0] <= p[1] of `expr` over completed requests
-** with `cond`: one scan of the requests table into memory (8 bytes per
-** value, allocated once from `hint` and freed before returning), then
-** selection.  The values are those
-** SQLite computes for `expr`, so the result is the same as sorting them in
-** SQL (the former ORDER BY v LIMIT 1 OFFSET rank-1, a query per
-** percentile).  out[i] = -1 when there is no value.  Values in ticks. */
-static lsim_err lsim__pcts(sqlite3 *db, const char *expr, const char *cond,
-                           int64_t hint, const double p[2], double out[2],
-                           lsim_errbuf *eb) {
+/* What a pass (lsim__pass) adds up from its second column, `extra`. */
+enum { LSIM__X_NONE, LSIM__X_TRUE, LSIM__X_SUM };
+
+/* One scan of the completed requests with `cond`: the nearest-rank
+** percentiles p[0] <= p[1] of `expr` (into memory, 8 bytes per value,
+** allocated once from `hint` and freed before returning, then selection),
+** the number of rows, the integer sum of `expr` into *vsum when vsum is
+** not NULL, and from `extra` (when xmode is not LSIM__X_NONE) either the
+** rows where it is true (LSIM__X_TRUE) or its integer sum (LSIM__X_SUM)
+** into *x; the sums skip NULLs and fail on overflow, as SQL's sum().  ?1 (ns_per_tick)
+** and ?2 (a target in ns) are bound when the statement names them.  The
+** values are those SQLite computes for `expr`, so the percentiles are the
+** same as sorting them in SQL (the former ORDER BY v LIMIT 1 OFFSET
+** rank-1, a query per percentile), and the counts and sums those of the
+** former count(*), sum() and attainment queries: one scan where there
+** were up to four.  out[i] = -1 when there is no value.  Values in
+** ticks. */
+static lsim_err lsim__pass(sqlite3 *db, const char *expr, const char *cond,
+                           const char *extra, int xmode, int64_t ns_per_tick,
+                           int64_t target_ns, int64_t hint, const double p[2],
+                           double out[2], int64_t *nrows, int64_t *vsum,
+                           int64_t *x, lsim_errbuf *eb) {
   char sql[512];
   sqlite3_stmt *st = NULL;
   double *v = NULL;
   int64_t n = 0, cap = 0;
+  const char *why = NULL;
+  *nrows = 0;
+  if (vsum)
+    *vsum = 0;
+  if (x)
+    *x = 0;
   /* hint: the completed requests counted by the registry, an upper bound
   ** on the rows: one allocation of the right size, no doubling */
   if (hint > 0 && (v = malloc((size_t)hint * sizeof *v)) != NULL)
@@ -42,10 +60,15 @@ static lsim_err lsim__pcts(sqlite3 *db, const char *expr, const char *cond,
   int step;
   out[0] = out[1] = -1;
   snprintf(sql, sizeof sql,
-           "SELECT %s FROM requests WHERE run_id=1 AND outcome='ok' AND %s",
-           expr, cond);
+           "SELECT %s, %s FROM requests WHERE run_id=1 AND outcome='ok' AND "
+           "%s",
+           expr, xmode != LSIM__X_NONE ? extra : "NULL", cond);
   if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
     goto fail;
+  if (sqlite3_bind_parameter_count(st) >= 2) {
+    sqlite3_bind_int64(st, 1, ns_per_tick);
+    sqlite3_bind_int64(st, 2, target_ns);
+  }
   while ((step = sqlite3_step(st)) == SQLITE_ROW) {
     if (n == cap) {
       int64_t nc = cap ? 2 * cap : 4096;
@@ -61,19 +84,35 @@ static lsim_err lsim__pcts(sqlite3 *db, const char *expr, const char *cond,
       cap = nc;
     }
     v[n++] = sqlite3_column_double(st, 0);
+    if (vsum && sqlite3_column_type(st, 0) != SQLITE_NULL &&
+        __builtin_add_overflow(*vsum, sqlite3_column_int64(st, 0), vsum)) {
+      why = "integer overflow"; /* what SQL's sum() says */
+      break;
+    }
+    if (xmode == LSIM__X_TRUE)
+      *x += sqlite3_column_type(st, 1) != SQLITE_NULL &&
+            sqlite3_column_int(st, 1) != 0;
+    else if (xmode == LSIM__X_SUM &&
+             sqlite3_column_type(st, 1) != SQLITE_NULL &&
+             __builtin_add_overflow(*x, sqlite3_column_int64(st, 1), x)) {
+      why = "integer overflow"; /* what SQL's sum() says */
+      break;
+    }
   }
-  if (step != SQLITE_DONE)
+  if (why || step != SQLITE_DONE)
     goto fail;
   sqlite3_finalize(st);
   if (n > 0)
     lsim_pct_nearest(v, n, p, 2, out);
+  *nrows = n;
   free(v);
   return 0;
 fail:
+  if (!why)
+    why = sqlite3_errmsg(db);
   sqlite3_finalize(st);
   free(v);
-  return lsim_fail(eb, LSIM_E_DB, "percentile query failed: %s",
-                   sqlite3_errmsg(db));
+  return lsim_fail(eb, LSIM_E_DB, "summary query failed: %s", why);
 }
 
 #define LSIM__TTFT_EXPR "(first_token_tick - arrival_tick)"
@@ -81,62 +120,15 @@ fail:
 #define LSIM__TBT_EXPR \
   "((finish_tick - first_token_tick) * 1.0 / (output_tokens - 1))"
 #define LSIM__TBT_COND "output_tokens >= 2"
-
-/* One integer aggregate over the run's requests; ?1 (ns_per_tick) and ?2
-** (a target in ns) are bound when the statement names them. */
-static lsim_err lsim__scalar(sqlite3 *db, const char *sql, int64_t ns_per_tick,
-                             int64_t target_ns, int64_t *out,
-                             lsim_errbuf *eb) {
-  sqlite3_stmt *st = NULL;
-  *out = 0;
-  if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
-    goto fail;
-  if (sqlite3_bind_parameter_count(st) >= 2) {
-    sqlite3_bind_int64(st, 1, ns_per_tick);
-    sqlite3_bind_int64(st, 2, target_ns);
-  }
-  if (sqlite3_step(st) != SQLITE_ROW)
-    goto fail;
-  *out = sqlite3_column_int64(st, 0);
-  sqlite3_finalize(st);
-  return 0;
-fail:
-  sqlite3_finalize(st);
-  return lsim_fail(eb, LSIM_E_DB, "summary query failed: %s",
-                   sqlite3_errmsg(db));
-}
-
-/* Fraction of the requests with `cond` that also satisfy `meets`. */
-static lsim_err lsim__attain(sqlite3 *db, const char *cond, const char *meets,
-                             int64_t ns_per_tick, int64_t slo_ms, double *out,
-                             lsim_errbuf *eb) {
-  char sql[512];
-  int64_t n, k;
-  lsim_err rc;
-  *out = -1;
-  if (slo_ms <= 0)
-    return 0;
-  snprintf(sql, sizeof sql,
-           "SELECT count(*) FROM requests WHERE run_id=1 AND outcome='ok' "
-           "AND %s",
-           cond);
-  if ((rc = lsim__scalar(db, sql, ns_per_tick, slo_ms * 1000000, &n, eb)))
-    return rc;
-  if (n == 0)
-    return 0;
-  snprintf(sql, sizeof sql,
-           "SELECT count(*) FROM requests WHERE run_id=1 AND outcome='ok' "
-           "AND %s AND %s",
-           cond, meets);
-  if ((rc = lsim__scalar(db, sql, ns_per_tick, slo_ms * 1000000, &k, eb)))
-    return rc;
-  *out = (double)k / (double)n;
-  return 0;
-}
-
 #define LSIM__TTFT_MEETS "(first_token_tick - arrival_tick) * ?1 <= ?2"
 #define LSIM__TBT_MEETS \
   "(finish_tick - first_token_tick) * ?1 <= ?2 * (output_tokens - 1)"
+
+/* The fraction of a pass's n rows that met the SLO (k of them); -1 when
+** no SLO is set or no row had the condition. */
+static double lsim__attain(int64_t slo_ms, int64_t n, int64_t k) {
+  return slo_ms > 0 && n > 0 ? (double)k / (double)n : -1;
+}
 
 lsim_err lsim_report_summarize(sqlite3 *db, const lsim_scenario *sc,
                                const lsim_metrics *m, lsim_summary *s,
@@ -145,32 +137,34 @@ lsim_err lsim_report_summarize(sqlite3 *db, const lsim_scenario *sc,
   lsim_err rc;
   static const double pp[2] = {50, 99};
   double v2[2];
-  if ((rc = lsim__pcts(db, LSIM__TTFT_EXPR, LSIM__TTFT_COND, m->requests_ok,
-                       pp, v2, eb)))
+  /* three scans of the completed requests: TTFT (with its count, sum
+  ** and SLO attainment), TBT (with its attainment), end-to-end (with the
+  ** output tokens) */
+  int64_t n, k, ttft_ticks, out_tokens;
+  int64_t ns = sc->ns_per_tick;
+  if ((rc = lsim__pass(db, LSIM__TTFT_EXPR, LSIM__TTFT_COND, LSIM__TTFT_MEETS,
+                       sc->slo_ttft_ms > 0 ? LSIM__X_TRUE : LSIM__X_NONE, ns,
+                       sc->slo_ttft_ms * 1000000, m->requests_ok, pp, v2, &n,
+                       &ttft_ticks, &k, eb)))
     return rc;
   s->ttft_p50_ms = v2[0] < 0 ? -1 : v2[0] * ms;
   s->ttft_p99_ms = v2[1] < 0 ? -1 : v2[1] * ms;
+  s->slo_ttft_attain = lsim__attain(sc->slo_ttft_ms, n, k);
   /* the summary's _count and _sum (Prometheus text format): over the same
   ** requests as the quantiles, the sum exact in ticks */
-  int64_t ttft_ticks;
-  if ((rc = lsim__scalar(db,
-                         "SELECT count(*) FROM requests WHERE run_id=1 AND "
-                         "outcome='ok' AND " LSIM__TTFT_COND,
-                         0, 0, &s->ttft_count, eb)) ||
-      (rc = lsim__scalar(db,
-                         "SELECT coalesce(sum" LSIM__TTFT_EXPR ", 0) FROM "
-                         "requests WHERE run_id=1 AND outcome='ok' AND "
-                         LSIM__TTFT_COND,
-                         0, 0, &ttft_ticks, eb)))
-    return rc;
+  s->ttft_count = n;
   s->ttft_sum_seconds = (double)ttft_ticks * (double)sc->ns_per_tick / 1e9;
-  if ((rc = lsim__pcts(db, LSIM__TBT_EXPR, LSIM__TBT_COND, m->requests_ok,
-                       pp, v2, eb)))
+  if ((rc = lsim__pass(db, LSIM__TBT_EXPR, LSIM__TBT_COND, LSIM__TBT_MEETS,
+                       sc->slo_tbt_ms > 0 ? LSIM__X_TRUE : LSIM__X_NONE, ns,
+                       sc->slo_tbt_ms * 1000000, m->requests_ok, pp, v2, &n,
+                       NULL, &k, eb)))
     return rc;
   s->tbt_p50_ms = v2[0] < 0 ? -1 : v2[0] * ms;
   s->tbt_p99_ms = v2[1] < 0 ? -1 : v2[1] * ms;
-  if ((rc = lsim__pcts(db, "(finish_tick - arrival_tick)", "1",
-                       m->requests_ok, pp, v2, eb)))
+  s->slo_tbt_attain = lsim__attain(sc->slo_tbt_ms, n, k);
+  if ((rc = lsim__pass(db, "(finish_tick - arrival_tick)", "1",
+                       "output_tokens", LSIM__X_SUM, 0, 0, m->requests_ok, pp,
+                       v2, &n, NULL, &out_tokens, eb)))
     return rc;
   s->e2e_p50_ms = v2[0] < 0 ? -1 : v2[0] * ms;
   s->e2e_p99_ms = v2[1] < 0 ? -1 : v2[1] * ms;
@@ -203,18 +197,6 @@ lsim_err lsim_report_summarize(sqlite3 *db, const lsim_scenario *sc,
             b = (int64_t)sc->fair_w_out * sc->max_batch_tokens;
     s->vtc_bound = 2 * (a > b ? a : b);
   }
-  if ((rc = lsim__attain(db, LSIM__TTFT_COND, LSIM__TTFT_MEETS,
-                         sc->ns_per_tick, sc->slo_ttft_ms,
-                         &s->slo_ttft_attain, eb)) ||
-      (rc = lsim__attain(db, LSIM__TBT_COND, LSIM__TBT_MEETS, sc->ns_per_tick,
-                         sc->slo_tbt_ms, &s->slo_tbt_attain, eb)))
-    return rc;
-  int64_t out_tokens;
-  if ((rc = lsim__scalar(db,
-                         "SELECT coalesce(sum(output_tokens), 0) FROM requests "
-                         "WHERE run_id=1 AND outcome='ok'",
-                         0, 0, &out_tokens, eb)))
-    return rc;
   s->completed = m->requests_ok;
   s->rejected = m->requests_rejected;
   s->unfinished = m->requests_unfinished;
