@@ -1200,6 +1200,10 @@ static lsim_err lsim__setup(lsim__world *W, lsim_errbuf *eb) {
       .nadapters = na,
       .objects = na + (sc->compression.on ? W->cmp.cfg.clusters : 0),
       .adapter_rank = rank,
+      .shape = &sc->model,
+      .kv_bytes_per_token = lsim_scenario_kv_bytes_per_token(sc),
+      .max_batch_tokens = (int)sc->max_batch_tokens,
+      .max_batch_requests = sc->max_batch_requests,
   };
   int tdin[LSIM_MAX_TARGETS], tdout[LSIM_MAX_TARGETS];
   if (W->o->tensor_model) {
