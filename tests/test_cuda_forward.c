@@ -25,6 +25,12 @@
 #include "base/rng.h"
 #include "engine/residency.h"
 
+#define LSIM_TMP_PREFIX "/tmp/lsim-cudafwd-"
+#include "cli_harness.h"
+#include <sqlite3.h>
+
+#define FULL_FIX LSIM_TEST_DIR "/fixtures/replay/full_tiny.json"
+
 /* The test shape: a small Llama (head_dim 64, GQA 4:2) with llama3 RoPE
 ** scaling whose bands fall inside a few dozen positions. */
 static void tiny_shape(lsim_model_shape *s, int layers, unsigned mods) {
@@ -485,7 +491,7 @@ static void open_world(world *W, int layers, unsigned mods, int64_t pages) {
     for (int t = LSIM_FWD_W_ATTN_NORM; t <= LSIM_FWD_W_DOWN; t++)
       W->w[t][l] = fetch_w(W->F, t, l);
   W->rank[0] = 16, W->rank[1] = 8;
-  W->scale = 8.0f; /* large deltas: their absence must show */
+  W->scale = 32.0f; /* large deltas: their absence must show */
 }
 
 static void close_world(world *W) {
@@ -549,7 +555,8 @@ static void delta(const world *W, int a, int m, int l, const double *x,
 /* The float64 forward of seqs (the pool's prior K/V from W->pool); h_out
 ** [T][H], the sampled tokens, and the new K/V rows. */
 static void ref_forward(const world *W, const ref_seq *sq, int n, int lora,
-                        double *h_out, int32_t *tok_out, int *ntok) {
+                        double *h_out, int32_t *tok_out, int *ntok,
+                        double *lg_out) {
   const int H = W->H, I = W->I, d = W->d, nq = W->nq, nk = W->nk;
   int T = 0;
   for (int j = 0; j < n; j++)
@@ -672,6 +679,8 @@ static void ref_forward(const world *W, const ref_seq *sq, int n, int lora,
     for (int v = 1; v < W->V; v++)
       if (lg[v] > lg[best])
         best = v;
+    if (lg_out)
+      memcpy(lg_out + (size_t)k * W->V, lg, (size_t)W->V * 8);
     tok_out[k++] = best;
   }
   *ntok = k;
@@ -749,15 +758,20 @@ Test(forward, one_layer_end_to_end_matches_float64) {
   double *hr = malloc((size_t)T * 256 * 8);
   int32_t tr[4], tg[4];
   int nr = 0, ng = 0;
-  ref_forward(&W, SEQS, 4, 0, hr, tr, &nr);
+  double *lr = malloc((size_t)4 * 320 * 8);
+  ref_forward(&W, SEQS, 4, 0, hr, tr, &nr, lr);
   double e = rel_err(hr, hg, (size_t)T * 256);
   /* bf16 roundings at every stage of one layer: a few 2^-9 in norm */
   cr_assert(e <= 1e-2, "hidden state relative error %g", e);
   cr_assert_eq(lsim_fwd_tokens(W.F, tg, 4, &ng, NULL), 0);
   cr_assert_eq(ng, nr);
   cr_assert_eq(ng, 3);
-  for (int k = 0; k < ng; k++)
-    cr_assert_eq(tg[k], tr[k], "sampled token %d: %d vs %d", k, tg[k], tr[k]);
+  for (int k = 0; k < ng; k++) /* the argmax, or a logit as large within
+                                   the hidden state's error */
+    cr_assert(tg[k] == tr[k] || (tg[k] >= 0 && tg[k] < 320 &&
+                                 lr[k * 320 + tg[k]] >= lr[k * 320 + tr[k]] -
+                                                            0.03),
+              "sampled token %d: %d vs %d", k, tg[k], tr[k]);
   /* every new K/V row is in its page (finite), nothing else changed: the
   ** NaN everywhere else is still NaN and the prior context intact */
   const size_t n = (size_t)(W.pages * W.pb / 2);
@@ -779,7 +793,7 @@ Test(forward, one_layer_end_to_end_matches_float64) {
   for (size_t i = 0; i < n; i++)
     if (!mark[i])
       cr_assert_eq(after[i], W.pool[i], "pool element %zu changed", i);
-  free(mark), free(after), free(hr);
+  free(mark), free(after), free(hr), free(lr);
   close_world(&W);
 }
 
@@ -835,12 +849,13 @@ Test(forward, adapters_on_every_module_match_float64_deltas) {
   double *hr = malloc((size_t)T * 256 * 8), *h0 = malloc((size_t)T * 256 * 8);
   int32_t tr[4], tg[4], t0[4];
   int nr, ng;
-  ref_forward(&W, SEQS, 4, 1, hr, tr, &nr);
-  ref_forward(&W, SEQS, 4, 0, h0, t0, &ng); /* without: must differ */
+  double *lr = malloc((size_t)4 * 320 * 8);
+  ref_forward(&W, SEQS, 4, 1, hr, tr, &nr, lr);
+  ref_forward(&W, SEQS, 4, 0, h0, t0, &ng, NULL); /* without: must differ */
   double dd = 0, rr = 0;
   for (int i = 0; i < T * 256; i++)
     dd += (hr[i] - h0[i]) * (hr[i] - h0[i]), rr += hr[i] * hr[i];
-  cr_assert_gt(sqrt(dd / rr), 5e-2, "the deltas must matter");
+  cr_assert_gt(sqrt(dd / rr), 0.1, "the deltas must matter");
   /* every path of the deltas (the chooser's and each explicit one) */
   static const int paths[] = {LSIM_CUDA_PATH_AUTO, LSIM_CUDA_PATH_DECODE,
                               LSIM_CUDA_PATH_SGMV, LSIM_CUDA_PATH_SGMV_MMA,
@@ -858,8 +873,11 @@ Test(forward, adapters_on_every_module_match_float64_deltas) {
     cr_assert_eq(lsim_fwd_tokens(W.F, tg, 4, &ng, NULL), 0);
     cr_assert_eq(ng, 3);
     for (int k = 0; k < 3; k++)
-      cr_assert_eq(tg[k], tr[k], "path %s token %d",
-                   lsim_cuda_path_name(paths[p]), k);
+      cr_assert(tg[k] == tr[k] ||
+                    (tg[k] >= 0 && tg[k] < 320 &&
+                     lr[k * 320 + tg[k]] >= lr[k * 320 + tr[k]] - 0.05),
+                "path %s token %d: %d vs %d", lsim_cuda_path_name(paths[p]),
+                k, tg[k], tr[k]);
   }
   /* a corrupted host image fails the device checksum at publication */
   cr_assert_eq(lsim_fwd_adapter_retire(W.F, 0, 1, NULL), 0);
@@ -877,7 +895,7 @@ Test(forward, adapters_on_every_module_match_float64_deltas) {
                "%s", eb.msg);
   cr_assert_null(lsim_fwd_adapter_ptab(W.F, 0, 1));
   lsim_rowplan_release(&rp);
-  free(hr), free(h0);
+  free(hr), free(h0), free(lr);
   close_world(&W);
 }
 
@@ -892,7 +910,7 @@ Test(forward, refusals_and_fit) {
   lsim_fwd *F = NULL;
   lsim_errbuf eb = LSIM_ERRBUF_INIT;
   /* a pool far beyond any device: refused with every size named */
-  c.pool_pages = (int64_t)1 << 30;
+  c.pool_pages = (int64_t)100 << 20; /* 200 GiB of 2 KiB pages */
   cr_assert_eq(lsim_fwd_open(&F, &c, &eb), LSIM_E_DEV_FIT);
   cr_assert(strstr(eb.msg, "weights") && strstr(eb.msg, "free"), "%s",
             eb.msg);
@@ -917,5 +935,49 @@ Test(forward, refusals_and_fit) {
   cr_assert_eq(lsim_fwd_run(F, &b, NULL, &eb), LSIM_E_USAGE);
   cr_assert(strstr(eb.msg, "KV pages"), "%s", eb.msg);
   lsim_fwd_close(F);
+}
+
+static long long q1(const char *db, const char *sql) {
+  sqlite3 *h;
+  sqlite3_stmt *st;
+  cr_assert_eq(sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+  cr_assert_eq(sqlite3_prepare_v2(h, sql, -1, &st, NULL), SQLITE_OK, "%s", sql);
+  cr_assert_eq(sqlite3_step(st), SQLITE_ROW);
+  long long v = sqlite3_column_int64(st, 0);
+  sqlite3_finalize(st);
+  sqlite3_close(h);
+  return v;
+}
+
+TestSuite(replay_full, .init = mk_tmp, .fini = rm_tmp);
+
+/* A replay with evictions, failed and rolled-back loads, two workers, every
+** module adapted: each iteration a forward on the GPU, one delta per
+** iteration verified bit for bit, and no decision changed. */
+Test(replay_full, every_iteration_runs_the_whole_model, .timeout = 600) {
+  NEED_GPU();
+  char a[400], b[400];
+  snprintf(a, sizeof a, "%s/model.db", tmpdir);
+  snprintf(b, sizeof b, "%s/full.db", tmpdir);
+  cr_assert_eq(lorasim("replay " FULL_FIX " --db model.db --no-plots --quiet"),
+               0, "%s", out);
+  cr_assert_eq(lorasim("replay " FULL_FIX " --db full.db --no-plots --quiet "
+                       "--backend cuda --execute full --verify cpu_ref"),
+               0, "%s", out);
+  long long iters = q1(b, "SELECT count(*) FROM iterations");
+  cr_assert_gt(iters, 100);
+  cr_assert_eq(q1(b, "SELECT count(*) FROM iterations WHERE backend_ns IS "
+                     "NULL OR backend_ns <= 0"), 0);
+  long long v = q1(b, "SELECT count(*) FROM validations");
+  cr_assert_gt(v, iters / 2, "iterations with adapter rows are verified");
+  cr_assert_eq(q1(b, "SELECT count(*) FROM validations WHERE exact = 1"), v);
+  /* the rotation reaches every (layer, module): 2 x 7 references */
+  cr_assert_eq(q1(b, "SELECT count(DISTINCT reference) FROM validations"), 14);
+  cr_assert_eq(q1(a, "SELECT count(*) FROM events"),
+               q1(b, "SELECT count(*) FROM events"));
+  cr_assert_gt(q1(b, "SELECT count(*) FROM events WHERE kind = 11"), 0,
+               "the fixture evicts");
+  cr_assert_gt(q1(b, "SELECT count(*) FROM events WHERE kind = 14"), 0,
+               "the fixture rolls loads back");
 }
 #endif /* LSIM_HAVE_CUDA */

@@ -1271,6 +1271,8 @@ extern "C" lsim_err lsim_fwd_delta(lsim_fwd *F, int m, int l, const void *X,
       l >= F->L)
     return lsim_fail(eb, LSIM_E_STATE,
                      "forward: no adapter plan of module %d, layer %d", m, l);
+  /* the caller filled X and Y on other streams (the legacy one) */
+  LSIM_CUDA_RET(cudaDeviceSynchronize(), eb);
   lsim_err rc = lsim_cuda_lora_run_layer(F->lora[m], l, X, ldx, Y, ldy, eb);
   if (rc)
     return rc;
