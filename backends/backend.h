@@ -2,10 +2,13 @@
 ** backend.h: the one interface every execution backend implements.
 **
 ** A backend executes (or, for `model`, only costs) the adapter work of one
-** frozen iteration plan.  The simulated duration of an iteration always
-** comes from the cost model below, never from a measured time, so a run's
-** decisions are identical whatever backend executes it; what a backend
-** measures is recorded (iterations.backend_ns) and compared, not obeyed.
+** frozen iteration plan.  Under the model clock (the default) the
+** simulated duration of an iteration comes from the cost model below,
+** never from a measured time, so a run's rows are identical whatever
+** backend executes it; what a backend measures is recorded
+** (iterations.backend_ns, measured_ns) and compared, not obeyed.  Under
+** the measured clock (--clock measured, docs/FIDELITY.md) the replay ends
+** an iteration at its measured backend_ns and a load at its load_ns.
 **
 **   model    cost model only: reports the modelled ns as its backend_ns
 **   cpu_ref  executes each iteration's adapter work for one target module

@@ -1331,7 +1331,13 @@ int lsim_compare_main(int argc, char **argv) {
     if (!rc) { /* each column's evidence class (sim/audit.c) */
       char evp[1100];
       snprintf(evp, sizeof evp, "%s/compare-evidence.csv", dir);
-      rc = lsim_claims_csv_sidecar(csv, evp, sc.backend, &eb);
+      /* the weakest clock of the arms: mixed when one of them was */
+      int clk = LSIM_CLAIM_CLOCK_MODEL;
+      for (int i = 0; i < n; i++) {
+        int k = lsim_report_claim_clock(&rows[i].s);
+        clk = k > clk ? k : clk;
+      }
+      rc = lsim_claims_csv_sidecar(csv, evp, sc.backend, clk, &eb);
     }
     note[0] = 0;
     if (!rc)

@@ -31,6 +31,7 @@
 #include "compare.h"
 #include "compress_cmd.h"
 #include "exec.h"
+#include "fidelity.h"
 #include "outfile.h"
 #include "prefix_report.h"
 #include "trace_cmd.h"
@@ -149,6 +150,7 @@ static void lsim__usage(FILE *f) {
         "  prefix                 prefix-cache study: four key modes on a trace\n"
         "  compress --in C.json   shared-basis bundle of an adapter collection\n"
         "  audit DB               audit a run's claims and event log\n"
+        "  fidelity DB            the cost model's clock against the measured one\n"
         "  help [COMMAND]         show help for a command\n"
         "  version                print the version and build\n"
         "\n"
@@ -552,6 +554,8 @@ static int lsim__dispatch(int argc, char **argv) {
     return lsim_compress_main(argc - 1, argv + 1);
   if (strcmp(cmd, "audit") == 0)
     return lsim_cmd_audit(argc - 1, argv + 1);
+  if (strcmp(cmd, "fidelity") == 0)
+    return lsim_fidelity_main(argc - 1, argv + 1);
   if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0)
     return lsim__cmd_version();
   if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 ||
@@ -583,6 +587,9 @@ static int lsim__dispatch(int argc, char **argv) {
     } else if (argc > 2 && strcmp(argv[2], "exec") == 0) {
       char *av[] = {"exec", "--help", NULL};
       return lsim_exec_main(2, av);
+    } else if (argc > 2 && strcmp(argv[2], "fidelity") == 0) {
+      char *av[] = {"fidelity", "--help", NULL};
+      return lsim_fidelity_main(2, av);
     }
     else
       lsim__usage(stdout);

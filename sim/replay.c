@@ -718,7 +718,15 @@ static lsim_err lsim__on_step(lsim__world *W, int w, lsim_errbuf *eb) {
                               br.backend_ns <= LSIM__MAX_SPAN_NS
                           ? br.backend_ns
                           : -1;
+  /* the tokens its attention reads: each entry's context and its rows
+  ** (engine/plan.h; -1 for a plan without positions) */
   W->ctx_tokens[w] = -1;
+  if (p->positions) {
+    int64_t ctx = 0;
+    for (int i = 0; i < p->n; i++)
+      ctx += p->e[i].ctx + p->e[i].rows;
+    W->ctx_tokens[w] = ctx;
+  }
   if (br.checked) {
     lsim_validation_record v = {p->iter, W->sc->backend, br.reference,
                                 br.max_abs_err, br.max_rel_err, br.exact};

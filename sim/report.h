@@ -228,6 +228,10 @@ typedef struct lsim_figure {
 #define LSIM_REPORT_FIGURES_MAX 96
 int lsim_report_figures(const lsim_summary *s, lsim_figure *out, int cap);
 
+/* The clock the summary's times came from, for their evidence claims
+** (enum lsim_claim_clock of sim/audit.h). */
+int lsim_report_claim_clock(const lsim_summary *s);
+
 /* Store the summary's figures in runs_summary (before the run turns ok). */
 struct lsim_db;
 lsim_err lsim_report_store(struct lsim_db *db, const lsim_summary *s,
