@@ -980,4 +980,26 @@ Test(replay_full, every_iteration_runs_the_whole_model, .timeout = 600) {
   cr_assert_gt(q1(b, "SELECT count(*) FROM events WHERE kind = 14"), 0,
                "the fixture rolls loads back");
 }
+
+/* What the executor refuses is refused before any file is written. */
+Test(replay_full, refusals_come_before_any_file) {
+  NEED_GPU();
+  char p[400];
+  snprintf(p, sizeof p, "%s/x.db", tmpdir);
+  /* 200 GiB of pool: E_DEV_FIT naming the sizes */
+  cr_assert_neq(lorasim("replay " FULL_FIX " --db x.db --no-plots --quiet "
+                        "--backend cuda --execute full --set "
+                        "'$.workers.pool_pages=26214400'"),
+                0, "%s", out);
+  cr_assert(strstr(out, "E_DEV_FIT") && strstr(out, "weights"), "%s", out);
+  /* 8000-byte pages: 7.8 tokens a page */
+  cr_assert_neq(lorasim("replay " FULL_FIX " --db x.db --no-plots --quiet "
+                        "--backend cuda --execute full --set "
+                        "'$.workers.page_bytes=8000'"),
+                0, "%s", out);
+  cr_assert(strstr(out, "E_DEV_UNSUPPORTED") && strstr(out, "whole number"),
+            "%s", out);
+  FILE *f = fopen(p, "rb");
+  cr_assert_null(f, "a refused run left %s", p);
+}
 #endif /* LSIM_HAVE_CUDA */

@@ -113,9 +113,10 @@ void lsim_full_close(lsim_full *f) {
   free(f);
 }
 
-lsim_err lsim_full_open(lsim_full **out, const lsim_backend_cfg *cfg,
-                        lsim_errbuf *eb) {
-  *out = NULL;
+/* The refusals that need no device, and the executor's cfg. */
+static lsim_err lsim__full_cfg(const lsim_backend_cfg *cfg,
+                               const lsim_model_shape *shape, int maxr,
+                               lsim_fwd_cfg *fc, lsim_errbuf *eb) {
 #define LSIM__NO(...) lsim_fail(eb, LSIM_E_DEV_UNSUPPORTED, __VA_ARGS__)
   if (cfg->pool_pages < 1)
     return LSIM__NO("--execute full runs the engine's own pages: it needs "
@@ -130,30 +131,10 @@ lsim_err lsim_full_open(lsim_full **out, const lsim_backend_cfg *cfg,
   if (cfg->max_batch_tokens < 1 || cfg->max_batch_requests < 1)
     return LSIM__NO("--execute full needs the batch bounds");
 #undef LSIM__NO
-  lsim_full *f = calloc(1, sizeof *f);
-  if (!f)
-    return lsim__nomem(eb);
-  f->cfg = *cfg;
-  f->shape = *cfg->shape;
-  f->cfg.shape = &f->shape;
-  f->cfg.adapter_rank = NULL;
-  f->cfg.target_d_in = f->cfg.target_d_out = NULL;
-  lsim_err rc = lsim_stage_open(&f->L, cfg, 0, eb);
-  if (rc)
-    goto fail;
-  const unsigned mods = f->shape.adapter_modules & ((1u << LSIM_FWD_MODS) - 1);
-  for (int m = 0; m < LSIM_FWD_MODS; m++)
-    if (mods >> m & 1u)
-      f->mod[f->nmods++] = m;
-  int maxr = 1;
-  for (int a = 0; a < cfg->nadapters; a++)
-    if (cfg->adapter_rank[a] > maxr)
-      maxr = cfg->adapter_rank[a];
-  /* a sequence can hold at most the pool; one request's KV rarely more
-  ** than the longest prompt and output, but the pool is the bound */
+  /* a sequence can hold at most the pool */
   int64_t max_rows = (int64_t)cfg->max_batch_tokens + cfg->max_batch_requests;
-  lsim_fwd_cfg fc = {
-      .shape = &f->shape,
+  *fc = (lsim_fwd_cfg){
+      .shape = shape,
       .layers = 0,
       .seed = cfg->seed,
       .max_rows = (int)(max_rows < (1 << 24) ? max_rows : (1 << 24)),
@@ -163,12 +144,48 @@ lsim_err lsim_full_open(lsim_full **out, const lsim_backend_cfg *cfg,
       .pool_pages = cfg->pool_pages,
       .page_bytes = cfg->page_bytes,
       .kv_bytes_per_token = cfg->kv_bytes_per_token,
-      .mods = mods,
+      .mods = shape->adapter_modules & ((1u << LSIM_FWD_MODS) - 1),
       .max_rank = maxr,
       .max_ids = cfg->max_batch_requests,
       .objects = cfg->objects,
       .rank = cfg->adapter_rank,
   };
+  return 0;
+}
+
+lsim_err lsim_full_check(const lsim_backend_cfg *cfg, int max_rank,
+                         lsim_errbuf *eb) {
+  lsim_fwd_cfg fc;
+  lsim_err rc = lsim__full_cfg(cfg, cfg->shape, max_rank < 1 ? 1 : max_rank,
+                               &fc, eb);
+  return rc ? rc : lsim_fwd_check(&fc, eb);
+}
+
+lsim_err lsim_full_open(lsim_full **out, const lsim_backend_cfg *cfg,
+                        lsim_errbuf *eb) {
+  *out = NULL;
+  int maxr = 1;
+  for (int a = 0; cfg->adapter_rank && a < cfg->nadapters; a++)
+    if (cfg->adapter_rank[a] > maxr)
+      maxr = cfg->adapter_rank[a];
+  lsim_fwd_cfg fc;
+  lsim_err rc = lsim__full_cfg(cfg, cfg->shape, maxr, &fc, eb);
+  if (rc)
+    return rc;
+  lsim_full *f = calloc(1, sizeof *f);
+  if (!f)
+    return lsim__nomem(eb);
+  f->cfg = *cfg;
+  f->shape = *cfg->shape;
+  f->cfg.shape = &f->shape;
+  f->cfg.adapter_rank = NULL;
+  f->cfg.target_d_in = f->cfg.target_d_out = NULL;
+  fc.shape = &f->shape;
+  if ((rc = lsim_stage_open(&f->L, cfg, 0, eb)))
+    goto fail;
+  for (int m = 0; m < LSIM_FWD_MODS; m++)
+    if (fc.mods >> m & 1u)
+      f->mod[f->nmods++] = m;
   if ((rc = lsim_fwd_open(&f->F, &fc, eb)))
     goto fail;
   f->kv = calloc((size_t)cfg->workers, sizeof *f->kv);

@@ -19,6 +19,11 @@ typedef struct lsim_full lsim_full; /* opaque */
 lsim_err lsim_full_open(lsim_full **out, const lsim_backend_cfg *cfg,
                         lsim_errbuf *eb);
 void lsim_full_close(lsim_full *f);
+/* Every refusal of lsim_full_open (E_DEV_UNSUPPORTED, E_DEV_FIT) without
+** opening anything; max_rank: the catalog's largest rank (cfg->adapter_rank
+** may be NULL).  The replay runs it before it writes any file. */
+lsim_err lsim_full_check(const lsim_backend_cfg *cfg, int max_rank,
+                         lsim_errbuf *eb);
 
 lsim_err lsim_full_stage(lsim_full *f, const lsim_res_page_ev *ev,
                          lsim_errbuf *eb);

@@ -539,9 +539,8 @@ static uint64_t lsim__wkey(uint64_t seed, int tensor, int layer) {
                       ((uint64_t)tensor << 32 | (uint32_t)layer));
 }
 
-extern "C" lsim_err lsim_fwd_open(lsim_fwd **out, const lsim_fwd_cfg *cfg,
-                                  lsim_errbuf *eb) {
-  *out = NULL;
+extern "C" lsim_err lsim_fwd_check(const lsim_fwd_cfg *cfg,
+                                   lsim_errbuf *eb) {
   lsim_err rc = lsim__supported(cfg, eb);
   if (rc)
     return rc;
@@ -550,7 +549,7 @@ extern "C" lsim_err lsim_fwd_open(lsim_fwd **out, const lsim_fwd_cfg *cfg,
   if (layers > s->layers)
     return lsim_fail(eb, LSIM_E_USAGE, "forward: %d layers of %d", layers,
                      s->layers);
-  int64_t wb, pb, kb, pl;
+  int64_t wb, pb, kb;
   lsim_fwd_need(cfg, &wb, &pb, &kb);
   size_t fr = 0, tot = 0;
   cudaError_t ce = cudaMemGetInfo(&fr, &tot);
@@ -568,6 +567,18 @@ extern "C" lsim_err lsim_fwd_open(lsim_fwd **out, const lsim_fwd_cfg *cfg,
       return lsim_fail(eb, LSIM_E_DEV_FIT, "--execute full: %s (of %.1f "
                        "MiB on the device)", msg, tot / 1048576.0);
   }
+  return 0;
+}
+
+extern "C" lsim_err lsim_fwd_open(lsim_fwd **out, const lsim_fwd_cfg *cfg,
+                                  lsim_errbuf *eb) {
+  *out = NULL;
+  lsim_err rc = lsim_fwd_check(cfg, eb);
+  if (rc)
+    return rc;
+  const lsim_model_shape *s = cfg->shape;
+  const int layers = cfg->layers > 0 ? cfg->layers : s->layers;
+  int64_t wb, pl;
   lsim_fwd *F = (lsim_fwd *)calloc(1, sizeof *F);
   if (!F)
     return lsim_fail(eb, LSIM_E_NOMEM, "out of memory");

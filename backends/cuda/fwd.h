@@ -82,6 +82,9 @@ void lsim_fwd_need(const lsim_fwd_cfg *cfg, int64_t *weights, int64_t *pools,
 */
 lsim_err lsim_fwd_open(lsim_fwd **out, const lsim_fwd_cfg *cfg,
                        lsim_errbuf *eb);
+/* The two checks of lsim_fwd_open alone (nothing allocated): what a replay
+** runs before it writes any file. */
+lsim_err lsim_fwd_check(const lsim_fwd_cfg *cfg, lsim_errbuf *eb);
 void lsim_fwd_close(lsim_fwd *F); /* NULL: no-op */
 
 /* Device address of pool i (page p at + p * page_bytes); the executor's
