@@ -114,7 +114,9 @@ lsim_claim lsim_summary_claim(const char *key);
 /* The same under a run's clock (enum lsim_claim_clock): under the measured
 ** clock a time is the measured clock's (source measured_clock), claimed
 ** measured when every span was measured and modeled when some were the
-** model's; under the model clock, lsim_summary_claim. */
+** model's; under the model clock, lsim_summary_claim.  The exception is
+** starvation_threshold_ms, which the cost model sets before the run under
+** either clock (modeled, sim_time). */
 lsim_claim lsim_summary_claim_clock(const char *key, int clock);
 
 /* compare-evidence.csv: one row (column, class, source, time) per figure

@@ -6,7 +6,7 @@
 ** Every figure the fidelity report prints is recomputed here in SQL from
 ** the rows (nearest rank as ceil(p n / 100) in integers), and the clock's
 ** spans are checked against the times recorded beside them.  The fixture
-** (tests/fixtures/clock/small.json: 40 requests, backend cpu_ref) runs in
+** (tests/fixtures/clock/small.json: 24 requests, backend cpu_ref) runs in
 ** well under a second.  GPU-recorded databases dropped into
 ** tests/fixtures/fidelity (NAME.db) are checked the same way; without one the
 ** test says so and skips.
@@ -185,8 +185,8 @@ Test(clock, model_clock_ignores_what_the_backend_measures) {
   cr_assert_eq(lorasim("replay " FIX " --clock model --db b.db --no-plots "
                        "--quiet"),
                0, "%s", out);
-  cr_assert_eq(lorasim("replay " FIX " --set clock=model --db c.db "
-                       "--no-plots --quiet"),
+  cr_assert_eq(lorasim("replay " FIX " --backend model --set clock=model "
+                       "--db c.db --no-plots --quiet"),
                0, "%s", out);
   char ra[128], rb[128], rc[128];
   rows_of("a.db", ra, sizeof ra);
@@ -297,6 +297,11 @@ Test(clock, measured_clock_ends_spans_at_the_measured_times) {
             "'ttft_p50_ms'",
          v, sizeof v);
   cr_assert_str_eq(v, "measured measured_clock");
+  /* ... but the default starvation threshold is the cost model's */
+  q_text(h, "SELECT class || ' ' || source FROM runs_evidence WHERE key = "
+            "'starvation_threshold_ms'",
+         v, sizeof v);
+  cr_assert_str_eq(v, "modeled sim_time");
   sqlite3_close(h);
   cr_assert_eq(lorasim("audit m.db"), 0, "%s", out);
   /* the same claim on a run whose clock was the model's is refused */
@@ -610,19 +615,24 @@ Test(fidelity, against_compares_the_two_clocks_of_one_run) {
   sqlite3_close(b);
   cJSON_Delete(j);
 
-  /* not the same run: refused, nothing written */
-  cr_assert_eq(lorasim("replay " FIX " --clock measured --seed 8 --db c.db "
-                       "--no-plots --quiet"),
-               0, "%s", out);
-  cr_assert_eq(lorasim("replay " FIX " --clock measured --scheduler vtc "
-                       "--db d.db --no-plots --quiet"),
-               0, "%s", out);
+  /* not the same run: refused, nothing written (copies of b whose run
+  ** row says another seed, scheduler or edit) */
+  char cmd[1200];
+  snprintf(cmd, sizeof cmd,
+           "cd '%s' && for x in c d e; do cp b.db $x.db; done && "
+           "sqlite3 c.db 'UPDATE runs SET seed = 8' && "
+           "sqlite3 d.db \"UPDATE runs SET scheduler = 'vtc'\" && "
+           "sqlite3 e.db \"INSERT INTO run_options VALUES (1, 'set.1', "
+           "'workers.pool_pages=64')\"",
+           tmpdir);
+  cr_assert_eq(system(cmd), 0);
   static const char *const bad[][2] = {
       {"fidelity a.db --against c.db --json g.json", "seed"},
       {"fidelity a.db --against d.db --json g.json", "scheduler"},
+      {"fidelity a.db --against e.db --json g.json", "--set edits"},
       {"fidelity b.db --against a.db --json g.json", "clock"},
       {"fidelity a.db --against a.db --json g.json", "clock"}};
-  for (int i = 0; i < 4; i++) {
+  for (int i = 0; i < 5; i++) {
     cr_assert_eq(lorasim(bad[i][0]), 2, "%s: %s", bad[i][0], out);
     cr_assert_not_null(strstr(out, "E_FID_MISMATCH"), "%s", out);
     cr_assert_not_null(strstr(out, bad[i][1]), "%s", out);
