@@ -136,6 +136,13 @@ typedef struct lsim_backend_cfg {
   int64_t pool_pages, page_bytes;
   int nadapters, objects;
   const int *adapter_rank;
+  /* cuda, execute full (docs/CUDA.md "The whole-model executor"): the
+  ** scenario's model shape (borrowed for open; full, with the modules that
+  ** carry adapters in adapter_modules), the engine's KV bytes per token,
+  ** and the batch bounds ($.workers.max_batch_tokens, _requests) */
+  const struct lsim_model_shape *shape;
+  int64_t kv_bytes_per_token;
+  int max_batch_tokens, max_batch_requests;
 } lsim_backend_cfg;
 
 /* What a backend following the residency was told and checked. */
