@@ -697,10 +697,26 @@ typedef struct lsim__fac {
   const lsim_qadapter *ad;   /* adapter-backed, or */
   const lsim_qslot *slot;    /* slot-backed (padded execution) */
   int used;                  /* some active row of the plan uses it */
-  lsim__xm A, B;             /* factors as launched (scale folded or not) */
+  const lsim__xm *A, *B;     /* factors as launched (scale folded or not),
+                             ** pointing into own[] */
   int apply;                 /* multiply the expand output by s */
   lsim__scale s;
+  /* Storage: a single evaluation loads A and B into own[0], own[1];
+  ** lsim__all_int keeps A, B, s*A, s*B and the zero-padded copies it
+  ** launches the padded family with (own[LSIM__OWN_*]). */
+  lsim__xm own[6];
 } lsim__fac;
+
+enum {
+  LSIM__OWN_A = 0, LSIM__OWN_B, LSIM__OWN_SA, LSIM__OWN_SB, LSIM__OWN_PA,
+  LSIM__OWN_PB, LSIM__OWN_N
+};
+
+static void lsim__fac_free(lsim__fac *F) {
+  for (int k = 0; k < LSIM__OWN_N; k++)
+    lsim__xm_free(&F->own[k]);
+  F->A = F->B = NULL;
+}
 
 typedef struct lsim__ctx {
   const lsim_rowplan *p;
@@ -722,10 +738,8 @@ typedef struct lsim__ctx {
 } lsim__ctx;
 
 static void lsim__ctx_release(lsim__ctx *c) {
-  for (int i = 0; i < c->nfac; i++) {
-    lsim__xm_free(&c->fac[i].A);
-    lsim__xm_free(&c->fac[i].B);
-  }
+  for (int i = 0; i < c->nfac; i++)
+    lsim__fac_free(&c->fac[i]);
   free(c->fac);
   free(c->row_fac);
   free(c->mark);
@@ -1062,11 +1076,11 @@ static lsim_err lsim__fam_per_row(lsim__ctx *c) {
       continue; /* a base row: its delta stays exactly zero */
     const lsim__fac *F = &c->fac[f];
     if ((rc = lsim__claim(c, i)) ||
-        (rc = lsim__mul_t(&z, 0, &c->X, i, 1, &F->A, c->eb)) ||
-        (rc = lsim__mul_t(&d, 0, &z, 0, 1, &F->B, c->eb)) ||
+        (rc = lsim__mul_t(&z, 0, &c->X, i, 1, F->A, c->eb)) ||
+        (rc = lsim__mul_t(&d, 0, &z, 0, 1, F->B, c->eb)) ||
         (rc = lsim__scale_rows(c, &d, 0, 1, F)))
       break;
-    lsim__trace_put(c, i, F->A.rows, &z, 0, &d, 0);
+    lsim__trace_put(c, i, F->A->rows, &z, 0, &d, 0);
     lsim__copy_row(&c->out, i, &d, 0, c->d_out);
   }
   lsim__xm_free(&z);
@@ -1106,17 +1120,17 @@ static lsim_err lsim__fam_grouped(lsim__ctx *c) {
       continue;
     lsim__xm Xa = LSIM__XM_INIT, Ua = LSIM__XM_INIT, Da = LSIM__XM_INIT;
     if (!(rc = lsim__xm_init(&Xa, na, c->d_in, c->gmp, c->eb)) &&
-        !(rc = lsim__xm_init(&Ua, na, F->A.rows, c->gmp, c->eb)) &&
+        !(rc = lsim__xm_init(&Ua, na, F->A->rows, c->gmp, c->eb)) &&
         !(rc = lsim__xm_init(&Da, na, c->d_out, c->gmp, c->eb))) {
       for (int j = 0; j < na; j++)
         lsim__copy_row(&Xa, j, &c->X, rows[j], c->d_in);
-      if (!(rc = lsim__mul_t(&Ua, 0, &Xa, 0, na, &F->A, c->eb)) &&
-          !(rc = lsim__mul_t(&Da, 0, &Ua, 0, na, &F->B, c->eb)) &&
+      if (!(rc = lsim__mul_t(&Ua, 0, &Xa, 0, na, F->A, c->eb)) &&
+          !(rc = lsim__mul_t(&Da, 0, &Ua, 0, na, F->B, c->eb)) &&
           !(rc = lsim__scale_rows(c, &Da, 0, na, F))) {
         for (int j = 0; j < na && !rc; j++) {
           if ((rc = lsim__claim(c, rows[j])))
             break;
-          lsim__trace_put(c, rows[j], F->A.rows, &Ua, j, &Da, j);
+          lsim__trace_put(c, rows[j], F->A->rows, &Ua, j, &Da, j);
           lsim__copy_row(&c->out, rows[j], &Da, j, c->d_out);
         }
       }
@@ -1149,17 +1163,17 @@ static lsim_err lsim__fam_sgmv(lsim__ctx *c) {
   for (int t = 0; t < p->nseg; t++) { /* shrink launch */
     int lo = p->seg_offsets[t], hi = p->seg_offsets[t + 1];
     const lsim__fac *F = &c->fac[lsim__find(c, p->seg_adapter[t])];
-    if ((rc = lsim__mul_t(&Z, lo, &Xg, lo, hi - lo, &F->A, c->eb)))
+    if ((rc = lsim__mul_t(&Z, lo, &Xg, lo, hi - lo, F->A, c->eb)))
       goto out;
   }
   for (int t = 0; t < p->nseg; t++) { /* expand launch */
     int lo = p->seg_offsets[t], hi = p->seg_offsets[t + 1];
     const lsim__fac *F = &c->fac[lsim__find(c, p->seg_adapter[t])];
-    if ((rc = lsim__mul_t(&D, lo, &Z, lo, hi - lo, &F->B, c->eb)) ||
+    if ((rc = lsim__mul_t(&D, lo, &Z, lo, hi - lo, F->B, c->eb)) ||
         (rc = lsim__scale_rows(c, &D, lo, hi - lo, F)))
       goto out;
     for (int u = lo; u < hi; u++)
-      lsim__trace_put(c, p->perm[u], F->A.rows, &Z, u, &D, u);
+      lsim__trace_put(c, p->perm[u], F->A->rows, &Z, u, &D, u);
   }
   for (int u = 0; u < na; u++) { /* scatter */
     if ((rc = lsim__claim(c, p->perm[u])))
@@ -1191,7 +1205,7 @@ static lsim_err lsim__fam_indexed(lsim__ctx *c) {
     const lsim__fac *F = &c->fac[lsim__find(c, p->active_ids[g])];
     for (int k = p->id_starts[g]; k < p->id_starts[g + 1] && !rc; k++) {
       int row = p->sorted_rows[k];
-      rc = lsim__mul_t(&Zb, row, &c->X, row, 1, &F->A, c->eb);
+      rc = lsim__mul_t(&Zb, row, &c->X, row, 1, F->A, c->eb);
     }
   }
   for (int g = 0; g < p->nids && !rc; g++) { /* expand launch */
@@ -1201,10 +1215,10 @@ static lsim_err lsim__fam_indexed(lsim__ctx *c) {
     for (int k = p->id_starts[g]; k < p->id_starts[g + 1] && !rc; k++) {
       int row = p->sorted_rows[k];
       if ((rc = lsim__claim(c, row)) ||
-          (rc = lsim__mul_t(&c->out, row, &Zb, row, 1, &F->B, c->eb)) ||
+          (rc = lsim__mul_t(&c->out, row, &Zb, row, 1, F->B, c->eb)) ||
           (rc = lsim__scale_rows(c, &c->out, row, 1, F)))
         break;
-      lsim__trace_put(c, row, F->A.rows, &Zb, row, &c->out, row);
+      lsim__trace_put(c, row, F->A->rows, &Zb, row, &c->out, row);
     }
   }
   lsim__xm_free(&Zb);
@@ -1232,11 +1246,11 @@ static lsim_err lsim__fam_bucketed(lsim__ctx *c) {
       for (int j = 0; j < nb; j++) /* gather */
         lsim__copy_row(&Xb, j, &c->X, rows[j], c->d_in);
       for (int j = 0; j < nb && !rc; j++) /* shrink at rank r */
-        rc = lsim__mul_t(&Zb, j, &Xb, j, 1, &c->fac[c->row_fac[rows[j]]].A,
+        rc = lsim__mul_t(&Zb, j, &Xb, j, 1, c->fac[c->row_fac[rows[j]]].A,
                          c->eb);
       for (int j = 0; j < nb && !rc; j++) { /* expand at rank r */
         const lsim__fac *F = &c->fac[c->row_fac[rows[j]]];
-        if (!(rc = lsim__mul_t(&Db, j, &Zb, j, 1, &F->B, c->eb)))
+        if (!(rc = lsim__mul_t(&Db, j, &Zb, j, 1, F->B, c->eb)))
           rc = lsim__scale_rows(c, &Db, j, 1, F);
       }
       for (int j = 0; j < nb && !rc; j++) { /* scatter */
@@ -1258,10 +1272,8 @@ static lsim_err lsim__fam_bucketed(lsim__ctx *c) {
 /* ======================================================================== */
 
 static void lsim__numerics_free(lsim__ctx *c) {
-  for (int i = 0; i < c->nfac; i++) {
-    lsim__xm_free(&c->fac[i].A);
-    lsim__xm_free(&c->fac[i].B);
-  }
+  for (int i = 0; i < c->nfac; i++)
+    lsim__fac_free(&c->fac[i]);
   lsim__xm_free(&c->X);
   lsim__xm_free(&c->out);
 }
@@ -1273,21 +1285,25 @@ static lsim_err lsim__load_factors(lsim__ctx *c) {
     lsim_err rc;
     if (!F->used)
       continue;
+    F->A = &F->own[LSIM__OWN_A];
+    F->B = &F->own[LSIM__OWN_B];
     if (F->ad) {
       mpq_srcptr s = F->ad->scale;
       int m = c->scale_mode;
-      if ((rc = lsim__xm_load(&F->A, &F->ad->A, 1,
+      if ((rc = lsim__xm_load(&F->own[LSIM__OWN_A], &F->ad->A, 1,
                               m == LSIM_SCALE_FOLD_A ? s : NULL, c->gmp,
                               c->eb)) ||
-          (rc = lsim__xm_load(&F->B, &F->ad->B, 1,
+          (rc = lsim__xm_load(&F->own[LSIM__OWN_B], &F->ad->B, 1,
                               m == LSIM_SCALE_FOLD_B ? s : NULL, c->gmp,
                               c->eb)))
         return rc;
       F->apply = m == LSIM_SCALE_PASSED;
       lsim__scale_set(&F->s, s);
     } else {
-      if ((rc = lsim__xm_load(&F->A, &F->slot->A, 1, NULL, c->gmp, c->eb)) ||
-          (rc = lsim__xm_load(&F->B, &F->slot->B, 1, NULL, c->gmp, c->eb)))
+      if ((rc = lsim__xm_load(&F->own[LSIM__OWN_A], &F->slot->A, 1, NULL,
+                              c->gmp, c->eb)) ||
+          (rc = lsim__xm_load(&F->own[LSIM__OWN_B], &F->slot->B, 1, NULL,
+                              c->gmp, c->eb)))
         return rc;
       F->apply = c->scale_mode == LSIM_SCALE_PASSED;
       lsim__scale_set(&F->s, F->slot->scale);
@@ -1296,14 +1312,33 @@ static lsim_err lsim__load_factors(lsim__ctx *c) {
   return 0;
 }
 
-static lsim_err lsim__compute(lsim__ctx *c) {
+/* Test-only fault (cpu_ref.h, lsim_ref__fault): the family and placement
+** whose result is made wrong, -1 for none. */
+static int lsim__fault_path = -1, lsim__fault_mode = -1;
+
+void lsim_ref__fault(int path, int scale_mode) {
+  lsim__fault_path = path;
+  lsim__fault_mode = scale_mode;
+}
+
+/* out[row][0] += 1, the test-only fault's wrong value. */
+static void lsim__fault_apply(lsim__ctx *c) {
+  for (int i = 0; i < c->T; i++) {
+    if (c->row_fac[i] < 0 || c->d_out < 1)
+      continue;
+    if (c->out.gmp) {
+      mpq_ptr q = LSIM__Q(&c->out, i, 0);
+      mpz_add(mpq_numref(q), mpq_numref(q), mpq_denref(q));
+    } else {
+      LSIM__N(&c->out, i, 0) += c->out.den[i];
+    }
+    return;
+  }
+}
+
+/* Run the current family into c->out (zeroed, of c->out's tier). */
+static lsim_err lsim__run_family(lsim__ctx *c) {
   lsim_err rc;
-  lsim__numerics_free(c);
-  if ((rc = lsim__load_factors(c)) ||
-      (rc = lsim__xm_load(&c->X, c->Xq, 0, NULL, c->gmp, c->eb)) ||
-      (rc = lsim__xm_init(&c->out, c->T, c->d_out, c->gmp, c->eb)) ||
-      (rc = lsim__trace_begin(c)))
-    return rc;
   if (c->T)
     memset(c->mark, 0, (size_t)c->T);
   switch (c->path) {
@@ -1326,7 +1361,20 @@ static lsim_err lsim__compute(lsim__ctx *c) {
   default:
     rc = LSIM_BUG(c->eb, "unknown path");
   }
+  if (!rc && c->path == lsim__fault_path && c->scale_mode == lsim__fault_mode)
+    lsim__fault_apply(c);
   return rc ? rc : lsim__claims_done(c);
+}
+
+static lsim_err lsim__compute(lsim__ctx *c) {
+  lsim_err rc;
+  lsim__numerics_free(c);
+  if ((rc = lsim__load_factors(c)) ||
+      (rc = lsim__xm_load(&c->X, c->Xq, 0, NULL, c->gmp, c->eb)) ||
+      (rc = lsim__xm_init(&c->out, c->T, c->d_out, c->gmp, c->eb)) ||
+      (rc = lsim__trace_begin(c)))
+    return rc;
+  return lsim__run_family(c);
 }
 
 /* Compute in the requested tier (falling back to gmp under AUTO) and write
@@ -1772,6 +1820,260 @@ lsim_err lsim_ref_compare(const lsim_qmat *want, const lsim_qmat *got,
   return 0;
 }
 
+/* ---- every family and placement in one pass of the int tier ------------- */
+/*
+** lsim_ref_delta_all evaluates one batch eighteen times.  Done one
+** evaluation at a time (lsim__delta_adapters), each run resolves and checks
+** the adapters again, converts X and every factor out of mpq again, builds
+** mpq slots for the padded family, allocates its result as mpq and is
+** compared with the reference entry by entry in mpq: on the replay's small
+** batches that bookkeeping, not the arithmetic, was nearly all of the time
+** (docs/BENCHMARKS.md, "cpu_ref replay backend").
+**
+** lsim__all_int runs the same eighteen evaluations in the int tier over one
+** snapshot: the adapters are resolved and every family's metadata checked
+** once, X and each used factor are loaded once (s*A and s*B are derived
+** from the loaded A and B; the padded family's zero-padded copies are built
+** per placement and their tails checked), each run writes into one reused
+** work matrix through the very family code a single evaluation runs
+** (lsim__run_family), and each result is compared with per_row/passed as
+** rationals (n1 * d2 == n2 * d1 when the denominators differ).  Only the
+** common result is converted to mpq.
+**
+** It only ever answers "all eighteen agree, here is the delta".  Anything
+** else -- a plan or adapter a check refuses, a bound that cannot be proven,
+** a product that does not fit, a family that disagrees -- returns nonzero,
+** and lsim_ref_delta_all_ex then runs the evaluation-at-a-time path, which
+** reports it with its own code and message (or falls back to gmp where a
+** bound failed).  Success here implies success there with the same delta:
+** both run the same families on the same exact values, and the derived
+** s*A, s*B carry denominators that are multiples of the ones loaded from
+** mpq, so every bound proven here holds there too.
+*/
+
+/* dst := s * src (int tier, uniform denominator), as lsim__xm_load with a
+** scale would load it. */
+static lsim_err lsim__xm_scaled(lsim__xm *dst, const lsim__xm *src,
+                                const lsim__scale *s, lsim_errbuf *eb) {
+  if (!s->fits)
+    return LSIM__OVERFLOW(eb, "a scale does not fit the int64 tier");
+  lsim_err rc = lsim__xm_init(dst, src->rows, src->cols, 0, eb);
+  if (rc)
+    return rc;
+  size_t n = (size_t)src->rows * (size_t)src->cols;
+  int64_t amax = 0;
+  for (size_t k = 0; k < n; k++) {
+    int64_t v;
+    if (__builtin_mul_overflow(src->n[k], s->sp, &v) || v == INT64_MIN)
+      return LSIM__OVERFLOW(eb, "a scaled factor overflows int64");
+    dst->n[k] = v;
+    if (lsim__abs64(v) > amax)
+      amax = lsim__abs64(v);
+  }
+  for (int i = 0; i < (src->rows > 0 ? src->rows : 1); i++)
+    if (__builtin_mul_overflow(src->den[0], s->sq, &dst->den[i]))
+      return LSIM__OVERFLOW(eb, "a scaled denominator overflows int64");
+  dst->amax = amax;
+  return 0;
+}
+
+/* dst := src zero-padded to [rows][cols] (src in the leading corner). */
+static lsim_err lsim__xm_padded(lsim__xm *dst, const lsim__xm *src, int rows,
+                                int cols, lsim_errbuf *eb) {
+  lsim_err rc = lsim__xm_init(dst, rows, cols, 0, eb);
+  if (rc)
+    return rc;
+  if (src->rows > rows || src->cols > cols)
+    return LSIM_BUG(eb, "a padded copy is narrower than its factor");
+  for (int i = 0; i < src->rows; i++)
+    memcpy(&LSIM__N(dst, i, 0), &LSIM__N(src, i, 0),
+           (size_t)src->cols * sizeof(int64_t));
+  for (int i = 0; i < (rows > 0 ? rows : 1); i++)
+    dst->den[i] = src->den[0];
+  dst->amax = src->amax;
+  return 0;
+}
+
+/* Every entry of m outside its leading [rows][cols] corner is zero (the
+** padded family's tail check, lsim_qslot_check, in the int tier). */
+static int lsim__xm_tail_zero(const lsim__xm *m, int rows, int cols) {
+  for (int i = 0; i < m->rows; i++)
+    for (int j = i < rows ? cols : 0; j < m->cols; j++)
+      if (LSIM__N(m, i, j) != 0)
+        return 0;
+  return 1;
+}
+
+/* a and b (int tier, one shape) hold the same rationals; 0 also when a
+** cross product does not fit int64 (the caller then decides in mpq). */
+static int lsim__xm_same(const lsim__xm *a, const lsim__xm *b) {
+  size_t C = (size_t)a->cols;
+  for (int i = 0; i < a->rows; i++) {
+    const int64_t *x = a->n + (size_t)i * C, *y = b->n + (size_t)i * C;
+    int64_t da = a->den[i], db = b->den[i];
+    if (da == db) {
+      if (C && memcmp(x, y, C * sizeof *x) != 0)
+        return 0;
+      continue;
+    }
+    for (size_t j = 0; j < C; j++) {
+      int64_t l, r;
+      if (__builtin_mul_overflow(x[j], db, &l) ||
+          __builtin_mul_overflow(y[j], da, &r) || l != r)
+        return 0;
+    }
+  }
+  return 1;
+}
+
+/* m := exact zeros (int tier), keeping its storage. */
+static void lsim__xm_zero(lsim__xm *m) {
+  size_t n = (size_t)m->rows * (size_t)m->cols;
+  if (n)
+    memset(m->n, 0, n * sizeof *m->n);
+  for (int i = 0; i < m->rows; i++)
+    m->den[i] = 1;
+  m->amax = 0;
+}
+
+/* Point every used factor at the copies the (path, placement) launches. */
+static lsim_err lsim__all_int_launch(lsim__ctx *c, int path, int m, int R) {
+  for (int i = 0; i < c->nfac; i++) {
+    lsim__fac *F = &c->fac[i];
+    if (!F->used)
+      continue;
+    const lsim__xm *A = &F->own[m == LSIM_SCALE_FOLD_A ? LSIM__OWN_SA
+                                                       : LSIM__OWN_A];
+    const lsim__xm *B = &F->own[m == LSIM_SCALE_FOLD_B ? LSIM__OWN_SB
+                                                       : LSIM__OWN_B];
+    if (path == LSIM_REF_PADDED) {
+      lsim__xm *pA = &F->own[LSIM__OWN_PA], *pB = &F->own[LSIM__OWN_PB];
+      lsim_err rc;
+      lsim__xm_free(pA);
+      lsim__xm_free(pB);
+      if ((rc = lsim__xm_padded(pA, A, R, c->d_in, c->eb)) ||
+          (rc = lsim__xm_padded(pB, B, c->d_out, R, c->eb)))
+        return rc;
+      if (!lsim__xm_tail_zero(pA, F->rank, c->d_in) ||
+          !lsim__xm_tail_zero(pB, c->d_out, F->rank))
+        return lsim_fail(c->eb, LSIM_E_PAD_NONZERO, "a padded tail is not 0");
+      A = pA;
+      B = pB;
+    }
+    F->A = A;
+    F->B = B;
+    F->apply = m == LSIM_SCALE_PASSED;
+  }
+  c->path = path;
+  c->scale_mode = m;
+  c->zwidth = path == LSIM_REF_PADDED ? (c->nactive > 0 ? R : 0) : c->maxrank;
+  return 0;
+}
+
+static lsim_err lsim__all_int(const lsim_rowplan *p, const lsim_qmat *X,
+                              const lsim_qadapter *ad, int nad,
+                              lsim_qmat *delta, lsim_errbuf *eb) {
+  lsim__ctx c;
+  memset(&c, 0, sizeof c);
+  c.p = p;
+  c.Xq = X;
+  c.T = p->T;
+  c.d_in = X->cols;
+  c.eb = eb;
+  c.d_out = lsim__guess_dout(delta, nad ? &ad[0].B : NULL,
+                             nad ? ad[0].rank : 0);
+  lsim__xm ref = LSIM__XM_INIT;
+  const int R = p->phys_rank;
+  lsim_err rc = 0;
+  c.fac = calloc(lsim__cnt(nad), sizeof *c.fac);
+  if (!c.fac) {
+    rc = lsim_fail(eb, LSIM_E_NOMEM, "out of memory for %d adapters", nad);
+    goto out;
+  }
+  for (int i = 0; i < nad && !rc; i++) {
+    if (ad[i].id < 0)
+      rc = lsim_fail(eb, LSIM_E_USAGE, "adapter id %d is negative", ad[i].id);
+    else
+      rc = lsim_qadapter_check(&ad[i], c.d_in, c.d_out, eb);
+    c.fac[i].id = ad[i].id;
+    c.fac[i].rank = ad[i].rank;
+    c.fac[i].ad = &ad[i];
+  }
+  c.nfac = nad;
+  if (rc || (rc = lsim__fac_sort(&c)) || (rc = lsim__prep_rows(&c)) ||
+      (rc = lsim__check_sgmv(&c)) ||
+      (rc = lsim__check_indexed(&c, "indexed")) ||
+      (rc = lsim__check_bucketed(&c)))
+    goto out;
+  /* padded launches from slots of the used adapters only: a group naming
+  ** an adapter no row uses, or a rank above R, is for the slow path */
+  for (int g = 0; g < p->nids; g++) {
+    int f = p->active_ids[g] == LSIM_BASE ? 0 : lsim__find(&c, p->active_ids[g]);
+    if (p->active_ids[g] != LSIM_BASE && (f < 0 || !c.fac[f].used)) {
+      rc = LSIM_E_REF_UNKNOWN_ADAPTER;
+      goto out;
+    }
+  }
+  for (int i = 0; i < c.nfac; i++)
+    if (c.fac[i].used && c.fac[i].rank > R) {
+      rc = LSIM_E_SLOT_RANK;
+      goto out;
+    }
+  /* X and every used factor, once; s*A and s*B from them */
+  if ((rc = lsim__xm_load(&c.X, X, 0, NULL, 0, eb)) ||
+      (rc = lsim__xm_init(&c.out, c.T, c.d_out, 0, eb)) ||
+      (rc = lsim__xm_init(&ref, c.T, c.d_out, 0, eb)))
+    goto out;
+  for (int i = 0; i < c.nfac && !rc; i++) {
+    lsim__fac *F = &c.fac[i];
+    if (!F->used)
+      continue;
+    lsim__scale_set(&F->s, F->ad->scale);
+    if (!(rc = lsim__xm_load(&F->own[LSIM__OWN_A], &F->ad->A, 1, NULL, 0,
+                             eb)) &&
+        !(rc = lsim__xm_load(&F->own[LSIM__OWN_B], &F->ad->B, 1, NULL, 0,
+                             eb)) &&
+        !(rc = lsim__xm_scaled(&F->own[LSIM__OWN_SA], &F->own[LSIM__OWN_A],
+                               &F->s, eb)))
+      rc = lsim__xm_scaled(&F->own[LSIM__OWN_SB], &F->own[LSIM__OWN_B],
+                           &F->s, eb);
+  }
+  if (rc)
+    goto out;
+  for (int path = 0; path < LSIM_REF__COUNT && !rc; path++)
+    for (int m = 0; m < LSIM_SCALE__COUNT && !rc; m++) {
+      int first = path == LSIM_REF_PER_ROW && m == LSIM_SCALE_PASSED;
+      lsim__xm_zero(&c.out);
+      if ((rc = lsim__all_int_launch(&c, path, m, R)) ||
+          (rc = lsim__run_family(&c)))
+        break;
+      if (first) {
+        lsim__xm tmp = ref;
+        ref = c.out;
+        c.out = tmp;
+        for (int i = 0; i < c.T && !rc; i++)
+          for (int j = 0; j < c.d_out && c.row_fac[i] < 0; j++)
+            if (LSIM__N(&ref, i, j) != 0) {
+              rc = LSIM_E_BASE_DELTA;
+              break;
+            }
+      } else if (!lsim__xm_same(&ref, &c.out)) {
+        rc = LSIM_E_PATH_MISMATCH;
+      }
+    }
+  if (rc)
+    goto out;
+  int fresh;
+  if ((rc = lsim__out_shape(delta, c.T, c.d_out, "delta", &fresh, eb)))
+    goto out;
+  for (int i = 0; i < c.T && c.d_out > 0; i++)
+    lsim__row_to_q(&LSIM_QAT(delta, i, 0), &ref, i, c.d_out);
+out:
+  lsim__xm_free(&ref);
+  lsim__ctx_release(&c);
+  return rc;
+}
+
 lsim_err lsim_ref_delta_all_ex(const lsim_rowplan *p, const lsim_qmat *X,
                                const lsim_qadapter *ad, int nad, int num_mode,
                                lsim_qmat *delta, lsim_errbuf *eb) {
@@ -1781,6 +2083,14 @@ lsim_err lsim_ref_delta_all_ex(const lsim_rowplan *p, const lsim_qmat *X,
   int fresh = delta->rows == 0 && delta->cols == 0 && delta->v == NULL;
   lsim_qmat got = LSIM_QMAT_INIT;
   lsim_errbuf sub = LSIM_ERRBUF_INIT;
+  /* the int tier in one pass; anything but agreement is decided below */
+  if (num_mode == LSIM_NUM_AUTO || num_mode == LSIM_NUM_INT64 ||
+      num_mode == LSIM_NUM_INT16 || num_mode == LSIM_NUM_INT16_SCALAR) {
+    if (lsim__all_int(p, X, ad, nad, delta, &sub) == 0)
+      return 0;
+    if (fresh)
+      lsim_qmat_clear(delta);
+  }
   rc = lsim__delta_adapters(p, X, ad, nad, LSIM_REF_PER_ROW, LSIM_SCALE_PASSED,
                             num_mode, NULL, NULL, delta, &sub);
   if (rc) {
