@@ -341,9 +341,12 @@ typedef struct lsim__xm {
   int64_t *n;    /* int: [rows * cols] numerators, never INT64_MIN */
   int64_t *den;  /* int: [rows] positive denominators */
   int64_t amax;  /* int: an upper bound of |n| over all entries */
+  int64_t *nt;   /* int, optional: n transposed, [cols][rows] (lsim__xm_t) */
+  size_t cap;    /* int: entries allocated in n */
+  int dcap;      /* int: entries allocated in den */
 } lsim__xm;
 
-#define LSIM__XM_INIT {0, 0, 0, NULL, NULL, NULL, 0}
+#define LSIM__XM_INIT {0, 0, 0, NULL, NULL, NULL, 0, NULL, 0, 0}
 #define LSIM__N(m, i, j) ((m)->n[(size_t)(i) * (size_t)(m)->cols + (size_t)(j)])
 #define LSIM__Q(m, i, j) ((m)->q[(size_t)(i) * (size_t)(m)->cols + (size_t)(j)])
 
@@ -356,6 +359,7 @@ static void lsim__xm_free(lsim__xm *m) {
   }
   free(m->n);
   free(m->den);
+  free(m->nt);
   *m = (lsim__xm)LSIM__XM_INIT;
 }
 
@@ -381,12 +385,36 @@ static lsim_err lsim__xm_init(lsim__xm *m, int rows, int cols, int gmp,
       goto nomem;
     for (int i = 0; i < (rows > 0 ? rows : 1); i++)
       m->den[i] = 1;
+    m->cap = n ? n : 1;
+    m->dcap = rows > 0 ? rows : 1;
   }
   return 0;
 nomem:
   lsim__xm_free(m);
   return lsim_fail(eb, LSIM_E_NOMEM, "out of memory for a [%d][%d] work matrix",
                    rows, cols);
+}
+
+/* m := exact zeros [rows][cols] in the given tier, keeping an int-tier
+** m's storage when it is large enough (the families' work matrices are
+** reshaped for every adapter, bucket and run). */
+static lsim_err lsim__xm_reuse(lsim__xm *m, int rows, int cols, int gmp,
+                               lsim_errbuf *eb) {
+  size_t n = (size_t)rows * (size_t)cols;
+  if (gmp || m->gmp || !m->n || n > m->cap || rows > m->dcap) {
+    lsim__xm_free(m);
+    return lsim__xm_init(m, rows, cols, gmp, eb);
+  }
+  m->rows = rows;
+  m->cols = cols;
+  if (n)
+    memset(m->n, 0, n * sizeof *m->n);
+  for (int i = 0; i < rows; i++)
+    m->den[i] = 1;
+  m->amax = 0;
+  free(m->nt);
+  m->nt = NULL;
+  return 0;
 }
 
 /* ---- int64 <-> mpz ------------------------------------------------------ */
@@ -552,6 +580,81 @@ static int lsim__bound_ok(int64_t K, int64_t a, int64_t b) {
   return t <= (uint64_t)INT64_MAX;
 }
 
+/* 1 when the CPU has AVX2 (runtime check; 0 off x86-64). */
+static int lsim__cpu_avx2(void);
+
+/*
+** A factor's numerators transposed (m->nt [cols][rows]) for the AVX2
+** product below, made when the int-tier factor's entries fit int32; a
+** no-op otherwise (the product then runs the portable loop).
+*/
+static lsim_err lsim__xm_t(lsim__xm *m, lsim_errbuf *eb) {
+  free(m->nt);
+  m->nt = NULL;
+  if (m->gmp || m->amax > INT32_MAX || !lsim__cpu_avx2())
+    return 0;
+  size_t R = (size_t)m->rows, C = (size_t)m->cols;
+  m->nt = malloc((R * C > 0 ? R * C : 1) * sizeof *m->nt);
+  if (!m->nt)
+    return lsim_fail(eb, LSIM_E_NOMEM, "out of memory for a [%d][%d] factor",
+                     m->rows, m->cols);
+  for (size_t i = 0; i < R; i++)
+    for (size_t j = 0; j < C; j++)
+      m->nt[j * R + i] = m->n[i * C + j];
+  return 0;
+}
+
+#if LSIM__X86_AVX2
+/*
+** y[k] = sum_c x[c] * ft[c][k] for k < FR, c < K, four outputs to a 256-bit
+** lane group.  vpmuldq multiplies the low signed 32 bits of each 64-bit lane
+** into a 64-bit product, which is the exact product because the caller has
+** proven every x and f within int32; the sums are within int64 by the same
+** K * max|x| * max|f| bound as the portable loop's.  (Skipping zero x[c]
+** cost more in mispredicted branches than it saved.)
+*/
+__attribute__((target("avx2"))) static void
+lsim__dot_t_avx2(int64_t *y, const int64_t *x, const int64_t *ft, int K,
+                 int FR) {
+  int k = 0;
+  for (; k + 16 <= FR; k += 16) {
+    __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
+    for (int c = 0; c < K; c++) {
+      const __m256i b = _mm256_set1_epi64x(x[c]);
+      const __m256i *f =
+          (const __m256i *)(ft + (size_t)c * (size_t)FR + (size_t)k);
+      a0 = _mm256_add_epi64(a0, _mm256_mul_epi32(b, _mm256_loadu_si256(f)));
+      a1 = _mm256_add_epi64(a1,
+                            _mm256_mul_epi32(b, _mm256_loadu_si256(f + 1)));
+      a2 = _mm256_add_epi64(a2,
+                            _mm256_mul_epi32(b, _mm256_loadu_si256(f + 2)));
+      a3 = _mm256_add_epi64(a3,
+                            _mm256_mul_epi32(b, _mm256_loadu_si256(f + 3)));
+    }
+    _mm256_storeu_si256((__m256i *)(y + k), a0);
+    _mm256_storeu_si256((__m256i *)(y + k + 4), a1);
+    _mm256_storeu_si256((__m256i *)(y + k + 8), a2);
+    _mm256_storeu_si256((__m256i *)(y + k + 12), a3);
+  }
+  for (; k + 4 <= FR; k += 4) {
+    __m256i a0 = _mm256_setzero_si256();
+    for (int c = 0; c < K; c++) {
+      const __m256i b = _mm256_set1_epi64x(x[c]);
+      const __m256i *f =
+          (const __m256i *)(ft + (size_t)c * (size_t)FR + (size_t)k);
+      a0 = _mm256_add_epi64(a0, _mm256_mul_epi32(b, _mm256_loadu_si256(f)));
+    }
+    _mm256_storeu_si256((__m256i *)(y + k), a0);
+  }
+  for (; k < FR; k++) {
+    int64_t acc = 0;
+    for (int c = 0; c < K; c++)
+      acc += x[c] * ft[(size_t)c * (size_t)FR + (size_t)k];
+    y[k] = acc;
+  }
+}
+#endif
+
 /*
 ** The one arithmetic primitive: for i in [0, nrows)
 **     out[orow + i][k] = in[irow + i][0..K) . F[k][0..K)     k < F->rows
@@ -595,6 +698,15 @@ static lsim_err lsim__mul_t(lsim__xm *out, int orow, const lsim__xm *in,
     if (__builtin_mul_overflow(in->den[irow + i], fden, &d))
       return LSIM__OVERFLOW(eb, "a denominator product overflows int64");
     out->den[orow + i] = d;
+#if LSIM__X86_AVX2
+    if (F->nt && in->amax <= INT32_MAX) {
+      lsim__dot_t_avx2(y, x, F->nt, K, FR);
+      for (int k = 0; k < FR; k++)
+        if (lsim__abs64(y[k]) > amax)
+          amax = lsim__abs64(y[k]);
+      continue;
+    }
+#endif
     for (int k = 0; k < FR; k++) {
       const int64_t *f = F->n + (size_t)k * (size_t)K;
       int64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
@@ -732,6 +844,9 @@ typedef struct lsim__ctx {
   int *row_fac;       /* [T] index into fac, -1 for a base row */
   unsigned char *mark; /* [T] coverage / claim bitmap */
   lsim__xm X, out;
+  lsim__xm w[3];      /* the families' work matrices (lsim__xm_reuse) */
+  int *iw;            /* the grouped family's row lists */
+  size_t iw_cap;
   lsim_ref_trace *tr;
   int tr_next;
   lsim_errbuf *eb;
@@ -745,6 +860,9 @@ static void lsim__ctx_release(lsim__ctx *c) {
   free(c->mark);
   lsim__xm_free(&c->X);
   lsim__xm_free(&c->out);
+  for (int k = 0; k < 3; k++)
+    lsim__xm_free(&c->w[k]);
+  free(c->iw);
   memset(c, 0, sizeof *c);
 }
 
@@ -1062,29 +1180,24 @@ static lsim_err lsim__scale_rows(lsim__ctx *c, lsim__xm *D, int r0, int n,
 
 /* per_row: one row at a time -- shrink x A^T, expand z B^T, scale, store. */
 static lsim_err lsim__fam_per_row(lsim__ctx *c) {
-  lsim__xm z, d;
-  lsim_err rc = lsim__xm_init(&z, 1, c->maxrank, c->gmp, c->eb);
-  if (rc)
+  lsim__xm *z = &c->w[0], *d = &c->w[1];
+  lsim_err rc;
+  if ((rc = lsim__xm_reuse(z, 1, c->maxrank, c->gmp, c->eb)) ||
+      (rc = lsim__xm_reuse(d, 1, c->d_out, c->gmp, c->eb)))
     return rc;
-  if ((rc = lsim__xm_init(&d, 1, c->d_out, c->gmp, c->eb))) {
-    lsim__xm_free(&z);
-    return rc;
-  }
   for (int i = 0; i < c->T && !rc; i++) {
     int f = c->row_fac[i];
     if (f < 0)
       continue; /* a base row: its delta stays exactly zero */
     const lsim__fac *F = &c->fac[f];
     if ((rc = lsim__claim(c, i)) ||
-        (rc = lsim__mul_t(&z, 0, &c->X, i, 1, F->A, c->eb)) ||
-        (rc = lsim__mul_t(&d, 0, &z, 0, 1, F->B, c->eb)) ||
-        (rc = lsim__scale_rows(c, &d, 0, 1, F)))
+        (rc = lsim__mul_t(z, 0, &c->X, i, 1, F->A, c->eb)) ||
+        (rc = lsim__mul_t(d, 0, z, 0, 1, F->B, c->eb)) ||
+        (rc = lsim__scale_rows(c, d, 0, 1, F)))
       break;
-    lsim__trace_put(c, i, F->A->rows, &z, 0, &d, 0);
-    lsim__copy_row(&c->out, i, &d, 0, c->d_out);
+    lsim__trace_put(c, i, F->A->rows, z, 0, d, 0);
+    lsim__copy_row(&c->out, i, d, 0, c->d_out);
   }
-  lsim__xm_free(&z);
-  lsim__xm_free(&d);
   return rc;
 }
 
@@ -1097,13 +1210,16 @@ static lsim_err lsim__fam_grouped(lsim__ctx *c) {
   lsim_err rc = 0;
   /* every factor's rows in increasing order, bucketed in one counting pass
   ** (a scan of all rows per factor made a batch quadratic) */
-  int *all = malloc(lsim__cnt(c->T) * sizeof *all);
-  int *start = calloc((size_t)c->nfac + 2, sizeof *start);
-  if (!all || !start) {
-    free(all);
-    free(start);
-    return lsim_fail(c->eb, LSIM_E_NOMEM, "out of memory for a row list");
+  size_t need = lsim__cnt(c->T) + (size_t)c->nfac + 2;
+  if (need > c->iw_cap) {
+    int *nw = realloc(c->iw, need * sizeof *nw);
+    if (!nw)
+      return lsim_fail(c->eb, LSIM_E_NOMEM, "out of memory for a row list");
+    c->iw = nw;
+    c->iw_cap = need;
   }
+  int *all = c->iw, *start = c->iw + lsim__cnt(c->T);
+  memset(start, 0, ((size_t)c->nfac + 2) * sizeof *start);
   for (int i = 0; i < c->T; i++)
     if (c->row_fac[i] >= 0 && c->row_fac[i] < c->nfac)
       start[c->row_fac[i] + 2]++;
@@ -1118,29 +1234,24 @@ static lsim_err lsim__fam_grouped(lsim__ctx *c) {
     int na = start[f + 1] - start[f];
     if (na == 0)
       continue;
-    lsim__xm Xa = LSIM__XM_INIT, Ua = LSIM__XM_INIT, Da = LSIM__XM_INIT;
-    if (!(rc = lsim__xm_init(&Xa, na, c->d_in, c->gmp, c->eb)) &&
-        !(rc = lsim__xm_init(&Ua, na, F->A->rows, c->gmp, c->eb)) &&
-        !(rc = lsim__xm_init(&Da, na, c->d_out, c->gmp, c->eb))) {
+    lsim__xm *Xa = &c->w[0], *Ua = &c->w[1], *Da = &c->w[2];
+    if (!(rc = lsim__xm_reuse(Xa, na, c->d_in, c->gmp, c->eb)) &&
+        !(rc = lsim__xm_reuse(Ua, na, F->A->rows, c->gmp, c->eb)) &&
+        !(rc = lsim__xm_reuse(Da, na, c->d_out, c->gmp, c->eb))) {
       for (int j = 0; j < na; j++)
-        lsim__copy_row(&Xa, j, &c->X, rows[j], c->d_in);
-      if (!(rc = lsim__mul_t(&Ua, 0, &Xa, 0, na, F->A, c->eb)) &&
-          !(rc = lsim__mul_t(&Da, 0, &Ua, 0, na, F->B, c->eb)) &&
-          !(rc = lsim__scale_rows(c, &Da, 0, na, F))) {
+        lsim__copy_row(Xa, j, &c->X, rows[j], c->d_in);
+      if (!(rc = lsim__mul_t(Ua, 0, Xa, 0, na, F->A, c->eb)) &&
+          !(rc = lsim__mul_t(Da, 0, Ua, 0, na, F->B, c->eb)) &&
+          !(rc = lsim__scale_rows(c, Da, 0, na, F))) {
         for (int j = 0; j < na && !rc; j++) {
           if ((rc = lsim__claim(c, rows[j])))
             break;
-          lsim__trace_put(c, rows[j], F->A->rows, &Ua, j, &Da, j);
-          lsim__copy_row(&c->out, rows[j], &Da, j, c->d_out);
+          lsim__trace_put(c, rows[j], F->A->rows, Ua, j, Da, j);
+          lsim__copy_row(&c->out, rows[j], Da, j, c->d_out);
         }
       }
     }
-    lsim__xm_free(&Xa);
-    lsim__xm_free(&Ua);
-    lsim__xm_free(&Da);
   }
-  free(all);
-  free(start);
   return rc;
 }
 
@@ -1152,39 +1263,35 @@ static lsim_err lsim__fam_grouped(lsim__ctx *c) {
 static lsim_err lsim__fam_sgmv(lsim__ctx *c) {
   const lsim_rowplan *p = c->p;
   int na = p->nactive;
-  lsim__xm Xg = LSIM__XM_INIT, Z = LSIM__XM_INIT, D = LSIM__XM_INIT;
+  lsim__xm *Xg = &c->w[0], *Z = &c->w[1], *D = &c->w[2];
   lsim_err rc;
-  if ((rc = lsim__xm_init(&Xg, na, c->d_in, c->gmp, c->eb)) ||
-      (rc = lsim__xm_init(&Z, na, c->maxrank, c->gmp, c->eb)) ||
-      (rc = lsim__xm_init(&D, na, c->d_out, c->gmp, c->eb)))
-    goto out;
+  if ((rc = lsim__xm_reuse(Xg, na, c->d_in, c->gmp, c->eb)) ||
+      (rc = lsim__xm_reuse(Z, na, c->maxrank, c->gmp, c->eb)) ||
+      (rc = lsim__xm_reuse(D, na, c->d_out, c->gmp, c->eb)))
+    return rc;
   for (int u = 0; u < na; u++) /* gather */
-    lsim__copy_row(&Xg, u, &c->X, p->perm[u], c->d_in);
+    lsim__copy_row(Xg, u, &c->X, p->perm[u], c->d_in);
   for (int t = 0; t < p->nseg; t++) { /* shrink launch */
     int lo = p->seg_offsets[t], hi = p->seg_offsets[t + 1];
     const lsim__fac *F = &c->fac[lsim__find(c, p->seg_adapter[t])];
-    if ((rc = lsim__mul_t(&Z, lo, &Xg, lo, hi - lo, F->A, c->eb)))
-      goto out;
+    if ((rc = lsim__mul_t(Z, lo, Xg, lo, hi - lo, F->A, c->eb)))
+      return rc;
   }
   for (int t = 0; t < p->nseg; t++) { /* expand launch */
     int lo = p->seg_offsets[t], hi = p->seg_offsets[t + 1];
     const lsim__fac *F = &c->fac[lsim__find(c, p->seg_adapter[t])];
-    if ((rc = lsim__mul_t(&D, lo, &Z, lo, hi - lo, F->B, c->eb)) ||
-        (rc = lsim__scale_rows(c, &D, lo, hi - lo, F)))
-      goto out;
+    if ((rc = lsim__mul_t(D, lo, Z, lo, hi - lo, F->B, c->eb)) ||
+        (rc = lsim__scale_rows(c, D, lo, hi - lo, F)))
+      return rc;
     for (int u = lo; u < hi; u++)
-      lsim__trace_put(c, p->perm[u], F->A->rows, &Z, u, &D, u);
+      lsim__trace_put(c, p->perm[u], F->A->rows, Z, u, D, u);
   }
   for (int u = 0; u < na; u++) { /* scatter */
     if ((rc = lsim__claim(c, p->perm[u])))
-      goto out;
-    lsim__copy_row(&c->out, p->perm[u], &D, u, c->d_out);
+      return rc;
+    lsim__copy_row(&c->out, p->perm[u], D, u, c->d_out);
   }
-out:
-  lsim__xm_free(&Xg);
-  lsim__xm_free(&Z);
-  lsim__xm_free(&D);
-  return rc;
+  return 0;
 }
 
 /*
@@ -1195,8 +1302,8 @@ out:
 */
 static lsim_err lsim__fam_indexed(lsim__ctx *c) {
   const lsim_rowplan *p = c->p;
-  lsim__xm Zb;
-  lsim_err rc = lsim__xm_init(&Zb, c->T, c->zwidth, c->gmp, c->eb);
+  lsim__xm *Zb = &c->w[0];
+  lsim_err rc = lsim__xm_reuse(Zb, c->T, c->zwidth, c->gmp, c->eb);
   if (rc)
     return rc;
   for (int g = 0; g < p->nids && !rc; g++) { /* shrink launch */
@@ -1205,7 +1312,7 @@ static lsim_err lsim__fam_indexed(lsim__ctx *c) {
     const lsim__fac *F = &c->fac[lsim__find(c, p->active_ids[g])];
     for (int k = p->id_starts[g]; k < p->id_starts[g + 1] && !rc; k++) {
       int row = p->sorted_rows[k];
-      rc = lsim__mul_t(&Zb, row, &c->X, row, 1, F->A, c->eb);
+      rc = lsim__mul_t(Zb, row, &c->X, row, 1, F->A, c->eb);
     }
   }
   for (int g = 0; g < p->nids && !rc; g++) { /* expand launch */
@@ -1215,13 +1322,12 @@ static lsim_err lsim__fam_indexed(lsim__ctx *c) {
     for (int k = p->id_starts[g]; k < p->id_starts[g + 1] && !rc; k++) {
       int row = p->sorted_rows[k];
       if ((rc = lsim__claim(c, row)) ||
-          (rc = lsim__mul_t(&c->out, row, &Zb, row, 1, F->B, c->eb)) ||
+          (rc = lsim__mul_t(&c->out, row, Zb, row, 1, F->B, c->eb)) ||
           (rc = lsim__scale_rows(c, &c->out, row, 1, F)))
         break;
-      lsim__trace_put(c, row, F->A->rows, &Zb, row, &c->out, row);
+      lsim__trace_put(c, row, F->A->rows, Zb, row, &c->out, row);
     }
   }
-  lsim__xm_free(&Zb);
   return rc;
 }
 
@@ -1239,30 +1345,27 @@ static lsim_err lsim__fam_bucketed(lsim__ctx *c) {
     const int *rows = p->bucket_rows + lo;
     if (nb == 0)
       continue;
-    lsim__xm Xb = LSIM__XM_INIT, Zb = LSIM__XM_INIT, Db = LSIM__XM_INIT;
-    if (!(rc = lsim__xm_init(&Xb, nb, c->d_in, c->gmp, c->eb)) &&
-        !(rc = lsim__xm_init(&Zb, nb, r, c->gmp, c->eb)) &&
-        !(rc = lsim__xm_init(&Db, nb, c->d_out, c->gmp, c->eb))) {
+    lsim__xm *Xb = &c->w[0], *Zb = &c->w[1], *Db = &c->w[2];
+    if (!(rc = lsim__xm_reuse(Xb, nb, c->d_in, c->gmp, c->eb)) &&
+        !(rc = lsim__xm_reuse(Zb, nb, r, c->gmp, c->eb)) &&
+        !(rc = lsim__xm_reuse(Db, nb, c->d_out, c->gmp, c->eb))) {
       for (int j = 0; j < nb; j++) /* gather */
-        lsim__copy_row(&Xb, j, &c->X, rows[j], c->d_in);
+        lsim__copy_row(Xb, j, &c->X, rows[j], c->d_in);
       for (int j = 0; j < nb && !rc; j++) /* shrink at rank r */
-        rc = lsim__mul_t(&Zb, j, &Xb, j, 1, c->fac[c->row_fac[rows[j]]].A,
+        rc = lsim__mul_t(Zb, j, Xb, j, 1, c->fac[c->row_fac[rows[j]]].A,
                          c->eb);
       for (int j = 0; j < nb && !rc; j++) { /* expand at rank r */
         const lsim__fac *F = &c->fac[c->row_fac[rows[j]]];
-        if (!(rc = lsim__mul_t(&Db, j, &Zb, j, 1, F->B, c->eb)))
-          rc = lsim__scale_rows(c, &Db, j, 1, F);
+        if (!(rc = lsim__mul_t(Db, j, Zb, j, 1, F->B, c->eb)))
+          rc = lsim__scale_rows(c, Db, j, 1, F);
       }
       for (int j = 0; j < nb && !rc; j++) { /* scatter */
         if ((rc = lsim__claim(c, rows[j])))
           break;
-        lsim__trace_put(c, rows[j], r, &Zb, j, &Db, j);
-        lsim__copy_row(&c->out, rows[j], &Db, j, c->d_out);
+        lsim__trace_put(c, rows[j], r, Zb, j, Db, j);
+        lsim__copy_row(&c->out, rows[j], Db, j, c->d_out);
       }
     }
-    lsim__xm_free(&Xb);
-    lsim__xm_free(&Zb);
-    lsim__xm_free(&Db);
   }
   return rc;
 }
@@ -1276,6 +1379,8 @@ static void lsim__numerics_free(lsim__ctx *c) {
     lsim__fac_free(&c->fac[i]);
   lsim__xm_free(&c->X);
   lsim__xm_free(&c->out);
+  for (int k = 0; k < 3; k++)
+    lsim__xm_free(&c->w[k]);
 }
 
 /* Load the factors every used adapter launches with, in the current tier. */
@@ -1308,6 +1413,9 @@ static lsim_err lsim__load_factors(lsim__ctx *c) {
       F->apply = c->scale_mode == LSIM_SCALE_PASSED;
       lsim__scale_set(&F->s, F->slot->scale);
     }
+    if ((rc = lsim__xm_t(&F->own[LSIM__OWN_A], c->eb)) ||
+        (rc = lsim__xm_t(&F->own[LSIM__OWN_B], c->eb)))
+      return rc;
   }
   return 0;
 }
@@ -1880,7 +1988,7 @@ static lsim_err lsim__xm_scaled(lsim__xm *dst, const lsim__xm *src,
 /* dst := src zero-padded to [rows][cols] (src in the leading corner). */
 static lsim_err lsim__xm_padded(lsim__xm *dst, const lsim__xm *src, int rows,
                                 int cols, lsim_errbuf *eb) {
-  lsim_err rc = lsim__xm_init(dst, rows, cols, 0, eb);
+  lsim_err rc = lsim__xm_reuse(dst, rows, cols, 0, eb);
   if (rc)
     return rc;
   if (src->rows > rows || src->cols > cols)
@@ -1949,10 +2057,9 @@ static lsim_err lsim__all_int_launch(lsim__ctx *c, int path, int m, int R) {
     if (path == LSIM_REF_PADDED) {
       lsim__xm *pA = &F->own[LSIM__OWN_PA], *pB = &F->own[LSIM__OWN_PB];
       lsim_err rc;
-      lsim__xm_free(pA);
-      lsim__xm_free(pB);
       if ((rc = lsim__xm_padded(pA, A, R, c->d_in, c->eb)) ||
-          (rc = lsim__xm_padded(pB, B, c->d_out, R, c->eb)))
+          (rc = lsim__xm_padded(pB, B, c->d_out, R, c->eb)) ||
+          (rc = lsim__xm_t(pA, c->eb)) || (rc = lsim__xm_t(pB, c->eb)))
         return rc;
       if (!lsim__xm_tail_zero(pA, F->rank, c->d_in) ||
           !lsim__xm_tail_zero(pB, c->d_out, F->rank))
@@ -1980,7 +2087,8 @@ static lsim_err lsim__all_int(const lsim_rowplan *p, const lsim_qmat *X,
   c.T = p->T;
   c.d_in = X->cols;
   c.eb = eb;
-  c.d_out = lsim__guess_dout(delta, nad ? &ad[0].B : NULL,
+  lsim_qmat none = LSIM_QMAT_INIT;
+  c.d_out = lsim__guess_dout(delta ? delta : &none, nad ? &ad[0].B : NULL,
                              nad ? ad[0].rank : 0);
   lsim__xm ref = LSIM__XM_INIT;
   const int R = p->phys_rank;
@@ -2037,6 +2145,8 @@ static lsim_err lsim__all_int(const lsim_rowplan *p, const lsim_qmat *X,
                                &F->s, eb)))
       rc = lsim__xm_scaled(&F->own[LSIM__OWN_SB], &F->own[LSIM__OWN_B],
                            &F->s, eb);
+    for (int k = LSIM__OWN_A; k <= LSIM__OWN_SB && !rc; k++)
+      rc = lsim__xm_t(&F->own[k], eb);
   }
   if (rc)
     goto out;
@@ -2061,7 +2171,7 @@ static lsim_err lsim__all_int(const lsim_rowplan *p, const lsim_qmat *X,
         rc = LSIM_E_PATH_MISMATCH;
       }
     }
-  if (rc)
+  if (rc || !delta) /* no result wanted: the verdict is all */
     goto out;
   int fresh;
   if ((rc = lsim__out_shape(delta, c.T, c.d_out, "delta", &fresh, eb)))
@@ -2074,24 +2184,42 @@ out:
   return rc;
 }
 
+static lsim_err lsim__all_each(const lsim_rowplan *p, const lsim_qmat *X,
+                               const lsim_qadapter *ad, int nad, int num_mode,
+                               lsim_qmat *delta, lsim_errbuf *eb);
+
 lsim_err lsim_ref_delta_all_ex(const lsim_rowplan *p, const lsim_qmat *X,
                                const lsim_qadapter *ad, int nad, int num_mode,
                                lsim_qmat *delta, lsim_errbuf *eb) {
-  lsim_err rc = lsim__args(p, X, nad, ad, 0, 0, num_mode, delta, eb);
+  lsim_qmat mine = LSIM_QMAT_INIT; /* the result when the caller wants none */
+  lsim_err rc = lsim__args(p, X, nad, ad, 0, 0, num_mode,
+                           delta ? delta : &mine, eb);
   if (rc)
     return rc;
-  int fresh = delta->rows == 0 && delta->cols == 0 && delta->v == NULL;
-  lsim_qmat got = LSIM_QMAT_INIT;
   lsim_errbuf sub = LSIM_ERRBUF_INIT;
   /* the int tier in one pass; anything but agreement is decided below */
   if (num_mode == LSIM_NUM_AUTO || num_mode == LSIM_NUM_INT64 ||
       num_mode == LSIM_NUM_INT16 || num_mode == LSIM_NUM_INT16_SCALAR) {
     if (lsim__all_int(p, X, ad, nad, delta, &sub) == 0)
       return 0;
-    if (fresh)
-      lsim_qmat_clear(delta);
   }
-  rc = lsim__delta_adapters(p, X, ad, nad, LSIM_REF_PER_ROW, LSIM_SCALE_PASSED,
+  if (!delta) {
+    rc = lsim__all_each(p, X, ad, nad, num_mode, &mine, eb);
+    lsim_qmat_clear(&mine);
+    return rc;
+  }
+  return lsim__all_each(p, X, ad, nad, num_mode, delta, eb);
+}
+
+/* lsim_ref_delta_all_ex one evaluation at a time: what decides and reports
+** every case lsim__all_int leaves to it. */
+static lsim_err lsim__all_each(const lsim_rowplan *p, const lsim_qmat *X,
+                               const lsim_qadapter *ad, int nad, int num_mode,
+                               lsim_qmat *delta, lsim_errbuf *eb) {
+  int fresh = delta->rows == 0 && delta->cols == 0 && delta->v == NULL;
+  lsim_qmat got = LSIM_QMAT_INIT;
+  lsim_errbuf sub = LSIM_ERRBUF_INIT;
+  lsim_err rc = lsim__delta_adapters(p, X, ad, nad, LSIM_REF_PER_ROW, LSIM_SCALE_PASSED,
                             num_mode, NULL, NULL, delta, &sub);
   if (rc) {
     lsim_fail(eb, rc, "per_row/passed: %s", sub.msg);
