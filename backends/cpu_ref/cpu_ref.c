@@ -517,6 +517,31 @@ static lsim_err lsim__xm_load(lsim__xm *m, const lsim_qmat *src, int uniform,
   if (scale && (!lsim__z_i64(mpq_numref(scale), &sp) ||
                 !lsim__z_i64(mpq_denref(scale), &sq)))
     goto over;
+  /* Every entry an integer (the common case): one pass, each denominator
+  ** sq.  The first fraction sends the load to the general passes below,
+  ** which overwrite what this one wrote. */
+  {
+    size_t n = (size_t)R * (size_t)C, k = 0;
+    int64_t amax = 0;
+    for (; k < n; k++) {
+      mpq_srcptr e = src->v[k];
+      int64_t v;
+      if (!lsim__z_is_one(mpq_denref(e)))
+        break;
+      if (!lsim__z_i64(mpq_numref(e), &v) ||
+          (sp != 1 && __builtin_mul_overflow(v, sp, &v)) || v == INT64_MIN)
+        goto over;
+      m->n[k] = v;
+      if (lsim__abs64(v) > amax)
+        amax = lsim__abs64(v);
+    }
+    if (k == n) {
+      for (int i = 0; i < R; i++)
+        m->den[i] = sq;
+      m->amax = amax;
+      return 0;
+    }
+  }
   /* Denominators first: lcm per row (or over all rows when uniform). */
   int64_t L = 1;
   for (int i = 0; i < R; i++) {
@@ -611,11 +636,20 @@ static lsim_err lsim__xm_t(lsim__xm *m, lsim_errbuf *eb) {
 ** into a 64-bit product, which is the exact product because the caller has
 ** proven every x and f within int32; the sums are within int64 by the same
 ** K * max|x| * max|f| bound as the portable loop's.  (Skipping zero x[c]
-** cost more in mispredicted branches than it saved.)
+** cost more in mispredicted branches than it saved.)  Returns max |y[k]|.
 */
-__attribute__((target("avx2"))) static void
+__attribute__((target("avx2"))) static inline __m256i
+lsim__absmax_avx2(__m256i mx, __m256i v) {
+  __m256i a = _mm256_blendv_epi8(
+      v, _mm256_sub_epi64(_mm256_setzero_si256(), v),
+      _mm256_cmpgt_epi64(_mm256_setzero_si256(), v));
+  return _mm256_blendv_epi8(mx, a, _mm256_cmpgt_epi64(a, mx));
+}
+
+__attribute__((target("avx2"))) static int64_t
 lsim__dot_t_avx2(int64_t *y, const int64_t *x, const int64_t *ft, int K,
                  int FR) {
+  __m256i mx = _mm256_setzero_si256();
   int k = 0;
   for (; k + 16 <= FR; k += 16) {
     __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
@@ -635,6 +669,10 @@ lsim__dot_t_avx2(int64_t *y, const int64_t *x, const int64_t *ft, int K,
     _mm256_storeu_si256((__m256i *)(y + k + 4), a1);
     _mm256_storeu_si256((__m256i *)(y + k + 8), a2);
     _mm256_storeu_si256((__m256i *)(y + k + 12), a3);
+    mx = lsim__absmax_avx2(mx, a0);
+    mx = lsim__absmax_avx2(mx, a1);
+    mx = lsim__absmax_avx2(mx, a2);
+    mx = lsim__absmax_avx2(mx, a3);
   }
   for (; k + 4 <= FR; k += 4) {
     __m256i a0 = _mm256_setzero_si256();
@@ -645,13 +683,22 @@ lsim__dot_t_avx2(int64_t *y, const int64_t *x, const int64_t *ft, int K,
       a0 = _mm256_add_epi64(a0, _mm256_mul_epi32(b, _mm256_loadu_si256(f)));
     }
     _mm256_storeu_si256((__m256i *)(y + k), a0);
+    mx = lsim__absmax_avx2(mx, a0);
   }
+  int64_t lanes[4], amax = 0;
+  _mm256_storeu_si256((__m256i *)lanes, mx);
+  for (int l = 0; l < 4; l++)
+    if (lanes[l] > amax)
+      amax = lanes[l];
   for (; k < FR; k++) {
     int64_t acc = 0;
     for (int c = 0; c < K; c++)
       acc += x[c] * ft[(size_t)c * (size_t)FR + (size_t)k];
     y[k] = acc;
+    if (lsim__abs64(acc) > amax)
+      amax = lsim__abs64(acc);
   }
+  return amax;
 }
 #endif
 
@@ -700,10 +747,9 @@ static lsim_err lsim__mul_t(lsim__xm *out, int orow, const lsim__xm *in,
     out->den[orow + i] = d;
 #if LSIM__X86_AVX2
     if (F->nt && in->amax <= INT32_MAX) {
-      lsim__dot_t_avx2(y, x, F->nt, K, FR);
-      for (int k = 0; k < FR; k++)
-        if (lsim__abs64(y[k]) > amax)
-          amax = lsim__abs64(y[k]);
+      int64_t a = lsim__dot_t_avx2(y, x, F->nt, K, FR);
+      if (a > amax)
+        amax = a;
       continue;
     }
 #endif
@@ -1999,6 +2045,16 @@ static lsim_err lsim__xm_padded(lsim__xm *dst, const lsim__xm *src, int rows,
   for (int i = 0; i < (rows > 0 ? rows : 1); i++)
     dst->den[i] = src->den[0];
   dst->amax = src->amax;
+  if (!src->nt)
+    return 0;
+  /* the transposed copy padded alike, row by row from src's */
+  size_t n = (size_t)rows * (size_t)cols;
+  if (!(dst->nt = calloc(n ? n : 1, sizeof *dst->nt)))
+    return lsim_fail(eb, LSIM_E_NOMEM, "out of memory for a padded factor");
+  for (int j = 0; j < src->cols; j++)
+    memcpy(dst->nt + (size_t)j * (size_t)rows,
+           src->nt + (size_t)j * (size_t)src->rows,
+           (size_t)src->rows * sizeof *dst->nt);
   return 0;
 }
 
@@ -2058,8 +2114,7 @@ static lsim_err lsim__all_int_launch(lsim__ctx *c, int path, int m, int R) {
       lsim__xm *pA = &F->own[LSIM__OWN_PA], *pB = &F->own[LSIM__OWN_PB];
       lsim_err rc;
       if ((rc = lsim__xm_padded(pA, A, R, c->d_in, c->eb)) ||
-          (rc = lsim__xm_padded(pB, B, c->d_out, R, c->eb)) ||
-          (rc = lsim__xm_t(pA, c->eb)) || (rc = lsim__xm_t(pB, c->eb)))
+          (rc = lsim__xm_padded(pB, B, c->d_out, R, c->eb)))
         return rc;
       if (!lsim__xm_tail_zero(pA, F->rank, c->d_in) ||
           !lsim__xm_tail_zero(pB, c->d_out, F->rank))
