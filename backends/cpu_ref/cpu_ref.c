@@ -860,14 +860,15 @@ typedef struct lsim__fac {
   int apply;                 /* multiply the expand output by s */
   lsim__scale s;
   /* Storage: a single evaluation loads A and B into own[0], own[1];
-  ** lsim__all_int keeps A, B, s*A, s*B and the zero-padded copies it
-  ** launches the padded family with (own[LSIM__OWN_*]). */
-  lsim__xm own[6];
+  ** lsim__all_int keeps A, B, s*A, s*B and the zero-padded copies of each
+  ** it launches the padded family with (own[LSIM__OWN_*]). */
+  lsim__xm own[8];
 } lsim__fac;
 
 enum {
-  LSIM__OWN_A = 0, LSIM__OWN_B, LSIM__OWN_SA, LSIM__OWN_SB, LSIM__OWN_PA,
-  LSIM__OWN_PB, LSIM__OWN_N
+  LSIM__OWN_A = 0, LSIM__OWN_B, LSIM__OWN_SA, LSIM__OWN_SB,
+  LSIM__OWN_PAD, /* + any of the four above: its padded copy */
+  LSIM__OWN_N = 2 * LSIM__OWN_PAD
 };
 
 static void lsim__fac_free(lsim__fac *F) {
@@ -2106,29 +2107,34 @@ static lsim_err lsim__all_int_launch(lsim__ctx *c, int path, int m, int R) {
     lsim__fac *F = &c->fac[i];
     if (!F->used)
       continue;
-    const lsim__xm *A = &F->own[m == LSIM_SCALE_FOLD_A ? LSIM__OWN_SA
-                                                       : LSIM__OWN_A];
-    const lsim__xm *B = &F->own[m == LSIM_SCALE_FOLD_B ? LSIM__OWN_SB
-                                                       : LSIM__OWN_B];
-    if (path == LSIM_REF_PADDED) {
-      lsim__xm *pA = &F->own[LSIM__OWN_PA], *pB = &F->own[LSIM__OWN_PB];
-      lsim_err rc;
-      if ((rc = lsim__xm_padded(pA, A, R, c->d_in, c->eb)) ||
-          (rc = lsim__xm_padded(pB, B, c->d_out, R, c->eb)))
-        return rc;
-      if (!lsim__xm_tail_zero(pA, F->rank, c->d_in) ||
-          !lsim__xm_tail_zero(pB, c->d_out, F->rank))
-        return lsim_fail(c->eb, LSIM_E_PAD_NONZERO, "a padded tail is not 0");
-      A = pA;
-      B = pB;
-    }
-    F->A = A;
-    F->B = B;
+    int a = m == LSIM_SCALE_FOLD_A ? LSIM__OWN_SA : LSIM__OWN_A;
+    int b = m == LSIM_SCALE_FOLD_B ? LSIM__OWN_SB : LSIM__OWN_B;
+    int pad = path == LSIM_REF_PADDED ? LSIM__OWN_PAD : 0;
+    F->A = &F->own[pad + a];
+    F->B = &F->own[pad + b];
     F->apply = m == LSIM_SCALE_PASSED;
   }
   c->path = path;
   c->scale_mode = m;
   c->zwidth = path == LSIM_REF_PADDED ? (c->nactive > 0 ? R : 0) : c->maxrank;
+  return 0;
+}
+
+/* The padded family's factors: each of A, B, s*A, s*B zero-padded to
+** the physical rank R (A [R][d_in], B [d_out][R]), tails checked zero as
+** lsim_qslot_check checks a slot's. */
+static lsim_err lsim__all_int_pad(lsim__ctx *c, lsim__fac *F, int R) {
+  for (int k = 0; k < LSIM__OWN_PAD; k++) {
+    int isA = k == LSIM__OWN_A || k == LSIM__OWN_SA;
+    lsim__xm *dst = &F->own[LSIM__OWN_PAD + k];
+    lsim_err rc = isA ? lsim__xm_padded(dst, &F->own[k], R, c->d_in, c->eb)
+                      : lsim__xm_padded(dst, &F->own[k], c->d_out, R, c->eb);
+    if (rc)
+      return rc;
+    if (!(isA ? lsim__xm_tail_zero(dst, F->rank, c->d_in)
+              : lsim__xm_tail_zero(dst, c->d_out, F->rank)))
+      return lsim_fail(c->eb, LSIM_E_PAD_NONZERO, "a padded tail is not 0");
+  }
   return 0;
 }
 
@@ -2202,6 +2208,8 @@ static lsim_err lsim__all_int(const lsim_rowplan *p, const lsim_qmat *X,
                            &F->s, eb);
     for (int k = LSIM__OWN_A; k <= LSIM__OWN_SB && !rc; k++)
       rc = lsim__xm_t(&F->own[k], eb);
+    if (!rc)
+      rc = lsim__all_int_pad(&c, F, R);
   }
   if (rc)
     goto out;
