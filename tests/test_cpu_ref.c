@@ -10,6 +10,9 @@
 **   4. properties over seeded random batches: every family and placement
 **      agrees with a brute-force oracle written here, base rows stay zero,
 **      the integer tiers equal the GMP tier (integers and rationals)
+**   5. lsim_ref_delta_all's one-pass int tier: a family made wrong
+**      (lsim_ref__fault) is caught under every placement and tier, the one
+**      pass equals the one-at-a-time gmp runs, a NULL delta keeps the codes
 **
 ** Adapter ids a = 1, b = 2, c = 3; LSIM_BASE (-1) is the article's base id 0.
 */
@@ -1173,4 +1176,104 @@ Test(property, all_base_and_empty_batches) {
   lsim_qmat_clear(&dy);
   lsim_qmat_clear(&X);
   lsim_rowplan_release(&p);
+}
+
+/* ======================================================================== */
+/* 5. lsim_ref_delta_all: one pass, and what it must still catch            */
+/* ======================================================================== */
+
+/* With one family under one placement made wrong (lsim_ref__fault), every
+** run of lsim_ref_delta_all fails with E_PATH_MISMATCH naming it (or, when
+** the reference per_row/passed itself is the wrong one, the first family
+** compared with it), in the one-pass int tier and in gmp, with and without
+** a result; the one-pass answer is never taken for such a batch. */
+static void wrong_family_caught(const lsim_rowplan *p, const lsim_qmat *X,
+                                const lsim_qadapter *ad, int nad) {
+  for (int path = 0; path < LSIM_REF__COUNT; path++)
+    for (int m = 0; m < LSIM_SCALE__COUNT; m++) {
+      char want[64];
+      if (path == LSIM_REF_PER_ROW && m == LSIM_SCALE_PASSED)
+        snprintf(want, sizeof want, "path per_row, scale fold_a");
+      else
+        snprintf(want, sizeof want, "path %s, scale %s",
+                 lsim_ref_path_name(path), lsim_scale_mode_name(m));
+      lsim_ref__fault(path, m);
+      long before = lsim_ref__one_pass_count();
+      static const int nums[] = {LSIM_NUM_AUTO, LSIM_NUM_GMP};
+      for (int k = 0; k < NELEM(nums); k++) {
+        lsim_qmat all = LSIM_QMAT_INIT;
+        lsim_errbuf e = LSIM_ERRBUF_INIT;
+        cr_assert_eq(lsim_ref_delta_all_ex(p, X, ad, nad, nums[k], &all, &e),
+                     LSIM_E_PATH_MISMATCH, "%s/%s tier %s: %s",
+                     lsim_ref_path_name(path), lsim_scale_mode_name(m),
+                     lsim_num_mode_name(nums[k]), e.msg);
+        cr_assert(strstr(e.msg, want), "want '%s' in: %s", want, e.msg);
+        cr_assert_null(all.v, "a failed run leaves no result");
+      }
+      lsim_errbuf e = LSIM_ERRBUF_INIT;
+      cr_assert_eq(lsim_ref_delta_all(p, X, ad, nad, NULL, &e),
+                   LSIM_E_PATH_MISMATCH, "%s", e.msg);
+      cr_assert_eq(lsim_ref__one_pass_count(), before,
+                   "the one pass answered a batch with a wrong family");
+    }
+  lsim_ref__fault(-1, -1);
+  long before = lsim_ref__one_pass_count();
+  OK(lsim_ref_delta_all(p, X, ad, nad, NULL, eb));
+  cr_assert_eq(lsim_ref__one_pass_count(), before + 1,
+               "without the fault the one pass answers");
+}
+
+Test(all, a_wrong_family_is_caught) {
+  fix1 f;
+  fix1_init(&f);
+  wrong_family_caught(&f.p, &f.X, f.ad, 2);
+  fix1_fini(&f);
+  static const int packed[5] = {1, 0, 2, 3, 4};
+  fix2 g; /* mixed ranks, rational factors, physical rank 3 */
+  fix2_init(&g, packed);
+  wrong_family_caught(&g.p, &g.X, g.ad, 3);
+  fix2_fini(&g);
+}
+
+/* The one pass answers the batches its bounds cover, with the result the
+** one-at-a-time gmp runs give; a batch outside them (2^62 in X) falls to
+** those runs, still exact; a NULL delta gives the same verdicts. */
+Test(all, one_pass_equals_one_at_a_time) {
+  for (uint64_t seed = 300; seed < 340; seed++) {
+    rbatch b;
+    rbatch_make(&b, seed, 9, seed % 2 ? 1 : 6);
+    lsim_qmat one = LSIM_QMAT_INIT, each = LSIM_QMAT_INIT;
+    long before = lsim_ref__one_pass_count();
+    OK(lsim_ref_delta_all(&b.p, &b.X, b.ad, b.nad, &one, eb));
+    cr_assert_eq(lsim_ref__one_pass_count(), before + 1, "seed %llu",
+                 (unsigned long long)seed);
+    OK(lsim_ref_delta_all_ex(&b.p, &b.X, b.ad, b.nad, LSIM_NUM_GMP, &each,
+                             eb));
+    cr_assert_eq(lsim_ref__one_pass_count(), before + 1, "gmp runs each");
+    OK(lsim_ref_compare(&each, &one, "one pass vs gmp", eb));
+    OK(lsim_ref_delta_all(&b.p, &b.X, b.ad, b.nad, NULL, eb));
+    lsim_qmat_clear(&one);
+    lsim_qmat_clear(&each);
+    rbatch_free(&b);
+  }
+  fix1 f;
+  fix1_init(&f);
+  mpq_set_str(LSIM_QAT(&f.X, 0, 0), "4611686018427387904", 10);
+  lsim_qmat dy = LSIM_QMAT_INIT;
+  long before = lsim_ref__one_pass_count();
+  OK(lsim_ref_delta_all(&f.p, &f.X, f.ad, 2, &dy, eb));
+  cr_assert_eq(lsim_ref__one_pass_count(), before, "2^62 is past int64");
+  q_is(&dy, 0, 0, "4611686018427387905/2", "delta");
+  lsim_qmat_clear(&dy);
+  /* verdict only: the refusals of a single evaluation, codes unchanged */
+  lsim_qadapter bad[2];
+  adapter(&bad[0], 1, 2, 4, 3, "1 0 1 0 | 0 1 0 1", "1 0 | 0 1 | 1 1", "1/2");
+  lsim_qmat_clear(&bad[0].A);
+  qm(&bad[0].A, 4, 2, "1 0 | 0 1 | 1 0 | 0 1"); /* A stored [d_in][r] */
+  bad[1] = f.ad[1];
+  FAILS(LSIM_E_ORIENTATION, lsim_ref_delta_all(&f.p, &f.X, bad, 2, NULL, eb));
+  FAILS(LSIM_E_REF_UNKNOWN_ADAPTER,
+        lsim_ref_delta_all(&f.p, &f.X, f.ad, 1, NULL, eb));
+  lsim_qadapter_clear(&bad[0]);
+  fix1_fini(&f);
 }

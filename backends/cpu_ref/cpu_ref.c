@@ -1470,11 +1470,15 @@ static lsim_err lsim__load_factors(lsim__ctx *c) {
 /* Test-only fault (cpu_ref.h, lsim_ref__fault): the family and placement
 ** whose result is made wrong, -1 for none. */
 static int lsim__fault_path = -1, lsim__fault_mode = -1;
+/* Test-only: batches lsim__all_int answered (lsim_ref__one_pass_count). */
+static long lsim__one_pass_n;
 
 void lsim_ref__fault(int path, int scale_mode) {
   lsim__fault_path = path;
   lsim__fault_mode = scale_mode;
 }
+
+long lsim_ref__one_pass_count(void) { return lsim__one_pass_n; }
 
 /* out[row][0] += 1, the test-only fault's wrong value. */
 static void lsim__fault_apply(lsim__ctx *c) {
@@ -2263,8 +2267,10 @@ lsim_err lsim_ref_delta_all_ex(const lsim_rowplan *p, const lsim_qmat *X,
   /* the int tier in one pass; anything but agreement is decided below */
   if (num_mode == LSIM_NUM_AUTO || num_mode == LSIM_NUM_INT64 ||
       num_mode == LSIM_NUM_INT16 || num_mode == LSIM_NUM_INT16_SCALAR) {
-    if (lsim__all_int(p, X, ad, nad, delta, &sub) == 0)
+    if (lsim__all_int(p, X, ad, nad, delta, &sub) == 0) {
+      lsim__one_pass_n++;
       return 0;
+    }
   }
   if (!delta) {
     rc = lsim__all_each(p, X, ad, nad, num_mode, &mine, eb);

@@ -351,6 +351,9 @@ lsim_err lsim_ref_delta_slots(const lsim_rowplan *p, const lsim_qmat *X,
 ** path -1 turns it off.  Process-wide; never called outside tests.
 */
 void lsim_ref__fault(int path, int scale_mode);
+/* Test-only: how many lsim_ref_delta_all calls so far were answered by the
+** one-pass int tier (the others ran one evaluation at a time). */
+long lsim_ref__one_pass_count(void);
 
 #ifdef __cplusplus
 }
