@@ -1277,3 +1277,54 @@ Test(all, one_pass_equals_one_at_a_time) {
   lsim_qadapter_clear(&bad[0]);
   fix1_fini(&f);
 }
+
+/* The integer products at the edges of their proofs: int16 operands whose
+** K-term sums just fit int32 (K = 2, every |value| 32767: shrink with
+** d_in = 2, expand with rank 2) and one term past it (K = 3), int32
+** operands past int16 (shrink outputs of 32767^2 feeding the expand), mixed
+** signs, output widths covering every vector group and the scalar tail.  Row 0 of X and
+** row 0 of A hold +32767 only, so their sums reach K * 32767^2.  The one
+** pass must equal the gmp runs entry for entry. */
+Test(property, integer_products_at_their_bounds) {
+  static const long V = 32767;
+  static const int ranks[] = {1, 2, 3, 8, 9, 16, 17, 25};
+  for (int big_x = 0; big_x < 2; big_x++)
+    for (int d_in = 1; d_in <= 5; d_in++)
+      for (int r = 0; r < NELEM(ranks); r++) {
+        int rank = ranks[r], d_out = 25; /* 16 + 8 + 1 outputs */
+        long xv = big_x ? V : 1;
+        lsim_plan_entry e[3] = {ent(1, 1, rank, PRE, 2),
+                                ent(2, BASE, 0, DEC, 1),
+                                ent(3, 1, rank, DEC, 1)};
+        lsim_rowplan p;
+        OK(lsim_rowplan_build(&p, e, 3, NULL, 0, eb));
+        lsim_qmat X = LSIM_QMAT_INIT;
+        OK(lsim_qmat_init(&X, p.T, d_in, eb));
+        for (int i = 0; i < p.T; i++)
+          for (int j = 0; j < d_in; j++)
+            mpq_set_si(LSIM_QAT(&X, i, j),
+                       i > 0 && (i + j) % 3 == 2 ? -xv : xv, 1);
+        lsim_qadapter ad;
+        OK(lsim_qadapter_init(&ad, 1, rank, d_in, d_out, eb));
+        for (int k = 0; k < rank; k++)
+          for (int j = 0; j < d_in; j++)
+            mpq_set_si(LSIM_QAT(&ad.A, k, j), k > 0 && (k + j) % 2 ? -V : V,
+                       1);
+        for (int o = 0; o < d_out; o++)
+          for (int k = 0; k < rank; k++)
+            mpq_set_si(LSIM_QAT(&ad.B, o, k), o > 0 && (o * k) % 2 ? -V : V,
+                       1);
+        mpq_set_ui(ad.scale, 1, 3);
+        lsim_qmat one = LSIM_QMAT_INIT, each = LSIM_QMAT_INIT;
+        long before = lsim_ref__one_pass_count();
+        OK(lsim_ref_delta_all(&p, &X, &ad, 1, &one, eb));
+        cr_assert_eq(lsim_ref__one_pass_count(), before + 1);
+        OK(lsim_ref_delta_all_ex(&p, &X, &ad, 1, LSIM_NUM_GMP, &each, eb));
+        OK(lsim_ref_compare(&each, &one, "one pass vs gmp", eb));
+        lsim_qmat_clear(&one);
+        lsim_qmat_clear(&each);
+        lsim_qadapter_clear(&ad);
+        lsim_qmat_clear(&X);
+        lsim_rowplan_release(&p);
+      }
+}

@@ -342,11 +342,13 @@ typedef struct lsim__xm {
   int64_t *den;  /* int: [rows] positive denominators */
   int64_t amax;  /* int: an upper bound of |n| over all entries */
   int64_t *nt;   /* int, optional: n transposed, [cols][rows] (lsim__xm_t) */
+  int16_t *p16;  /* int, optional: n transposed in int16 column pairs,
+                 ** [(cols + 1) / 2][rows][2] (lsim__xm_t) */
   size_t cap;    /* int: entries allocated in n */
   int dcap;      /* int: entries allocated in den */
 } lsim__xm;
 
-#define LSIM__XM_INIT {0, 0, 0, NULL, NULL, NULL, 0, NULL, 0, 0}
+#define LSIM__XM_INIT {0, 0, 0, NULL, NULL, NULL, 0, NULL, NULL, 0, 0}
 #define LSIM__N(m, i, j) ((m)->n[(size_t)(i) * (size_t)(m)->cols + (size_t)(j)])
 #define LSIM__Q(m, i, j) ((m)->q[(size_t)(i) * (size_t)(m)->cols + (size_t)(j)])
 
@@ -360,6 +362,7 @@ static void lsim__xm_free(lsim__xm *m) {
   free(m->n);
   free(m->den);
   free(m->nt);
+  free(m->p16);
   *m = (lsim__xm)LSIM__XM_INIT;
 }
 
@@ -413,7 +416,9 @@ static lsim_err lsim__xm_reuse(lsim__xm *m, int rows, int cols, int gmp,
     m->den[i] = 1;
   m->amax = 0;
   free(m->nt);
+  free(m->p16);
   m->nt = NULL;
+  m->p16 = NULL;
   return 0;
 }
 
@@ -609,35 +614,38 @@ static int lsim__bound_ok(int64_t K, int64_t a, int64_t b) {
 static int lsim__cpu_avx2(void);
 
 /*
-** A factor's numerators transposed (m->nt [cols][rows]) for the AVX2
-** product below, made when the int-tier factor's entries fit int32; a
-** no-op otherwise (the product then runs the portable loop).
+** A factor's numerators transposed for the AVX2 products below: m->nt
+** [cols][rows] when the int-tier factor's entries fit int32, and m->p16
+** (column pairs interleaved, [(cols + 1) / 2][rows][2], a zero column
+** completing an odd count) when they fit int16; neither otherwise (the
+** product then runs the portable loop).
 */
 static lsim_err lsim__xm_t(lsim__xm *m, lsim_errbuf *eb) {
   free(m->nt);
+  free(m->p16);
   m->nt = NULL;
+  m->p16 = NULL;
   if (m->gmp || m->amax > INT32_MAX || !lsim__cpu_avx2())
     return 0;
-  size_t R = (size_t)m->rows, C = (size_t)m->cols;
+  size_t R = (size_t)m->rows, C = (size_t)m->cols, Ch = (C + 1) / 2;
   m->nt = malloc((R * C > 0 ? R * C : 1) * sizeof *m->nt);
-  if (!m->nt)
+  if (m->nt && m->amax <= INT16_MAX)
+    m->p16 = calloc(R * Ch > 0 ? 2 * R * Ch : 1, sizeof *m->p16);
+  if (!m->nt || (m->amax <= INT16_MAX && !m->p16))
     return lsim_fail(eb, LSIM_E_NOMEM, "out of memory for a [%d][%d] factor",
                      m->rows, m->cols);
   for (size_t i = 0; i < R; i++)
     for (size_t j = 0; j < C; j++)
       m->nt[j * R + i] = m->n[i * C + j];
+  if (m->p16)
+    for (size_t i = 0; i < R; i++)
+      for (size_t j = 0; j < C; j++)
+        m->p16[((j / 2) * R + i) * 2 + j % 2] = (int16_t)m->n[i * C + j];
   return 0;
 }
 
 #if LSIM__X86_AVX2
-/*
-** y[k] = sum_c x[c] * ft[c][k] for k < FR, c < K, four outputs to a 256-bit
-** lane group.  vpmuldq multiplies the low signed 32 bits of each 64-bit lane
-** into a 64-bit product, which is the exact product because the caller has
-** proven every x and f within int32; the sums are within int64 by the same
-** K * max|x| * max|f| bound as the portable loop's.  (Skipping zero x[c]
-** cost more in mispredicted branches than it saved.)  Returns max |y[k]|.
-*/
+/* max(mx, |v|) lane by lane (|v| < 2^63: v is never INT64_MIN). */
 __attribute__((target("avx2"))) static inline __m256i
 lsim__absmax_avx2(__m256i mx, __m256i v) {
   __m256i a = _mm256_blendv_epi8(
@@ -646,6 +654,92 @@ lsim__absmax_avx2(__m256i mx, __m256i v) {
   return _mm256_blendv_epi8(mx, a, _mm256_cmpgt_epi64(a, mx));
 }
 
+/*
+** The same sums over int16 operands: y[k] = sum_c x[c] * f[k][c] from the
+** column pairs p (lsim__xm_t's p16).  vpmaddwd multiplies 16 int16 pairs and
+** adds each pair into an int32 lane, one lane per output k, so a lane sums
+** the K products of its output and nothing else: the caller's proof
+** K * max|x| * max|f| <= INT32_MAX keeps every partial sum exact.  Eight
+** outputs to a 256-bit lane group, widened to int64 at the store.  Returns
+** max |y[k]|.
+*/
+/* x[2h], x[2h + 1] (0 past K) as the int16 pair vpmaddwd reads. */
+static inline int32_t lsim__pair16(const int64_t *x, int h, int K) {
+  uint32_t lo = (uint16_t)(int16_t)x[2 * h];
+  uint32_t hi = 2 * h + 1 < K ? (uint16_t)(int16_t)x[2 * h + 1] : 0;
+  return (int32_t)(lo | hi << 16);
+}
+
+/* y[k..k+8) := the int32 lanes of a widened; mx := max(mx, |a|) lanewise
+** (|a| < 2^31: no lane holds INT32_MIN, by the caller's bound). */
+__attribute__((target("avx2"))) static inline __m256i
+lsim__store16_avx2(int64_t *y, __m256i a, __m256i mx) {
+  _mm256_storeu_si256((__m256i *)y,
+                      _mm256_cvtepi32_epi64(_mm256_castsi256_si128(a)));
+  _mm256_storeu_si256((__m256i *)(y + 4),
+                      _mm256_cvtepi32_epi64(_mm256_extracti128_si256(a, 1)));
+  return _mm256_max_epi32(mx, _mm256_abs_epi32(a));
+}
+
+__attribute__((target("avx2"))) static int64_t
+lsim__dot_p16_avx2(int64_t *y, const int64_t *x, const int16_t *p, int K,
+                   int FR) {
+  const int Kh = (K + 1) / 2;
+  int32_t pairs[64]; /* the pairs once, for the usual small K */
+  const int kept = Kh <= 64;
+  for (int h = 0; kept && h < Kh; h++)
+    pairs[h] = lsim__pair16(x, h, K);
+  __m256i mx = _mm256_setzero_si256();
+  int k = 0;
+  for (; k + 16 <= FR; k += 16) {
+    __m256i a0 = _mm256_setzero_si256(), a1 = a0;
+    for (int h = 0; h < Kh; h++) {
+      const __m256i b =
+          _mm256_set1_epi32(kept ? pairs[h] : lsim__pair16(x, h, K));
+      const __m256i *f =
+          (const __m256i *)(p + ((size_t)h * (size_t)FR + (size_t)k) * 2);
+      a0 = _mm256_add_epi32(a0, _mm256_madd_epi16(b, _mm256_loadu_si256(f)));
+      a1 = _mm256_add_epi32(a1,
+                            _mm256_madd_epi16(b, _mm256_loadu_si256(f + 1)));
+    }
+    mx = lsim__store16_avx2(y + k, a0, mx);
+    mx = lsim__store16_avx2(y + k + 8, a1, mx);
+  }
+  for (; k + 8 <= FR; k += 8) {
+    __m256i a = _mm256_setzero_si256();
+    for (int h = 0; h < Kh; h++) {
+      const __m256i b =
+          _mm256_set1_epi32(kept ? pairs[h] : lsim__pair16(x, h, K));
+      const __m256i *f =
+          (const __m256i *)(p + ((size_t)h * (size_t)FR + (size_t)k) * 2);
+      a = _mm256_add_epi32(a, _mm256_madd_epi16(b, _mm256_loadu_si256(f)));
+    }
+    mx = lsim__store16_avx2(y + k, a, mx);
+  }
+  __m128i m = _mm_max_epi32(_mm256_castsi256_si128(mx),
+                            _mm256_extracti128_si256(mx, 1));
+  m = _mm_max_epi32(m, _mm_shuffle_epi32(m, 0x4E));
+  m = _mm_max_epi32(m, _mm_shuffle_epi32(m, 0xB1));
+  int64_t amax = _mm_cvtsi128_si32(m);
+  for (; k < FR; k++) {
+    int64_t acc = 0;
+    for (int c = 0; c < K; c++)
+      acc += x[c] * p[((size_t)(c / 2) * (size_t)FR + (size_t)k) * 2 + c % 2];
+    y[k] = acc;
+    if (lsim__abs64(acc) > amax)
+      amax = lsim__abs64(acc);
+  }
+  return amax;
+}
+
+/*
+** y[k] = sum_c x[c] * ft[c][k] for k < FR, c < K, four outputs to a 256-bit
+** lane group.  vpmuldq multiplies the low signed 32 bits of each 64-bit lane
+** into a 64-bit product, which is the exact product because the caller has
+** proven every x and f within int32; the sums are within int64 by the same
+** K * max|x| * max|f| bound as the portable loop's.  (Skipping zero x[c]
+** cost more in mispredicted branches than it saved.)  Returns max |y[k]|.
+*/
 __attribute__((target("avx2"))) static int64_t
 lsim__dot_t_avx2(int64_t *y, const int64_t *x, const int64_t *ft, int K,
                  int FR) {
@@ -738,6 +832,10 @@ static lsim_err lsim__mul_t(lsim__xm *out, int orow, const lsim__xm *in,
     return LSIM__OVERFLOW(eb, "a product over %d terms may overflow int64", K);
   int64_t fden = F->den[0];
   int64_t amax = out->amax;
+  /* int16 operands whose K-term sums fit int32 (lsim__dot_p16_avx2) */
+  const int p16 = F->p16 && in->amax <= INT16_MAX &&
+                  (uint64_t)K * (uint64_t)in->amax * (uint64_t)F->amax <=
+                      (uint64_t)INT32_MAX;
   for (int i = 0; i < nrows; i++) {
     const int64_t *x = in->n + (size_t)(irow + i) * (size_t)in->cols;
     int64_t *y = out->n + (size_t)(orow + i) * (size_t)out->cols;
@@ -746,6 +844,12 @@ static lsim_err lsim__mul_t(lsim__xm *out, int orow, const lsim__xm *in,
       return LSIM__OVERFLOW(eb, "a denominator product overflows int64");
     out->den[orow + i] = d;
 #if LSIM__X86_AVX2
+    if (p16) {
+      int64_t a = lsim__dot_p16_avx2(y, x, F->p16, K, FR);
+      if (a > amax)
+        amax = a;
+      continue;
+    }
     if (F->nt && in->amax <= INT32_MAX) {
       int64_t a = lsim__dot_t_avx2(y, x, F->nt, K, FR);
       if (a > amax)
@@ -2060,6 +2164,16 @@ static lsim_err lsim__xm_padded(lsim__xm *dst, const lsim__xm *src, int rows,
     memcpy(dst->nt + (size_t)j * (size_t)rows,
            src->nt + (size_t)j * (size_t)src->rows,
            (size_t)src->rows * sizeof *dst->nt);
+  if (!src->p16)
+    return 0;
+  size_t h = ((size_t)cols + 1) / 2, hs = ((size_t)src->cols + 1) / 2;
+  if (!(dst->p16 = calloc(h * (size_t)rows > 0 ? 2 * h * (size_t)rows : 1,
+                          sizeof *dst->p16)))
+    return lsim_fail(eb, LSIM_E_NOMEM, "out of memory for a padded factor");
+  for (size_t j = 0; j < hs; j++)
+    memcpy(dst->p16 + j * (size_t)rows * 2,
+           src->p16 + j * (size_t)src->rows * 2,
+           (size_t)src->rows * 2 * sizeof *dst->p16);
   return 0;
 }
 
