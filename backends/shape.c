@@ -202,3 +202,57 @@ lsim_err lsim_shape_check(const lsim_model_shape *s, lsim_shape_issue *is) {
   }
   return 0;
 }
+
+/* ---- sizes and the device fit ---------------------------------------------- */
+
+int64_t lsim_shape_weight_bytes(const lsim_model_shape *s) {
+  if (!s->full)
+    return 0;
+  int64_t layer = 2 * s->hidden; /* the two RMSNorm weight vectors */
+  for (int m = 0; m < LSIM_MOD_COUNT; m++) {
+    int64_t din, dout;
+    lsim_shape_module_dims(s, m, &din, &dout);
+    layer += din * dout;
+  }
+  int64_t emb = s->vocab * s->hidden;
+  int64_t el = emb + (int64_t)s->layers * layer + s->hidden +
+               (s->tie_embeddings ? 0 : emb);
+  return el * s->dtype_bytes;
+}
+
+int64_t lsim_shape_adapter_bytes(const lsim_model_shape *s, int64_t rank) {
+  if (!s->full)
+    return 0;
+  int64_t per_rank = 0;
+  for (int m = 0; m < LSIM_MOD_COUNT; m++) {
+    if (!(s->adapter_modules >> m & 1u))
+      continue;
+    int64_t din, dout;
+    lsim_shape_module_dims(s, m, &din, &dout);
+    per_rank += din + dout;
+  }
+  return rank * per_rank * s->layers * s->dtype_bytes;
+}
+
+lsim_err lsim_shape_fit_check(const lsim_model_shape *s, int64_t pool_pages,
+                              int64_t page_bytes, int64_t workspace,
+                              int64_t device_free, lsim_shape_fit *out,
+                              char *msg, size_t n) {
+  lsim_shape_fit f = {lsim_shape_weight_bytes(s), pool_pages * page_bytes,
+                      workspace, 0, device_free};
+  f.need = f.weights + f.pool + f.workspace;
+  if (out)
+    *out = f;
+  if (f.need <= f.have)
+    return 0;
+  const double M = 1024.0 * 1024.0;
+  if (msg && n)
+    snprintf(msg, n,
+             "the model does not fit the device: weights %.1f MiB + page "
+             "pool %.1f MiB (%" PRId64 " pages of %" PRId64 " bytes) + "
+             "workspace %.1f MiB = %.1f MiB, %.1f MiB free",
+             (double)f.weights / M, (double)f.pool / M, pool_pages,
+             page_bytes, (double)f.workspace / M, (double)f.need / M,
+             (double)f.have / M);
+  return LSIM_E_DEV_FIT;
+}

@@ -128,4 +128,27 @@ const char *const *lsim_shape_scaling_names(void); /* [0] is NONE */
 ** only for what it has. */
 lsim_err lsim_shape_check(const lsim_model_shape *s, lsim_shape_issue *is);
 
+/* Bytes of a full shape's weights at dtype_bytes: the embedding (vocab x
+** hidden), per layer the seven projections and the two norm vectors, the
+** final norm, and the output head unless tied to the embedding; 0 for a
+** partial shape. */
+int64_t lsim_shape_weight_bytes(const lsim_model_shape *s);
+/* Bytes of a whole-model adapter of rank r on a full shape: per layer,
+** A (r x d_in) and B (r x d_out) of every module in adapter_modules, at
+** dtype_bytes; 0 for a partial shape. */
+int64_t lsim_shape_adapter_bytes(const lsim_model_shape *s, int64_t rank);
+
+/* Whether a whole-forward executor fits a device (issue 19's refusal
+** before anything runs): the weights, the engine's page pool (pages x
+** page_bytes, KV and adapters together) and the executor's workspace
+** against the device's free bytes.  0 when need <= have; LSIM_E_DEV_FIT
+** otherwise, with msg (n bytes) naming every size in MiB. */
+typedef struct lsim_shape_fit {
+  int64_t weights, pool, workspace, need, have;
+} lsim_shape_fit;
+lsim_err lsim_shape_fit_check(const lsim_model_shape *s, int64_t pool_pages,
+                              int64_t page_bytes, int64_t workspace,
+                              int64_t device_free, lsim_shape_fit *out,
+                              char *msg, size_t n);
+
 #endif /* LSIM_SHAPE_H */

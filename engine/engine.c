@@ -2204,7 +2204,19 @@ static lsim_err lsim__sel_row(lsim_engine *e, lsim_core_worker *w, lsim_core_req
                               lsim_errbuf *eb) {
   r->planned = rows;
   lsim_plan_entry pe = {r->id, r->tenant, r->adapter, e->rank[r->adapter],
-                        phase, rows, r->version};
+                        phase, rows, r->version, 0, 0, r->kv};
+  if (phase == LSIM_PHASE_DECODE) {
+    /* the row feeds the last produced token back: everything before it
+    ** (the prompt, earlier outputs) is in the KV cache */
+    pe.ctx = (int64_t)r->prompt + r->produced - 1;
+    pe.sample = 1;
+  } else {
+    /* a first row after any prefix-cache reuse, a later chunk, or a
+    ** recompute after a preemption (which zeroed prefilled: the prompt
+    ** and the outputs again, from the reused prefix on) */
+    pe.ctx = (int64_t)r->reuse + r->prefilled;
+    pe.sample = pe.ctx + rows >= r->prompt;
+  }
   lsim_err rc = lsim_plan_push(plan, &pe, eb);
   if (rc)
     return rc;
@@ -2320,6 +2332,7 @@ static lsim_err lsim__select(lsim_engine *e, int wi, lsim_tick now,
   *selected = 0;
   lsim_plan_reset(plan);
   plan->slot_rank = e->cfg.max_lora_rank;
+  plan->positions = 1;
   if (e->cfg.kv_incremental && (rc = lsim__grow_running(e, wi, now, eb)))
     return rc;
   int64_t tokens = lsim__sel_running(e, w);

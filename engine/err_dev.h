@@ -22,4 +22,5 @@
   X(LSIM_E_STAGE_FENCE,        -632, "E_STAGE_FENCE")                      \
   X(LSIM_E_STAGE_ORDER,        -633, "E_STAGE_ORDER")                      \
   X(LSIM_E_STAGE_FIT,          -634, "E_STAGE_FIT")                        \
-  X(LSIM_E_STAGE_PAGES,        -635, "E_STAGE_PAGES")
+  X(LSIM_E_STAGE_PAGES,        -635, "E_STAGE_PAGES")                     \
+  X(LSIM_E_DEV_FIT,            -636, "E_DEV_FIT")

@@ -24,6 +24,23 @@ typedef struct lsim_plan_entry {
   int rows;    /* token rows this entry contributes */
   int version; /* artifact version of the request's lease (hotswap); 0 for
                   the catalog's original artifact */
+  /* Where the rows sit in the request's sequence, for a backend that runs
+  ** the whole forward pass (docs/CUDA.md, "The whole-model executor"); set
+  ** by the engine's selection, 0 in plans built elsewhere (then
+  ** lsim_plan.positions is 0):
+  **   ctx     tokens of the request already in its KV cache before these
+  **           rows (prefix-cache reuse and completed prefill chunks; for a
+  **           decode row the prompt and every produced token but the last),
+  **           so the rows are positions ctx .. ctx + rows - 1
+  **   sample  1 when the entry's last row yields a token (a decode row, the
+  **           last chunk of a prefill, a recompute); 0 for a prefill chunk
+  **           that is not the last
+  **   kv      the request's KV object handle in the worker's pool, as the
+  **           residency's kv hook names it (lsim_res_page_ev.object); its
+  **           pages hold the tokens in allocation order */
+  int64_t ctx;
+  int sample;
+  int kv;
 } lsim_plan_entry;
 
 typedef struct lsim_plan {
@@ -54,10 +71,13 @@ typedef struct lsim_plan {
   ** adapter work at it; 0: no slots (rows x max_rank, true-rank cost).
   ** Kept across lsim_plan_reset. */
   int slot_rank;
+  /* 1 when every entry's ctx, sample and kv were set by the engine (the
+  ** positions a whole-forward backend needs); kept across lsim_plan_reset */
+  int positions;
 } lsim_plan;
 
 #define LSIM_PLAN_INIT \
-  {0, 0, 0, 0, 0, NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0, NULL, 0, 0}
+  {0, 0, 0, 0, 0, NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0, NULL, 0, 0, 0}
 
 void lsim_plan_reset(lsim_plan *p);
 lsim_err lsim_plan_push(lsim_plan *p, const lsim_plan_entry *e,

@@ -194,7 +194,7 @@ static lsim_err lsim__shape_plan(const lsim__shape *s, int64_t iter,
     int a = k % s->nad;
     lsim_plan_entry e = {k + 1, 0, a, s->rank ? s->rank : mixed[a % 4],
                          i < s->npre ? LSIM_PHASE_PREFILL : LSIM_PHASE_DECODE,
-                         i < s->npre ? s->pre_rows : 1, 0};
+                         i < s->npre ? s->pre_rows : 1, 0, 0, 0, 0};
     rc = lsim_plan_push(p, &e, eb);
   }
   return rc ? rc : lsim_plan_finish(p, eb);

@@ -518,7 +518,7 @@ static lsim_err lsim__mode(const lsim__pxopt *o, lsim__adp *ad, int mode,
     /* one prefill iteration through the model backend's cost function */
     lsim_plan_reset(&plan);
     lsim_plan_entry pe = {rec.id, 0, a, a >= 0 ? 16 : 0, LSIM_PHASE_PREFILL,
-                          (int)rows, 0};
+                          (int)rows, 0, 0, 0, 0};
     if ((rc = lsim_plan_push(&plan, &pe, eb)) ||
         (rc = lsim_plan_finish(&plan, eb)))
       break;

@@ -657,3 +657,63 @@ Test(model, quickstart_rows_through_the_preset) {
   sqlite3_close(h);
   remove_tree(dir);
 }
+
+/* ---- weight and adapter bytes, the device fit (issue 19) ------------------ */
+
+/* The parameter counts the models' publishers state (the safetensors
+** metadata of the Hugging Face repositories): 8,030,261,248 for
+** Meta-Llama-3-8B, 70,553,706,496 for Meta-Llama-3-70B and 1,235,814,400
+** for Llama-3.2-1B (tied embeddings); bf16 is two bytes a parameter. */
+Test(model, weight_bytes_are_the_published_parameter_counts) {
+  cr_assert_eq(lsim_shape_weight_bytes(lsim_shape_preset_find("llama-3-8b")),
+               2 * INT64_C(8030261248));
+  cr_assert_eq(lsim_shape_weight_bytes(lsim_shape_preset_find("llama-3-70b")),
+               2 * INT64_C(70553706496));
+  cr_assert_eq(
+      lsim_shape_weight_bytes(lsim_shape_preset_find("llama-3.2-1b")),
+      2 * INT64_C(1235814400));
+  lsim_model_shape part;
+  lsim_shape_custom(&part);
+  cr_assert_eq(lsim_shape_weight_bytes(&part), 0);
+}
+
+/* A rank-16 adapter on q/k/v/o of the 8B shape: per layer 16 x (4096 +
+** 4096 + 4096 + 1024 + 4096 + 1024 + 4096 + 4096) bf16 values. */
+Test(model, adapter_bytes_follow_the_adapted_modules) {
+  lsim_model_shape s = *lsim_shape_preset_find("llama-3-8b");
+  s.adapter_modules = 1u << LSIM_MOD_Q | 1u << LSIM_MOD_K |
+                      1u << LSIM_MOD_V | 1u << LSIM_MOD_O;
+  cr_assert_eq(lsim_shape_adapter_bytes(&s, 16),
+               INT64_C(16) * 26624 * 32 * 2);
+  s.adapter_modules |= 1u << LSIM_MOD_DOWN;
+  cr_assert_eq(lsim_shape_adapter_bytes(&s, 8),
+               INT64_C(8) * (26624 + 14336 + 4096) * 32 * 2);
+  s.adapter_modules = 0;
+  cr_assert_eq(lsim_shape_adapter_bytes(&s, 8), 0);
+}
+
+Test(model, fit_check_refuses_with_every_size) {
+  const lsim_model_shape *s = lsim_shape_preset_find("llama-3-8b");
+  int64_t w = lsim_shape_weight_bytes(s), pool = INT64_C(768) * 2097152,
+          ws = INT64_C(1) << 30;
+  lsim_shape_fit f;
+  char msg[400] = "";
+  cr_assert_eq(lsim_shape_fit_check(s, 768, 2097152, ws, w + pool + ws, &f,
+                                    msg, sizeof msg),
+               0);
+  cr_assert_eq(f.need, w + pool + ws);
+  cr_assert_eq(f.pool, pool);
+  cr_assert_eq(lsim_shape_fit_check(s, 768, 2097152, ws, w + pool + ws - 1,
+                                    &f, msg, sizeof msg),
+               LSIM_E_DEV_FIT);
+  /* weights 15316.5 MiB (16,060,522,496 bytes), pool 1536, workspace 1024 */
+  cr_assert(strstr(msg, "weights 15316.5 MiB"), "%s", msg);
+  cr_assert(strstr(msg, "page pool 1536.0 MiB (768 pages of 2097152 bytes)"),
+            "%s", msg);
+  cr_assert(strstr(msg, "workspace 1024.0 MiB"), "%s", msg);
+  /* the 70B shape does not fit one 141 GB card with any pool */
+  const lsim_model_shape *big = lsim_shape_preset_find("llama-3-70b");
+  cr_assert_eq(lsim_shape_fit_check(big, 1, 2097152, 0, INT64_C(141) * 1000000000,
+                                    &f, msg, sizeof msg),
+               LSIM_E_DEV_FIT);
+}

@@ -668,7 +668,7 @@ typedef struct bad_build {
   lsim_err want;
 } bad_build;
 
-#define E_(uid, a, r, ph, rows) {uid, 0, a, r, ph, rows, 0}
+#define E_(uid, a, r, ph, rows) {uid, 0, a, r, ph, rows, 0, 0, 0, 0}
 #define NOPACK 0, {0}
 
 static bad_build bad_builds[] = {

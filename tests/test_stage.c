@@ -225,7 +225,7 @@ static lsim_err load(hand *h, int a, const int *vict, int nv, int fail,
 static void plan_of(lsim_plan *p, int a, int64_t gen, int64_t iter) {
   lsim_errbuf eb = LSIM_ERRBUF_INIT;
   lsim_plan_reset(p);
-  lsim_plan_entry e = {1, 0, a, arank[a], LSIM_PHASE_DECODE, 1, 0};
+  lsim_plan_entry e = {1, 0, a, arank[a], LSIM_PHASE_DECODE, 1, 0, 0, 0, 0};
   cr_assert_eq(lsim_plan_push(p, &e, &eb), 0);
   cr_assert_eq(lsim_plan_finish(p, &eb), 0);
   cr_assert_eq(lsim_plan_name(p, 0, gen, &eb), 0);
