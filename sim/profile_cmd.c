@@ -796,7 +796,7 @@ static void lsim__gpu_class(const char *name, char *out, size_t n) {
     if (c >= 'A' && c <= 'Z')
       c = (char)(c - 'A' + 'a');
     if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
-          c == '.'))
+          c == '_' || c == '.'))
       c = '-';
     out[k++] = c;
   }
@@ -926,7 +926,7 @@ int lsim_profile_cmd(int argc, char **argv) {
     lsim__gpu_class(o.gpu, cls, sizeof cls);
     if (strcmp(cls, o.gpu) != 0)
       return lsim_cli_fail("profile", LSIM_E_USAGE,
-                           "--gpu: a class of [a-z0-9.-] (e.g. h200)");
+                           "--gpu: a class of [a-z0-9._-] (e.g. h200)");
   }
   /* the paths, before any work (exit 2 on any machine) */
   char outp[1024], csvp[1024];
