@@ -966,11 +966,13 @@ lsim_err lsim_scenario_find_profile(const char *basedir, const char *gpu,
                                     lsim_errbuf *eb) {
   const char *env = getenv("LORASIM_PROFILE_DIR");
   const char *bd = basedir && basedir[0] ? basedir : ".";
-  char dirs[4][LSIM_PATH_MAX], tried[1200] = "";
+  char dirs[5][LSIM_PATH_MAX], tried[1600] = "";
   int nd = 0;
   if (env && env[0])
     snprintf(dirs[nd++], LSIM_PATH_MAX, "%s", env);
+  /* scenarios/X.json and scenarios/SET/X.json of the source tree */
   snprintf(dirs[nd++], LSIM_PATH_MAX, "%s/../profiles", bd);
+  snprintf(dirs[nd++], LSIM_PATH_MAX, "%s/../../profiles", bd);
   snprintf(dirs[nd++], LSIM_PATH_MAX, "%s/profiles", bd);
 #ifdef LSIM_SOURCE_DIR
   snprintf(dirs[nd++], LSIM_PATH_MAX, "%s/profiles", LSIM_SOURCE_DIR);

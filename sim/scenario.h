@@ -236,7 +236,8 @@ lsim_err lsim_scenario_use_profile(lsim_scenario *sc, const char *path,
 
 /* Where $.gpu and $.model.preset find the committed profile: the first
 ** of $LORASIM_PROFILE_DIR/GPU/PRESET.json, SCENARIO_DIR/../profiles/...,
-** SCENARIO_DIR/profiles/... and the source tree's profiles/... that is a
+** SCENARIO_DIR/../../profiles/..., SCENARIO_DIR/profiles/... and the
+** source tree's profiles/... that is a
 ** regular file, into out (LSIM_PATH_MAX); E_DEV_PROFILE_NONE naming every
 ** place tried when none is. */
 lsim_err lsim_scenario_find_profile(const char *basedir, const char *gpu,

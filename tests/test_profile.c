@@ -33,6 +33,7 @@
 #include "engine/plan.h"
 #include "sim/profile.h"
 #include "sim/profile_fit.h"
+#include "sim/scenario.h"
 
 #ifdef LSIM_HAVE_CUDA
 #include "backends/cuda/cuda.h"
@@ -565,4 +566,56 @@ Test(profile, bad_measurement_files_name_line_and_column) {
               "case %zu: %s", i, out);
     cr_assert(!exists("m.json"));
   }
+}
+
+/* The held-out scenarios of the fidelity gate (scenarios/fidelity/) load
+** with an 8B profile of their GPU class, and the quickstart one replays;
+** the two that read real traces are checked when ../shared has them. */
+Test(profile, held_out_scenarios_load_with_a_profile) {
+  char a[1024], pd[1024];
+  snprintf(a, sizeof a,
+           "profile --model llama-3-8b --fit '%s/synthetic-8b.csv' --gpu "
+           "synthetic --out p.json",
+           FIX);
+  cr_assert_eq(lorasim(a), 0, "%s", out);
+  snprintf(pd, sizeof pd, "mkdir -p '%s/profiles/synthetic' && cp '%s/p.json' "
+           "'%s/profiles/synthetic/llama-3-8b.json'", tmpdir, tmpdir, tmpdir);
+  cr_assert_eq(system(pd), 0);
+  snprintf(pd, sizeof pd, "%s/profiles", tmpdir);
+  cr_assert_eq(setenv("LORASIM_PROFILE_DIR", pd, 1), 0);
+  static const char *const scn[] = {"quickstart", "azure-2k", "mooncake-long"};
+  static const char *const set[] = {"$.gpu=synthetic"};
+  for (int i = 0; i < 3; i++) {
+    static lsim_scenario sc;
+    char path[512];
+    lsim_errbuf eb = LSIM_ERRBUF_INIT;
+    snprintf(path, sizeof path, "%s/scenarios/fidelity/%s.json",
+             LSIM_SOURCE_DIR, scn[i]);
+    lsim_scenario_src src = {NULL, 1, set};
+    lsim_err rc = lsim_scenario_load_src(&sc, path, &src, &eb);
+    if (rc == LSIM_E_SCN_TRACE_FILE) {
+      cr_log_warn("%s: its trace is not here, not checked: %s", scn[i],
+                  eb.msg);
+      continue;
+    }
+    cr_assert_eq(rc, 0, "%s: %s", scn[i], eb.msg);
+    cr_assert(sc.cost_prof.on && sc.copy_prof, "%s", scn[i]);
+    cr_assert_eq(sc.model.hidden, 4096);
+    cr_assert(strstr(sc.cost_profile, "profiles/synthetic/llama-3-8b.json"));
+  }
+  snprintf(a, sizeof a,
+           "replay '%s/scenarios/fidelity/quickstart.json' --set "
+           "'$.gpu=synthetic' --db q.db --quiet --no-plots",
+           LSIM_SOURCE_DIR);
+  cr_assert_eq(lorasim(a), 0, "%s", out);
+  unsetenv("LORASIM_PROFILE_DIR");
+  /* without the class's profile the scenario says where it looked */
+  snprintf(a, sizeof a,
+           "replay '%s/scenarios/fidelity/quickstart.json' --set "
+           "'$.gpu=nosuchgpu' --db r.db --quiet --no-plots",
+           LSIM_SOURCE_DIR);
+  cr_assert_eq(lorasim(a), 2, "%s", out);
+  cr_assert(strstr(out, "E_DEV_PROFILE_NONE") &&
+                strstr(out, "nosuchgpu/llama-3-8b.json"),
+            "%s", out);
 }

@@ -5,8 +5,8 @@
 #   tools/fidelity_gate.sh [-b LORASIM] [-o DIR] [-p PROFILE_DIR] [-g CLASS]
 #                          [-t SECONDS] [SCENARIO...]
 #
-# For each held-out scenario (default: scenarios/fidelity-quickstart.json,
-# fidelity-azure-2k.json and fidelity-mooncake-long.json) it replays
+# For each held-out scenario (default: scenarios/fidelity/quickstart.json,
+# azure-2k.json and mooncake-long.json) it replays
 #
 #   model.db     the model clock, backend model: the profile's times drive
 #                everything (cheap: no GPU)
@@ -59,9 +59,9 @@ done
 shift $((OPTIND - 1))
 here=$(cd "$(dirname "$0")/.." && pwd)
 if [ $# -eq 0 ]; then
-  set -- "$here/scenarios/fidelity-quickstart.json" \
-    "$here/scenarios/fidelity-azure-2k.json" \
-    "$here/scenarios/fidelity-mooncake-long.json"
+  set -- "$here/scenarios/fidelity/quickstart.json" \
+    "$here/scenarios/fidelity/azure-2k.json" \
+    "$here/scenarios/fidelity/mooncake-long.json"
 fi
 if [ ! -x "$bin" ]; then
   echo "fidelity_gate: $bin: not an executable (-b LORASIM)" >&2
