@@ -626,7 +626,7 @@ static lsim_err lsim__measure(const lsim__opts *o, const lsim__grid *g,
       if ((rc = lsim_cuda_h2d_time((size_t)mib << 20, reps + 1, ns, eb)))
         break;
       for (int r = 1; r <= reps && !rc; r++) {
-        lsim_prof_row row = {LSIM_PROF_COPY, point, 0, "-", r - 1,
+        lsim_prof_row row = {LSIM_PROF_COPY, point, LSIM_PROF_H2D, "-", r - 1,
                              {0},            0,     0, 0,   0,
                              mib << 20,      ns[r]};
         rc = lsim__row(R, &row, eb);
@@ -725,8 +725,13 @@ static lsim_err lsim__write_profile(const lsim__opts *o, const char *path,
     if (fit->cls[c].n > 0)
       lsim__stats_json(cJSON_AddObjectToObject(bc, lsim_prof_class_name(c)),
                        &fit->cls[c]);
-  if (fit->copy_on)
-    lsim__stats_json(cJSON_AddObjectToObject(root, "copy_fit"), &fit->copy);
+  if (fit->copy_on) {
+    cJSON *cf = cJSON_AddObjectToObject(root, "copy_fit");
+    cJSON_AddStringToObject(cf, "source", fit->copy_source == LSIM_PROF_STAGE
+                                              ? "stage"
+                                              : "h2d");
+    lsim__stats_json(cf, &fit->copy);
+  }
   cJSON_AddStringToObject(root, "measurements", csv);
   char *text = cJSON_Print(root);
   cJSON_Delete(root);
@@ -1047,7 +1052,9 @@ int lsim_profile_cmd(int argc, char **argv) {
     if (fit.cls[k].n > 0)
       lsim__print_stats(lsim_prof_class_name(k), &fit.cls[k]);
   if (fit.copy_on) {
-    printf("profile: copy model: %.0f ns + bytes / %.3f GB/s\n",
+    printf("profile: copy model (%s): %.0f ns + bytes / %.3f GB/s\n",
+           fit.copy_source == LSIM_PROF_STAGE ? "adapter stages"
+                                              : "pinned copies",
            fit.copy_latency_ns, fit.copy_gbps);
     lsim__print_stats("copies", &fit.copy);
   }

@@ -29,6 +29,8 @@
 static const char *const lsim__cls[LSIM_PROF_NCLASS] = {"prefill", "decode",
                                                         "mixed", "lora"};
 
+static const char *const lsim__ccls[2] = {"h2d", "stage"};
+
 const char *lsim_prof_class_name(int cls) {
   return cls >= 0 && cls < LSIM_PROF_NCLASS ? lsim__cls[cls] : "?";
 }
@@ -50,7 +52,8 @@ lsim_err lsim_prof_csv_write(const char *path, const lsim_prof_row *rows,
             "%s,%d,%s,%s,%d,%lld,%lld,%lld,%lld,%lld,%lld,%d,%lld,%lld,%lld,"
             "%lld,%d,%d,%lld,%lld\n",
             r->kind == LSIM_PROF_COPY ? "copy" : "iter", r->point,
-            r->kind == LSIM_PROF_COPY ? "copy" : lsim_prof_class_name(r->cls),
+            r->kind == LSIM_PROF_COPY ? lsim__ccls[r->cls == LSIM_PROF_STAGE]
+                                      : lsim_prof_class_name(r->cls),
             tg, r->rep, (long long)r->f.tokens, (long long)r->f.sampled,
             (long long)r->f.decode_rows, (long long)r->f.decode_ctx,
             (long long)r->f.prefill_seqs, (long long)r->f.prefill_pairs,
@@ -148,14 +151,16 @@ lsim_err lsim_prof_csv_read(const char *path, lsim_prof_row **rows, int *n,
         r->kind = strcmp(fld, "copy") == 0 ? LSIM_PROF_COPY : LSIM_PROF_ITER;
       } else if (c == 2) {
         r->cls = -1;
-        for (int k = 0; k < LSIM_PROF_NCLASS; k++)
-          if (strcmp(fld, lsim__cls[k]) == 0)
+        int nn = r->kind == LSIM_PROF_COPY ? 2 : LSIM_PROF_NCLASS;
+        for (int k = 0; k < nn; k++)
+          if (strcmp(fld, r->kind == LSIM_PROF_COPY ? lsim__ccls[k]
+                                                    : lsim__cls[k]) == 0)
             r->cls = k;
-        if (r->cls < 0 && !(r->kind == LSIM_PROF_COPY && !strcmp(fld, "copy")))
-          rc = lsim__bad(eb, path, line, c,
-                         ": must be prefill, decode, mixed, lora or copy");
         if (r->cls < 0)
-          r->cls = 0;
+          rc = lsim__bad(eb, path, line, c,
+                         r->kind == LSIM_PROF_COPY
+                             ? ": a copy's class must be h2d or stage"
+                             : ": must be prefill, decode, mixed or lora");
       } else if (c == 3) {
         if (strlen(fld) >= sizeof r->targets || !fld[0])
           rc = lsim__bad(eb, path, line, c, ": 1 to 31 characters");
@@ -230,7 +235,8 @@ static int lsim__cmp_dbl(const void *a, const void *b) {
 /* The points of `kind` (rows of one point are consecutive in a file the
 ** command wrote; a point met again later starts a new group) */
 static lsim_err lsim__points(const lsim_prof_row *rows, int n, int kind,
-                             lsim__pt **out, int *np, lsim_errbuf *eb) {
+                             int cls, lsim__pt **out, int *np,
+                             lsim_errbuf *eb) {
   lsim__pt *pt = malloc((size_t)(n > 0 ? n : 1) * sizeof *pt);
   int64_t *t = malloc((size_t)(n > 0 ? n : 1) * sizeof *t);
   int m = 0;
@@ -244,7 +250,7 @@ static lsim_err lsim__points(const lsim_prof_row *rows, int n, int kind,
     while (j < n && rows[j].kind == rows[i].kind &&
            rows[j].point == rows[i].point)
       j++;
-    if (rows[i].kind == kind) {
+    if (rows[i].kind == kind && (cls < 0 || rows[i].cls == cls)) {
       for (int k = i; k < j; k++)
         t[k - i] = rows[k].ns;
       qsort(t, (size_t)(j - i), sizeof *t, lsim__cmp_i64);
@@ -587,9 +593,23 @@ lsim_err lsim_prof_fit_run(const lsim_prof_row *rows, int n,
   int ni = 0, nc = 0;
   lsim_err rc;
   memset(out, 0, sizeof *out);
-  if ((rc = lsim__points(rows, n, LSIM_PROF_ITER, &it, &ni, eb)) ||
-      (rc = lsim__points(rows, n, LSIM_PROF_COPY, &cp, &nc, eb)))
+  if ((rc = lsim__points(rows, n, LSIM_PROF_ITER, -1, &it, &ni, eb)) ||
+      (rc = lsim__points(rows, n, LSIM_PROF_COPY, LSIM_PROF_STAGE, &cp, &nc,
+                         eb)))
     goto out;
+  /* the stages when they span two sizes, else the pinned copies */
+  int sizes = 0;
+  for (int i = 0; i < nc && sizes < 2; i++)
+    sizes = i == 0 ? 1 : (cp[i].r->bytes != cp[0].r->bytes ? 2 : sizes);
+  out->copy_source = LSIM_PROF_STAGE;
+  if (sizes < 2) {
+    free(cp);
+    cp = NULL;
+    out->copy_source = LSIM_PROF_H2D;
+    if ((rc = lsim__points(rows, n, LSIM_PROF_COPY, LSIM_PROF_H2D, &cp, &nc,
+                           eb)))
+      goto out;
+  }
   if (ni == 0) {
     rc = lsim_fail(eb, LSIM_E_USAGE, "no iteration was measured: nothing "
                                      "to fit");

@@ -26,6 +26,9 @@
   "lora_elems,adapters,max_rank,bytes,ns"
 
 enum { LSIM_PROF_ITER = 0, LSIM_PROF_COPY = 1 };
+/* copy classes: a pinned copy timed alone, or an adapter's stage as the
+** backend timed it (what the measured clock ends a load with) */
+enum { LSIM_PROF_H2D = 0, LSIM_PROF_STAGE = 1 };
 /* grid classes, in report order */
 enum {
   LSIM_PROF_PREFILL = 0,
@@ -39,7 +42,8 @@ const char *lsim_prof_class_name(int cls); /* "prefill", ... */
 typedef struct lsim_prof_row {
   int kind;               /* LSIM_PROF_ITER or _COPY */
   int point;              /* grid point (a copy size is a point too) */
-  int cls;                /* LSIM_PROF_PREFILL..; copies: 0 */
+  int cls;                /* LSIM_PROF_PREFILL..; copies: LSIM_PROF_H2D
+                             or LSIM_PROF_STAGE */
   char targets[32];       /* the target set's name ("qkvo"), "-" none */
   int rep;                /* 0.. */
   lsim_cost_feat f;       /* kind iter */
@@ -71,6 +75,9 @@ typedef struct lsim_prof_fit {
   lsim_prof_stats cls[LSIM_PROF_NCLASS];
   double rmse_ns;              /* root mean square residual, ns */
   int copy_on;                 /* copy points were measured */
+  int copy_source;             /* the class fitted: LSIM_PROF_STAGE when
+                                  stages of two sizes or more were timed,
+                                  else LSIM_PROF_H2D */
   double copy_latency_ns, copy_gbps;
   lsim_prof_stats copy;
 } lsim_prof_fit;
@@ -79,7 +86,8 @@ typedef struct lsim_prof_fit {
 ** over log-spaced candidates refined by golden section, the other
 ** coefficients by non-negative least squares on the relative error
 ** (Lawson-Hanson, each subproblem by LAPACK's QR solver); the copy model
-** by the same on the copy points.  Residuals are those of the model as a
+** by the same on the copy points (the stage copies when they span two
+** sizes or more, else the pinned copies).  Residuals are those of the model as a
 ** replay computes it (lsim_cost_prof_bind, lsim_cost_prof_ns).  E_USAGE
 ** when there is no iteration point. */
 lsim_err lsim_prof_fit_run(const lsim_prof_row *rows, int n,

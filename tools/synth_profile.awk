@@ -42,7 +42,7 @@ END {
   for (mib = 1; mib <= 1024; mib *= 8) {
     b = mib * 1048576
     for (r = 0; r < reps; r++)
-      print "copy", p, "copy", "-", r, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, \
+      print "copy", p, "h2d", "-", r, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, \
             b, int((clat + b / cgbps) * jitter() + 0.5)
     p++
   }
