@@ -16,7 +16,10 @@ typedef struct lsim__model_state {
 
 static lsim_err lsim__model_open(void *state, const lsim_backend_cfg *cfg,
                                  lsim_errbuf *eb) {
-  (void)eb;
+  if (cfg->execute != LSIM_EXECUTE_ADAPTERS)
+    return lsim_fail(eb, LSIM_E_BACKEND,
+                     "backend model executes nothing: --execute full needs "
+                     "--backend cuda");
   ((lsim__model_state *)state)->cost = cfg->cost;
   return 0;
 }
@@ -192,6 +195,12 @@ lsim_err lsim_backend_run(lsim_backend *b, const lsim_plan *plan,
   memset(res, 0, sizeof *res);
   res->backend_ns = -1;
   return b->ops->run(b->state, plan, res, eb);
+}
+
+int64_t lsim_backend_load_ns(lsim_backend *b, int worker, int object) {
+  return b->ops && b->ops->load_ns && b->state
+             ? b->ops->load_ns(b->state, worker, object)
+             : -1;
 }
 
 void lsim_backend_close(lsim_backend *b) {

@@ -2,10 +2,13 @@
 ** backend.h: the one interface every execution backend implements.
 **
 ** A backend executes (or, for `model`, only costs) the adapter work of one
-** frozen iteration plan.  The simulated duration of an iteration always
-** comes from the cost model below, never from a measured time, so a run's
-** decisions are identical whatever backend executes it; what a backend
-** measures is recorded (iterations.backend_ns) and compared, not obeyed.
+** frozen iteration plan.  Under the model clock (the default) the
+** simulated duration of an iteration comes from the cost model below,
+** never from a measured time, so a run's rows are identical whatever
+** backend executes it; what a backend measures is recorded
+** (iterations.backend_ns, measured_ns) and compared, not obeyed.  Under
+** the measured clock (--clock measured, docs/FIDELITY.md) the replay ends
+** an iteration at its measured backend_ns and a load at its load_ns.
 **
 **   model    cost model only: reports the modelled ns as its backend_ns
 **   cpu_ref  executes each iteration's adapter work for one target module
@@ -204,6 +207,12 @@ typedef struct lsim_backend_cfg {
   uint64_t seed;     /* tensor values derive from it (LSIM_RNG_TENSORS) */
   int d_in, d_out;   /* the one target module a tensor backend executes */
   int verify;        /* cuda: compare every iteration with cpu_ref */
+  /* What an iteration executes (--execute, $.execute; docs/FIDELITY.md):
+  ** 0 (LSIM_EXECUTE_ADAPTERS) the adapter branch of the target modules,
+  ** 1 (LSIM_EXECUTE_FULL) a whole forward pass of the planned batch
+  ** (cuda only).  A backend that cannot run the mode refuses it at open
+  ** (E_BACKEND); the replay refuses the combination before that. */
+  int execute;
   /* cuda, model shape (docs/CUDA.md "Model-shape replay"): layers > 0
   ** executes layers x ntargets modules per iteration, target t being
   ** target_d_in[t] x target_d_out[t], instead of the one d_in x d_out
@@ -218,6 +227,13 @@ typedef struct lsim_backend_cfg {
   int64_t pool_pages, page_bytes;
   int nadapters, objects;
   const int *adapter_rank;
+  /* cuda, execute full (docs/CUDA.md "The whole-model executor"): the
+  ** scenario's model shape (borrowed for open; full, with the modules that
+  ** carry adapters in adapter_modules), the engine's KV bytes per token,
+  ** and the batch bounds ($.workers.max_batch_tokens, _requests) */
+  const struct lsim_model_shape *shape;
+  int64_t kv_bytes_per_token;
+  int max_batch_tokens, max_batch_requests;
 } lsim_backend_cfg;
 
 /* What a backend following the residency was told and checked. */
@@ -242,6 +258,9 @@ typedef struct lsim_backend_result {
 typedef lsim_err (*lsim_backend_page_fn)(void *state,
                                          const lsim_res_page_ev *ev,
                                          lsim_errbuf *eb);
+
+/* cfg.execute */
+enum { LSIM_EXECUTE_ADAPTERS = 0, LSIM_EXECUTE_FULL = 1 };
 
 /* What a backend is, for readers of its runs (sim/audit.c's ceilings). */
 #define LSIM_BACKEND_EXECUTES 1u /* executes and times the iterations'
@@ -270,6 +289,12 @@ typedef struct lsim_backend_ops {
   ** object or KV handle (-1 free), *gen its generation. */
   void (*page)(const void *state, int worker, int64_t page, int *st,
                int64_t *owner, int64_t *gen);
+  /* Optional: the measured time, in ns, of the most recent stage copy of
+  ** residency object `object` on `worker` (the bytes the stage protocol
+  ** call wrote into the engine's pages), -1 when unknown (never staged,
+  ** or not timed).  A replay under the measured clock ends the load at
+  ** its start plus this time (docs/FIDELITY.md). */
+  int64_t (*load_ns)(void *state, int worker, int object);
 } lsim_backend_ops;
 
 const lsim_backend_ops *lsim_backend_find(const char *name);
@@ -315,6 +340,9 @@ lsim_err lsim_backend_check_pages(const lsim_backend *b, int w,
                                   const lsim_res *res, lsim_errbuf *eb);
 lsim_err lsim_backend_run(lsim_backend *b, const lsim_plan *plan,
                           lsim_backend_result *res, lsim_errbuf *eb);
+/* The load_ns slot: -1 for a backend without it (model) or an object it
+** never timed. */
+int64_t lsim_backend_load_ns(lsim_backend *b, int worker, int object);
 void lsim_backend_close(lsim_backend *b);
 
 #endif /* LSIM_BACKEND_H */

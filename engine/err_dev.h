@@ -24,6 +24,7 @@
   X(LSIM_E_STAGE_ORDER,        -633, "E_STAGE_ORDER")                      \
   X(LSIM_E_STAGE_FIT,          -634, "E_STAGE_FIT")                        \
   X(LSIM_E_STAGE_PAGES,        -635, "E_STAGE_PAGES")                     \
-  X(LSIM_E_DEV_FIT,            -636, "E_DEV_FIT")                         \
-  X(LSIM_E_DEV_PROFILE_SHAPE,  -640, "E_DEV_PROFILE_SHAPE")               \
+  X(LSIM_E_DEV_FIT,            -636, "E_DEV_FIT")                          \
+  X(LSIM_E_DEV_UNSUPPORTED,    -637, "E_DEV_UNSUPPORTED")                  \
+  X(LSIM_E_DEV_PROFILE_SHAPE,  -640, "E_DEV_PROFILE_SHAPE")                \
   X(LSIM_E_DEV_PROFILE_NONE,   -641, "E_DEV_PROFILE_NONE")

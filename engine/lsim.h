@@ -45,6 +45,8 @@ typedef int lsim_err;        /* 0 ok, negative LSIM_E_* */
 **   -700..-719 JSON input layer and whole-file reads (err_json.h)
 **   -720..-739 output files: paths refused, writes failed, locks (err_out.h)
 **   -760..-779 run identity and resume (err_run.h)
+**   -780..-789 sweeps (err_sweep.h)
+**   -790..-799 the fidelity report (err_fid.h)
 ** Claim audit (sim/audit.c, docs/RELIABILITY.md): -84..-86 below.
 */
 #define LSIM_ERRCODES(X)                                                    \
@@ -68,6 +70,10 @@ typedef int lsim_err;        /* 0 ok, negative LSIM_E_* */
   X(LSIM_E_SCN_TRACE_FILE,   -31, "E_SCN_TRACE_FILE")                       \
   X(LSIM_E_SCN_DIST,         -32, "E_SCN_DIST")                             \
   X(LSIM_E_SCN_CAPACITY,     -33, "E_SCN_CAPACITY")                         \
+  X(LSIM_E_SCN_MODE,         -34, "E_SCN_MODE")                             \
+  X(LSIM_E_SCN_MODE_BACKEND, -35, "E_SCN_MODE_BACKEND")                     \
+  X(LSIM_E_SCN_MODE_TP,      -36, "E_SCN_MODE_TP")                          \
+  X(LSIM_E_SCN_MODE_DEVICE,  -37, "E_SCN_MODE_DEVICE")                      \
   X(LSIM_E_TRACE_PARSE,      -60, "E_TRACE_PARSE")                          \
   X(LSIM_E_TRACE_ORDER,      -61, "E_TRACE_ORDER")                          \
   X(LSIM_E_TRACE_RANGE,      -62, "E_TRACE_RANGE")                          \
@@ -86,6 +92,7 @@ typedef int lsim_err;        /* 0 ok, negative LSIM_E_* */
 #include "err_dev.h"
 #include "err_cmp.h"
 #include "err_exec.h"
+#include "err_fid.h"
 #include "err_id.h"
 #include "err_json.h"
 #include "err_kv.h"
@@ -114,7 +121,8 @@ typedef int lsim_err;        /* 0 ok, negative LSIM_E_* */
   LSIM_ERRCODES_OUT(X) \
   LSIM_ERRCODES_RUN(X) \
   LSIM_ERRCODES_JSON(X) \
-  LSIM_ERRCODES_SWEEP(X)
+  LSIM_ERRCODES_SWEEP(X)     \
+  LSIM_ERRCODES_FID(X)
 
 enum {
 #define LSIM__ENUM(sym, val, name) sym = val,

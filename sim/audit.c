@@ -21,7 +21,7 @@ static const char *const lsim__evid[] = {"cited", "modeled", "measured",
                                          "exact"};
 static const char *const lsim__src[] = {"log",      "sim_time",  "cost_model",
                                         "backend_time", "bytes", "exact_ref",
-                                        "baseline"};
+                                        "baseline", "measured_clock"};
 
 const char *lsim_evidence_name(int cls) {
   return cls >= 0 && cls <= LSIM_EVID_EXACT ? lsim__evid[cls] : NULL;
@@ -64,6 +64,7 @@ static int lsim__ceiling1(int src, int time, const char *backend) {
     c = LSIM_EVID_MODELED;
     break;
   case LSIM_SRC_BACKEND_TIME:
+  case LSIM_SRC_MEASURED_CLOCK:
     c = lsim__executes(backend) ? LSIM_EVID_MEASURED : LSIM_EVID_MODELED;
     break;
   case LSIM_SRC_EXACT_REF:
@@ -196,12 +197,32 @@ lsim_claim lsim_summary_claim(const char *key) {
   return c;
 }
 
+lsim_claim lsim_summary_claim_clock(const char *key, int clock) {
+  lsim_claim c = lsim_summary_claim(key);
+  /* the default starvation threshold is set from the cost model before the
+  ** run, whichever clock then drives it */
+  if (clock == LSIM_CLAIM_CLOCK_MODEL ||
+      strcmp(key, "starvation_threshold_ms") == 0)
+    return c;
+  int cls = clock == LSIM_CLAIM_CLOCK_MEASURED ? LSIM_EVID_MEASURED
+                                               : LSIM_EVID_MODELED;
+  if (c.source == LSIM_SRC_SIM_TIME) {
+    c.source = LSIM_SRC_MEASURED_CLOCK;
+    c.claimed = cls;
+  }
+  if (c.operand == LSIM_SRC_SIM_TIME) {
+    c.operand = LSIM_SRC_MEASURED_CLOCK;
+    c.claimed = cls;
+  }
+  return c;
+}
+
 lsim_err lsim_claims_write_csv(const char *path, const char *backend,
-                               const char *const *keys, int n,
+                               int clock, const char *const *keys, int n,
                                lsim_errbuf *eb) {
   lsim_err rc;
   for (int i = 0; i < n; i++) {
-    lsim_claim c = lsim_summary_claim(keys[i]);
+    lsim_claim c = lsim_summary_claim_clock(keys[i], clock);
     if ((rc = lsim_claim_audit(&c, backend, eb)))
       return rc;
   }
@@ -211,7 +232,7 @@ lsim_err lsim_claims_write_csv(const char *path, const char *backend,
   FILE *f = of.fp;
   fprintf(f, "column,class,source,time\n");
   for (int i = 0; i < n; i++) {
-    lsim_claim c = lsim_summary_claim(keys[i]);
+    lsim_claim c = lsim_summary_claim_clock(keys[i], clock);
     const char *cls = lsim_evidence_name(c.claimed),
                *src = lsim_source_name(c.source);
     char field[LSIM_ESC_SIZE(256)]; /* a column name: one RFC 4180 field */
@@ -226,7 +247,8 @@ lsim_err lsim_claims_write_csv(const char *path, const char *backend,
 }
 
 lsim_err lsim_claims_csv_sidecar(const char *csv, const char *out,
-                                 const char *backend, lsim_errbuf *eb) {
+                                 const char *backend, int clock,
+                                 lsim_errbuf *eb) {
   static const char *const params[] = {"arm",  "scheduler", "evict",
                                        "prefetch", "seed", "tenant",
                                        "name", NULL};
@@ -257,12 +279,14 @@ lsim_err lsim_claims_csv_sidecar(const char *csv, const char *out,
     }
   }
   lsim_err rc = got < 0 ? lsim_fail(eb, LSIM_E_IO, "%s: malformed header", csv)
-                        : lsim_claims_write_csv(out, backend, keys, n, eb);
+                        : lsim_claims_write_csv(out, backend, clock, keys, n,
+                                                eb);
   free(cols);
   return rc;
 }
 
-lsim_err lsim_claims_annotate_prom(const char *path, lsim_errbuf *eb) {
+lsim_err lsim_claims_annotate_prom(const char *path, int clock,
+                                   lsim_errbuf *eb) {
   FILE *f = fopen(path, "rb");
   if (!f)
     return lsim_fail(eb, LSIM_E_IO, "%s: cannot read", path);
@@ -307,7 +331,7 @@ lsim_err lsim_claims_annotate_prom(const char *path, lsim_errbuf *eb) {
       for (const char *q = line + 7; *q && *q != ' ' && k < sizeof name - 1;)
         name[k++] = *q++;
       name[k] = 0;
-      lsim_claim c = lsim_summary_claim(name);
+      lsim_claim c = lsim_summary_claim_clock(name, clock);
       const char *cls = lsim_evidence_name(c.claimed),
                  *src = lsim_source_name(c.source);
       fprintf(f, "# HELP %s evidence %s (%s)\n", name, cls ? cls : "?",
@@ -334,7 +358,8 @@ static lsim_err lsim__finding(FILE *out, lsim_audit_report *rep,
   return 0;
 }
 
-static lsim_err lsim__audit_claims(sqlite3 *h, const char *backend, FILE *out,
+static lsim_err lsim__audit_claims(sqlite3 *h, const char *backend,
+                                   int measured_clock, FILE *out,
                                    lsim_audit_report *rep, lsim_err *first,
                                    lsim_errbuf *feb) {
   sqlite3_stmt *st = NULL;
@@ -384,8 +409,17 @@ static lsim_err lsim__audit_claims(sqlite3 *h, const char *backend, FILE *out,
       lsim__finding(out, rep, first, feb, &e);
       continue;
     }
-    if (lsim_claim_audit(&c, backend, &e))
+    if (!measured_clock && (c.source == LSIM_SRC_MEASURED_CLOCK ||
+                            c.operand == LSIM_SRC_MEASURED_CLOCK)) {
+      /* measured_clock is only what a run under --clock measured has */
+      lsim_fail(&e, LSIM_E_CLAIM_CEILING,
+                "%s: claimed %s from source measured_clock, but the run's "
+                "clock is the model's (runs.clock): its times are modeled",
+                key, cls);
       lsim__finding(out, rep, first, feb, &e);
+    } else if (lsim_claim_audit(&c, backend, &e)) {
+      lsim__finding(out, rep, first, feb, &e);
+    }
   }
   sqlite3_finalize(st);
   return 0;
@@ -518,11 +552,24 @@ lsim_err lsim_audit_db(const char *path, FILE *out, lsim_audit_report *rep,
     return rc;
   }
   sqlite3_stmt *st = NULL;
-  char backend[64] = "", scn[1024] = "", status[32] = "";
+  char backend[64] = "", scn[1024] = "", status[32] = "", clock[32] = "";
   int workers = 0;
+  /* runs.clock since schema 6; an older run's clock was the model's */
+  int have_clock = 0;
   if (sqlite3_prepare_v2(h,
-                         "SELECT backend, workers, scenario_path, status FROM "
-                         "runs WHERE run_id=1",
+                         "SELECT count(*) FROM pragma_table_info('runs') "
+                         "WHERE name = 'clock'",
+                         -1, &st, NULL) == SQLITE_OK &&
+      sqlite3_step(st) == SQLITE_ROW)
+    have_clock = sqlite3_column_int(st, 0);
+  sqlite3_finalize(st);
+  st = NULL;
+  if (sqlite3_prepare_v2(h,
+                         have_clock
+                             ? "SELECT backend, workers, scenario_path, "
+                               "status, clock FROM runs WHERE run_id=1"
+                             : "SELECT backend, workers, scenario_path, "
+                               "status, 'model' FROM runs WHERE run_id=1",
                          -1, &st, NULL) != SQLITE_OK ||
       sqlite3_step(st) != SQLITE_ROW) {
     lsim_err rc = lsim_fail(eb, LSIM_E_IO, "%s: not a lorasim run database "
@@ -539,6 +586,8 @@ lsim_err lsim_audit_db(const char *path, FILE *out, lsim_audit_report *rep,
     snprintf(scn, sizeof scn, "%s", (const char *)t);
   if ((t = sqlite3_column_text(st, 3)))
     snprintf(status, sizeof status, "%s", (const char *)t);
+  if ((t = sqlite3_column_text(st, 4)))
+    snprintf(clock, sizeof clock, "%s", (const char *)t);
   sqlite3_finalize(st);
   lsim_err first = 0;
   lsim_errbuf feb = LSIM_ERRBUF_INIT;
@@ -561,7 +610,8 @@ lsim_err lsim_audit_db(const char *path, FILE *out, lsim_audit_report *rep,
                   : "; lorasim replay --resume DB finishes it");
     lsim__finding(out, rep, &first, &feb, &e);
   }
-  lsim__audit_claims(h, backend, out, rep, &first, &feb);
+  lsim__audit_claims(h, backend, strcmp(clock, "measured") == 0, out, rep,
+                     &first, &feb);
   lsim__audit_log(h, scn, workers, complete, out, rep, &first, &feb);
   sqlite3_close(h);
   if (rep->findings) {

@@ -55,7 +55,20 @@ enum lsim_source {
   LSIM_SRC_BYTES,         /* byte and page counts */
   LSIM_SRC_EXACT_REF,     /* cpu_ref's exact rational comparison */
   LSIM_SRC_BASELINE,      /* a number read from outside this run */
+  LSIM_SRC_MEASURED_CLOCK, /* simulated ticks whose iteration and load
+                              spans were this run's measured backend times
+                              (--clock measured, docs/FIDELITY.md) */
   LSIM_SRC__COUNT
+};
+
+/* The clock a run's simulated time came from, for the claims of its
+** figures: the cost model's; the backend's measured times for every
+** iteration and load; or measured with some spans the model's (a fallback
+** or a span no backend times: disk reads, hotswap shadow copies). */
+enum lsim_claim_clock {
+  LSIM_CLAIM_CLOCK_MODEL = 0,
+  LSIM_CLAIM_CLOCK_MEASURED = 1,
+  LSIM_CLAIM_CLOCK_MIXED = 2
 };
 
 /* Stable names ("exact", ...; "log", "sim_time", ...); NULL when out of
@@ -98,25 +111,37 @@ lsim_err lsim_claims_store(struct lsim_db *db, const char *backend,
 ** count as well, for metric names like lorasim_ttft_seconds_sum). */
 lsim_claim lsim_summary_claim(const char *key);
 
+/* The same under a run's clock (enum lsim_claim_clock): under the measured
+** clock a time is the measured clock's (source measured_clock), claimed
+** measured when every span was measured and modeled when some were the
+** model's; under the model clock, lsim_summary_claim.  The exception is
+** starvation_threshold_ms, which the cost model sets before the run under
+** either clock (modeled, sim_time). */
+lsim_claim lsim_summary_claim_clock(const char *key, int clock);
+
 /* compare-evidence.csv: one row (column, class, source, time) per figure
 ** column of compare.csv, after auditing each under `backend`. */
 lsim_err lsim_claims_write_csv(const char *path, const char *backend,
-                               const char *const *keys, int n,
+                               int clock, const char *const *keys, int n,
                                lsim_errbuf *eb);
 
 /* The same for the figure columns of a CSV file's header (run parameters
 ** scheduler, evict, prefetch, seed are not figures), into `out`. */
 lsim_err lsim_claims_csv_sidecar(const char *csv, const char *out,
-                                 const char *backend, lsim_errbuf *eb);
+                                 const char *backend, int clock,
+                                 lsim_errbuf *eb);
 
 /* Put a "# HELP NAME evidence CLASS (SOURCE)" line before every "# TYPE"
 ** line of a Prometheus text file (rewritten in place). */
-lsim_err lsim_claims_annotate_prom(const char *path, lsim_errbuf *eb);
+lsim_err lsim_claims_annotate_prom(const char *path, int clock,
+                                   lsim_errbuf *eb);
 
 /*
 ** `lorasim audit DB`: the run's claims (every runs_summary key has a
 ** runs_evidence row: E_CLAIM_MISSING; names known: E_CLAIM_CLASS; each
-** within its ceiling under runs.backend: E_CLAIM_CEILING) and its event log
+** within its ceiling under runs.backend and runs.clock: E_CLAIM_CEILING --
+** a figure of source measured_clock in a run whose clock was the model's
+** is one) and its event log
 ** (engine/ledger.h: E_LOG_*).  Findings go to `out` (may be NULL), one
 ** line each; the first finding's code is returned.
 */

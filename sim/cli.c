@@ -5,6 +5,9 @@
 
 #include <stdio.h>
 
+#include "escape.h"
+#include "scenario.h"
+
 /* Codes that are bad input (exit 2), as ranges [lo, hi] of code values. */
 static const struct {
   lsim_err lo, hi;
@@ -13,6 +16,7 @@ static const struct {
     {LSIM_E_USAGE, LSIM_E_USAGE, "usage"},
     {LSIM_E_FILE_MISSING, LSIM_E_FILE_MISSING, "an input file not there"},
     {LSIM_E_BACKEND + 1, LSIM_E_SCN_JSON, "scenario and trace input"},
+    {LSIM_E_FID_NOT_RUN, LSIM_E_FID_NO_MEASURED, "a fidelity input"},
     {-559, LSIM_E_CMP_LAPACK - 1, "a compressed collection as given"},
     {LSIM_E_CMP_LAPACK + 1, LSIM_E_CMP_JSON, "a compressed collection as given"},
     {LSIM_E_OUT_SYMLINK, LSIM_E_OUT_SYMLINK, "an output path refused"},
@@ -61,4 +65,21 @@ void lsim_cli_report_at(FILE *err, lsim_err code, const char *where,
             msg);
   else
     fprintf(err, "lorasim: error %s: %s\n", lsim_err_name(code), msg);
+}
+
+lsim_err lsim_cli_modes(const char *execute, const char *clock,
+                        int *execute_out, int *clock_out, lsim_errbuf *eb) {
+  char shown[LSIM_ESC_SIZE(64)];
+  *execute_out = *clock_out = -1;
+  if (execute && (*execute_out = lsim_scenario_execute_find(execute)) < 0)
+    return lsim_fail(eb, LSIM_E_SCN_MODE,
+                     "--execute: unknown mode '%s' (known: %s)",
+                     lsim_console_str(shown, sizeof shown, execute),
+                     lsim_scenario_execute_names());
+  if (clock && (*clock_out = lsim_scenario_clock_find(clock)) < 0)
+    return lsim_fail(eb, LSIM_E_SCN_MODE,
+                     "--clock: unknown clock '%s' (known: %s)",
+                     lsim_console_str(shown, sizeof shown, clock),
+                     lsim_scenario_clock_names());
+  return 0;
 }

@@ -45,4 +45,10 @@ int lsim_cli_document_status(lsim_err code);
 void lsim_cli_report_at(FILE *err, lsim_err code, const char *where,
                         const char *msg);
 
+/* The values of --execute and --clock (NULL: not given, *out -1): the
+** mode's number (backends/backend.h LSIM_EXECUTE_*, sim/scenario.h
+** LSIM_CLOCK_*), or E_SCN_MODE naming the option and the known values. */
+lsim_err lsim_cli_modes(const char *execute, const char *clock,
+                        int *execute_out, int *clock_out, lsim_errbuf *eb);
+
 #endif /* LSIM_CLI_H */

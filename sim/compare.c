@@ -105,6 +105,10 @@ static void lsim__cmp_usage(FILE *f) {
       "  --full-log         also log every event and iteration row\n"
       "  --set PATH=VALUE   set one scenario key before validation (as\n"
       "                     replay --set); repeatable\n"
+      "  --execute MODE     adapters (default) or full, as replay --execute\n"
+      "  --clock CLOCK      model (default) or measured (the backend's\n"
+      "                     times drive every arm's clock; needs $.backend\n"
+      "                     cpu_ref or cuda, e.g. --set backend=cpu_ref)\n"
       "  --quiet            no progress line per arm on stderr\n"
       "  -h, --help         this text\n"
       "\n"
@@ -1045,7 +1049,9 @@ int lsim_compare_main(int argc, char **argv) {
     O_FULLLOG,
     O_SET,
     O_QUIET,
-    O_ARMS
+    O_ARMS,
+    O_EXECUTE,
+    O_CLOCK
   };
   static const struct option opts[] = {
       {"schedulers", required_argument, NULL, O_SCHEDS},
@@ -1058,10 +1064,12 @@ int lsim_compare_main(int argc, char **argv) {
       {"full-log", no_argument, NULL, O_FULLLOG},
       {"set", required_argument, NULL, O_SET},
       {"quiet", no_argument, NULL, O_QUIET},
+      {"execute", required_argument, NULL, O_EXECUTE},
+      {"clock", required_argument, NULL, O_CLOCK},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
   const char *scheds = NULL, *arms_s = NULL, *evict = NULL, *prefetch = NULL, *seed_s = NULL,
-             *out = NULL;
+             *out = NULL, *execute_s = NULL, *clock_s = NULL;
   int plots = 1, full_log = 0, quiet = 0, nsets = 0, c;
   const char *sets[LSIM_SCENARIO_MAX_SETS];
   optind = 1;
@@ -1076,6 +1084,8 @@ int lsim_compare_main(int argc, char **argv) {
     case O_NOPLOTS: plots = 0; break;
     case O_FULLLOG: full_log = 1; break;
     case O_QUIET: quiet = 1; break;
+    case O_EXECUTE: execute_s = optarg; break;
+    case O_CLOCK: clock_s = optarg; break;
     case O_SET:
       if (nsets == LSIM_SCENARIO_MAX_SETS)
         return lsim_cli_fail("compare", LSIM_E_USAGE, "too many --set");
@@ -1132,14 +1142,25 @@ int lsim_compare_main(int argc, char **argv) {
   }
 
   static lsim_scenario sc;
+  int execute = -1, clock = -1;
+  lsim_err rc = lsim_cli_modes(execute_s, clock_s, &execute, &clock, &eb);
+  if (rc)
+    return lsim_cli_fail("compare", rc, eb.msg);
   const lsim_scenario_src src = {NULL, nsets, sets};
-  lsim_err rc = lsim_scenario_load_src(&sc, argv[optind], &src, &eb);
+  rc = lsim_scenario_load_src(&sc, argv[optind], &src, &eb);
   if (rc) {
     lsim_cli_fail("compare", rc, eb.msg);
     return 2;
   }
   if (seed_s)
     sc.seed = seed;
+  if (execute >= 0)
+    sc.execute = execute;
+  if (clock >= 0)
+    sc.clock = clock;
+  /* refused before the output folder is made (exit 2) */
+  if ((rc = lsim_replay_check_modes(&sc, &eb)))
+    return lsim_cli_fail("compare", rc, eb.msg);
   if (evict)
     snprintf(sc.evict, sizeof sc.evict, "%s", evict);
   if (prefetch)
@@ -1219,14 +1240,23 @@ int lsim_compare_main(int argc, char **argv) {
   double tick_s = (double)sc.ns_per_tick * 1e-9;
   /* the --set edits, recorded in each run's options (replay --resume
   ** applies them again); nothing is recorded without them */
-  const char *ropts[2 * LSIM_SCENARIO_MAX_SETS + 1];
+  const char *ropts[2 * (LSIM_SCENARIO_MAX_SETS + 2) + 1];
   char setnames[LSIM_SCENARIO_MAX_SETS][16];
+  int nr = 0;
   for (int i = 0; i < nsets; i++) {
     lsim_runid_set_name(i, setnames[i]);
-    ropts[2 * i] = setnames[i];
-    ropts[2 * i + 1] = sets[i];
+    ropts[nr++] = setnames[i];
+    ropts[nr++] = sets[i];
   }
-  ropts[2 * nsets] = NULL;
+  if (execute_s) { /* recorded like replay's, for --resume */
+    ropts[nr++] = "execute";
+    ropts[nr++] = execute_s;
+  }
+  if (clock_s) {
+    ropts[nr++] = "clock";
+    ropts[nr++] = clock_s;
+  }
+  ropts[nr] = NULL;
   double t0 = lsim__cmp_now();
   for (int i = 0; i < n && !st; i++) {
     char dbpath[1100 + sizeof arms[i].stem],
@@ -1263,7 +1293,7 @@ int lsim_compare_main(int argc, char **argv) {
                           .tenant_service = rows[i].service,
                           .summary_only = !full_log,
                           .tap = &tap,
-                          .run_options = nsets ? ropts : NULL,
+                          .run_options = nr ? ropts : NULL,
                           .json_path = jsonpath,
                           .tenant_figs = rows[i].tenants};
     rc = lsim_replay_run(&sc, &o, &rows[i].s, &eb);
@@ -1301,7 +1331,13 @@ int lsim_compare_main(int argc, char **argv) {
     if (!rc) { /* each column's evidence class (sim/audit.c) */
       char evp[1100];
       snprintf(evp, sizeof evp, "%s/compare-evidence.csv", dir);
-      rc = lsim_claims_csv_sidecar(csv, evp, sc.backend, &eb);
+      /* the weakest clock of the arms: mixed when one of them was */
+      int clk = LSIM_CLAIM_CLOCK_MODEL;
+      for (int i = 0; i < n; i++) {
+        int k = lsim_report_claim_clock(&rows[i].s);
+        clk = k > clk ? k : clk;
+      }
+      rc = lsim_claims_csv_sidecar(csv, evp, sc.backend, clk, &eb);
     }
     note[0] = 0;
     if (!rc)

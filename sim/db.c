@@ -67,7 +67,7 @@
 #include "runid.h"
 
 /* PRAGMA user_version of the schema below; bump on any schema change. */
-#define LSIM__SCHEMA_VERSION 5
+#define LSIM__SCHEMA_VERSION 6
 #define LSIM__RUN_ID 1 /* the INSERTs below spell it as the literal 1 */
 #define LSIM__ROWS 64       /* events per multi-row INSERT */
 #define LSIM__EV_COLS 10    /* bound columns per event_log row, seq included */
@@ -92,8 +92,10 @@ typedef struct lsim__req_row {
 /* An iteration row as iteration_log stores it: iter, worker << 32 |
 ** result code, start and end ticks, prefill and decode rows,
 ** prefill_reqs << 32 | decode_reqs, distinct_adapters << 32 | segments,
-** true and padded rank rows, backend_ns (LSIM_NONE stored as NULL). */
-#define LSIM__IT_COLS 11
+** true and padded rank rows, backend_ns, model_ns, measured_ns,
+** ctx_tokens (LSIM_NONE stored as NULL in the last four). */
+#define LSIM__IT_COLS 14
+#define LSIM__IT_OPT 10 /* the first column that may be NULL */
 typedef struct lsim__it_row {
   int64_t v[LSIM__IT_COLS];
 } lsim__it_row;
@@ -141,6 +143,7 @@ struct lsim_db {
   sqlite3_stmt *itn;  /* LSIM__ROWS iteration rows */
   sqlite3_stmt *sum;
   sqlite3_stmt *val;
+  sqlite3_stmt *lod;  /* INSERT INTO loads */
   sqlite3_stmt *stv;  /* starvation interval */
   sqlite3_stmt *stvn; /* LSIM__ROWS starvation intervals */
   sqlite3_stmt *ten;  /* INSERT OR REPLACE INTO tenants */
@@ -192,7 +195,10 @@ static const char lsim__schema[] =
     "  CHECK(status IN ('running','ok','failed','interrupted')),"
     " error TEXT,"
     " events INTEGER,"
-    " end_tick INTEGER);"
+    " end_tick INTEGER,"
+    /* version 6 (issue 19): what ran and which clock drove the time */
+    " execute TEXT,"
+    " clock TEXT);"
     /* the run's identity (sim/runid.h): every input file with its digest
     ** and every command-line option it was given; written with the run
     ** row, in the same transaction */
@@ -258,7 +264,26 @@ static const char lsim__schema[] =
     " adapters_segments,"
     " true_rank_rows,"
     " padded_rank_rows,"
-    " backend_ns);"
+    " backend_ns,"
+    " model_ns,"
+    " measured_ns,"
+    " ctx_tokens);"
+    /* version 6: every copy the world timed, with both times */
+    "CREATE TABLE loads("
+    " run_id INTEGER NOT NULL,"
+    " load INTEGER NOT NULL,"
+    " kind TEXT NOT NULL,"
+    " worker INTEGER,"
+    " adapter INTEGER,"
+    " attempt INTEGER,"
+    " request INTEGER,"
+    " bytes INTEGER,"
+    " disk_bytes INTEGER,"
+    " start_tick INTEGER,"
+    " end_tick INTEGER,"
+    " model_ns INTEGER NOT NULL,"
+    " measured_ns INTEGER,"
+    " PRIMARY KEY(run_id, load));"
     "CREATE TABLE validations("
     " run_id INTEGER NOT NULL,"
     " iter INTEGER NOT NULL,"
@@ -303,7 +328,9 @@ static const char lsim__schema[] =
     " i.padded_rank_rows AS padded_rank_rows,"
     " i.backend_ns AS backend_ns,"
     " (SELECT w.word FROM words AS w"
-    "  WHERE w.code = i.worker_result & 4294967295) AS result"
+    "  WHERE w.code = i.worker_result & 4294967295) AS result,"
+    " i.model_ns AS model_ns, i.measured_ns AS measured_ns,"
+    " i.ctx_tokens AS ctx_tokens"
     " FROM iteration_log AS i;"
     "CREATE VIEW starvation AS SELECT"
     " 1 AS run_id,"
@@ -584,17 +611,18 @@ _Static_assert(LSIM__IT_COLS <= LSIM__MAX_COLS &&
 #define LSIM__IT_SQL_COLS                                                   \
   "INSERT INTO iteration_log(iter,worker_result,start_tick,end_tick,"        \
   "prefill_rows,decode_rows,reqs,adapters_segments,true_rank_rows,"          \
-  "padded_rank_rows,backend_ns) VALUES"
-#define LSIM__IT_SQL_ROW "(?,?,?,?,?,?,?,?,?,?,?)"
+  "padded_rank_rows,backend_ns,model_ns,measured_ns,ctx_tokens) VALUES"
+#define LSIM__IT_SQL_ROW "(?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
 
 /* Bind iteration row q as the k-th row of a (multi-row) INSERT: every
-** column as it is, backend_ns with LSIM_NONE as NULL. */
+** column as it is, the times and ctx_tokens with LSIM_NONE as NULL. */
 static void lsim__bind_iter(sqlite3_stmt *st, lsim__bound *b, int k,
                             const lsim__it_row *q) {
   int o = k * LSIM__IT_COLS + 1;
-  for (int i = 0; i < LSIM__IT_COLS - 1; i++)
+  for (int i = 0; i < LSIM__IT_OPT; i++)
     lsim__rebind_int(st, b, o + i, q->v[i]);
-  lsim__rebind_opt(st, b, o + LSIM__IT_COLS - 1, q->v[LSIM__IT_COLS - 1]);
+  for (int i = LSIM__IT_OPT; i < LSIM__IT_COLS; i++)
+    lsim__rebind_opt(st, b, o + i, q->v[i]);
 }
 
 /* Bind request row q as the k-th row of a (multi-row) INSERT.  The outcome
@@ -867,6 +895,12 @@ static lsim_err lsim__setup(lsim_db *db, lsim_errbuf *eb) {
                           "reference,max_abs_err,max_rel_err,exact) "
                           "VALUES(1,?,?,?,?,?,?)",
                           &db->val, eb)) ||
+      (rc = lsim__prepare(db,
+                          "INSERT INTO loads(run_id,load,kind,worker,adapter,"
+                          "attempt,request,bytes,disk_bytes,start_tick,"
+                          "end_tick,model_ns,measured_ns) "
+                          "VALUES(1,?,?,?,?,?,?,?,?,?,?,?,?)",
+                          &db->lod, eb)) ||
       (rc = lsim__prepare(db, LSIM__IV_SQL_COLS LSIM__IV_SQL_ROW, &db->stv,
                           eb)) ||
       (rc = lsim__prepare_multi(db, LSIM__IV_SQL_COLS, LSIM__IV_SQL_ROW,
@@ -966,6 +1000,7 @@ void lsim_db_close(lsim_db *db) {
     sqlite3_finalize(db->ten);
     sqlite3_finalize(db->adp);
     sqlite3_finalize(db->val);
+    sqlite3_finalize(db->lod);
     sqlite3_finalize(db->stv);
     sqlite3_finalize(db->stvn);
     sqlite3_finalize(db->det);
@@ -1038,8 +1073,8 @@ lsim_err lsim_db_begin_identified(lsim_db *db, const lsim_run_info *info,
       db,
       "INSERT INTO runs(run_id,scenario_name,scenario_path,scenario_sha256,"
       "seed,version,backend,scheduler,evict,prefetch,ns_per_tick,workers,"
-      "command_line,status) "
-      "VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,'running')",
+      "command_line,status,execute,clock) "
+      "VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,'running',?14,?15)",
       &st, eb);
   if (rc)
     return rc;
@@ -1061,6 +1096,8 @@ lsim_err lsim_db_begin_identified(lsim_db *db, const lsim_run_info *info,
   sqlite3_bind_int64(st, 11, info->ns_per_tick);
   sqlite3_bind_int(st, 12, info->workers);
   lsim__bind_str(st, 13, info->command_line);
+  lsim__bind_str(st, 14, info->execute ? info->execute : "adapters");
+  lsim__bind_str(st, 15, info->clock ? info->clock : "model");
   if (sqlite3_step(st) != SQLITE_DONE) {
     rc = lsim_fail(eb, LSIM_E_DB, "%s: insert run: %s", db->path,
                    sqlite3_errmsg(db->h));
@@ -1260,6 +1297,9 @@ lsim_err lsim_db_iteration(lsim_db *db, const lsim_iter_record *it) {
   v[8] = it->true_rank_rows;
   v[9] = it->padded_rank_rows;
   v[10] = it->backend_ns;
+  v[11] = it->model_ns;
+  v[12] = it->measured_ns;
+  v[13] = it->ctx_tokens;
   if (db->nitpend == LSIM__ROWS && (rc = lsim__flush_iters(db)))
     return rc;
   return lsim__count_row(db);
@@ -1277,6 +1317,30 @@ lsim_err lsim_db_validation(lsim_db *db, const lsim_validation_record *v) {
   sqlite3_bind_double(st, 5, v->max_rel_err);
   sqlite3_bind_int(st, 6, v->exact);
   if ((rc = lsim__step(db, st, "insert validation")))
+    return rc;
+  return lsim__count_row(db);
+}
+
+/* Loads are few beside events (one per copy), so one row per statement,
+** in the open batch like every other row. */
+lsim_err lsim_db_load(lsim_db *db, const lsim_load_record *l) {
+  lsim_err rc = lsim__append_ok(db, "lsim_db_load");
+  if (rc)
+    return rc;
+  sqlite3_stmt *st = db->lod;
+  sqlite3_bind_int64(st, 1, l->load);
+  lsim__bind_str(st, 2, l->kind);
+  lsim__bind_opt(st, 3, l->worker);
+  lsim__bind_opt(st, 4, l->adapter);
+  lsim__bind_opt(st, 5, l->attempt);
+  lsim__bind_opt(st, 6, l->request);
+  sqlite3_bind_int64(st, 7, l->bytes);
+  sqlite3_bind_int64(st, 8, l->disk_bytes);
+  sqlite3_bind_int64(st, 9, l->start_tick);
+  sqlite3_bind_int64(st, 10, l->end_tick);
+  sqlite3_bind_int64(st, 11, l->model_ns);
+  lsim__bind_opt(st, 12, l->measured_ns);
+  if ((rc = lsim__step(db, st, "insert load")))
     return rc;
   return lsim__count_row(db);
 }

@@ -45,6 +45,8 @@ typedef struct lsim_run_info {
   int64_t ns_per_tick;
   int workers;
   const char *command_line; /* may be NULL */
+  const char *execute; /* "adapters" (NULL), "full" */
+  const char *clock;   /* "model" (NULL), "measured" */
 } lsim_run_info;
 
 struct lsim_runid;
@@ -59,7 +61,25 @@ typedef struct lsim_iter_record {
   int64_t true_rank_rows, padded_rank_rows;
   int64_t backend_ns; /* -1 when the backend measured nothing */
   const char *result; /* "ok", "failed" */
+  /* schema 6 (docs/FIDELITY.md): both times, whichever drove the clock */
+  int64_t model_ns;    /* the cost model's, TP collectives included */
+  int64_t measured_ns; /* the backend's measured time; -1: none */
+  int64_t ctx_tokens;  /* sum over the plan's entries of ctx + rows; -1:
+                          not known */
 } lsim_iter_record;
+
+/* One copy the world scheduled on a worker's copy engine (loads table). */
+typedef struct lsim_load_record {
+  int64_t load;         /* 1, 2, ... in the order the copies were started */
+  const char *kind;     /* "load", "restore", "hotswap" (a static string) */
+  int worker, adapter;
+  int attempt;          /* -1 for a hotswap's shadow copy */
+  int64_t request;      /* the request it was started for; -1 none */
+  int64_t bytes, disk_bytes;
+  lsim_tick start_tick, end_tick; /* the copy's start and completion */
+  int64_t model_ns;     /* the copy time the scenario's bandwidth gives */
+  int64_t measured_ns;  /* the backend's measured stage time; -1: none */
+} lsim_load_record;
 
 /* One backend result compared with a reference (validations table). */
 typedef struct lsim_validation_record {
@@ -97,6 +117,7 @@ lsim_err lsim_db_event(void *db, const lsim_event *ev);
 lsim_err lsim_db_request(void *db, const lsim_request_record *rec);
 lsim_err lsim_db_iteration(lsim_db *db, const lsim_iter_record *it);
 lsim_err lsim_db_validation(lsim_db *db, const lsim_validation_record *v);
+lsim_err lsim_db_load(lsim_db *db, const lsim_load_record *l);
 /* One starvation-predicate interval (starvation table); starved: 1 when
 ** it was still open at the end or at least $.fairness.starvation_ticks
 ** long. */

@@ -32,6 +32,7 @@
 #include "compare.h"
 #include "compress_cmd.h"
 #include "exec.h"
+#include "fidelity.h"
 #include "outfile.h"
 #include "prefix_report.h"
 #include "trace_cmd.h"
@@ -109,6 +110,13 @@ static void lsim__usage_replay(FILE *f) {
       "  --tensor-layers N  with --tensor-shape model: run the first N layers\n"
       "                     (env LSIM_CUDA_PATH=decode|sgmv|sgmv_mma|fused|...\n"
       "                     runs one kernel path instead of the chooser's)\n"
+      "  --execute MODE     'adapters' (default): the backend runs the adapter\n"
+      "                     branch; 'full' (with --backend cuda, on a GPU): a\n"
+      "                     whole forward pass per iteration ($.execute)\n"
+      "  --clock CLOCK      'model' (default): the cost model times every\n"
+      "                     iteration and copy, deterministic; 'measured'\n"
+      "                     (with cpu_ref or cuda): the backend's measured\n"
+      "                     times do ($.clock; docs/FIDELITY.md)\n"
       "  --profile FILE     iteration cost from a cost profile (lorasim\n"
       "                     profile, or lorasim calibrate) instead of $.cost\n"
       "  --resume DB        finish the run recorded in DB (killed or\n"
@@ -145,6 +153,7 @@ static void lsim__usage(FILE *f) {
         "  prefix                 prefix-cache study: four key modes on a trace\n"
         "  compress --in C.json   shared-basis bundle of an adapter collection\n"
         "  audit DB               audit a run's claims and event log\n"
+        "  fidelity DB            the cost model's clock against the measured one\n"
         "  help [COMMAND]         show help for a command\n"
         "  version                print the version and build\n"
         "\n"
@@ -176,7 +185,7 @@ static int lsim__parse_seed(const char *s, uint64_t *out) {
 static int lsim__cmd_replay(int argc, char **argv) {
   enum { O_DB = 256, O_SEED, O_SCHED, O_EVICT, O_PREFETCH, O_BACKEND,
          O_NOPLOTS, O_QUIET, O_VERIFY, O_SKIP, O_PROFILE, O_RESUME,
-         O_TSHAPE, O_TLAYERS, O_SET, O_JSON };
+         O_TSHAPE, O_TLAYERS, O_SET, O_JSON, O_EXECUTE, O_CLOCK };
   static const struct option opts[] = {
       {"db", required_argument, NULL, O_DB},
       {"seed", required_argument, NULL, O_SEED},
@@ -194,11 +203,14 @@ static int lsim__cmd_replay(int argc, char **argv) {
       {"tensor-layers", required_argument, NULL, O_TLAYERS},
       {"set", required_argument, NULL, O_SET},
       {"json", required_argument, NULL, O_JSON},
+      {"execute", required_argument, NULL, O_EXECUTE},
+      {"clock", required_argument, NULL, O_CLOCK},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
   const char *db = NULL, *sched = NULL, *evict = NULL, *prefetch = NULL,
              *backend = NULL, *seed_s = NULL, *profile = NULL,
-             *resume = NULL, *tlayers_s = NULL, *json = NULL;
+             *resume = NULL, *tlayers_s = NULL, *json = NULL,
+             *execute_s = NULL, *clock_s = NULL;
   int plots = 1, quiet = 0, verify = 0, skip = 0, c;
   int tmodel = 0, tlayers = 0, nsets = 0;
   const char *sets[LSIM_SCENARIO_MAX_SETS];
@@ -217,6 +229,8 @@ static int lsim__cmd_replay(int argc, char **argv) {
     case O_PROFILE: profile = optarg; break;
     case O_RESUME: resume = optarg; break;
     case O_JSON: json = optarg; break;
+    case O_EXECUTE: execute_s = optarg; break;
+    case O_CLOCK: clock_s = optarg; break;
     case O_SET:
       if (nsets == LSIM_SCENARIO_MAX_SETS) {
         fprintf(stderr, "lorasim replay: error: E_USAGE: at most %d --set\n",
@@ -260,7 +274,8 @@ static int lsim__cmd_replay(int argc, char **argv) {
   if (resume) {
     /* the run's own choices come from DB; only output options combine */
     if (optind != argc || db || sched || evict || prefetch || backend ||
-        seed_s || verify || skip || tmodel || tlayers || nsets || json) {
+        seed_s || verify || skip || tmodel || tlayers || nsets || json ||
+        execute_s || clock_s) {
       fprintf(stderr, "lorasim replay: error: E_USAGE: --resume DB takes no "
                       "scenario and no run options (they come from DB)\n");
       return 2;
@@ -276,12 +291,29 @@ static int lsim__cmd_replay(int argc, char **argv) {
   }
   static lsim_scenario sc;
   lsim_errbuf eb = LSIM_ERRBUF_INIT;
+  int execute = -1, clock = -1;
+  lsim_err rc = lsim_cli_modes(execute_s, clock_s, &execute, &clock, &eb);
+  if (rc)
+    return lsim_cli_fail("replay", rc, eb.msg);
+  /* full execution is the cuda backend's: a build without it says so
+  ** before the backend's name is looked up */
+  if (execute == LSIM_EXECUTE_FULL && backend &&
+      strcmp(backend, LSIM_CUDA_BACKEND_NAME) == 0 &&
+      !lsim_backend_find(backend))
+    return lsim_cli_fail("replay", LSIM_E_SCN_MODE_DEVICE,
+                         "--execute full needs the cuda backend, which this "
+                         "build does not have (nvcc was not found at "
+                         "configure time: see lorasim version)");
   const lsim_scenario_src src = {NULL, nsets, sets};
-  lsim_err rc = lsim_scenario_load_src(&sc, argv[optind], &src, &eb);
+  rc = lsim_scenario_load_src(&sc, argv[optind], &src, &eb);
   if (rc) {
     lsim_cli_fail("replay", rc, eb.msg);
     return 2; /* an unreadable scenario is bad input too */
   }
+  if (execute >= 0)
+    sc.execute = execute;
+  if (clock >= 0)
+    sc.clock = clock;
   if (skip)
     sc.trace_skip_bad_rows = 1;
   if (profile && (rc = lsim_runid_apply_profile(&sc, profile, &eb))) {
@@ -300,6 +332,10 @@ static int lsim__cmd_replay(int argc, char **argv) {
       (backend && lsim__set_name(sc.backend, backend, "backend",
                                  lsim_backend_find(backend) != NULL, &eb)))
     return lsim_cli_fail("replay", eb.code, eb.msg);
+  /* the modes against the backend, build and workers (exit 2, nothing
+  ** written); lsim_replay_run checks again */
+  if ((rc = lsim_replay_check_modes(&sc, &eb)))
+    return lsim_cli_fail("replay", rc, eb.msg);
 
 #ifdef LSIM_HAVE_CUDA
   if (strcmp(sc.backend, "cuda") == 0) {
@@ -339,7 +375,7 @@ static int lsim__cmd_replay(int argc, char **argv) {
                              i ? " " : "lorasim ", argv[i]);
 
   /* the options that override the scenario, recorded for --resume */
-  const char *ropts[2 * (12 + LSIM_SCENARIO_MAX_SETS) + 1];
+  const char *ropts[2 * (14 + LSIM_SCENARIO_MAX_SETS) + 1];
   char setnames[LSIM_SCENARIO_MAX_SETS][16];
   int nr = 0;
 #define LSIM__ROPT(cond, name, value) \
@@ -357,6 +393,8 @@ static int lsim__cmd_replay(int argc, char **argv) {
   LSIM__ROPT(profile, "profile", profile)
   LSIM__ROPT(tmodel, "tensor-shape", "model")
   LSIM__ROPT(tlayers, "tensor-layers", tlayers_s)
+  LSIM__ROPT(execute_s, "execute", execute_s)
+  LSIM__ROPT(clock_s, "clock", clock_s)
   for (int i = 0; i < nsets; i++) {
     lsim_runid_set_name(i, setnames[i]);
     LSIM__ROPT(1, setnames[i], sets[i])
@@ -521,6 +559,8 @@ static int lsim__dispatch(int argc, char **argv) {
     return lsim_compress_main(argc - 1, argv + 1);
   if (strcmp(cmd, "audit") == 0)
     return lsim_cmd_audit(argc - 1, argv + 1);
+  if (strcmp(cmd, "fidelity") == 0)
+    return lsim_fidelity_main(argc - 1, argv + 1);
   if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0)
     return lsim__cmd_version();
   if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 ||
@@ -554,6 +594,9 @@ static int lsim__dispatch(int argc, char **argv) {
     } else if (argc > 2 && strcmp(argv[2], "exec") == 0) {
       char *av[] = {"exec", "--help", NULL};
       return lsim_exec_main(2, av);
+    } else if (argc > 2 && strcmp(argv[2], "fidelity") == 0) {
+      char *av[] = {"fidelity", "--help", NULL};
+      return lsim_fidelity_main(2, av);
     }
     else
       lsim__usage(stdout);

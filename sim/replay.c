@@ -11,8 +11,28 @@
 **
 ** A worker gets at most one pending STEP per tick, pushed when an event of
 ** classes 0-2 touched it, so the decision sees every fact of its tick.
-** Random draws for copy faults come from the faults stream only; measured
-** backend times are recorded and never feed back into time.
+** Random draws for copy faults come from the faults stream only.
+**
+** The clock ($.clock, --clock; docs/FIDELITY.md).  Under the model clock
+** (the default) an iteration lasts what the cost model says (with TP
+** collectives) and a copy what the link's bandwidth says: measured backend
+** times are recorded and never feed back into time, so every backend gives
+** the same rows.  Under the measured clock an iteration ends at its start
+** plus the backend's measured time (lsim_backend_result.backend_ns, when
+** ok) and a load at its copy's start plus the backend's measured time of
+** the stage that wrote its bytes (lsim_backend_load_ns); a span with no
+** measurement falls back to the model's time and is counted.  Decisions
+** still come from the engine's state only: the measured clock changes when
+** things happen, never how they are decided.  Both times are recorded
+** either way (iterations.model_ns / measured_ns, the loads table).
+**
+** Ordering the measured load time relies on: lsim_engine_step starts a
+** load's transaction (lsim_res_copy_start), which fires the stage hook,
+** and only then returns the load, whose copy time this file computes
+** after the step.  The replay's own stage hook notes which (worker,
+** object) were staged during the current step (staged_at = the step's
+** serial), and a load's measured time is taken only from a stage of that
+** step: a load without one falls back to the model, counted.
 **
 ** Faults ($.faults, docs/SCENARIO.md): a copy fails at a listed tick or with
 ** a seeded probability, its staged bytes fail the digest check, the H2D
@@ -50,6 +70,10 @@
 #include <unistd.h>
 
 #include "../backends/backend.h"
+#ifdef LSIM_HAVE_CUDA
+#include "../backends/cuda/backend_full.h"
+#include "../backends/cuda/cuda.h"
+#endif
 #include "../engine/engine.h"
 #include "../engine/tp.h"
 #include "../traces/trace.h"
@@ -123,6 +147,17 @@ typedef struct lsim__world {
   char **aname;            /* [adapters] names the trace gave, or NULL
                               (allocated at the first one) */
   char targets[LSIM_MAX_TARGETS * LSIM_NAME_MAX]; /* "q_proj,v_proj" */
+  /* both clocks (file comment) */
+  int executes;            /* the backend measures (LSIM_BACKEND_EXECUTES) */
+  int64_t *model_ns;       /* per worker: the plan in flight, cost model */
+  int64_t *measured_ns;    /* per worker: its measured ns, or -1 */
+  int64_t *ctx_tokens;     /* per worker: its context tokens, or -1 */
+  int nobj;                /* residency objects per worker */
+  int64_t *staged_at;      /* [workers][nobj]: step serial of the last
+                              stage, 0 never */
+  int64_t step_serial;     /* lsim__on_step calls so far */
+  int64_t loads_logged;    /* rows of the loads table */
+  lsim_replay_clock clk;   /* what drove the clock, counted */
 } lsim__world;
 
 /* ---- the fan-out sink: database first, then metrics --------------------- */
@@ -162,6 +197,46 @@ static lsim_err lsim__sink_request(void *ud, const lsim_request_record *rec) {
   lsim_metrics_request(&W->m, rec);
   const lsim_sink *tap = W->o->tap;
   return tap && tap->request_done ? tap->request_done(tap->ud, rec) : 0;
+}
+
+/* ---- the residency hooks: the backend's, with the stage noted ------------ */
+
+static lsim_err lsim__hk_stage(void *ud, const lsim_res_page_ev *ev,
+                               lsim_errbuf *eb) {
+  lsim__world *W = ud;
+  lsim_err rc = lsim_backend_stage(&W->be, ev, eb);
+  if (!rc && ev->worker >= 0 && ev->worker < W->sc->workers &&
+      ev->object >= 0 && ev->object < W->nobj)
+    W->staged_at[(size_t)ev->worker * (size_t)W->nobj + (size_t)ev->object] =
+        W->step_serial;
+  return rc;
+}
+
+#define LSIM__HK(fn, wrap)                                                  \
+  static lsim_err fn(void *ud, const lsim_res_page_ev *ev, lsim_errbuf *eb) { \
+    return wrap(&((lsim__world *)ud)->be, ev, eb);                          \
+  }
+LSIM__HK(lsim__hk_publish, lsim_backend_publish)
+LSIM__HK(lsim__hk_retire, lsim_backend_retire)
+LSIM__HK(lsim__hk_launch, lsim_backend_launch)
+LSIM__HK(lsim__hk_kv, lsim_backend_kv)
+#undef LSIM__HK
+
+static const lsim_res_hooks lsim__hooks = {lsim__hk_stage, lsim__hk_publish,
+                                           lsim__hk_retire, lsim__hk_launch,
+                                           lsim__hk_kv};
+
+/* The measured time of the stage copy of `obj` on worker w, taken in the
+** current step (file comment), or -1; consumed, so a companion staged
+** once is counted once. */
+static int64_t lsim__staged_ns(lsim__world *W, int w, int obj) {
+  if (!W->staged_at || obj < 0 || obj >= W->nobj)
+    return -1;
+  int64_t *at = &W->staged_at[(size_t)w * (size_t)W->nobj + (size_t)obj];
+  if (*at != W->step_serial)
+    return -1;
+  *at = 0;
+  return lsim_backend_load_ns(&W->be, w, obj);
 }
 
 /* ---- time helpers ------------------------------------------------------- */
@@ -504,10 +579,42 @@ static lsim_err lsim__fault(lsim__world *W, int w, int adapter,
 
 /* ---- handlers ------------------------------------------------------------- */
 
+/* Log one copy the world timed (loads table; not with summary_only). */
+static lsim_err lsim__log_load(lsim__world *W, const char *kind, int w,
+                               int adapter, int attempt, int64_t request,
+                               int64_t bytes, int64_t disk_bytes,
+                               lsim_tick start, lsim_tick done,
+                               int64_t model_ns, int64_t measured_ns,
+                               lsim_errbuf *eb) {
+  lsim_load_record lr = {++W->loads_logged, kind,       w,
+                         adapter,           attempt,    request,
+                         bytes,             disk_bytes, start,
+                         done,              model_ns,   measured_ns};
+  lsim_err rc = W->o->summary_only ? 0 : lsim_db_load(W->db, &lr);
+  return rc ? lsim_fail(eb, rc, "%s", lsim_db_errmsg(W->db)) : 0;
+}
+
+/* The ns that drives a span: the measured one under the measured clock
+** when there is one (counted in *measured), else the model's (counted in
+** *model, under the measured clock only). */
+static int64_t lsim__drive(lsim__world *W, int64_t model_ns,
+                           int64_t measured_ns, int64_t *measured,
+                           int64_t *model) {
+  if (!W->clk.measured)
+    return model_ns;
+  if (measured_ns >= 0) {
+    (*measured)++;
+    return measured_ns;
+  }
+  (*model)++;
+  return model_ns;
+}
+
 static lsim_err lsim__on_step(lsim__world *W, int w, lsim_errbuf *eb) {
   lsim_load_start loads[LSIM__MAX_LOADS];
   int nloads, selected;
   W->step_at[w] = -1;
+  W->step_serial++; /* the stages of this step carry it (file comment) */
   lsim_err rc = lsim_engine_step(W->eng, w, W->now, loads, LSIM__MAX_LOADS,
                                  &nloads, &W->plans[w], &selected, eb);
   if (rc)
@@ -527,13 +634,28 @@ static lsim_err lsim__on_step(lsim__world *W, int w, lsim_errbuf *eb) {
                                eb)))
         return rc;
       W->disk_free_at[w] = ready;
+      if (W->clk.measured)
+        W->clk.other_model++; /* a disk read is always the model's */
     }
     lsim_tick start = W->copy_free_at[w] > ready ? W->copy_free_at[w] : ready;
     if (loads[i].disk_bytes == 0)
       first = start; /* a host hit (or no tier): the copy is the load */
-    int64_t ns = 0;
-    if ((rc = lsim__copy_ns(sc, loads[i].bytes, &ns, eb)))
+    int64_t ns = 0, model_ns = 0;
+    if ((rc = lsim__copy_ns(sc, loads[i].bytes, &model_ns, eb)))
       return rc;
+    /* the stage this step made of the adapter's bytes (and of its
+    ** compressed basis, when the load brought that too) */
+    int64_t measured_ns = lsim__staged_ns(W, w, loads[i].adapter);
+    if (measured_ns >= 0 && W->cmp.cfg.clusters > 0) {
+      int64_t bns =
+          lsim__staged_ns(W, w, sc->adapters + W->cmp.cluster[loads[i].adapter]);
+      if (bns > 0 && lsim_add_i64_checked(measured_ns, bns, &measured_ns))
+        measured_ns = -1;
+    }
+    if (measured_ns > LSIM__MAX_SPAN_NS)
+      measured_ns = -1;
+    ns = lsim__drive(W, model_ns, measured_ns, &W->clk.loads_measured,
+                     &W->clk.loads_model);
     if (sc->h2d_slowdown > 1 && start >= sc->h2d_slowdown_from_tick &&
         (sc->h2d_slowdown_until_tick == 0 ||
          start < sc->h2d_slowdown_until_tick)) {
@@ -564,7 +686,12 @@ static lsim_err lsim__on_step(lsim__world *W, int w, lsim_errbuf *eb) {
       outcome = lsim__copy_outcome(W, start);
     }
     if ((rc = lsim__push(W, done, LSIM__Q_LOAD_DONE, w, loads[i].adapter,
-                         outcome, eb)))
+                         outcome, eb)) ||
+        (rc = lsim__log_load(W, loads[i].restore ? "restore" : "load", w,
+                             loads[i].adapter, loads[i].attempt,
+                             loads[i].request, loads[i].bytes,
+                             loads[i].disk_bytes, start, done, model_ns,
+                             measured_ns, eb)))
       return rc;
     if (!loads[i].restore && loads[i].request >= 0 &&
         sc->cancel_during_load_rate > 0 &&
@@ -596,6 +723,20 @@ static lsim_err lsim__on_step(lsim__world *W, int w, lsim_errbuf *eb) {
   if ((rc = lsim_backend_run(&W->be, p, &br, eb)))
     return rc;
   W->backend_ns[w] = br.ok ? br.backend_ns : -1;
+  /* measured: what an executing backend timed of a valid iteration */
+  W->measured_ns[w] = W->executes && br.ok && br.backend_ns >= 0 &&
+                              br.backend_ns <= LSIM__MAX_SPAN_NS
+                          ? br.backend_ns
+                          : -1;
+  /* the tokens its attention reads: each entry's context and its rows
+  ** (engine/plan.h; -1 for a plan without positions) */
+  W->ctx_tokens[w] = -1;
+  if (p->positions) {
+    int64_t ctx = 0;
+    for (int i = 0; i < p->n; i++)
+      ctx += p->e[i].ctx + p->e[i].rows;
+    W->ctx_tokens[w] = ctx;
+  }
   if (br.checked) {
     lsim_validation_record v = {p->iter, W->sc->backend, br.reference,
                                 br.max_abs_err, br.max_rel_err, br.exact};
@@ -609,7 +750,12 @@ static lsim_err lsim__on_step(lsim__world *W, int w, lsim_errbuf *eb) {
     return lsim_fail(eb, LSIM_E_SCN_RANGE,
                      "$.cost: an iteration's modelled time passes the end of "
                      "the ns clock (cost.link_gbps too small?)");
-  if ((rc = lsim__span_end(W->sc, W->now, ins, "$.cost", &end, eb)))
+  W->model_ns[w] = ins;
+  int64_t drive = lsim__drive(W, ins, W->measured_ns[w],
+                              &W->clk.iters_measured, &W->clk.iters_model);
+  if ((rc = lsim__span_end(W->sc, W->now, drive,
+                           drive == ins ? "$.cost" : "--clock measured", &end,
+                           eb)))
     return rc;
   W->iterations++;
   return lsim__push(W, end, LSIM__Q_ITER_DONE, w, br.ok, 0, eb);
@@ -622,7 +768,8 @@ static lsim_err lsim__on_iter_done(lsim__world *W, int w, int ok,
                          p->decode_rows, p->prefill_reqs, p->decode_reqs,
                          p->distinct_adapters, p->segments, p->true_rank_rows,
                          p->padded_rank_rows, W->backend_ns[w],
-                         ok ? "ok" : "failed"};
+                         ok ? "ok" : "failed", W->model_ns[w],
+                         W->measured_ns[w], W->ctx_tokens[w]};
   lsim_err rc = W->o->summary_only ? 0 : lsim_db_iteration(W->db, &it);
   if (rc)
     return lsim_fail(eb, rc, "%s", lsim_db_errmsg(W->db));
@@ -677,8 +824,12 @@ static lsim_err lsim__on_hotswap(lsim__world *W, int i, lsim_errbuf *eb) {
     int64_t ns = 0;
     lsim_tick done = 0;
     if ((rc = lsim__copy_ns(sc, copies[k].bytes, &ns, eb)) ||
-        (rc = lsim__span_end(sc, start, ns, "$.workers.h2d_gbps", &done, eb)))
+        (rc = lsim__span_end(sc, start, ns, "$.workers.h2d_gbps", &done, eb)) ||
+        (rc = lsim__log_load(W, "hotswap", w, copies[k].adapter, -1, -1,
+                             copies[k].bytes, 0, start, done, ns, -1, eb)))
       break;
+    if (W->clk.measured)
+      W->clk.other_model++; /* a shadow copy is staged by no backend */
     W->copy_free_at[w] = done;
     int outcome = h->fail == LSIM_HS_FAIL_COPY     ? LSIM_LOAD_COPY_FAILED
                   : h->fail == LSIM_HS_FAIL_DIGEST ? LSIM_LOAD_DIGEST_BAD
@@ -989,9 +1140,12 @@ static lsim_err lsim__setup(lsim__world *W, lsim_errbuf *eb) {
   W->step_at = malloc((size_t)sc->workers * sizeof *W->step_at);
   W->plans = calloc((size_t)sc->workers, sizeof *W->plans);
   W->backend_ns = calloc((size_t)sc->workers, sizeof *W->backend_ns);
+  W->model_ns = calloc((size_t)sc->workers, sizeof *W->model_ns);
+  W->measured_ns = calloc((size_t)sc->workers, sizeof *W->measured_ns);
+  W->ctx_tokens = calloc((size_t)sc->workers, sizeof *W->ctx_tokens);
   if (!rank || !bytes || !pages || !W->copy_free_at || !W->disk_free_at ||
-      !W->step_at ||
-      !W->plans || !W->backend_ns) {
+      !W->step_at || !W->plans || !W->backend_ns || !W->model_ns ||
+      !W->measured_ns || !W->ctx_tokens) {
     free(rank);
     free(bytes);
     free(pages);
@@ -1055,12 +1209,17 @@ static lsim_err lsim__setup(lsim__world *W, lsim_errbuf *eb) {
       .d_in = LSIM_REPLAY_TENSOR_DIM,
       .d_out = LSIM_REPLAY_TENSOR_DIM,
       .verify = W->o->verify,
+      .execute = sc->execute,
       .workers = sc->workers,
       .pool_pages = sc->pool_pages,
       .page_bytes = sc->page_bytes,
       .nadapters = na,
       .objects = na + (sc->compression.on ? W->cmp.cfg.clusters : 0),
       .adapter_rank = rank,
+      .shape = &sc->model,
+      .kv_bytes_per_token = lsim_scenario_kv_bytes_per_token(sc),
+      .max_batch_tokens = (int)sc->max_batch_tokens,
+      .max_batch_requests = sc->max_batch_requests,
   };
   int tdin[LSIM_MAX_TARGETS], tdout[LSIM_MAX_TARGETS];
   if (W->o->tensor_model) {
@@ -1084,6 +1243,17 @@ static lsim_err lsim__setup(lsim__world *W, lsim_errbuf *eb) {
   }
   W->be_open = 1;
   W->follows = lsim_backend_follows(&W->be);
+  W->executes = (W->be.ops->flags & LSIM_BACKEND_EXECUTES) != 0;
+  W->clk.measured = sc->clock == LSIM_CLOCK_MEASURED;
+  W->nobj = bcfg.objects;
+  if (W->follows &&
+      !(W->staged_at = calloc((size_t)sc->workers * (size_t)W->nobj,
+                              sizeof *W->staged_at))) {
+    free(rank);
+    free(bytes);
+    free(pages);
+    return lsim_fail(eb, LSIM_E_NOMEM, "out of memory setting up the replay");
+  }
 
   lsim_engine_prefix pxc = {sc->prefix_mode, sc->prefix_block_tokens,
                             sc->prefix_max_blocks, sc->layers,
@@ -1123,8 +1293,8 @@ static lsim_err lsim__setup(lsim__world *W, lsim_errbuf *eb) {
       .log_leases = sc->nhotswaps > 0,
       .compress = sc->compression.on ? &W->cmp.cfg : NULL,
       .prefix = sc->prefix_mode ? &pxc : NULL,
-      .res_hooks = W->follows ? lsim_backend_res_hooks() : NULL,
-      .res_hooks_ud = &W->be,
+      .res_hooks = W->follows ? &lsim__hooks : NULL,
+      .res_hooks_ud = W,
   };
   lsim_err rc = lsim_engine_new(&W->eng, &cfg, eb);
   W->rank = rank; /* the metrics' rank buckets read it; freed at teardown */
@@ -1234,6 +1404,10 @@ static void lsim__teardown(lsim__world *W) {
   free(W->disk_free_at);
   free(W->step_at);
   free(W->backend_ns);
+  free(W->model_ns);
+  free(W->measured_ns);
+  free(W->ctx_tokens);
+  free(W->staged_at);
   free(W->ring);
   free(W->rank);
   free(W->tenant_weight);
@@ -1253,6 +1427,75 @@ static void lsim__base_path(const char *db_path, char *out, size_t n) {
     out[len - 3] = 0;
 }
 
+lsim_err lsim_replay_check_modes(const lsim_scenario *sc, lsim_errbuf *eb) {
+  if (!lsim_scenario_execute_name(sc->execute))
+    return lsim_fail(eb, LSIM_E_SCN_MODE, "execute mode %d unknown (known: %s)",
+                     sc->execute, lsim_scenario_execute_names());
+  if (!lsim_scenario_clock_name(sc->clock))
+    return lsim_fail(eb, LSIM_E_SCN_MODE, "clock %d unknown (known: %s)",
+                     sc->clock, lsim_scenario_clock_names());
+  if (sc->execute == LSIM_EXECUTE_FULL) {
+    if (strcmp(sc->backend, LSIM_CUDA_BACKEND_NAME) != 0)
+      return lsim_fail(eb, LSIM_E_SCN_MODE_BACKEND,
+                       "--execute full ($.execute) runs the whole model on "
+                       "the GPU and needs --backend cuda ($.backend), not "
+                       "'%s'",
+                       sc->backend);
+#ifndef LSIM_HAVE_CUDA
+    return lsim_fail(eb, LSIM_E_SCN_MODE_DEVICE,
+                     "--execute full needs the cuda backend, which this "
+                     "build does not have (nvcc was not found at configure "
+                     "time: see lorasim version)");
+#else
+    char desc[256];
+    if (lsim_cuda_describe(desc, sizeof desc) <= 0)
+      return lsim_fail(eb, LSIM_E_SCN_MODE_DEVICE,
+                       "--execute full needs a GPU: backend cuda: %s", desc);
+    /* what the executor cannot run, and a model and pool that do not fit
+    ** the device, are refused here too, before any file (E_DEV_UNSUPPORTED,
+    ** E_DEV_FIT; docs/CUDA.md "The whole-model executor") */
+    int maxr = 1;
+    for (int i = 0; i < sc->nranks; i++)
+      if (sc->ranks[i].rank > maxr)
+        maxr = sc->ranks[i].rank;
+    lsim_backend_cfg fc = {
+        .seed = sc->seed,
+        .execute = sc->execute,
+        .workers = sc->workers,
+        .pool_pages = sc->pool_pages,
+        .page_bytes = sc->page_bytes,
+        .nadapters = sc->adapters,
+        .objects = sc->adapters + (sc->compression.on ? 1 : 0),
+        .shape = &sc->model,
+        .kv_bytes_per_token = lsim_scenario_kv_bytes_per_token(sc),
+        .max_batch_tokens = (int)sc->max_batch_tokens,
+        .max_batch_requests = sc->max_batch_requests,
+    };
+    lsim_err frc = lsim_full_check(&fc, maxr, eb);
+    if (frc)
+      return frc;
+#endif
+  }
+  if (sc->clock == LSIM_CLOCK_MEASURED) {
+    if (!(lsim_backend_flags(sc->backend) & LSIM_BACKEND_EXECUTES))
+      return lsim_fail(eb, LSIM_E_SCN_MODE_BACKEND,
+                       "--clock measured ($.clock) needs a backend that "
+                       "executes and times the iterations (cpu_ref or "
+                       "cuda); backend '%s' measures nothing (its times "
+                       "are the cost model's)",
+                       sc->backend);
+    if (sc->tp_degree > 1)
+      return lsim_fail(eb, LSIM_E_SCN_MODE_TP,
+                       "--clock measured ($.clock) with $.workers.tp_degree "
+                       "%d: a backend times one device's work, which holds "
+                       "none of the group's collectives, so the clock would "
+                       "leave them out; use --clock model (the cost model "
+                       "adds them)",
+                       sc->tp_degree);
+  }
+  return 0;
+}
+
 lsim_err lsim_replay_run(const lsim_scenario *sc, const lsim_replay_opts *o,
                          lsim_summary *res, lsim_errbuf *eb) {
   lsim__world W;
@@ -1267,7 +1510,10 @@ lsim_err lsim_replay_run(const lsim_scenario *sc, const lsim_replay_opts *o,
   /* One writer per database (sim/outfile.h), held to the end of the run;
   ** `replay --resume` takes it itself, before it reads the database. */
   lsim_outlock lock = LSIM_OUTLOCK_INIT;
-  lsim_err rc = lsim_out_check(final_path, eb); /* no lock beside a device */
+  lsim_err rc = lsim_replay_check_modes(sc, eb);
+  if (rc)
+    return rc; /* before any file: nothing is written */
+  rc = lsim_out_check(final_path, eb); /* no lock beside a device */
   if (!rc) /* never replace a file that is not one of lorasim's databases */
     rc = lsim_db_check_target(final_path, eb);
   if (!rc && !o->lock_held)
@@ -1301,7 +1547,9 @@ lsim_err lsim_replay_run(const lsim_scenario *sc, const lsim_replay_opts *o,
   lsim_run_info info = {sc->name,      sc->path,      sha,
                         sc->seed,      sc->backend,   sc->scheduler,
                         sc->evict,     sc->prefetch,  sc->ns_per_tick,
-                        sc->workers,   o->command_line};
+                        sc->workers,   o->command_line,
+                        lsim_scenario_execute_name(sc->execute),
+                        lsim_scenario_clock_name(sc->clock)};
   rc = lsim_db_begin_identified(W.db, &info, ident, eb);
   free(ident);
   if (!rc)
@@ -1343,6 +1591,7 @@ lsim_err lsim_replay_run(const lsim_scenario *sc, const lsim_replay_opts *o,
   res->iterations = W.iterations;
   res->end_tick = W.now;
   res->arrived = W.arrived;
+  res->clock = W.clk;
   if (W.tr_open) {
     lsim_trace_info ti;
     lsim_trace_get_info(&W.tr, &ti);
@@ -1369,6 +1618,7 @@ lsim_err lsim_replay_run(const lsim_scenario *sc, const lsim_replay_opts *o,
                                 W.m.requests_ok, tf, eb);
     if (!rc) {
       res->tenants = tf;
+      res->clock = W.clk;
       res->events = W.events;
       res->queue_events = W.queue_events;
       res->iterations = W.iterations;

@@ -90,6 +90,23 @@ typedef struct lsim_replay_opts {
 lsim_err lsim_replay_run(const lsim_scenario *sc, const lsim_replay_opts *o,
                          lsim_summary *res, lsim_errbuf *eb);
 
+/*
+** The execution mode and clock of sc (sc->execute, sc->clock, after the
+** command line's overrides) against its backend, build and workers; 0 when
+** the replay can run them.  Refused, all before any file is written:
+**   E_SCN_MODE_BACKEND  --execute full with a backend other than cuda;
+**                       --clock measured with a backend that executes
+**                       nothing (model: its times are the cost model's)
+**   E_SCN_MODE_DEVICE   --execute full in a build without CUDA, or with
+**                       no GPU visible (the message says which)
+**   E_SCN_MODE_TP       --clock measured with $.workers.tp_degree > 1 (one
+**                       device's time has no collectives in it)
+** lsim_replay_run calls it first; the commands call it earlier, to refuse
+** before they make an output folder.  The messages name the options and
+** the scenario keys ($.execute, $.clock).
+*/
+lsim_err lsim_replay_check_modes(const lsim_scenario *sc, lsim_errbuf *eb);
+
 /* After a failed lsim_replay_run: one line on f, after "PROG: ", saying
 ** what the database at db_path holds -- "run marked 'failed' in DB" only
 ** when the run row really was updated (res->db_status), "DB still says

@@ -398,18 +398,35 @@ int lsim_report_figures(const lsim_summary *s, lsim_figure *out, int cap) {
             {"adapter_host_hits", (double)s->host_hits},
             {"adapter_disk_reads", (double)s->disk_reads},
             {"adapter_disk_read_bytes", (double)s->disk_bytes},
-            {"adapter_host_dropped", (double)s->host_dropped}};
-  enum { NKV_ALL = sizeof kv / sizeof kv[0], NPX = 8, NHT = 4 };
+            {"adapter_host_dropped", (double)s->host_dropped},
+            /* the measured clock: stored only under it */
+            {"clock_measured_iterations", (double)s->clock.iters_measured},
+            {"clock_model_iterations", (double)s->clock.iters_model},
+            {"clock_measured_loads", (double)s->clock.loads_measured},
+            {"clock_model_loads", (double)s->clock.loads_model},
+            {"clock_model_other_copies", (double)s->clock.other_model}};
+  enum { NKV_ALL = sizeof kv / sizeof kv[0], NPX = 8, NHT = 4, NCK = 5 };
   _Static_assert(NKV_ALL <= LSIM_REPORT_FIGURES_MAX,
                  "raise LSIM_REPORT_FIGURES_MAX");
   int n = 0;
   for (size_t i = 0; i < NKV_ALL && n < cap; i++) {
-    int ht = i >= NKV_ALL - NHT, px = !ht && i >= NKV_ALL - NHT - NPX;
-    if ((px && !s->prefix_on) || (ht && !s->host_on))
+    int ck = i >= NKV_ALL - NCK, ht = !ck && i >= NKV_ALL - NCK - NHT,
+        px = !ck && !ht && i >= NKV_ALL - NCK - NHT - NPX;
+    if ((px && !s->prefix_on) || (ht && !s->host_on) ||
+        (ck && !s->clock.measured))
       continue;
     out[n++] = kv[i];
   }
   return n;
+}
+
+int lsim_report_claim_clock(const lsim_summary *s) {
+  const lsim_replay_clock *k = &s->clock;
+  if (!k->measured)
+    return LSIM_CLAIM_CLOCK_MODEL;
+  return k->iters_model || k->loads_model || k->other_model
+             ? LSIM_CLAIM_CLOCK_MIXED
+             : LSIM_CLAIM_CLOCK_MEASURED;
 }
 
 lsim_err lsim_report_store(struct lsim_db *db, const lsim_summary *s,
@@ -420,8 +437,9 @@ lsim_err lsim_report_store(struct lsim_db *db, const lsim_summary *s,
   /* each figure's evidence class (sim/audit.c): audited before anything is
   ** written, so a figure that claims more than its source never lands */
   lsim_claim claims[LSIM_REPORT_FIGURES_MAX];
+  int clock = lsim_report_claim_clock(s);
   for (size_t i = 0; i < NKV; i++)
-    claims[i] = lsim_summary_claim(kv[i].k);
+    claims[i] = lsim_summary_claim_clock(kv[i].k, clock);
   char backend[64] = "";
   sqlite3_stmt *st = NULL;
   if (sqlite3_prepare_v2(lsim_db_handle(db),
@@ -592,8 +610,25 @@ void lsim_report_print(FILE *f, const lsim_scenario *sc,
     fprintf(f, "  trace       %lld malformed rows skipped (first: %s)\n",
             (long long)s->trace_rows_skipped,
             lsim_console_str(shown, sizeof shown, s->trace_first_skipped));
-  fprintf(f, "  evidence    counts exact (this run's event log); times "
-             "modeled (simulated clock, cost model); runs_evidence\n");
+  if (s->clock.measured) {
+    const lsim_replay_clock *k = &s->clock;
+    fprintf(f, "  clock       measured: %lld iterations and %lld loads ended "
+               "at the backend's measured time; %lld iterations, %lld loads "
+               "and %lld other copies (disk reads, hotswaps) at the model's\n",
+            (long long)k->iters_measured, (long long)k->loads_measured,
+            (long long)k->iters_model, (long long)k->loads_model,
+            (long long)k->other_model);
+    fprintf(f, "  evidence    counts exact (this run's event log); times "
+               "%s (simulated clock driven by %s's measured times); "
+               "runs_evidence\n",
+            lsim_report_claim_clock(s) == LSIM_CLAIM_CLOCK_MEASURED
+                ? "measured"
+                : "modeled (some spans at the model's time)",
+            sc->backend);
+  } else {
+    fprintf(f, "  evidence    counts exact (this run's event log); times "
+               "modeled (simulated clock, cost model); runs_evidence\n");
+  }
   fprintf(f, "  database    %s\n",
           lsim_console_str(shown, sizeof shown, s->db_path));
   if (s->metrics_path[0])
@@ -775,7 +810,8 @@ lsim_err lsim_report_metrics_file(const char *path, const lsim_scenario *sc,
   ** the temporary, which then goes into place whole */
   if ((rc = lsim_out_close(&of, eb)))
     return rc;
-  if ((rc = lsim_claims_annotate_prom(of.tmp, eb))) {
+  if ((rc = lsim_claims_annotate_prom(of.tmp, lsim_report_claim_clock(s),
+                                      eb))) {
     lsim_out_abort(&of);
     return rc;
   }

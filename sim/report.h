@@ -112,6 +112,18 @@ void lsim_metrics_event(lsim_metrics *m, const lsim_event *ev);
 void lsim_metrics_request(lsim_metrics *m, const lsim_request_record *rec);
 void lsim_metrics_release(lsim_metrics *m);
 
+/* What drove a replay's clock (sim/replay.c, docs/FIDELITY.md): under the
+** measured clock, the iterations and loads that ended at their measured
+** time and those that fell back to the model's (the backend measured
+** nothing for them), and the spans that are always the model's (host-tier
+** disk reads, hotswap shadow copies).  All zero under the model clock. */
+typedef struct lsim_replay_clock {
+  int measured; /* 1: --clock measured */
+  int64_t iters_measured, iters_model;
+  int64_t loads_measured, loads_model;
+  int64_t other_model;
+} lsim_replay_clock;
+
 typedef struct lsim_summary {
   const char *status; /* "ok", "failed", "interrupted" */
   /* what the database's run row says on return: NULL when no run row was
@@ -194,6 +206,8 @@ typedef struct lsim_summary {
   ** the bytes read, and objects the tier's LRU dropped */
   int host_on;
   int64_t host_hits, disk_reads, disk_bytes, host_dropped;
+  /* the clock (stored and printed only under the measured clock) */
+  lsim_replay_clock clock;
   /* the per-tenant figures (sim/tenants.h), sc->ntenants + 1 rows, while
   ** the replay writes its outputs; borrowed, NULL once it returns */
   const struct lsim_tenant_fig *tenants;
@@ -213,6 +227,10 @@ typedef struct lsim_figure {
 } lsim_figure;
 #define LSIM_REPORT_FIGURES_MAX 96
 int lsim_report_figures(const lsim_summary *s, lsim_figure *out, int cap);
+
+/* The clock the summary's times came from, for their evidence claims
+** (enum lsim_claim_clock of sim/audit.h). */
+int lsim_report_claim_clock(const lsim_summary *s);
 
 /* Store the summary's figures in runs_summary (before the run turns ok). */
 struct lsim_db;

@@ -160,6 +160,17 @@ lsim_err lsim_resume_scenario(const lsim_resume_info *ri, lsim_scenario *sc,
   const char *profile = lsim_runid_get(&ri->id, "profile");
   if (profile && (rc = lsim_runid_apply_profile(sc, profile, eb)))
     return rc;
+  /* --execute and --clock as the run was given them (the scenario's own
+  ** $.execute / $.clock came back with the file and its --set edits) */
+  int execute, clock;
+  if ((rc = lsim_cli_modes(lsim_runid_get(&ri->id, "execute"),
+                           lsim_runid_get(&ri->id, "clock"), &execute, &clock,
+                           eb)))
+    return rc;
+  if (execute >= 0)
+    sc->execute = execute;
+  if (clock >= 0)
+    sc->clock = clock;
   /* the scenario so rebuilt must read what the run read, no more */
   static lsim_runid now;
   if ((rc = lsim_runid_collect(sc, &now, eb)))

@@ -379,6 +379,57 @@ static int lsim__is_placement(const char *n) {
   return lsim_placement_find(n) >= 0;
 }
 
+/* ---- execution mode and clock ($.execute, $.clock) ------------------------ */
+
+static const char *const lsim__execute_names[] = {"adapters", "full", NULL};
+static const char *const lsim__clock_names[] = {"model", "measured", NULL};
+
+static int lsim__find(const char *const *names, const char *name) {
+  for (int i = 0; name && names[i]; i++)
+    if (strcmp(names[i], name) == 0)
+      return i;
+  return -1;
+}
+
+const char *lsim_scenario_execute_name(int e) {
+  return e >= 0 && e < 2 ? lsim__execute_names[e] : NULL;
+}
+int lsim_scenario_execute_find(const char *name) {
+  return lsim__find(lsim__execute_names, name);
+}
+const char *lsim_scenario_clock_name(int k) {
+  return k >= 0 && k < 2 ? lsim__clock_names[k] : NULL;
+}
+int lsim_scenario_clock_find(const char *name) {
+  return lsim__find(lsim__clock_names, name);
+}
+const char *lsim_scenario_execute_names(void) { return "adapters, full"; }
+const char *lsim_scenario_clock_names(void) { return "model, measured"; }
+
+/* obj[key], a string naming one of names, into *out (absent: 0, the
+** first name); E_SCN_MODE for another string. */
+static lsim_err lsim__mode(const lsim__ctx *c, const cJSON *obj,
+                           const char *key, const char *const *names,
+                           const char *list, int *out) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+  char kpath[LSIM__PATHBUF];
+  lsim__key_path(kpath, "$", key);
+  *out = 0;
+  if (!v)
+    return 0;
+  if (!cJSON_IsString(v))
+    return lsim__bad(c, LSIM_E_SCN_TYPE, kpath, "must be a string (got %s)",
+                     lsim__type_name(v));
+  int k = lsim__find(names, v->valuestring);
+  if (k < 0) {
+    char q[64];
+    return lsim__bad(c, LSIM_E_SCN_MODE, kpath, "unknown %s '%s' (known: %s)",
+                     key, lsim__quote(v->valuestring, q, sizeof q), list);
+  }
+  *out = k;
+  return 0;
+}
+
 static lsim_err lsim__named(const lsim__ctx *c, const cJSON *obj,
                             const char *path, const lsim__registry *r) {
   const cJSON *v = obj ? cJSON_GetObjectItemCaseSensitive(obj, r->key) : NULL;
@@ -2421,7 +2472,8 @@ static lsim_err lsim__root(const lsim__ctx *c, const cJSON *root,
                                       "model", "cost",    "gpu",
                                       "adapters", "tenants",
                                       "trace", "faults",  "hotswaps",
-                                      "fairness", "prefix_cache", NULL};
+                                      "fairness", "prefix_cache", "execute",
+                                      "clock", NULL};
   int64_t seed = 0;
   const lsim__field f[] = {
       {"seed", LSIM__I64, LSIM__REQ, 0, LSIM__INT_LIMIT, 0, &seed},
@@ -2441,6 +2493,10 @@ static lsim_err lsim__root(const lsim__ctx *c, const cJSON *root,
       (err = lsim__str(c, nm, np, 1, sc->name, sizeof sc->name)) ||
       (err = lsim__fields(c, root, "$", f, LSIM__N(f))) ||
       (err = lsim__named(c, root, "$", &backend)) ||
+      (err = lsim__mode(c, root, "execute", lsim__execute_names,
+                        lsim_scenario_execute_names(), &sc->execute)) ||
+      (err = lsim__mode(c, root, "clock", lsim__clock_names,
+                        lsim_scenario_clock_names(), &sc->clock)) ||
       (err = lsim__policies(c, root, sc)) ||
       (err = lsim__workers(c, root, sc)) || (err = lsim__model(c, root, sc)) ||
       (err = lsim__cost(c, root, basedir, sc)) || (err = lsim__adapters(c, root, basedir, sc)) ||

@@ -84,6 +84,13 @@ typedef struct lsim_scenario {
 
   /* backend and policies, by registry name */
   char backend[LSIM_NAME_MAX];   /* "model" */
+  /* $.execute, $.clock (--execute, --clock win; docs/FIDELITY.md):
+  ** execute LSIM_EXECUTE_ADAPTERS (0) or LSIM_EXECUTE_FULL (1) of
+  ** backends/backend.h; clock LSIM_CLOCK_MODEL (0) or LSIM_CLOCK_MEASURED
+  ** (1).  Which combinations a replay can run is checked by
+  ** lsim_replay_check_modes (sim/replay.h), after the overrides. */
+  int execute;
+  int clock;
   char scheduler[LSIM_NAME_MAX]; /* "fcfs" */
   char evict[LSIM_NAME_MAX];     /* "lru" */
   char prefetch[LSIM_NAME_MAX];  /* "none" */
@@ -334,5 +341,19 @@ int64_t lsim_scenario_starvation_ticks(const lsim_scenario *sc, int *derived);
 /* KV bytes one token occupies over all layers (K and V), on one GPU: with
 ** tp_degree N > 1 its ceil(kv_heads / N) heads. */
 int64_t lsim_scenario_kv_bytes_per_token(const lsim_scenario *sc);
+
+/* The clock of a replay: the cost model's times (deterministic, the
+** default) or the backend's measured ones (docs/FIDELITY.md). */
+enum { LSIM_CLOCK_MODEL = 0, LSIM_CLOCK_MEASURED = 1 };
+
+/* Names of the execution modes ("adapters", "full") and clocks ("model",
+** "measured"), by value (NULL out of range); _find: the value of a name,
+** -1 when unknown; _names: "a, b" for messages. */
+const char *lsim_scenario_execute_name(int execute);
+int lsim_scenario_execute_find(const char *name);
+const char *lsim_scenario_clock_name(int clock);
+int lsim_scenario_clock_find(const char *name);
+const char *lsim_scenario_execute_names(void);
+const char *lsim_scenario_clock_names(void);
 
 #endif /* LSIM_SCENARIO_H */

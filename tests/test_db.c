@@ -119,7 +119,8 @@ static lsim_run_info run_info(void) {
                         "0123456789abcdef0123456789abcdef",
                         UINT64_C(18446744073709551557), /* > INT64_MAX */
                         "model", "fcfs", "lru", "none", 1000, 2,
-                        "lorasim run scenarios/quickstart.json"};
+                        "lorasim run scenarios/quickstart.json", NULL,
+                        NULL};
   return info;
 }
 
@@ -250,7 +251,7 @@ Test(db, round_trip) {
 
   sqlite3 *h = ro_open(t.db);
   char s[256];
-  cr_assert_eq(q_int(h, "PRAGMA user_version"), 5); /* 5: request breakdown */
+  cr_assert_eq(q_int(h, "PRAGMA user_version"), 6); /* 6: both clocks */
 
   /* the run row */
   q_text(h, "SELECT status FROM runs WHERE run_id=1", s, sizeof s);

@@ -369,7 +369,7 @@ Test(names, evidence_sidecar_reads_a_quoted_header_as_one_record) {
         f);
   cr_assert_eq(fclose(f), 0);
   lsim_errbuf eb = LSIM_ERRBUF_INIT;
-  cr_assert_eq(lsim_claims_csv_sidecar(csv, ev, "model", &eb), 0, "%s",
+  cr_assert_eq(lsim_claims_csv_sidecar(csv, ev, "model", 0, &eb), 0, "%s",
                eb.msg);
   cr_assert_str_eq(slurp(ev), "column,class,source,time\n"
                               "completed,exact,log,0\n"

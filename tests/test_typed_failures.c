@@ -1702,7 +1702,7 @@ Test(loop10, source_claim_ceiling_exceeded, .init = mk_tmp, .fini = rm_tmp) {
   cr_assert_eq(lsim_db_open(&db, path, &eb), 0, "%s", eb.msg);
   lsim_run_info info = {"claims", "claims.json", "0000000000000000000000000000"
                         "000000000000000000000000000000000000", 1, "model",
-                        "fcfs", "lru", "none", 1000, 1, NULL};
+                        "fcfs", "lru", "none", 1000, 1, NULL, NULL, NULL};
   cr_assert_eq(lsim_db_begin_run(db, &info, &eb), 0, "%s", eb.msg);
   lsim_claim honest = {"ttft_p50_ms", LSIM_EVID_MODELED, LSIM_SRC_SIM_TIME,
                        LSIM_SRC_NONE, 1};

@@ -4,6 +4,10 @@
 # (docs/BENCHMARKS.md, "Engine core and extensions").  A table the database
 # lacks prints "absent".  iterations.backend_ns is left out: under the
 # cpu_ref and cuda backends it is measured wall time, not a simulated fact.
+# The iterations columns are named, so schema 6's model_ns, measured_ns and
+# ctx_tokens (and its loads table) are left out too: a version-6 database
+# hashes like the version-5 one of the same run (docs/FIDELITY.md).  Under
+# --clock measured the ticks themselves are measured and differ per run.
 set -eu
 if [ $# -lt 1 ]; then
   echo "usage: tools/hash_rows.sh DB..." >&2

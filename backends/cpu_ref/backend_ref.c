@@ -30,6 +30,13 @@
 ** beside the old ones) has its factors drawn from (a, version) as before.
 ** Compressed bases are staged as page ownership only: the one module
 ** executes cores as ordinary adapters.
+**
+** Load time (the load_ns slot): each stage is timed on CLOCK_MONOTONIC
+** around everything it does (the ledger's checks, drawing the factors,
+** writing them page by page into the host page store), and the last time
+** per (worker, object) is kept.  It is a real copy into the engine's
+** pages, measured in this process; a replay under `--clock measured`
+** ends the load with it.
 */
 #include <stdlib.h>
 #include <string.h>
@@ -51,7 +58,14 @@ typedef struct lsim__ref_state {
   int worker;         /* of the plan being built (the fetch callback) */
   signed char *fb;    /* stage scratch */
   size_t fb_cap;
+  int64_t *load_ns;   /* [workers][objects] last stage's ns, -1 never */
 } lsim__ref_state;
+
+static int64_t lsim__now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
 
 static lsim_err lsim__ref_open(void *state, const lsim_backend_cfg *cfg,
                                lsim_errbuf *eb) {
@@ -59,24 +73,36 @@ static lsim_err lsim__ref_open(void *state, const lsim_backend_cfg *cfg,
   if (cfg->d_in < 1 || cfg->d_out < 1)
     return lsim_fail(eb, LSIM_E_BACKEND,
                      "cpu_ref needs a tensor shape (d_in, d_out >= 1)");
+  if (cfg->execute != LSIM_EXECUTE_ADAPTERS)
+    return lsim_fail(eb, LSIM_E_BACKEND,
+                     "cpu_ref executes the adapter branch only: --execute "
+                     "full needs --backend cuda");
   s->cfg = *cfg;
   s->cfg.target_d_in = s->cfg.target_d_out = NULL;
   s->cfg.adapter_rank = NULL;
   lsim_err rc = lsim_stage_open(&s->L, cfg, 1, eb);
   if (rc || !s->L.on)
     return rc;
+  size_t nobj = (size_t)cfg->workers * (size_t)cfg->objects;
   s->rank = malloc((size_t)cfg->nadapters * sizeof *s->rank);
-  if (!s->rank) {
+  s->load_ns = malloc((nobj ? nobj : 1) * sizeof *s->load_ns);
+  if (!s->rank || !s->load_ns) {
+    free(s->rank);
+    free(s->load_ns);
+    s->rank = NULL;
+    s->load_ns = NULL;
     lsim_stage_close(&s->L);
     return lsim_fail(eb, LSIM_E_NOMEM, "out of memory opening cpu_ref");
   }
   memcpy(s->rank, cfg->adapter_rank, (size_t)cfg->nadapters * sizeof *s->rank);
+  for (size_t i = 0; i < nobj; i++)
+    s->load_ns[i] = -1;
   return 0;
 }
 
-static lsim_err lsim__ref_stage(void *state, const lsim_res_page_ev *ev,
-                                lsim_errbuf *eb) {
-  lsim__ref_state *s = state;
+static lsim_err lsim__ref_stage_do(lsim__ref_state *s,
+                                   const lsim_res_page_ev *ev,
+                                   lsim_errbuf *eb) {
   lsim_err rc = lsim_stage_on_stage(&s->L, ev, eb);
   if (rc || ev->object >= s->cfg.nadapters)
     return rc; /* a basis: page ownership only */
@@ -93,6 +119,27 @@ static lsim_err lsim__ref_stage(void *state, const lsim_res_page_ev *ev,
                     s->cfg.d_in, s->cfg.d_out, s->fb);
   return lsim_stage_write(&s->L, ev->worker, ev->object, s->fb, (int64_t)n,
                           eb);
+}
+
+/* A stage, timed: a failed one leaves the object's last time as it was. */
+static lsim_err lsim__ref_stage(void *state, const lsim_res_page_ev *ev,
+                                lsim_errbuf *eb) {
+  lsim__ref_state *s = state;
+  int64_t t0 = lsim__now_ns();
+  lsim_err rc = lsim__ref_stage_do(s, ev, eb);
+  if (!rc && s->load_ns && ev->worker >= 0 && ev->worker < s->cfg.workers &&
+      ev->object >= 0 && ev->object < s->cfg.objects)
+    s->load_ns[(size_t)ev->worker * (size_t)s->cfg.objects +
+               (size_t)ev->object] = lsim__now_ns() - t0;
+  return rc;
+}
+
+static int64_t lsim__ref_load_ns(void *state, int w, int obj) {
+  const lsim__ref_state *s = state;
+  if (!s->load_ns || w < 0 || w >= s->cfg.workers || obj < 0 ||
+      obj >= s->cfg.objects)
+    return -1;
+  return s->load_ns[(size_t)w * (size_t)s->cfg.objects + (size_t)obj];
 }
 
 #define LSIM__REF_FWD(fn, on)                                              \
@@ -139,12 +186,6 @@ lsim_stage_ledger *lsim_backend_cpu_ref__ledger(lsim_backend *b) {
                                          : NULL;
 }
 
-static int64_t lsim__now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 static lsim_err lsim__ref_run(void *state, const lsim_plan *plan,
                               lsim_backend_result *res, lsim_errbuf *eb) {
   lsim__ref_state *s = state;
@@ -176,6 +217,7 @@ static void lsim__ref_close(void *state) {
   lsim_stage_close(&s->L);
   free(s->rank);
   free(s->fb);
+  free(s->load_ns);
 }
 
 const lsim_backend_ops lsim_backend_cpu_ref = {
@@ -193,4 +235,5 @@ const lsim_backend_ops lsim_backend_cpu_ref = {
     .finish = lsim__ref_finish,
     .counts = lsim__ref_counts,
     .page = lsim__ref_page,
+    .load_ns = lsim__ref_load_ns,
 };
