@@ -317,6 +317,11 @@ static void lsim__give(lsim__pages *P, const int64_t *pg, int64_t n) {
     P->free[P->nfree++] = pg[i];
 }
 
+/* The batch bounds the grid stays within: its widest plan has 8192 rows,
+** its most sequences 256 (the executor sizes its buffers by them). */
+#define LSIM__MAX_TOKENS 8192
+#define LSIM__MAX_SEQS 256
+
 /* The catalog of adapter objects: LSIM__ADS per rank of the grid. */
 #define LSIM__ADS 64
 static const int lsim__cat_ranks[] = {8, 16, 32, 64, 128};
@@ -431,6 +436,17 @@ static lsim_err lsim__point(lsim__run *X, const lsim__gp *p, int point,
     used += apages;
     if (X->be.ops && !(rc = lsim_backend_stage(&X->be, &ev, eb)))
       rc = lsim_backend_publish(&X->be, &ev, eb);
+    /* the stage's copy, as the measured clock times a load: the bytes a
+    ** load of this rank copies (lsim_scenario_adapter_bytes) */
+    int64_t lns = !rc && X->be.ops ? lsim_backend_load_ns(&X->be, w, ads[k])
+                                   : -1;
+    if (lns > 0) {
+      lsim_prof_row row = {LSIM_PROF_COPY, point, LSIM_PROF_STAGE, "", k,
+                           {0}, 0, 0, 1, p->rank,
+                           lsim_scenario_adapter_bytes(X->sc, p->rank), lns};
+      snprintf(row.targets, sizeof row.targets, "%s", tsname);
+      rc = lsim__row(R, &row, eb);
+    }
   }
   if (!rc)
     rc = lsim__plan(X, p, kvbase, eb);
@@ -495,15 +511,24 @@ static lsim_err lsim__point(lsim__run *X, const lsim__gp *p, int point,
 ** pool geometry (so that it follows the residency). */
 static lsim_err lsim__open(lsim__run *X, const int *ranks, lsim_errbuf *eb) {
   const lsim__opts *o = X->o;
-  lsim_backend_cfg cfg = {.seed = 1,
-                          .d_in = LSIM_REPLAY_TENSOR_DIM,
-                          .d_out = LSIM_REPLAY_TENSOR_DIM,
-                          .workers = 1,
-                          .pool_pages = X->pages.total,
-                          .page_bytes = o->page_bytes,
-                          .nadapters = LSIM__NCAT,
-                          .objects = LSIM__NCAT,
-                          .adapter_rank = ranks};
+  /* cuda runs whole forward passes (--execute full) at the target set's
+  ** shape; cpu_ref its one exact module (the protocol is the same) */
+  int full = strcmp(o->backend, LSIM_CUDA_BACKEND_NAME) == 0;
+  lsim_backend_cfg cfg = {
+      .seed = 1,
+      .d_in = LSIM_REPLAY_TENSOR_DIM,
+      .d_out = LSIM_REPLAY_TENSOR_DIM,
+      .execute = full ? LSIM_EXECUTE_FULL : LSIM_EXECUTE_ADAPTERS,
+      .workers = 1,
+      .pool_pages = X->pages.total,
+      .page_bytes = o->page_bytes,
+      .nadapters = LSIM__NCAT,
+      .objects = LSIM__NCAT,
+      .adapter_rank = ranks,
+      .shape = &X->sc->model,
+      .kv_bytes_per_token = lsim_scenario_kv_bytes_per_token(X->sc),
+      .max_batch_tokens = LSIM__MAX_TOKENS,
+      .max_batch_requests = LSIM__MAX_SEQS};
   lsim_err rc = lsim_backend_open(&X->be, o->backend, &cfg, eb);
   if (!rc && !lsim_backend_follows(&X->be)) {
     lsim_backend_close(&X->be);

@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 #define LSIM_TMP_PREFIX "/tmp/lsim-prof-"
 #include "cli_harness.h"
@@ -522,7 +523,23 @@ Test(profile, the_grid_runs_through_the_residency_protocol, .timeout = 120) {
   lsim_errbuf eb = LSIM_ERRBUF_INIT;
   cr_assert_eq(lsim_profile_read(p, &pr, &eb), 0, "%s", eb.msg);
   cr_assert_str_eq(pr.gpu_class, "cpu_ref");
-  cr_assert(!pr.copy_on, "cpu_ref times no copy");
+  /* cpu_ref times its stages (lsim_backend_load_ns): the copy model is
+  ** fitted to them, one stage row per adapter staged */
+  cr_assert(pr.copy_on, "no copy model from the stages");
+  cr_assert(strstr(out, "copy model (adapter stages)"), "%s", out);
+  lsim_prof_row *rows;
+  int n, stages = 0, iters = 0;
+  snprintf(p, sizeof p, "%s/c.csv", tmpdir);
+  cr_assert_eq(lsim_prof_csv_read(p, &rows, &n, &eb), 0, "%s", eb.msg);
+  for (int i = 0; i < n; i++) {
+    stages += rows[i].kind == LSIM_PROF_COPY && rows[i].cls == LSIM_PROF_STAGE;
+    iters += rows[i].kind == LSIM_PROF_ITER;
+    if (rows[i].kind == LSIM_PROF_COPY)
+      cr_assert_gt(rows[i].bytes, 0);
+  }
+  free(rows);
+  cr_assert_gt(stages, 0);
+  cr_assert_gt(iters, 0);
   /* its measurements refit to the same profile */
   cr_assert_eq(lorasim("profile --model llama-3.2-1b --fit c.csv --gpu cpu_ref "
                        "--out d.json"),
@@ -618,4 +635,85 @@ Test(profile, held_out_scenarios_load_with_a_profile) {
   cr_assert(strstr(out, "E_DEV_PROFILE_NONE") &&
                 strstr(out, "nosuchgpu/llama-3-8b.json"),
             "%s", out);
+}
+
+/* tools/fidelity_gate.sh over cpu_ref's measured clock (no GPU): every
+** figure of its gate.csv is recomputed here from the two databases, and
+** each verdict follows from its figure and target. */
+Test(profile, the_gate_reports_what_the_databases_hold, .timeout = 120) {
+  char cmd[2048];
+  snprintf(cmd, sizeof cmd,
+           "cd '%s' && sh '%s/tools/fidelity_gate.sh' -b '%s' -o gate -m "
+           "'--backend cpu_ref' '%s/small-1b.json' > gate.out 2>&1",
+           tmpdir, LSIM_SOURCE_DIR, LSIM_BIN, FIX);
+  int st = system(cmd);
+  cr_assert(WIFEXITED(st) && (WEXITSTATUS(st) == 0 || WEXITSTATUS(st) == 1),
+            "gate exit %d", st);
+  /* the per-iteration error and the latencies, from the rows */
+  sqlite3 *m = open_db("gate/small-1b/measured.db");
+  sqlite3 *x = open_db("gate/small-1b/model.db");
+  sqlite3_stmt *q;
+  cr_assert_eq(sqlite3_prepare_v2(m,
+                                  "SELECT model_ns, measured_ns FROM "
+                                  "iterations WHERE result = 'ok' AND "
+                                  "measured_ns > 0",
+                                  -1, &q, NULL),
+               SQLITE_OK);
+  double sum = 0;
+  int n = 0;
+  while (sqlite3_step(q) == SQLITE_ROW) {
+    double a = (double)sqlite3_column_int64(q, 0);
+    double b = (double)sqlite3_column_int64(q, 1);
+    sum += fabs(a - b) / b;
+    n++;
+  }
+  sqlite3_finalize(q);
+  cr_assert_gt(n, 0);
+  double mape = 100 * sum / n;
+  double lat[4];
+  static const char *const keys[] = {"ttft_p50_ms", "ttft_p99_ms",
+                                     "tbt_p50_ms", "tbt_p99_ms"};
+  for (int k = 0; k < 4; k++) {
+    char sql[200];
+    snprintf(sql, sizeof sql,
+             "SELECT value FROM runs_summary WHERE key = '%s'", keys[k]);
+    sqlite3_stmt *a, *b;
+    cr_assert_eq(sqlite3_prepare_v2(x, sql, -1, &a, NULL), SQLITE_OK);
+    cr_assert_eq(sqlite3_prepare_v2(m, sql, -1, &b, NULL), SQLITE_OK);
+    cr_assert_eq(sqlite3_step(a), SQLITE_ROW);
+    cr_assert_eq(sqlite3_step(b), SQLITE_ROW);
+    double vm = sqlite3_column_double(a, 0), vx = sqlite3_column_double(b, 0);
+    lat[k] = 100 * fabs(vm - vx) / vx;
+    sqlite3_finalize(a);
+    sqlite3_finalize(b);
+  }
+  sqlite3_close(m);
+  sqlite3_close(x);
+  /* gate.csv: scenario,metric,value_pct,target_pct,pass */
+  char p[512], line[256];
+  snprintf(p, sizeof p, "%s/gate/gate.csv", tmpdir);
+  FILE *f = fopen(p, "r");
+  cr_assert_not_null(f);
+  int seen = 0, lats = 0;
+  cr_assert_not_null(fgets(line, sizeof line, f));
+  while (fgets(line, sizeof line, f)) {
+    char metric[64], pass[8];
+    double v, t;
+    cr_assert_eq(sscanf(line, "small-1b,%63[^,],%lf,%lf,%7s", metric, &v, &t,
+                        pass),
+                 4, "%s", line);
+    cr_assert_str_eq(pass, v <= t ? "yes" : "no", "%s", line);
+    if (strncmp(metric, "iteration MAPE", 14) == 0) {
+      cr_assert(fabs(v - mape) < 0.01, "MAPE %g, rows give %g", v, mape);
+      seen++;
+    }
+    for (int k = 0; k < 4; k++)
+      if (strcmp(metric, keys[k]) == 0) {
+        cr_assert(fabs(v - lat[k]) < 0.01, "%s %g vs %g", keys[k], v, lat[k]);
+        lats++;
+      }
+  }
+  fclose(f);
+  cr_assert_eq(seen, 1);
+  cr_assert_eq(lats, 4);
 }

@@ -3,7 +3,7 @@
 # "The fidelity gate"; issue 20 part 3).
 #
 #   tools/fidelity_gate.sh [-b LORASIM] [-o DIR] [-p PROFILE_DIR] [-g CLASS]
-#                          [-t SECONDS] [SCENARIO...]
+#                          [-t SECONDS] [-m OPTIONS] [SCENARIO...]
 #
 # For each held-out scenario (default: scenarios/fidelity/quickstart.json,
 # azure-2k.json and mooncake-long.json) it replays
@@ -30,7 +30,9 @@
 # profiles/ (CLASS/PRESET.json; LORASIM_PROFILE_DIR), -g sets $.gpu (the
 # class lorasim profile recorded, e.g. h100 on an H100).  Scenarios read
 # traces from ../shared (docs/TRACES.md); one whose trace is missing is
-# skipped with a message.  -t caps each replay (timeout(1)).
+# skipped with a message.  -t caps each replay (timeout(1)).  -m replaces
+# the measured replay's "--backend cuda --execute full" (tests use
+# "--backend cpu_ref": the same gate over CPU times, no GPU).
 #
 # Output: DIR/gate.csv (scenario,metric,value_pct,target_pct,pass), a
 # markdown table on stdout and in DIR/gate.md, one folder per scenario
@@ -42,13 +44,15 @@ out=results/gate
 pdir=
 gpu=
 tmax=0
-while getopts b:o:p:g:t:h opt; do
+mopts="--backend cuda --execute full"
+while getopts b:o:p:g:t:m:h opt; do
   case $opt in
   b) bin=$OPTARG ;;
   o) out=$OPTARG ;;
   p) pdir=$OPTARG ;;
   g) gpu=$OPTARG ;;
   t) tmax=$OPTARG ;;
+  m) mopts=$OPTARG ;;
   h)
     sed -n '2,40p' "$0" | sed 's/^# \{0,1\}//'
     exit 0
@@ -119,9 +123,9 @@ for scn in "$@"; do
     status=1
     continue
   fi
-  echo "fidelity_gate: $name: measured clock (--backend cuda --execute full)"
-  # shellcheck disable=SC2086
-  if ! run "$d/measured.log" "$bin" replay "$scn" $setgpu --backend cuda --execute full \
+  echo "fidelity_gate: $name: measured clock ($mopts)"
+  # shellcheck disable=SC2086 # $mopts: options, split on purpose
+  if ! run "$d/measured.log" "$bin" replay "$scn" $setgpu $mopts \
     --clock measured --db "$d/measured.db" --quiet --no-plots; then
     echo "fidelity_gate: $name: measured-clock replay failed: $(tail -1 "$d/measured.log")"
     status=1
