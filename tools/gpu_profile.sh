@@ -14,15 +14,22 @@
 #   sh tools/gpu_profile.sh run .carry/prof
 #
 # profiles llama-3-8b and llama-3.2-1b (lorasim profile, --quick unless
-# FULL=1), files each profile as $OUT/profiles/CLASS/PRESET.json (the
-# layout of profiles/ that $.gpu reads), runs tools/fidelity_gate.sh on the
-# three held-out scenarios with the 8B profile (GATE=0 skips it), and
-# leaves under $OUT: log (everything printed), profile-llama-3-8b.json,
+# FULL=1), files each profile as profiles/CLASS/PRESET.json (the layout of
+# profiles/ that $.gpu reads), runs tools/fidelity_gate.sh on the three
+# held-out scenarios with the 8B profile (GATE=0 skips it), and leaves
+# under $OUT: log (everything printed), profile-llama-3-8b.json,
 # profile-llama-3.2-1b.json, gate.md, and results.tar.gz with the
 # measurements (CSV), the profiles, the gate's CSV, logs and fidelity
 # reports (the databases too with GATE_DBS=1).  Budgets: PROFILE_S seconds
-# of measuring per shape (default 150, 8B; the small shape gets half),
-# GATE_S seconds per gate replay (default 150).
+# of measuring for the 8B shape (default 100; the small shape gets half),
+# GATE_S seconds per gate replay (default 100); the call as a whole stays
+# under ten minutes with them.  To split it over two calls: GATE=0 first,
+# then copy the returned profile-llama-3-8b.json to
+# CARRY/profiles/CLASS/llama-3-8b.json and run
+#
+#   sh tools/gpu_profile.sh gate .carry/prof
+#
+# which runs only the gate, with the profiles under CARRY/profiles.
 set -u
 cmd=${1:-}
 carry=${2:-}
@@ -53,9 +60,9 @@ stage)
   du -sh "$carry"
   exit 0
   ;;
-run) ;;
+run | gate) ;;
 *)
-  echo "usage: gpu_profile.sh stage LORASIM CARRY_DIR | run CARRY_DIR" >&2
+  echo "usage: gpu_profile.sh stage LORASIM CARRY_DIR | run CARRY_DIR | gate CARRY_DIR" >&2
   exit 2
   ;;
 esac
@@ -72,8 +79,8 @@ bin=$carry/bin/lorasim
 commit=$(cat "$carry/COMMIT" 2>/dev/null || echo unknown)
 quick=--quick
 [ "${FULL:-0}" = 1 ] && quick=
-pbudget=${PROFILE_S:-150}
-gbudget=${GATE_S:-150}
+pbudget=${PROFILE_S:-100}
+gbudget=${GATE_S:-100}
 work=$OUT/work
 mkdir -p "$work/profiles" || exit 1
 # the scenarios read ../../shared/data/traces from scenarios/
@@ -87,7 +94,14 @@ fi
   "$bin" version
   status=0
   cls=
-  for m in llama-3-8b llama-3.2-1b; do
+  models="llama-3-8b llama-3.2-1b"
+  if [ "$cmd" = gate ]; then
+    models=
+    cp -R "$carry/profiles/." "$work/profiles/" 2>/dev/null
+    cls=$(ls "$work/profiles" 2>/dev/null | head -1)
+    echo "== gate only, profiles of class '${cls:-none}' from $carry/profiles"
+  fi
+  for m in $models; do
     b=$pbudget
     [ "$m" = llama-3-8b ] || b=$((pbudget / 2))
     echo "== lorasim profile --model $m $quick --budget-s $b"
