@@ -285,6 +285,15 @@ static lsim_err lsim__disk_ns(const lsim_scenario *sc, int64_t bytes,
 static lsim_err lsim__copy_ns(const lsim_scenario *sc, int64_t bytes,
                               int64_t *ns, lsim_errbuf *eb) {
   int64_t t;
+  if (sc->copy_prof) { /* the profile's copy model (docs/PROFILE.md) */
+    if (lsim_d2i64_ceil(lsim_scenario_copy_ns(sc, bytes), 1,
+                        LSIM__MAX_SPAN_NS, ns))
+      return lsim_fail(eb, LSIM_E_SCN_RANGE,
+                       "%s: a copy of %lld bytes at %g GB/s takes more "
+                       "than 2^62 ns",
+                       sc->cost_profile, (long long)bytes, sc->copy_gbps);
+    return 0;
+  }
   if (lsim_d2i64_ceil((double)bytes / sc->h2d_gbps, 0, LSIM__MAX_SPAN_NS, &t) ||
       lsim_add_i64_checked(t, sc->load_fixed_us * 1000, ns) ||
       *ns > LSIM__MAX_SPAN_NS)
@@ -1192,9 +1201,7 @@ static lsim_err lsim__setup(lsim__world *W, lsim_errbuf *eb) {
 
   /* The backend first: one that follows the residency (backend.h) gets
   ** every worker pool's hooks, with the engine's geometry and page ids. */
-  W->cost = (lsim_cost_model){sc->iter_fixed_ns, sc->prefill_token_ns,
-                              sc->decode_token_ns, sc->segment_ns,
-                              sc->rank_row_ps};
+  lsim_scenario_cost_model(sc, &W->cost);
   lsim__tp_cost(sc, &W->tp_cost);
   lsim_backend_cfg bcfg = {
       .cost = W->cost,
