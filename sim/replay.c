@@ -1441,6 +1441,22 @@ lsim_err lsim_replay_check_modes(const lsim_scenario *sc, lsim_errbuf *eb) {
                        "the GPU and needs --backend cuda ($.backend), not "
                        "'%s'",
                        sc->backend);
+    /* what the executor cannot run and a scenario can say before any
+    ** file: one device holds one rank, and a hotswap's new version lives
+    ** outside the pool's pages while a lease holds it */
+    if (sc->tp_degree > 1)
+      return lsim_fail(eb, LSIM_E_SCN_MODE_TP,
+                       "--execute full ($.execute) with "
+                       "$.workers.tp_degree %d: the executor runs a whole "
+                       "model on one device and holds no rank's shard; use "
+                       "--execute adapters",
+                       sc->tp_degree);
+    if (sc->nhotswaps > 0)
+      return lsim_fail(eb, LSIM_E_DEV_UNSUPPORTED,
+                       "--execute full ($.execute) with $.hotswaps: a "
+                       "lease's new version is charged as KV pages beside "
+                       "the old one, not held in the engine's pages, so the "
+                       "executor cannot read it; use --execute adapters");
 #ifndef LSIM_HAVE_CUDA
     return lsim_fail(eb, LSIM_E_SCN_MODE_DEVICE,
                      "--execute full needs the cuda backend, which this "

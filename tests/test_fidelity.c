@@ -153,6 +153,17 @@ Test(clock, each_bad_combination_is_refused_before_any_file) {
     refused("replay " FIX " --db r.db --execute full --backend cuda",
             "E_SCN_MODE_DEVICE");
     cr_assert_not_null(strstr(out, "does not have"), "%s", out);
+  } else {
+    /* what the whole-model executor cannot run, refused from the
+    ** scenario before the device is asked (a GPU or not) */
+    refused("replay " FIX " --db r.db --execute full --backend cuda --set "
+            "workers.tp_degree=2",
+            "E_SCN_MODE_TP");
+    cr_assert_not_null(strstr(out, "one device"), "%s", out);
+    refused("replay " LSIM_TEST_DIR "/fixtures/replay/hotswap.json --db r.db "
+            "--execute full --backend cuda",
+            "E_DEV_UNSUPPORTED");
+    cr_assert_not_null(strstr(out, "$.hotswaps"), "%s", out);
   }
 }
 
