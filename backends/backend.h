@@ -70,7 +70,96 @@
 #include "../engine/plan.h"
 #include "../engine/residency.h"
 
-/* The iteration cost model, all in nanoseconds. */
+/*
+** The profiled cost model (docs/PROFILE.md): terms that follow the
+** hardware, fitted by `lorasim profile` to whole forward passes measured
+** on a GPU at one model shape.  What it reads of a plan:
+*/
+typedef struct lsim_cost_feat {
+  int64_t tokens;        /* T: prefill + decode rows */
+  int64_t sampled;       /* S: rows through the LM head (entries with
+                            sample = 1; without positions, every decode
+                            entry and every prefill entry) */
+  int64_t decode_rows;   /* D */
+  int64_t decode_ctx;    /* sum over decode rows of ctx + 1: the keys each
+                            attends to */
+  int64_t prefill_seqs;  /* P: prefill entries */
+  int64_t prefill_pairs; /* sum over prefill entries of the causal (query,
+                            key) pairs: rows x ctx + rows (rows + 1) / 2 */
+  int64_t lora_segments; /* G: contiguous runs of one adapter (base-only
+                            runs left out) */
+  int64_t rank_rows;     /* R: true-rank rows (padded-rank rows when the
+                            plan has a slot_rank) */
+  int lora;              /* 1 when any row carries an adapter */
+} lsim_cost_feat;
+
+/* The fitted coefficients as a profile gives them (ns, real numbers;
+** docs/PROFILE.md has the formula).  lsim_cost_terms() names them in this
+** order, which is also the order of the profile's "coefficients". */
+enum {
+  LSIM_COST_FIXED = 0,   /* iter_fixed_ns:     per iteration */
+  LSIM_COST_GEMM,        /* gemm_weight_ns:    base GEMMs of every layer
+                            at or below the knee (weight streaming) */
+  LSIM_COST_KNEE,        /* knee_tokens:       rows where the GEMMs turn
+                            compute bound: above it they cost
+                            gemm_weight_ns x T / knee_tokens */
+  LSIM_COST_LM_HEAD,     /* lm_head_ns:        the LM head at or below the
+                            knee, when a row is sampled (x S / knee above) */
+  LSIM_COST_TOKEN,       /* token_ns:          per row (norms, RoPE,
+                            residuals, activation, embedding) */
+  LSIM_COST_DECODE_ROW,  /* decode_row_ns:     per decode row (attention's
+                            per-sequence work) */
+  LSIM_COST_DECODE_CTX,  /* decode_ctx_ns:     per key a decode row attends */
+  LSIM_COST_PREFILL_SEQ, /* prefill_seq_ns:    per prefill entry */
+  LSIM_COST_PREFILL_PAIR,/* prefill_pair_ns:   per causal (query, key) pair */
+  LSIM_COST_LORA_MODULE, /* lora_module_ns:    per adapted module and layer,
+                            when a row carries an adapter */
+  LSIM_COST_LORA_SEGMENT,/* lora_segment_ns:   per segment, adapted module
+                            and layer */
+  LSIM_COST_LORA_ELEM,   /* lora_rank_elem_ns: per rank-row and element of
+                            d_in + d_out, summed over the adapted modules
+                            and layers */
+  LSIM_COST_NTERMS
+};
+typedef struct lsim_cost_coef {
+  double c[LSIM_COST_NTERMS];
+} lsim_cost_coef;
+
+/* The names of the terms ("iter_fixed_ns", ...), in enum order. */
+const char *const *lsim_cost_terms(void);
+
+/* The coefficients bound to one scenario: integers, so that a plan's time
+** is computed in exact integer arithmetic (femtoseconds for the two terms
+** whose unit of work is tiny). */
+typedef struct lsim_cost_prof {
+  int on;                  /* 0: the linear model of lsim_cost_model */
+  int64_t fixed_ps, gemm_ps, lm_head_ps;
+  int64_t knee_mtok;       /* the knee in thousandths of a token, >= 1 */
+  int64_t token_ps, decode_row_ps, prefill_seq_ps;
+  int64_t decode_ctx_fs, prefill_pair_fs;
+  int64_t lora_fixed_ps;   /* lora_module_ns x adapted modules x layers */
+  int64_t lora_segment_ps; /* lora_segment_ns x adapted modules x layers */
+  int64_t lora_rank_row_ps;/* lora_rank_elem_ns x sum (d_in + d_out) x
+                              layers */
+} lsim_cost_prof;
+
+/* Bind coefficients to a model: `modules` adapted modules per layer,
+** `elems` = sum over them of d_in + d_out, `layers`.  E_USAGE (msg names
+** the term) for a negative, non-finite or too large coefficient or a knee
+** below 0.001 tokens. */
+lsim_err lsim_cost_prof_bind(const lsim_cost_coef *k, int layers, int modules,
+                             int64_t elems, lsim_cost_prof *out,
+                             lsim_errbuf *eb);
+
+/* The features of a plan (slot_rank as lsim_cost_plan_ns reads it). */
+void lsim_cost_plan_features(const lsim_plan *p, lsim_cost_feat *f);
+
+/* The profiled time of features f in ns (>= 1), INT64_MAX when it does
+** not fit in int64. */
+int64_t lsim_cost_prof_ns(const lsim_cost_prof *c, const lsim_cost_feat *f);
+
+/* The iteration cost model, all in nanoseconds: the hand-set linear one,
+** or (prof.on) the profiled one. */
 typedef struct lsim_cost_model {
   int64_t iter_fixed_ns;    /* per iteration (launch, sync, sampling) */
   int64_t prefill_token_ns; /* per prefill row through the base model */
@@ -79,6 +168,7 @@ typedef struct lsim_cost_model {
   int64_t rank_row_ps;      /* per unit of true-rank rows (padded-rank
                                rows when the plan has a slot_rank),
                                picoseconds */
+  lsim_cost_prof prof;      /* on: replaces the five above */
 } lsim_cost_model;
 
 /*
@@ -107,7 +197,8 @@ typedef struct lsim_tp_cost {
 int64_t lsim_cost_collective_ns(const lsim_tp_cost *c, const lsim_plan *p,
                                 int64_t *calls);
 
-/* Modelled duration of an iteration in ns (>= 1). */
+/* Modelled duration of an iteration in ns (>= 1): the linear model, or
+** lsim_cost_prof_ns of the plan's features when c->prof.on. */
 int64_t lsim_cost_plan_ns(const lsim_cost_model *c, const lsim_plan *p);
 
 /* What a backend is opened with. */
@@ -136,6 +227,13 @@ typedef struct lsim_backend_cfg {
   int64_t pool_pages, page_bytes;
   int nadapters, objects;
   const int *adapter_rank;
+  /* cuda, execute full (docs/CUDA.md "The whole-model executor"): the
+  ** scenario's model shape (borrowed for open; full, with the modules that
+  ** carry adapters in adapter_modules), the engine's KV bytes per token,
+  ** and the batch bounds ($.workers.max_batch_tokens, _requests) */
+  const struct lsim_model_shape *shape;
+  int64_t kv_bytes_per_token;
+  int max_batch_tokens, max_batch_requests;
 } lsim_backend_cfg;
 
 /* What a backend following the residency was told and checked. */

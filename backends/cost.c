@@ -1,12 +1,26 @@
 /*
 ** cost.c: the cost model (backend.h): the modelled time of a plan and of
 ** the tensor-parallel collectives an iteration pays for.
+**
+** Two models.  The linear one (five hand-set or calibrated coefficients)
+** is what every scenario without a profile uses, unchanged.  The profiled
+** one (docs/PROFILE.md) follows the hardware: the base GEMMs cost the
+** time to stream the weights until the batch is wide enough to be compute
+** bound (the roofline knee), then grow with the rows; attention grows with
+** the keys each decode row reads and with the (query, key) pairs of each
+** prefill; the adapter branch with its segments and rank-rows; the LM
+** head with the sampled rows.  Its coefficients are bound to the scenario
+** once (lsim_cost_prof_bind) into integers, and a plan's time is summed in
+** exact integer arithmetic, so it is deterministic, and monotone in rows
+** and context since every coefficient is >= 0.
 */
 #include "backend.h"
 
 #include "engine/checked.h"
 
+#include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 
 int64_t lsim_cost_collective_ns(const lsim_tp_cost *c, const lsim_plan *p,
                                 int64_t *calls) {
@@ -43,11 +57,139 @@ int64_t lsim_cost_collective_ns(const lsim_tp_cost *c, const lsim_plan *p,
 }
 
 int64_t lsim_cost_plan_ns(const lsim_cost_model *c, const lsim_plan *p) {
+  if (c->prof.on) {
+    lsim_cost_feat f;
+    lsim_cost_plan_features(p, &f);
+    return lsim_cost_prof_ns(&c->prof, &f);
+  }
   int64_t ns = c->iter_fixed_ns + p->prefill_rows * c->prefill_token_ns +
                p->decode_rows * c->decode_token_ns +
                (int64_t)p->segments * c->segment_ns +
                /* padded-rank slots compute every row at the slot's rank */
                ((p->slot_rank > 0 ? p->padded_rank_rows : p->true_rank_rows) *
                 c->rank_row_ps) / 1000;
+  return ns < 1 ? 1 : ns;
+}
+
+static const char *const lsim__terms[LSIM_COST_NTERMS + 1] = {
+    "iter_fixed_ns",    "gemm_weight_ns",  "knee_tokens",
+    "lm_head_ns",       "token_ns",        "decode_row_ns",
+    "decode_ctx_ns",    "prefill_seq_ns",  "prefill_pair_ns",
+    "lora_module_ns",   "lora_segment_ns", "lora_rank_elem_ns",
+    NULL};
+
+const char *const *lsim_cost_terms(void) { return lsim__terms; }
+
+/* llround(x * scale) when it is finite, >= 0 and below 2^62. */
+static int lsim__bind1(double x, double scale, int64_t *out) {
+  return lsim_d2i64_checked(floor(x * scale + 0.5), 0, INT64_C(1) << 62, out);
+}
+
+lsim_err lsim_cost_prof_bind(const lsim_cost_coef *k, int layers, int modules,
+                             int64_t elems, lsim_cost_prof *out,
+                             lsim_errbuf *eb) {
+  const double *c = k->c;
+  double lm = (double)layers * (double)modules;
+  lsim_cost_prof p = {0};
+  struct {
+    int term;
+    double scale;
+    int64_t *dst;
+  } b[] = {
+      {LSIM_COST_FIXED, 1e3, &p.fixed_ps},
+      {LSIM_COST_GEMM, 1e3, &p.gemm_ps},
+      {LSIM_COST_KNEE, 1e3, &p.knee_mtok},
+      {LSIM_COST_LM_HEAD, 1e3, &p.lm_head_ps},
+      {LSIM_COST_TOKEN, 1e3, &p.token_ps},
+      {LSIM_COST_DECODE_ROW, 1e3, &p.decode_row_ps},
+      {LSIM_COST_DECODE_CTX, 1e6, &p.decode_ctx_fs},
+      {LSIM_COST_PREFILL_SEQ, 1e3, &p.prefill_seq_ps},
+      {LSIM_COST_PREFILL_PAIR, 1e6, &p.prefill_pair_fs},
+      {LSIM_COST_LORA_MODULE, 1e3 * lm, &p.lora_fixed_ps},
+      {LSIM_COST_LORA_SEGMENT, 1e3 * lm, &p.lora_segment_ps},
+      {LSIM_COST_LORA_ELEM, 1e3 * (double)layers * (double)elems,
+       &p.lora_rank_row_ps},
+  };
+  for (size_t i = 0; i < sizeof b / sizeof b[0]; i++) {
+    if (lsim__bind1(c[b[i].term], b[i].scale, b[i].dst))
+      return lsim_fail(eb, LSIM_E_USAGE,
+                       "%s = %g: must be a finite number >= 0 whose time "
+                       "fits the clock",
+                       lsim__terms[b[i].term], c[b[i].term]);
+  }
+  if (p.knee_mtok < 1)
+    return lsim_fail(eb, LSIM_E_USAGE,
+                     "knee_tokens = %g: must be at least 0.001",
+                     c[LSIM_COST_KNEE]);
+  p.on = 1;
+  *out = p;
+  return 0;
+}
+
+void lsim_cost_plan_features(const lsim_plan *p, lsim_cost_feat *f) {
+  *f = (lsim_cost_feat){0};
+  int prev = -2;
+  for (int i = 0; i < p->n; i++) {
+    const lsim_plan_entry *e = &p->e[i];
+    int64_t ctx = p->positions && e->ctx > 0 ? e->ctx : 0, r = e->rows;
+    f->tokens += r;
+    f->sampled += p->positions ? (e->sample != 0) : 1;
+    if (e->phase == LSIM_PHASE_DECODE) {
+      f->decode_rows += r;
+      f->decode_ctx += r * (ctx + 1);
+    } else {
+      f->prefill_seqs++;
+      f->prefill_pairs += r * ctx + r * (r + 1) / 2;
+    }
+    if (e->adapter >= 0) {
+      f->lora = 1;
+      if (e->adapter != prev)
+        f->lora_segments++;
+    }
+    prev = e->adapter;
+  }
+  f->rank_rows = p->slot_rank > 0 ? p->padded_rank_rows : p->true_rank_rows;
+}
+
+/* a * b, saturated at INT64_MAX (a, b >= 0) */
+static int64_t lsim__mul(int64_t a, int64_t b) {
+  int64_t r;
+  return lsim_muldiv_i64_checked(a, b, 1, &r) ? INT64_MAX : r;
+}
+
+/* floor(a * b / c), saturated */
+static int64_t lsim__muldiv(int64_t a, int64_t b, int64_t c) {
+  int64_t r;
+  return lsim_muldiv_i64_checked(a, b, c, &r) ? INT64_MAX : r;
+}
+
+/* w x max(1, n / knee) for n > 0, 0 for n = 0: streaming the weights
+** costs w until the rows make the product compute bound */
+static int64_t lsim__roofline(int64_t w, int64_t n, int64_t knee_mtok) {
+  if (n <= 0)
+    return 0;
+  int64_t mt = lsim__mul(n, 1000);
+  return mt <= knee_mtok ? w : lsim__muldiv(w, mt, knee_mtok);
+}
+
+int64_t lsim_cost_prof_ns(const lsim_cost_prof *c, const lsim_cost_feat *f) {
+  int64_t t[] = {
+      c->fixed_ps,
+      lsim__roofline(c->gemm_ps, f->tokens, c->knee_mtok),
+      lsim__roofline(c->lm_head_ps, f->sampled, c->knee_mtok),
+      lsim__mul(c->token_ps, f->tokens),
+      lsim__mul(c->decode_row_ps, f->decode_rows),
+      lsim__muldiv(c->decode_ctx_fs, f->decode_ctx, 1000),
+      lsim__mul(c->prefill_seq_ps, f->prefill_seqs),
+      lsim__muldiv(c->prefill_pair_fs, f->prefill_pairs, 1000),
+      f->lora ? c->lora_fixed_ps : 0,
+      lsim__mul(c->lora_segment_ps, f->lora_segments),
+      lsim__mul(c->lora_rank_row_ps, f->rank_rows),
+  };
+  int64_t ps = 0;
+  for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+    if (lsim_add_i64_checked(ps, t[i], &ps))
+      return INT64_MAX;
+  int64_t ns = ps / 1000 + (ps % 1000 != 0); /* ceil: never 0 for work */
   return ns < 1 ? 1 : ns;
 }

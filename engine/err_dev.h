@@ -1,6 +1,7 @@
 /*
 ** err_dev.h: stable error codes of the device adapter pool (paged
-** residency on the GPU, backends/cuda/pool.cu), of `lorasim calibrate`,
+** residency on the GPU, backends/cuda/pool.cu), of `lorasim calibrate`
+** and cost profiles (-629, -640.., docs/PROFILE.md),
 ** and of the stage/retire protocol between the engine's residency and a
 ** backend (backends/backend.h, docs/ARCHITECTURE.md "Backends").
 ** Range -620..-659.  Append only; never renumber.  docs/CUDA.md has the
@@ -23,4 +24,7 @@
   X(LSIM_E_STAGE_ORDER,        -633, "E_STAGE_ORDER")                      \
   X(LSIM_E_STAGE_FIT,          -634, "E_STAGE_FIT")                        \
   X(LSIM_E_STAGE_PAGES,        -635, "E_STAGE_PAGES")                     \
-  X(LSIM_E_DEV_FIT,            -636, "E_DEV_FIT")
+  X(LSIM_E_DEV_FIT,            -636, "E_DEV_FIT")                          \
+  X(LSIM_E_DEV_UNSUPPORTED,    -637, "E_DEV_UNSUPPORTED")                  \
+  X(LSIM_E_DEV_PROFILE_SHAPE,  -640, "E_DEV_PROFILE_SHAPE")                \
+  X(LSIM_E_DEV_PROFILE_NONE,   -641, "E_DEV_PROFILE_NONE")

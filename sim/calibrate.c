@@ -399,7 +399,7 @@ static int lsim__calibrate(const char *out, int reps, const char *holdout,
   double c[5];
   lsim__fit((const double(*)[5])X, y, n, c);
   lsim_cost_model cm = {llround(c[0]), llround(c[1]), llround(c[2]),
-                        llround(c[3]), llround(c[4])};
+                        llround(c[3]), llround(c[4]), {0}};
   rel = calloc((size_t)n, sizeof *rel);
   if (!rel) {
     rc = lsim_fail(&eb, LSIM_E_NOMEM, "out of memory");

@@ -26,6 +26,10 @@ static const struct {
     {LSIM_E_RUN_INPUT_MISSING, LSIM_E_RUN_INPUT_MISSING, "a run input"},
     {LSIM_E_RUN_INPUT_CHANGED, LSIM_E_RUN_INPUT_CHANGED, "a run input"},
     {LSIM_E_RUN_IDENTITY, LSIM_E_RUN_IDENTITY, "a run input"},
+    {LSIM_E_DEV_PROFILE, LSIM_E_DEV_PROFILE, "a cost profile"},
+    {LSIM_E_DEV_PROFILE_NONE, LSIM_E_DEV_PROFILE_SHAPE, "a cost profile"},
+    /* a scenario the whole-model executor refuses (--execute full) */
+    {LSIM_E_DEV_UNSUPPORTED, LSIM_E_DEV_FIT, "a scenario the device refuses"},
 };
 
 int lsim_cli_status(lsim_err code) {

@@ -28,6 +28,7 @@
 #include "audit.h"
 #include "cli.h"
 #include "calibrate.h"
+#include "profile_cmd.h"
 #include "compare.h"
 #include "compress_cmd.h"
 #include "exec.h"
@@ -120,8 +121,8 @@ static void lsim__usage_replay(FILE *f) {
       "                     iteration and copy, deterministic; 'measured'\n"
       "                     (with cpu_ref or cuda): the backend's measured\n"
       "                     times do ($.clock; docs/FIDELITY.md)\n"
-      "  --profile FILE     iteration cost from a calibrated cost profile\n"
-      "                     (lorasim calibrate) instead of $.cost\n"
+      "  --profile FILE     iteration cost from a cost profile (lorasim\n"
+      "                     profile, or lorasim calibrate) instead of $.cost\n"
       "  --resume DB        finish the run recorded in DB (killed or\n"
       "                     interrupted): check the digests of its inputs,\n"
       "                     rerun its scenario, seed, policies and options\n"
@@ -149,6 +150,8 @@ static void lsim__usage(FILE *f) {
         "  sweep GRID.json        a grid of replays (axes x seeds), merged\n"
         "  exec --in BATCH.json   run one batch exactly (plan, delta, Y)\n"
         "  calibrate              fit the cost model to GPU kernel times\n"
+        "  profile --model PRESET measure whole forward passes on the GPU and\n"
+        "                         write a cost profile (docs/PROFILE.md)\n"
         "  trace convert|stats    import, convert and summarise traces\n"
         "  bench kernels          the CUDA kernel benchmark table (GPU)\n"
         "  prefix                 prefix-cache study: four key modes on a trace\n"
@@ -553,6 +556,8 @@ static int lsim__dispatch(int argc, char **argv) {
     return lsim_trace_main(argc - 1, argv + 1);
   if (strcmp(cmd, "calibrate") == 0)
     return lsim_calibrate_cmd(argc - 1, argv + 1);
+  if (strcmp(cmd, "profile") == 0)
+    return lsim_profile_cmd(argc - 1, argv + 1);
   if (strcmp(cmd, "exec") == 0)
     return lsim_exec_main(argc - 1, argv + 1);
   if (strcmp(cmd, "bench") == 0)
@@ -584,6 +589,8 @@ static int lsim__dispatch(int argc, char **argv) {
       return lsim_compare_main(2, av);
     } else if (argc > 2 && strcmp(argv[2], "calibrate") == 0) {
       lsim_calibrate_usage(stdout);
+    } else if (argc > 2 && strcmp(argv[2], "profile") == 0) {
+      lsim_profile_usage(stdout);
     } else if (argc > 2 && strcmp(argv[2], "prefix") == 0) {
       char *av[] = {"prefix", "--help", NULL};
       return lsim_prefix_main(2, av);

@@ -15,6 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pct.h"
+
 enum { LSIM__T_OPEN, LSIM__T_HIST, LSIM__T_COLLECT, LSIM__T_DONE };
 
 typedef struct lsim__ptarget {
@@ -81,38 +83,6 @@ static double lsim__unkey(uint64_t k) {
   double v;
   memcpy(&v, &b, sizeof v);
   return v;
-}
-
-/* Move the k-th smallest of v[0..n) (0-based) to v[k], the smaller ones
-** before it and the larger ones after it (quickselect, median-of-three
-** pivot; deterministic). */
-static void lsim__kth(double *v, int64_t n, int64_t k) {
-  int64_t lo = 0, hi = n - 1;
-  while (lo < hi) {
-    int64_t mid = lo + (hi - lo) / 2;
-    double a = v[lo], b = v[mid], c = v[hi];
-    double piv = a < b ? (b < c ? b : (a < c ? c : a))
-                       : (a < c ? a : (b < c ? c : b));
-    int64_t i = lo, j = hi;
-    while (i <= j) {
-      while (v[i] < piv)
-        i++;
-      while (v[j] > piv)
-        j--;
-      if (i <= j) {
-        double t = v[i];
-        v[i++] = v[j];
-        v[j--] = t;
-      }
-    }
-    /* v[lo..j] <= piv <= v[i..hi], and v[j+1..i-1] == piv */
-    if (k <= j)
-      hi = j;
-    else if (k >= i)
-      lo = i;
-    else
-      return;
-  }
 }
 
 /* Nearest rank of p in n values, 1..n. */
@@ -342,7 +312,7 @@ static lsim_err lsim__end_first(lsim_pctl *s) {
       if (!s->overflow) {
         if (t->k < prev)
           from = 0;
-        lsim__kth(g->v + from, g->nv - from, t->k - 1 - from);
+        lsim_pct_kth(g->v + from, g->nv - from, t->k - 1 - from);
         t->value = g->v[t->k - 1];
         from = t->k - 1;
         prev = t->k;
@@ -390,7 +360,7 @@ lsim_err lsim_pctl_end(lsim_pctl *s, lsim_errbuf *eb) {
                          "interval that held %lld",
                          s->passes, (long long)got, (long long)t->cnt);
       }
-      lsim__kth(t->buf, t->cnt, t->k - 1);
+      lsim_pct_kth(t->buf, t->cnt, t->k - 1);
       t->value = t->buf[t->k - 1];
       t->state = LSIM__T_DONE;
       lsim__drop_target(t);

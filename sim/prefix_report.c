@@ -425,7 +425,8 @@ static lsim_err lsim__mode(const lsim__pxopt *o, lsim__adp *ad, int mode,
   m.block_tokens = 1;
   lsim_rng rb;
   lsim_rng_init(&rb, (uint64_t)o->seed, LSIM__PX_RNG_BASE);
-  lsim_cost_model cost = {(int64_t)o->iter_ns, (int64_t)o->prefill_ns, 0, 0, 0};
+  lsim_cost_model cost = {(int64_t)o->iter_ns, (int64_t)o->prefill_ns, 0, 0, 0,
+                          {0}};
   int S = (int)o->servers;
   int64_t *free_at = calloc((size_t)S, sizeof *free_at);
   int64_t *ttft = NULL, nttft = 0, cttft = 0;

@@ -71,6 +71,7 @@
 
 #include "../backends/backend.h"
 #ifdef LSIM_HAVE_CUDA
+#include "../backends/cuda/backend_full.h"
 #include "../backends/cuda/cuda.h"
 #endif
 #include "../engine/engine.h"
@@ -284,6 +285,15 @@ static lsim_err lsim__disk_ns(const lsim_scenario *sc, int64_t bytes,
 static lsim_err lsim__copy_ns(const lsim_scenario *sc, int64_t bytes,
                               int64_t *ns, lsim_errbuf *eb) {
   int64_t t;
+  if (sc->copy_prof) { /* the profile's copy model (docs/PROFILE.md) */
+    if (lsim_d2i64_ceil(lsim_scenario_copy_ns(sc, bytes), 1,
+                        LSIM__MAX_SPAN_NS, ns))
+      return lsim_fail(eb, LSIM_E_SCN_RANGE,
+                       "%s: a copy of %lld bytes at %g GB/s takes more "
+                       "than 2^62 ns",
+                       sc->cost_profile, (long long)bytes, sc->copy_gbps);
+    return 0;
+  }
   if (lsim_d2i64_ceil((double)bytes / sc->h2d_gbps, 0, LSIM__MAX_SPAN_NS, &t) ||
       lsim_add_i64_checked(t, sc->load_fixed_us * 1000, ns) ||
       *ns > LSIM__MAX_SPAN_NS)
@@ -1191,9 +1201,7 @@ static lsim_err lsim__setup(lsim__world *W, lsim_errbuf *eb) {
 
   /* The backend first: one that follows the residency (backend.h) gets
   ** every worker pool's hooks, with the engine's geometry and page ids. */
-  W->cost = (lsim_cost_model){sc->iter_fixed_ns, sc->prefill_token_ns,
-                              sc->decode_token_ns, sc->segment_ns,
-                              sc->rank_row_ps};
+  lsim_scenario_cost_model(sc, &W->cost);
   lsim__tp_cost(sc, &W->tp_cost);
   lsim_backend_cfg bcfg = {
       .cost = W->cost,
@@ -1208,6 +1216,10 @@ static lsim_err lsim__setup(lsim__world *W, lsim_errbuf *eb) {
       .nadapters = na,
       .objects = na + (sc->compression.on ? W->cmp.cfg.clusters : 0),
       .adapter_rank = rank,
+      .shape = &sc->model,
+      .kv_bytes_per_token = lsim_scenario_kv_bytes_per_token(sc),
+      .max_batch_tokens = (int)sc->max_batch_tokens,
+      .max_batch_requests = sc->max_batch_requests,
   };
   int tdin[LSIM_MAX_TARGETS], tdout[LSIM_MAX_TARGETS];
   if (W->o->tensor_model) {
@@ -1429,6 +1441,22 @@ lsim_err lsim_replay_check_modes(const lsim_scenario *sc, lsim_errbuf *eb) {
                        "the GPU and needs --backend cuda ($.backend), not "
                        "'%s'",
                        sc->backend);
+    /* what the executor cannot run and a scenario can say before any
+    ** file: one device holds one rank, and a hotswap's new version lives
+    ** outside the pool's pages while a lease holds it */
+    if (sc->tp_degree > 1)
+      return lsim_fail(eb, LSIM_E_SCN_MODE_TP,
+                       "--execute full ($.execute) with "
+                       "$.workers.tp_degree %d: the executor runs a whole "
+                       "model on one device and holds no rank's shard; use "
+                       "--execute adapters",
+                       sc->tp_degree);
+    if (sc->nhotswaps > 0)
+      return lsim_fail(eb, LSIM_E_DEV_UNSUPPORTED,
+                       "--execute full ($.execute) with $.hotswaps: a "
+                       "lease's new version is charged as KV pages beside "
+                       "the old one, not held in the engine's pages, so the "
+                       "executor cannot read it; use --execute adapters");
 #ifndef LSIM_HAVE_CUDA
     return lsim_fail(eb, LSIM_E_SCN_MODE_DEVICE,
                      "--execute full needs the cuda backend, which this "
@@ -1439,6 +1467,29 @@ lsim_err lsim_replay_check_modes(const lsim_scenario *sc, lsim_errbuf *eb) {
     if (lsim_cuda_describe(desc, sizeof desc) <= 0)
       return lsim_fail(eb, LSIM_E_SCN_MODE_DEVICE,
                        "--execute full needs a GPU: backend cuda: %s", desc);
+    /* what the executor cannot run, and a model and pool that do not fit
+    ** the device, are refused here too, before any file (E_DEV_UNSUPPORTED,
+    ** E_DEV_FIT; docs/CUDA.md "The whole-model executor") */
+    int maxr = 1;
+    for (int i = 0; i < sc->nranks; i++)
+      if (sc->ranks[i].rank > maxr)
+        maxr = sc->ranks[i].rank;
+    lsim_backend_cfg fc = {
+        .seed = sc->seed,
+        .execute = sc->execute,
+        .workers = sc->workers,
+        .pool_pages = sc->pool_pages,
+        .page_bytes = sc->page_bytes,
+        .nadapters = sc->adapters,
+        .objects = sc->adapters + (sc->compression.on ? 1 : 0),
+        .shape = &sc->model,
+        .kv_bytes_per_token = lsim_scenario_kv_bytes_per_token(sc),
+        .max_batch_tokens = (int)sc->max_batch_tokens,
+        .max_batch_requests = sc->max_batch_requests,
+    };
+    lsim_err frc = lsim_full_check(&fc, maxr, eb);
+    if (frc)
+      return frc;
 #endif
   }
   if (sc->clock == LSIM_CLOCK_MEASURED) {
@@ -1580,7 +1631,8 @@ lsim_err lsim_replay_run(const lsim_scenario *sc, const lsim_replay_opts *o,
       rc = lsim_fail(eb, LSIM_E_NOMEM, "out of memory");
     if (!rc)
       rc = lsim_tenants_compute(lsim_db_handle(W.db), sc, W.m.tenant_service,
-                                W.m.requests_ok, tf, eb);
+                                W.m.requests_ok, W.m.tenant_svc_longest,
+                                W.m.tenant_svc_starved, tf, eb);
     if (!rc) {
       res->tenants = tf;
       res->clock = W.clk;

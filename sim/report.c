@@ -19,156 +19,128 @@
 #include "plot_run.h"
 #include "tenants.h"
 
+/* ---- exact percentiles from the requests table --------------------------- */
+
 #define LSIM__TTFT_EXPR "(first_token_tick - arrival_tick)"
 #define LSIM__TTFT_COND "first_token_tick IS NOT NULL"
 #define LSIM__TBT_EXPR \
   "((finish_tick - first_token_tick) * 1.0 / (output_tokens - 1))"
 #define LSIM__TBT_COND "output_tokens >= 2"
-
-/* ---- exact percentiles from the requests table --------------------------- */
-
-/* Nearest-rank p50 and p99 of TTFT, TBT and end-to-end latency (ticks)
-** over completed requests, into v[metric][0..2) (-1 when there is no
-** value): one query feeds all three to a bounded selection (sim/pctl.h),
-** again for each further pass it needs.  Each value is the one SQLite
-** computes for the metric's expression (a NULL read as 0, as before), and
-** a request takes part when the metric's condition holds, so the figures
-** are those of sorting the values in SQL. */
-static lsim_err lsim__pcts(sqlite3 *db, double v[3][2], lsim_errbuf *eb) {
-  static const char sql[] =
-      "SELECT " LSIM__TTFT_COND ", " LSIM__TTFT_EXPR ", " LSIM__TBT_COND
-      ", " LSIM__TBT_EXPR ", (finish_tick - arrival_tick) FROM requests "
-      "WHERE run_id=1 AND outcome='ok'";
-  static const double pp[2] = {50, 99};
-  sqlite3_stmt *st = NULL;
-  lsim_err rc = 0;
-  int tg[3][2];
-  lsim_pctl *s = lsim_pctl_new(3, lsim_pctl_budget());
-  if (!s)
-    return lsim_fail(eb, LSIM_E_NOMEM, "out of memory for percentiles");
-  for (int m = 0; m < 3; m++)
-    for (int i = 0; i < 2; i++)
-      if ((tg[m][i] = lsim_pctl_want(s, m, pp[i])) < 0) {
-        lsim_pctl_free(s);
-        return lsim_fail(eb, LSIM_E_NOMEM, "out of memory for percentiles");
-      }
-  if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
-    goto fail;
-  while (lsim_pctl_pass(s)) {
-    int step;
-    while ((step = sqlite3_step(st)) == SQLITE_ROW) {
-      if (sqlite3_column_int(st, 0))
-        lsim_pctl_add(s, 0, sqlite3_column_double(st, 1));
-      if (sqlite3_column_int(st, 2))
-        lsim_pctl_add(s, 1, sqlite3_column_double(st, 3));
-      lsim_pctl_add(s, 2, sqlite3_column_double(st, 4));
-    }
-    if (step != SQLITE_DONE)
-      goto fail;
-    sqlite3_reset(st);
-    if ((rc = lsim_pctl_end(s, eb)))
-      goto done;
-  }
-  for (int m = 0; m < 3; m++)
-    for (int i = 0; i < 2; i++) {
-      double x = lsim_pctl_value(s, tg[m][i]);
-      v[m][i] = isnan(x) ? -1 : x;
-    }
-  goto done;
-fail:
-  rc = lsim_fail(eb, LSIM_E_DB, "percentile query failed: %s",
-                 sqlite3_errmsg(db));
-done:
-  sqlite3_finalize(st);
-  lsim_pctl_free(s);
-  return rc;
-}
-
-
-/* One integer aggregate over the run's requests; ?1 (ns_per_tick) and ?2
-** (a target in ns) are bound when the statement names them. */
-static lsim_err lsim__scalar(sqlite3 *db, const char *sql, int64_t ns_per_tick,
-                             int64_t target_ns, int64_t *out,
-                             lsim_errbuf *eb) {
-  sqlite3_stmt *st = NULL;
-  *out = 0;
-  if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
-    goto fail;
-  if (sqlite3_bind_parameter_count(st) >= 2) {
-    sqlite3_bind_int64(st, 1, ns_per_tick);
-    sqlite3_bind_int64(st, 2, target_ns);
-  }
-  if (sqlite3_step(st) != SQLITE_ROW)
-    goto fail;
-  *out = sqlite3_column_int64(st, 0);
-  sqlite3_finalize(st);
-  return 0;
-fail:
-  sqlite3_finalize(st);
-  return lsim_fail(eb, LSIM_E_DB, "summary query failed: %s",
-                   sqlite3_errmsg(db));
-}
-
-/* Fraction of the requests with `cond` that also satisfy `meets`. */
-static lsim_err lsim__attain(sqlite3 *db, const char *cond, const char *meets,
-                             int64_t ns_per_tick, int64_t slo_ms, double *out,
-                             lsim_errbuf *eb) {
-  char sql[512];
-  int64_t n, k;
-  lsim_err rc;
-  *out = -1;
-  if (slo_ms <= 0)
-    return 0;
-  snprintf(sql, sizeof sql,
-           "SELECT count(*) FROM requests WHERE run_id=1 AND outcome='ok' "
-           "AND %s",
-           cond);
-  if ((rc = lsim__scalar(db, sql, ns_per_tick, slo_ms * 1000000, &n, eb)))
-    return rc;
-  if (n == 0)
-    return 0;
-  snprintf(sql, sizeof sql,
-           "SELECT count(*) FROM requests WHERE run_id=1 AND outcome='ok' "
-           "AND %s AND %s",
-           cond, meets);
-  if ((rc = lsim__scalar(db, sql, ns_per_tick, slo_ms * 1000000, &k, eb)))
-    return rc;
-  *out = (double)k / (double)n;
-  return 0;
-}
-
 #define LSIM__TTFT_MEETS "(first_token_tick - arrival_tick) * ?1 <= ?2"
 #define LSIM__TBT_MEETS \
-  "(finish_tick - first_token_tick) * ?1 <= ?2 * (output_tokens - 1)"
+  "(finish_tick - first_token_tick) * ?1 <= ?3 * (output_tokens - 1)"
+
+/* The fraction of the n requests with a metric that met its SLO (k of
+** them); -1 when no SLO is set or no request had the metric. */
+static double lsim__attain(int64_t slo_ms, int64_t n, int64_t k) {
+  return slo_ms > 0 && n > 0 ? (double)k / (double)n : -1;
+}
 
 lsim_err lsim_report_summarize(sqlite3 *db, const lsim_scenario *sc,
                                const lsim_metrics *m, lsim_summary *s,
                                lsim_errbuf *eb) {
   double ms = (double)sc->ns_per_tick / 1e6;
   lsim_err rc;
+  static const double pp[2] = {50, 99};
+  /* One scan of the completed requests gives every figure of the table
+  ** (it was one query per percentile, then one per metric, plus count,
+  ** sum and attainment queries): per row SQLite computes the TTFT, TBT and
+  ** end-to-end expressions, their conditions and the SLO tests, exactly as
+  ** the former queries' WHERE and select lists did.  The values go to a
+  ** bounded selection (sim/pctl.h): they are kept and each percentile
+  ** selected when they fit its budget, otherwise the query runs again,
+  ** feeding only the values, until every percentile is narrowed down.  The
+  ** sums are exact in ticks, skip NULLs and fail on overflow, as SQL's
+  ** sum(). */
+  char sql[1024];
+  snprintf(sql, sizeof sql,
+           "SELECT " LSIM__TTFT_COND ", " LSIM__TTFT_EXPR ", %s, "
+           LSIM__TBT_COND ", " LSIM__TBT_EXPR ", %s, "
+           "(finish_tick - arrival_tick), output_tokens FROM requests "
+           "WHERE run_id=1 AND outcome='ok'",
+           sc->slo_ttft_ms > 0 ? LSIM__TTFT_MEETS : "NULL",
+           sc->slo_tbt_ms > 0 ? LSIM__TBT_MEETS : "NULL");
+  int64_t ttft_ticks = 0, out_tokens = 0, ttft_met = 0, tbt_met = 0;
+  const char *why = NULL;
+  sqlite3_stmt *st = NULL;
+  int step = SQLITE_ERROR, tg[3][2];
+  lsim_pctl *sel = lsim_pctl_new(3, lsim_pctl_budget());
+  if (!sel)
+    return lsim_fail(eb, LSIM_E_NOMEM, "out of memory for percentiles");
+  for (int k = 0; k < 3; k++)
+    for (int i = 0; i < 2; i++)
+      if ((tg[k][i] = lsim_pctl_want(sel, k, pp[i])) < 0) {
+        lsim_pctl_free(sel);
+        return lsim_fail(eb, LSIM_E_NOMEM, "out of memory for percentiles");
+      }
+  if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK) {
+    sqlite3_bind_int64(st, 1, sc->ns_per_tick);
+    sqlite3_bind_int64(st, 2, sc->slo_ttft_ms * 1000000);
+    sqlite3_bind_int64(st, 3, sc->slo_tbt_ms * 1000000);
+    for (int first = 1; !why && lsim_pctl_pass(sel); first = 0) {
+      while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+        if (sqlite3_column_int(st, 0)) { /* a first token: TTFT */
+          lsim_pctl_add(sel, 0, sqlite3_column_double(st, 1));
+          if (first && sqlite3_column_type(st, 1) != SQLITE_NULL &&
+              __builtin_add_overflow(ttft_ticks, sqlite3_column_int64(st, 1),
+                                     &ttft_ticks)) {
+            why = "integer overflow"; /* what SQL's sum() says */
+            break;
+          }
+          ttft_met += first && sqlite3_column_type(st, 2) != SQLITE_NULL &&
+                      sqlite3_column_int(st, 2) != 0;
+        }
+        if (sqlite3_column_int(st, 3)) { /* two tokens or more: TBT */
+          lsim_pctl_add(sel, 1, sqlite3_column_double(st, 4));
+          tbt_met += first && sqlite3_column_type(st, 5) != SQLITE_NULL &&
+                     sqlite3_column_int(st, 5) != 0;
+        }
+        lsim_pctl_add(sel, 2, sqlite3_column_double(st, 6));
+        if (first && sqlite3_column_type(st, 7) != SQLITE_NULL &&
+            __builtin_add_overflow(out_tokens, sqlite3_column_int64(st, 7),
+                                   &out_tokens)) {
+          why = "integer overflow";
+          break;
+        }
+      }
+      if (why || step != SQLITE_DONE)
+        break;
+      sqlite3_reset(st);
+      if ((rc = lsim_pctl_end(sel, eb)))
+        goto done;
+    }
+  }
+  if (why || step != SQLITE_DONE) {
+    rc = lsim_fail(eb, LSIM_E_DB, "summary query failed: %s",
+                   why ? why : sqlite3_errmsg(db));
+    goto done;
+  }
   double v2[3][2];
-  if ((rc = lsim__pcts(db, v2, eb)))
-    return rc;
+  for (int k = 0; k < 3; k++)
+    for (int i = 0; i < 2; i++) {
+      double x = lsim_pctl_value(sel, tg[k][i]);
+      v2[k][i] = isnan(x) ? -1 : x;
+    }
   s->ttft_p50_ms = v2[0][0] < 0 ? -1 : v2[0][0] * ms;
   s->ttft_p99_ms = v2[0][1] < 0 ? -1 : v2[0][1] * ms;
+  s->slo_ttft_attain =
+      lsim__attain(sc->slo_ttft_ms, lsim_pctl_count(sel, 0), ttft_met);
   /* the summary's _count and _sum (Prometheus text format): over the same
   ** requests as the quantiles, the sum exact in ticks */
-  int64_t ttft_ticks;
-  if ((rc = lsim__scalar(db,
-                         "SELECT count(*) FROM requests WHERE run_id=1 AND "
-                         "outcome='ok' AND " LSIM__TTFT_COND,
-                         0, 0, &s->ttft_count, eb)) ||
-      (rc = lsim__scalar(db,
-                         "SELECT coalesce(sum" LSIM__TTFT_EXPR ", 0) FROM "
-                         "requests WHERE run_id=1 AND outcome='ok' AND "
-                         LSIM__TTFT_COND,
-                         0, 0, &ttft_ticks, eb)))
-    return rc;
+  s->ttft_count = lsim_pctl_count(sel, 0);
   s->ttft_sum_seconds = (double)ttft_ticks * (double)sc->ns_per_tick / 1e9;
   s->tbt_p50_ms = v2[1][0] < 0 ? -1 : v2[1][0] * ms;
   s->tbt_p99_ms = v2[1][1] < 0 ? -1 : v2[1][1] * ms;
+  s->slo_tbt_attain =
+      lsim__attain(sc->slo_tbt_ms, lsim_pctl_count(sel, 1), tbt_met);
   s->e2e_p50_ms = v2[2][0] < 0 ? -1 : v2[2][0] * ms;
   s->e2e_p99_ms = v2[2][1] < 0 ? -1 : v2[2][1] * ms;
+  rc = 0;
+done:
+  sqlite3_finalize(st);
+  lsim_pctl_free(sel);
+  if (rc)
+    return rc;
   s->max_wait_ms = (double)m->max_wait_ticks * ms;
   s->load_amplification =
       m->distinct_loaded_bytes > 0
@@ -198,18 +170,6 @@ lsim_err lsim_report_summarize(sqlite3 *db, const lsim_scenario *sc,
             b = (int64_t)sc->fair_w_out * sc->max_batch_tokens;
     s->vtc_bound = 2 * (a > b ? a : b);
   }
-  if ((rc = lsim__attain(db, LSIM__TTFT_COND, LSIM__TTFT_MEETS,
-                         sc->ns_per_tick, sc->slo_ttft_ms,
-                         &s->slo_ttft_attain, eb)) ||
-      (rc = lsim__attain(db, LSIM__TBT_COND, LSIM__TBT_MEETS, sc->ns_per_tick,
-                         sc->slo_tbt_ms, &s->slo_tbt_attain, eb)))
-    return rc;
-  int64_t out_tokens;
-  if ((rc = lsim__scalar(db,
-                         "SELECT coalesce(sum(output_tokens), 0) FROM requests "
-                         "WHERE run_id=1 AND outcome='ok'",
-                         0, 0, &out_tokens, eb)))
-    return rc;
   s->completed = m->requests_ok;
   s->rejected = m->requests_rejected;
   s->unfinished = m->requests_unfinished;

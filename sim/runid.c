@@ -423,19 +423,9 @@ lsim_err lsim_runid_same_inputs(const lsim_runid *rec, const lsim_runid *now,
 
 lsim_err lsim_runid_apply_profile(lsim_scenario *sc, const char *path,
                                   lsim_errbuf *eb) {
-  lsim_cost_model cm;
-  lsim_err rc = lsim_profile_load(path, &cm, eb);
-  if (rc)
-    return rc;
-  sc->iter_fixed_ns = cm.iter_fixed_ns;
-  sc->prefill_token_ns = cm.prefill_token_ns;
-  sc->decode_token_ns = cm.decode_token_ns;
-  sc->segment_ns = cm.segment_ns;
-  sc->rank_row_ps = cm.rank_row_ps;
-  if (snprintf(sc->cost_profile, sizeof sc->cost_profile, "%s", path) >=
-      (int)sizeof sc->cost_profile)
+  if (strlen(path) >= sizeof sc->cost_profile)
     return lsim_fail(eb, LSIM_E_USAGE, "--profile: path too long");
-  return 0;
+  return lsim_scenario_use_profile(sc, path, eb);
 }
 
 void lsim_runid_set_name(int i, char out[16]) {

@@ -114,9 +114,10 @@ lsim_err lsim_runid_scenario_src(const lsim_runid *id, lsim_scenario_src *src,
 ** into out[16]. */
 void lsim_runid_set_name(int i, char out[16]);
 
-/* Replace sc's five cost coefficients by the calibrated profile at path
-** and name it in sc->cost_profile (replay --profile).  Errors of
-** lsim_profile_load. */
+/* Use the cost profile at path for sc and name it in sc->cost_profile
+** (replay --profile): lsim_scenario_use_profile, whose errors it returns
+** (a version 1 profile replaces the five coefficients; a version 2 one
+** must match the model shape). */
 lsim_err lsim_runid_apply_profile(lsim_scenario *sc, const char *path,
                                   lsim_errbuf *eb);
 

@@ -876,40 +876,187 @@ static lsim_err lsim__resolve(const lsim__ctx *c, const cJSON *v,
                               const char *path, const char *basedir,
                               int allow_dir, char *out);
 
+/* $.gpu: a GPU class, the directory of profiles/ that $.model.preset's
+** profile is looked up in */
+static lsim_err lsim__gpu(const lsim__ctx *c, const cJSON *root,
+                          lsim_scenario *sc, const cJSON **gv,
+                          char gp[LSIM__PATHBUF]) {
+  char q[80];
+  lsim_err err = lsim__member(c, root, "$", "gpu", "string", 0, gv, gp);
+  sc->gpu[0] = '\0';
+  if (err || !*gv)
+    return err;
+  const char *g = (*gv)->valuestring;
+  size_t n = strlen(g);
+  int ok = n >= 1 && n < sizeof sc->gpu && g[0] != '.';
+  for (size_t i = 0; ok && i < n; i++)
+    ok = (g[i] >= 'a' && g[i] <= 'z') || (g[i] >= '0' && g[i] <= '9') ||
+         g[i] == '-' || g[i] == '_' || g[i] == '.';
+  if (!ok)
+    return lsim__bad(c, LSIM_E_SCN_RANGE, gp,
+                     "must be a GPU class of 1 to %zu characters of "
+                     "[a-z0-9._-], not starting with '.' (got '%s')",
+                     sizeof sc->gpu - 1, lsim__quote(g, q, sizeof q));
+  memcpy(sc->gpu, g, n + 1);
+  return 0;
+}
+
 static lsim_err lsim__cost(const lsim__ctx *c, const cJSON *root,
                            const char *basedir, lsim_scenario *sc) {
   static const char *const extra[] = {"profile", NULL};
+  const cJSON *gv = NULL, *o = NULL, *pv = NULL;
+  char gp[LSIM__PATHBUF], p[LSIM__PATHBUF], pp[LSIM__PATHBUF];
+  lsim_err err = lsim__gpu(c, root, sc, &gv, gp);
+  if (err)
+    return err;
+  /* with a profile named ($.cost.profile, or $.gpu), the five linear
+  ** coefficients may be left out: the profile gives the iteration cost */
+  const cJSON *co = cJSON_GetObjectItemCaseSensitive(root, "cost");
+  int named = gv || (cJSON_IsObject(co) &&
+                     cJSON_GetObjectItemCaseSensitive(co, "profile"));
+  unsigned req = named ? 0 : LSIM__REQ;
   const lsim__field f[] = {
-      {"iter_fixed_ns", LSIM__I64, LSIM__REQ, 0, 1e12, 0, &sc->iter_fixed_ns},
-      {"prefill_token_ns", LSIM__I64, LSIM__REQ, 0, 1e12, 0,
+      {"iter_fixed_ns", LSIM__I64, req, 0, 1e12, 0, &sc->iter_fixed_ns},
+      {"prefill_token_ns", LSIM__I64, req, 0, 1e12, 0,
        &sc->prefill_token_ns},
-      {"decode_token_ns", LSIM__I64, LSIM__REQ, 0, 1e12, 0,
-       &sc->decode_token_ns},
-      {"segment_ns", LSIM__I64, LSIM__REQ, 0, 1e12, 0, &sc->segment_ns},
-      {"rank_row_ps", LSIM__I64, LSIM__REQ, 0, 1e12, 0, &sc->rank_row_ps},
+      {"decode_token_ns", LSIM__I64, req, 0, 1e12, 0, &sc->decode_token_ns},
+      {"segment_ns", LSIM__I64, req, 0, 1e12, 0, &sc->segment_ns},
+      {"rank_row_ps", LSIM__I64, req, 0, 1e12, 0, &sc->rank_row_ps},
       {"collective_latency_ns", LSIM__I64, 0, 0, 1e12, 0,
        &sc->collective_latency_ns},
       {"link_gbps", LSIM__NUM, 0, 0, 1e6, 0, &sc->link_gbps},
   };
-  const cJSON *o, *pv;
-  char p[LSIM__PATHBUF], pp[LSIM__PATHBUF];
-  lsim_err err = lsim__object(c, root, "$", "cost", f, LSIM__N(f), extra, &o, p);
   sc->cost_profile[0] = '\0';
-  if (err || (err = lsim__member(c, o, p, "profile", "string", 0, &pv, pp)) ||
-      !pv)
+  if ((co || !gv) &&
+      ((err = lsim__object(c, root, "$", "cost", f, LSIM__N(f), extra, &o,
+                           p)) ||
+       (err = lsim__member(c, o, p, "profile", "string", 0, &pv, pp))))
     return err;
-  if ((err = lsim__resolve(c, pv, pp, basedir, 0, sc->cost_profile)))
-    return err;
-  lsim_cost_model cm;
+  const char *where = pp;
+  if (pv) {
+    if ((err = lsim__resolve(c, pv, pp, basedir, 0, sc->cost_profile)))
+      return err;
+  } else if (gv) {
+    char mp[LSIM__PATHBUF];
+    lsim__key_path(mp, "$", "model");
+    lsim__key_path(mp, mp, "preset");
+    if (!sc->model.preset[0])
+      return lsim__bad(c, LSIM_E_SCN_MISSING, mp,
+                       "required with $.gpu, which picks the profile of "
+                       "that preset on that GPU (or name one with "
+                       "$.cost.profile)");
+    lsim_errbuf e2 = LSIM_ERRBUF_INIT;
+    if ((err = lsim_scenario_find_profile(basedir, sc->gpu, sc->model.preset,
+                                          sc->cost_profile, &e2)))
+      return lsim__bad(c, err, gp, "%s", e2.msg);
+    where = gp;
+  } else {
+    return 0;
+  }
   lsim_errbuf e2 = LSIM_ERRBUF_INIT;
-  if (lsim_profile_load(sc->cost_profile, &cm, &e2))
-    return lsim__bad(c, LSIM_E_DEV_PROFILE, pp, "%s", e2.msg);
-  sc->iter_fixed_ns = cm.iter_fixed_ns;
-  sc->prefill_token_ns = cm.prefill_token_ns;
-  sc->decode_token_ns = cm.decode_token_ns;
-  sc->segment_ns = cm.segment_ns;
-  sc->rank_row_ps = cm.rank_row_ps;
+  if ((err = lsim_scenario_use_profile(sc, sc->cost_profile, &e2)))
+    return lsim__bad(c,
+                     err == LSIM_E_DEV_PROFILE_SHAPE || err == LSIM_E_SCN_CONFLICT
+                         ? err
+                         : LSIM_E_DEV_PROFILE,
+                     err == LSIM_E_SCN_CONFLICT && gv ? gp : where, "%s",
+                     e2.msg);
   return 0;
+}
+
+lsim_err lsim_scenario_use_profile(lsim_scenario *sc, const char *path,
+                                   lsim_errbuf *eb) {
+  lsim_profile p;
+  lsim_err rc = lsim_profile_read(path, &p, eb);
+  if (rc)
+    return rc;
+  char saved[LSIM_PATH_MAX];
+  if (snprintf(saved, sizeof saved, "%s", path) >= (int)sizeof saved)
+    return lsim_fail(eb, LSIM_E_USAGE, "profile path too long: %s", path);
+  if (p.version == 1) {
+    sc->iter_fixed_ns = p.linear.iter_fixed_ns;
+    sc->prefill_token_ns = p.linear.prefill_token_ns;
+    sc->decode_token_ns = p.linear.decode_token_ns;
+    sc->segment_ns = p.linear.segment_ns;
+    sc->rank_row_ps = p.linear.rank_row_ps;
+    sc->cost_prof.on = 0;
+    sc->copy_prof = 0;
+    memcpy(sc->cost_profile, saved, sizeof saved);
+    return 0;
+  }
+  if ((rc = lsim_profile_check_shape(&p, path, &sc->model, eb)))
+    return rc;
+  if (sc->gpu[0] && strcmp(sc->gpu, p.gpu_class) != 0)
+    return lsim_fail(eb, LSIM_E_SCN_CONFLICT,
+                     "$.gpu is '%s', but profile %s was measured on a '%s' "
+                     "(%s)", sc->gpu, path, p.gpu_class, p.gpu_name);
+  if (sc->tp_degree > 1)
+    return lsim_fail(eb, LSIM_E_SCN_CONFLICT,
+                     "profile %s times the whole model on one GPU; "
+                     "$.workers.tp_degree %d splits it over several (use "
+                     "the linear $.cost with collective_latency_ns and "
+                     "link_gbps)", path, sc->tp_degree);
+  int64_t elems = 0;
+  for (int i = 0; i < sc->ntargets; i++)
+    elems += sc->targets[i].d_in + sc->targets[i].d_out;
+  lsim_cost_prof cp;
+  lsim_errbuf e2 = LSIM_ERRBUF_INIT;
+  if (lsim_cost_prof_bind(&p.coef, sc->layers, sc->ntargets, elems, &cp, &e2))
+    return lsim_fail(eb, LSIM_E_DEV_PROFILE, "profile %s: $.coefficients.%s",
+                     path, e2.msg);
+  sc->cost_prof = cp;
+  sc->copy_prof = p.copy_on;
+  sc->copy_latency_ns = p.copy_latency_ns;
+  sc->copy_gbps = p.copy_gbps;
+  memcpy(sc->cost_profile, saved, sizeof saved);
+  return 0;
+}
+
+lsim_err lsim_scenario_find_profile(const char *basedir, const char *gpu,
+                                    const char *preset, char *out,
+                                    lsim_errbuf *eb) {
+  const char *env = getenv("LORASIM_PROFILE_DIR");
+  const char *bd = basedir && basedir[0] ? basedir : ".";
+  char dirs[5][LSIM_PATH_MAX], tried[1600] = "";
+  int nd = 0;
+  if (env && env[0])
+    snprintf(dirs[nd++], LSIM_PATH_MAX, "%s", env);
+  /* scenarios/X.json and scenarios/SET/X.json of the source tree */
+  snprintf(dirs[nd++], LSIM_PATH_MAX, "%s/../profiles", bd);
+  snprintf(dirs[nd++], LSIM_PATH_MAX, "%s/../../profiles", bd);
+  snprintf(dirs[nd++], LSIM_PATH_MAX, "%s/profiles", bd);
+#ifdef LSIM_SOURCE_DIR
+  snprintf(dirs[nd++], LSIM_PATH_MAX, "%s/profiles", LSIM_SOURCE_DIR);
+#endif
+  for (int i = 0; i < nd; i++) {
+    char f[LSIM_PATH_MAX];
+    struct stat st;
+    int n = snprintf(f, sizeof f, "%s/%s/%s.json", dirs[i], gpu, preset);
+    if (n < 0 || (size_t)n >= sizeof f)
+      continue;
+    if (stat(f, &st) == 0 && S_ISREG(st.st_mode)) {
+      memcpy(out, f, (size_t)n + 1);
+      return 0;
+    }
+    size_t tl = strlen(tried);
+    snprintf(tried + tl, sizeof tried - tl, "%s%s", tl ? ", " : "", f);
+  }
+  return lsim_fail(eb, LSIM_E_DEV_PROFILE_NONE,
+                   "no profile of preset '%s' on GPU '%s' (tried %s; "
+                   "lorasim profile makes one, docs/PROFILE.md)",
+                   preset, gpu, tried);
+}
+
+void lsim_scenario_cost_model(const lsim_scenario *sc, lsim_cost_model *out) {
+  *out = (lsim_cost_model){sc->iter_fixed_ns, sc->prefill_token_ns,
+                           sc->decode_token_ns, sc->segment_ns,
+                           sc->rank_row_ps, sc->cost_prof};
+}
+
+double lsim_scenario_copy_ns(const lsim_scenario *sc, int64_t bytes) {
+  if (sc->copy_prof)
+    return sc->copy_latency_ns + (double)bytes / sc->copy_gbps;
+  return (double)bytes / sc->h2d_gbps + (double)sc->load_fixed_us * 1000.0;
 }
 
 /* ---- $.adapters.compression (codes of engine/err_cmp.h) ----------------- */
@@ -2322,7 +2469,8 @@ static lsim_err lsim__prefix_cache(const lsim__ctx *c, const cJSON *root,
 static lsim_err lsim__root(const lsim__ctx *c, const cJSON *root,
                            const char *basedir, lsim_scenario *sc) {
   static const char *const extra[] = {"name",  "backend", "policies", "workers",
-                                      "model", "cost",    "adapters", "tenants",
+                                      "model", "cost",    "gpu",
+                                      "adapters", "tenants",
                                       "trace", "faults",  "hotswaps",
                                       "fairness", "prefix_cache", "execute",
                                       "clock", NULL};
@@ -2598,9 +2746,21 @@ int64_t lsim_scenario_starvation_ticks(const lsim_scenario *sc, int *derived) {
                    seg + tok * rmax * (double)sc->rank_row_ps / 1000.0;
   double decode = (double)sc->iter_fixed_ns + dec * (double)sc->decode_token_ns +
                   seg + dec * rmax * (double)sc->rank_row_ps / 1000.0;
+  if (sc->cost_prof.on) {
+    /* the profiled model (docs/PROFILE.md) of the same two plans: a
+    ** prefill of the whole token budget split over the request budget,
+    ** and a decode of the request budget, each row attending to a context
+    ** of the token budget */
+    int64_t t = sc->max_batch_tokens, r = sc->max_batch_requests;
+    int64_t d = r < t ? r : t, per = t / r > 0 ? t / r : 1;
+    lsim_cost_feat fp = {t, r, 0, 0, r, r * (per * (per + 1) / 2), r,
+                         t * rmax, 1};
+    lsim_cost_feat fd = {d, d, d, d * (t + 1), 0, 0, d, d * rmax, 1};
+    prefill = (double)lsim_cost_prof_ns(&sc->cost_prof, &fp);
+    decode = (double)lsim_cost_prof_ns(&sc->cost_prof, &fd);
+  }
   double iter = prefill > decode ? prefill : decode;
-  double load = (double)lsim_scenario_adapter_bytes(sc, rmax) / sc->h2d_gbps +
-                (double)sc->load_fixed_us * 1000.0;
+  double load = lsim_scenario_copy_ns(sc, lsim_scenario_adapter_bytes(sc, rmax));
   double ns = LSIM_STARVE_ITERS * (iter + load);
   if (ns < (double)LSIM_STARVE_FLOOR_NS)
     ns = (double)LSIM_STARVE_FLOOR_NS;

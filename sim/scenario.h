@@ -15,6 +15,7 @@
 #ifndef LSIM_SCENARIO_H
 #define LSIM_SCENARIO_H
 
+#include "../backends/backend.h" /* lsim_cost_model */
 #include "../backends/shape.h" /* lsim_model_shape */
 #include "../engine/lsim.h"
 #include "../traces/trace.h" /* lsim_len_dist, lsim_trace */
@@ -143,10 +144,20 @@ typedef struct lsim_scenario {
   int64_t rank_row_ps; /* per (row x rank) unit of adapter work, in ps */
   int64_t collective_latency_ns; /* per TP collective call (tp_degree > 1) */
   double link_gbps;              /* TP link bandwidth, GB/s; 0: no byte term */
-  /* $.cost.profile (resolved against the scenario's directory) or the
-  ** replay's --profile: a calibrated cost profile (sim/profile.h) whose
-  ** coefficients replaced the five above; "" when none */
+  /* $.cost.profile (resolved against the scenario's directory), the
+  ** replay's --profile, or the committed profile $.gpu and
+  ** $.model.preset pick (profiles/GPU/PRESET.json): a cost profile
+  ** (sim/profile.h); "" when none.  Version 1 replaced the five
+  ** coefficients above; version 2 fills cost_prof (the profiled model,
+  ** bound to this scenario's shape and targets) and, when it has a copy
+  ** model, copy_prof and the two copy terms, which replace h2d_gbps and
+  ** load_fixed_us for adapter loads (docs/PROFILE.md). */
   char cost_profile[LSIM_PATH_MAX];
+  char gpu[LSIM_NAME_MAX];  /* $.gpu: a GPU class ("h200"); "" when absent */
+  lsim_cost_prof cost_prof; /* on: iterations cost the profiled model */
+  int copy_prof;            /* 1: copies cost copy_latency_ns + bytes /
+                               copy_gbps */
+  double copy_latency_ns, copy_gbps;
 
   /* $.adapters: the synthetic catalog */
   int adapters;
@@ -211,6 +222,34 @@ typedef struct lsim_scenario {
   int64_t prefix_max_blocks;   /* per worker; 0: as many as the pool holds */
   double prefix_alora_fraction; /* share of the catalog served as aLoRA */
 } lsim_scenario;
+
+/* The iteration cost model of sc: the profiled one when a version 2
+** profile is in use (sc->cost_prof.on), else the linear one of $.cost. */
+void lsim_scenario_cost_model(const lsim_scenario *sc, lsim_cost_model *out);
+
+/* The modelled ns of a host-to-device copy of `bytes`, before rounding:
+** the profile's copy model when it has one, else $.workers.h2d_gbps and
+** load_fixed_us. */
+double lsim_scenario_copy_ns(const lsim_scenario *sc, int64_t bytes);
+
+/* Use the cost profile at path for sc (what $.cost.profile and replay
+** --profile do; sim/profile.h): read it, check a version 2 profile
+** against sc's model shape (E_DEV_PROFILE_SHAPE), its GPU class against
+** $.gpu (E_SCN_CONFLICT) and sc's tp_degree (E_SCN_CONFLICT: a profile
+** times one GPU), and set sc's cost fields and cost_profile.  Errors name
+** the file; sc is unchanged on failure. */
+lsim_err lsim_scenario_use_profile(lsim_scenario *sc, const char *path,
+                                   lsim_errbuf *eb);
+
+/* Where $.gpu and $.model.preset find the committed profile: the first
+** of $LORASIM_PROFILE_DIR/GPU/PRESET.json, SCENARIO_DIR/../profiles/...,
+** SCENARIO_DIR/../../profiles/..., SCENARIO_DIR/profiles/... and the
+** source tree's profiles/... that is a
+** regular file, into out (LSIM_PATH_MAX); E_DEV_PROFILE_NONE naming every
+** place tried when none is. */
+lsim_err lsim_scenario_find_profile(const char *basedir, const char *gpu,
+                                    const char *preset, char *out,
+                                    lsim_errbuf *eb);
 
 /* Load and validate path into *sc.  On error *sc is unspecified. */
 lsim_err lsim_scenario_load(lsim_scenario *sc, const char *path,

@@ -182,6 +182,8 @@ static lsim_err lsim__tscan_run(sqlite3 *db, sqlite3_stmt *st, lsim__tscan *T,
 ** grow with the run. */
 lsim_err lsim_tenants_compute(sqlite3 *db, const lsim_scenario *sc,
                               const int64_t *service, int64_t completed,
+                              const int64_t *svc_longest,
+                              const int64_t *svc_starved,
                               lsim_tenant_fig *out, lsim_errbuf *eb) {
   int nt = sc->ntenants;
   const int W = LSIM_TENANTS_WINDOWS;
@@ -194,11 +196,6 @@ lsim_err lsim_tenants_compute(sqlite3 *db, const lsim_scenario *sc,
   int *lat_t = NULL, *win_t = NULL, pool_t[2 * (LSIM_MAX_TENANTS + 1)];
   sqlite3_stmt *st = NULL;
   lsim_err rc = 0;
-  int step;
-  struct {
-    int64_t longest, starved;
-    int seen, has_len;
-  } *iv = NULL;
   int64_t budget = lsim_pctl_budget();
   for (int r = 0; r <= nt; r++) {
     memset(&out[r], 0, sizeof out[r]);
@@ -353,56 +350,22 @@ lsim_err lsim_tenants_compute(sqlite3 *db, const lsim_scenario *sc,
     double dem_all = out[nt].v[LSIM_TF_DEMAND];
     v[LSIM_TF_DEMAND_SHARE] = dem_all > 0 ? v[LSIM_TF_DEMAND] / dem_all : NAN;
   }
-  /* the service intervals (the starvation table): the longest, whatever
-  ** its length, and those judged starved.  Aggregated here over one plain
-  ** scan: a GROUP BY entity sorts every interval first (3.4 M rows at 1 M
-  ** requests of the bench_trace shape), and with temp_store=MEMORY that
-  ** sort held about 250 MB; these per-tenant sums need no order.  NULLs
-  ** count as SQL's max() and sum() count them (skipped; none: 0). */
-  sqlite3_finalize(st);
-  st = NULL;
-  if (sqlite3_prepare_v2(db,
-                         "SELECT entity, end_tick - start_tick, starved "
-                         "FROM starvation WHERE run_id=1 AND "
-                         "kind='service'",
-                         -1, &st, NULL) != SQLITE_OK) {
-    rc = lsim_fail(eb, LSIM_E_DB, "tenant figures: %s", sqlite3_errmsg(db));
-    goto done;
-  }
-  if (!(iv = calloc((size_t)nt, sizeof *iv))) {
-    rc = lsim_fail(eb, LSIM_E_NOMEM, "out of memory for tenant figures");
-    goto done;
-  }
-  while ((step = sqlite3_step(st)) == SQLITE_ROW) {
-    int t = sqlite3_column_int(st, 0);
-    if (t < 0 || t >= nt)
-      continue;
-    iv[t].seen = 1;
-    if (sqlite3_column_type(st, 1) != SQLITE_NULL) {
-      int64_t len = sqlite3_column_int64(st, 1);
-      if (!iv[t].has_len || len > iv[t].longest)
-        iv[t].longest = len;
-      iv[t].has_len = 1;
-    }
-    iv[t].starved += sqlite3_column_int64(st, 2);
-  }
-  if (step != SQLITE_DONE) {
-    rc = lsim_fail(eb, LSIM_E_DB, "tenant figures: %s", sqlite3_errmsg(db));
-    goto done;
-  }
+  /* the service intervals (the starvation table's kind 'service' rows):
+  ** the longest, whatever its length, and those judged starved, counted by
+  ** the metrics registry as the intervals closed (the same rows; a scan of
+  ** the table cost more than the rest of these figures together) */
   for (int t = 0; t < nt; t++) {
-    if (!iv[t].seen)
+    if (svc_longest[t] == INT64_MIN)
       continue;
-    int64_t longest = iv[t].longest;
-    out[t].v[LSIM_TF_LONGEST_STARVED] = (double)longest * ms;
-    out[t].v[LSIM_TF_STARVED_INTERVALS] = (double)iv[t].starved;
-    if ((double)longest * ms > out[nt].v[LSIM_TF_LONGEST_STARVED])
-      out[nt].v[LSIM_TF_LONGEST_STARVED] = (double)longest * ms;
+    double longest = (double)svc_longest[t] * ms;
+    out[t].v[LSIM_TF_LONGEST_STARVED] = longest;
+    out[t].v[LSIM_TF_STARVED_INTERVALS] = (double)svc_starved[t];
+    if (longest > out[nt].v[LSIM_TF_LONGEST_STARVED])
+      out[nt].v[LSIM_TF_LONGEST_STARVED] = longest;
     out[nt].v[LSIM_TF_STARVED_INTERVALS] += out[t].v[LSIM_TF_STARVED_INTERVALS];
   }
 done:
   sqlite3_finalize(st);
-  free(iv);
   free(T.sum);
   free(T.lsum);
   free(T.wcount);

@@ -122,7 +122,7 @@ Test(calibrate, bad_profiles_are_bad_input) {
   static const char *bad[][2] = {
       {"not json", "not valid JSON"},
       {"{\"cost\": {}}", "$.lorasim_profile"},
-      {"{\"lorasim_profile\": 2, \"cost\": {}}", "$.lorasim_profile"},
+      {"{\"lorasim_profile\": 3, \"cost\": {}}", "$.lorasim_profile"},
       {"{\"lorasim_profile\": 1}", "$.cost"},
       {"{\"lorasim_profile\": 1, \"cost\": {\"iter_fixed_ns\": -1, "
        "\"prefill_token_ns\": 1, \"decode_token_ns\": 1, \"segment_ns\": 1, "

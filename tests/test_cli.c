@@ -238,6 +238,13 @@ Test(cli, one_table_maps_codes_to_exit_status) {
   cr_assert_eq(lsim_cli_status(LSIM_E_RUN_INPUT_CHANGED), 2);
   cr_assert_eq(lsim_cli_status(LSIM_E_FILE_MISSING), 2);
   cr_assert_eq(lsim_cli_status(LSIM_E_OUT_NO_DIR), 2);
+  cr_assert_eq(lsim_cli_status(LSIM_E_DEV_PROFILE), 2);
+  cr_assert_eq(lsim_cli_status(LSIM_E_DEV_PROFILE_SHAPE), 2);
+  cr_assert_eq(lsim_cli_status(LSIM_E_DEV_PROFILE_NONE), 2);
+  cr_assert_eq(lsim_cli_status(LSIM_E_DEV_FIT), 2);
+  cr_assert_eq(lsim_cli_status(LSIM_E_DEV_UNSUPPORTED), 2);
+  cr_assert_eq(lsim_cli_status(LSIM_E_STAGE_PAGES), 1);
+  cr_assert_eq(lsim_cli_status(LSIM_E_DEV_NO_DEVICE), 1);
   cr_assert_eq(lsim_cli_status(LSIM_E_IO), 1);
   cr_assert_eq(lsim_cli_status(LSIM_E_DB), 1);
   cr_assert_eq(lsim_cli_status(LSIM_E_BACKEND), 1);

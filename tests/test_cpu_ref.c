@@ -10,6 +10,9 @@
 **   4. properties over seeded random batches: every family and placement
 **      agrees with a brute-force oracle written here, base rows stay zero,
 **      the integer tiers equal the GMP tier (integers and rationals)
+**   5. lsim_ref_delta_all's one-pass int tier: a family made wrong
+**      (lsim_ref__fault) is caught under every placement and tier, the one
+**      pass equals the one-at-a-time gmp runs, a NULL delta keeps the codes
 **
 ** Adapter ids a = 1, b = 2, c = 3; LSIM_BASE (-1) is the article's base id 0.
 */
@@ -1173,4 +1176,155 @@ Test(property, all_base_and_empty_batches) {
   lsim_qmat_clear(&dy);
   lsim_qmat_clear(&X);
   lsim_rowplan_release(&p);
+}
+
+/* ======================================================================== */
+/* 5. lsim_ref_delta_all: one pass, and what it must still catch            */
+/* ======================================================================== */
+
+/* With one family under one placement made wrong (lsim_ref__fault), every
+** run of lsim_ref_delta_all fails with E_PATH_MISMATCH naming it (or, when
+** the reference per_row/passed itself is the wrong one, the first family
+** compared with it), in the one-pass int tier and in gmp, with and without
+** a result; the one-pass answer is never taken for such a batch. */
+static void wrong_family_caught(const lsim_rowplan *p, const lsim_qmat *X,
+                                const lsim_qadapter *ad, int nad) {
+  for (int path = 0; path < LSIM_REF__COUNT; path++)
+    for (int m = 0; m < LSIM_SCALE__COUNT; m++) {
+      char want[64];
+      if (path == LSIM_REF_PER_ROW && m == LSIM_SCALE_PASSED)
+        snprintf(want, sizeof want, "path per_row, scale fold_a");
+      else
+        snprintf(want, sizeof want, "path %s, scale %s",
+                 lsim_ref_path_name(path), lsim_scale_mode_name(m));
+      lsim_ref__fault(path, m);
+      long before = lsim_ref__one_pass_count();
+      static const int nums[] = {LSIM_NUM_AUTO, LSIM_NUM_GMP};
+      for (int k = 0; k < NELEM(nums); k++) {
+        lsim_qmat all = LSIM_QMAT_INIT;
+        lsim_errbuf e = LSIM_ERRBUF_INIT;
+        cr_assert_eq(lsim_ref_delta_all_ex(p, X, ad, nad, nums[k], &all, &e),
+                     LSIM_E_PATH_MISMATCH, "%s/%s tier %s: %s",
+                     lsim_ref_path_name(path), lsim_scale_mode_name(m),
+                     lsim_num_mode_name(nums[k]), e.msg);
+        cr_assert(strstr(e.msg, want), "want '%s' in: %s", want, e.msg);
+        cr_assert_null(all.v, "a failed run leaves no result");
+      }
+      lsim_errbuf e = LSIM_ERRBUF_INIT;
+      cr_assert_eq(lsim_ref_delta_all(p, X, ad, nad, NULL, &e),
+                   LSIM_E_PATH_MISMATCH, "%s", e.msg);
+      cr_assert_eq(lsim_ref__one_pass_count(), before,
+                   "the one pass answered a batch with a wrong family");
+    }
+  lsim_ref__fault(-1, -1);
+  long before = lsim_ref__one_pass_count();
+  OK(lsim_ref_delta_all(p, X, ad, nad, NULL, eb));
+  cr_assert_eq(lsim_ref__one_pass_count(), before + 1,
+               "without the fault the one pass answers");
+}
+
+Test(all, a_wrong_family_is_caught) {
+  fix1 f;
+  fix1_init(&f);
+  wrong_family_caught(&f.p, &f.X, f.ad, 2);
+  fix1_fini(&f);
+  static const int packed[5] = {1, 0, 2, 3, 4};
+  fix2 g; /* mixed ranks, rational factors, physical rank 3 */
+  fix2_init(&g, packed);
+  wrong_family_caught(&g.p, &g.X, g.ad, 3);
+  fix2_fini(&g);
+}
+
+/* The one pass answers the batches its bounds cover, with the result the
+** one-at-a-time gmp runs give; a batch outside them (2^62 in X) falls to
+** those runs, still exact; a NULL delta gives the same verdicts. */
+Test(all, one_pass_equals_one_at_a_time) {
+  for (uint64_t seed = 300; seed < 340; seed++) {
+    rbatch b;
+    rbatch_make(&b, seed, 9, seed % 2 ? 1 : 6);
+    lsim_qmat one = LSIM_QMAT_INIT, each = LSIM_QMAT_INIT;
+    long before = lsim_ref__one_pass_count();
+    OK(lsim_ref_delta_all(&b.p, &b.X, b.ad, b.nad, &one, eb));
+    cr_assert_eq(lsim_ref__one_pass_count(), before + 1, "seed %llu",
+                 (unsigned long long)seed);
+    OK(lsim_ref_delta_all_ex(&b.p, &b.X, b.ad, b.nad, LSIM_NUM_GMP, &each,
+                             eb));
+    cr_assert_eq(lsim_ref__one_pass_count(), before + 1, "gmp runs each");
+    OK(lsim_ref_compare(&each, &one, "one pass vs gmp", eb));
+    OK(lsim_ref_delta_all(&b.p, &b.X, b.ad, b.nad, NULL, eb));
+    lsim_qmat_clear(&one);
+    lsim_qmat_clear(&each);
+    rbatch_free(&b);
+  }
+  fix1 f;
+  fix1_init(&f);
+  mpq_set_str(LSIM_QAT(&f.X, 0, 0), "4611686018427387904", 10);
+  lsim_qmat dy = LSIM_QMAT_INIT;
+  long before = lsim_ref__one_pass_count();
+  OK(lsim_ref_delta_all(&f.p, &f.X, f.ad, 2, &dy, eb));
+  cr_assert_eq(lsim_ref__one_pass_count(), before, "2^62 is past int64");
+  q_is(&dy, 0, 0, "4611686018427387905/2", "delta");
+  lsim_qmat_clear(&dy);
+  /* verdict only: the refusals of a single evaluation, codes unchanged */
+  lsim_qadapter bad[2];
+  adapter(&bad[0], 1, 2, 4, 3, "1 0 1 0 | 0 1 0 1", "1 0 | 0 1 | 1 1", "1/2");
+  lsim_qmat_clear(&bad[0].A);
+  qm(&bad[0].A, 4, 2, "1 0 | 0 1 | 1 0 | 0 1"); /* A stored [d_in][r] */
+  bad[1] = f.ad[1];
+  FAILS(LSIM_E_ORIENTATION, lsim_ref_delta_all(&f.p, &f.X, bad, 2, NULL, eb));
+  FAILS(LSIM_E_REF_UNKNOWN_ADAPTER,
+        lsim_ref_delta_all(&f.p, &f.X, f.ad, 1, NULL, eb));
+  lsim_qadapter_clear(&bad[0]);
+  fix1_fini(&f);
+}
+
+/* The integer products at the edges of their proofs: int16 operands whose
+** K-term sums just fit int32 (K = 2, every |value| 32767: shrink with
+** d_in = 2, expand with rank 2) and one term past it (K = 3), int32
+** operands past int16 (shrink outputs of 32767^2 feeding the expand), mixed
+** signs, output widths covering every vector group and the scalar tail.  Row 0 of X and
+** row 0 of A hold +32767 only, so their sums reach K * 32767^2.  The one
+** pass must equal the gmp runs entry for entry. */
+Test(property, integer_products_at_their_bounds) {
+  static const long V = 32767;
+  static const int ranks[] = {1, 2, 3, 8, 9, 16, 17, 25};
+  for (int big_x = 0; big_x < 2; big_x++)
+    for (int d_in = 1; d_in <= 5; d_in++)
+      for (int r = 0; r < NELEM(ranks); r++) {
+        int rank = ranks[r], d_out = 25; /* 16 + 8 + 1 outputs */
+        long xv = big_x ? V : 1;
+        lsim_plan_entry e[3] = {ent(1, 1, rank, PRE, 2),
+                                ent(2, BASE, 0, DEC, 1),
+                                ent(3, 1, rank, DEC, 1)};
+        lsim_rowplan p;
+        OK(lsim_rowplan_build(&p, e, 3, NULL, 0, eb));
+        lsim_qmat X = LSIM_QMAT_INIT;
+        OK(lsim_qmat_init(&X, p.T, d_in, eb));
+        for (int i = 0; i < p.T; i++)
+          for (int j = 0; j < d_in; j++)
+            mpq_set_si(LSIM_QAT(&X, i, j),
+                       i > 0 && (i + j) % 3 == 2 ? -xv : xv, 1);
+        lsim_qadapter ad;
+        OK(lsim_qadapter_init(&ad, 1, rank, d_in, d_out, eb));
+        for (int k = 0; k < rank; k++)
+          for (int j = 0; j < d_in; j++)
+            mpq_set_si(LSIM_QAT(&ad.A, k, j), k > 0 && (k + j) % 2 ? -V : V,
+                       1);
+        for (int o = 0; o < d_out; o++)
+          for (int k = 0; k < rank; k++)
+            mpq_set_si(LSIM_QAT(&ad.B, o, k), o > 0 && (o * k) % 2 ? -V : V,
+                       1);
+        mpq_set_ui(ad.scale, 1, 3);
+        lsim_qmat one = LSIM_QMAT_INIT, each = LSIM_QMAT_INIT;
+        long before = lsim_ref__one_pass_count();
+        OK(lsim_ref_delta_all(&p, &X, &ad, 1, &one, eb));
+        cr_assert_eq(lsim_ref__one_pass_count(), before + 1);
+        OK(lsim_ref_delta_all_ex(&p, &X, &ad, 1, LSIM_NUM_GMP, &each, eb));
+        OK(lsim_ref_compare(&each, &one, "one pass vs gmp", eb));
+        lsim_qmat_clear(&one);
+        lsim_qmat_clear(&each);
+        lsim_qadapter_clear(&ad);
+        lsim_qmat_clear(&X);
+        lsim_rowplan_release(&p);
+      }
 }

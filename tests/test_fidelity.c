@@ -153,6 +153,17 @@ Test(clock, each_bad_combination_is_refused_before_any_file) {
     refused("replay " FIX " --db r.db --execute full --backend cuda",
             "E_SCN_MODE_DEVICE");
     cr_assert_not_null(strstr(out, "does not have"), "%s", out);
+  } else {
+    /* what the whole-model executor cannot run, refused from the
+    ** scenario before the device is asked (a GPU or not) */
+    refused("replay " FIX " --db r.db --execute full --backend cuda --set "
+            "workers.tp_degree=2",
+            "E_SCN_MODE_TP");
+    cr_assert_not_null(strstr(out, "one device"), "%s", out);
+    refused("replay " LSIM_TEST_DIR "/fixtures/replay/hotswap.json --db r.db "
+            "--execute full --backend cuda",
+            "E_DEV_UNSUPPORTED");
+    cr_assert_not_null(strstr(out, "$.hotswaps"), "%s", out);
   }
 }
 
@@ -561,17 +572,10 @@ static double sql_pct(sqlite3 *h, const char *expr, const char *cond, int p) {
   return q_dbl(h, sql);
 }
 
-Test(fidelity, against_compares_the_two_clocks_of_one_run) {
-  cr_assert_eq(lorasim("replay " FIX " --db a.db --no-plots --quiet"), 0,
-               "%s", out);
-  cr_assert_eq(lorasim("replay " FIX " --clock measured --db b.db "
-                       "--no-plots --quiet"),
-               0, "%s", out);
-  cr_assert_eq(lorasim("fidelity a.db --against b.db --json f.json --out o"),
-               0, "%s", out);
-  cJSON *j = read_json("f.json");
-  sqlite3 *a = open_db("a.db"), *b = open_db("b.db");
-  check_report(a, j); /* a model-clock run has both times too */
+/* The --against figures of report j: TTFT and TBT p50/p99 of the
+** model-clock run a and the measured-clock run b, recomputed from their
+** requests rows. */
+static void check_against(sqlite3 *a, sqlite3 *b, const cJSON *j) {
   const cJSON *figs = cJSON_GetObjectItemCaseSensitive(
       cJSON_GetObjectItemCaseSensitive(j, "against"), "figures");
   cr_assert_eq(cJSON_GetArraySize(figs), 4);
@@ -606,6 +610,20 @@ Test(fidelity, against_compares_the_two_clocks_of_one_run) {
                          ->valuestring,
                      "measured");
   }
+}
+
+Test(fidelity, against_compares_the_two_clocks_of_one_run) {
+  cr_assert_eq(lorasim("replay " FIX " --db a.db --no-plots --quiet"), 0,
+               "%s", out);
+  cr_assert_eq(lorasim("replay " FIX " --clock measured --db b.db "
+                       "--no-plots --quiet"),
+               0, "%s", out);
+  cr_assert_eq(lorasim("fidelity a.db --against b.db --json f.json --out o"),
+               0, "%s", out);
+  cJSON *j = read_json("f.json");
+  sqlite3 *a = open_db("a.db"), *b = open_db("b.db");
+  check_report(a, j); /* a model-clock run has both times too */
+  check_against(a, b, j);
   char p[512];
   snprintf(p, sizeof p, "%s/o/fidelity-e2e.csv", tmpdir);
   FILE *f = fopen(p, "r");
@@ -639,6 +657,28 @@ Test(fidelity, against_compares_the_two_clocks_of_one_run) {
     snprintf(p, sizeof p, "%s/g.json", tmpdir);
     cr_assert_null(fopen(p, "r"), "%s left g.json", bad[i][0]);
   }
+}
+
+/* The model-clock run users make on a CPU (backend model) against a
+** measured-clock run on a device: the end-to-end figures compare the two,
+** and the per-span figures are the measured run's own. */
+Test(fidelity, against_a_model_backend_run) {
+  cr_assert_eq(lorasim("replay " FIX " --backend model --db a.db --no-plots "
+                       "--quiet"),
+               0, "%s", out);
+  cr_assert_eq(lorasim("replay " FIX " --clock measured --db b.db "
+                       "--no-plots --quiet"),
+               0, "%s", out);
+  cr_assert_eq(lorasim("fidelity a.db --against b.db --json f.json"), 0,
+               "%s", out);
+  cr_assert_not_null(strstr(out, "spans      from"), "%s", out);
+  cJSON *j = read_json("f.json");
+  sqlite3 *a = open_db("a.db"), *b = open_db("b.db");
+  check_report(b, j); /* the spans are b's */
+  check_against(a, b, j);
+  sqlite3_close(a);
+  sqlite3_close(b);
+  cJSON_Delete(j);
 }
 
 Test(fidelity, a_database_without_measured_times_is_refused) {
@@ -694,4 +734,28 @@ Test(fidelity, recorded_gpu_databases) {
     cJSON_Delete(j);
   }
   globfree(&g);
+}
+
+/* The GPU-recorded pair (tests/fixtures/fidelity/README.md): the same run
+** of full_tiny under the model clock and under the measured clock. */
+Test(fidelity, recorded_pair_against) {
+  const char *m = LSIM_TEST_DIR
+      "/fixtures/fidelity/full_tiny-h100-model-clock.db",
+             *x = LSIM_TEST_DIR
+      "/fixtures/fidelity/full_tiny-h100-measured-clock.db";
+  FILE *f = fopen(m, "r");
+  if (!f)
+    cr_skip_test("no recorded pair in tests/fixtures/fidelity/");
+  fclose(f);
+  char cmd[1200];
+  snprintf(cmd, sizeof cmd, "fidelity '%s' --against '%s' --json f.json", m,
+           x);
+  cr_assert_eq(lorasim(cmd), 0, "%s", out);
+  cJSON *j = read_json("f.json");
+  sqlite3 *a = open_db(m), *b = open_db(x);
+  check_report(a, j);
+  check_against(a, b, j);
+  sqlite3_close(a);
+  sqlite3_close(b);
+  cJSON_Delete(j);
 }

@@ -13,6 +13,8 @@
 **     every transaction the backend's page map is the residency's (page ids
 **     and generations), factor bytes are read back through the page ids,
 **     and a victim's retire comes after its last launch ran
+**   - materialised factors are those of the bytes an iteration obtained
+**     (pages or drawn), through the factor cache, which stays bounded
 **   - negative: a launch naming an unpublished generation, a run the
 **     engine never launched, a retire before the launch ran, a stage that
 **     is never published, a stage into held pages fail with their codes
@@ -392,6 +394,102 @@ Test(stage, run_reads_factors_through_the_pages) {
   cr_assert_eq(memcmp(a + 4, b + 4, sizeof a - 4), 0);
   cr_assert_eq(launch_run(&h, 0, 0, &eb), 0, "%s", eb.msg);
   hand_close(&h);
+}
+
+/* ---- materialised factors are the bytes obtained, cached or not ---------- */
+
+typedef struct fetched {
+  int art;            /* the artifact served from `bytes` (version 0) */
+  signed char *bytes; /* its factors, lsim_factors_draw's layout */
+  int calls;
+} fetched;
+
+static int fetch_one(void *ud, int art, int ver, int r, signed char *out,
+                     lsim_errbuf *eb) {
+  (void)eb;
+  fetched *f = ud;
+  f->calls++;
+  if (art != f->art || ver != 0)
+    return 0;
+  memcpy(out, f->bytes, (size_t)r * 32);
+  return 1;
+}
+
+/* A plan of one decode row per (adapter, version, rank). */
+static void plan_rows(lsim_plan *p, int n, const int *a, const int *ver,
+                      const int *rank, int64_t iter) {
+  lsim_errbuf eb = LSIM_ERRBUF_INIT;
+  lsim_plan_reset(p);
+  for (int i = 0; i < n; i++) {
+    lsim_plan_entry e = {.request = 10 + i, .adapter = a[i],
+                         .rank = rank[i], .phase = LSIM_PHASE_DECODE,
+                         .rows = 1, .version = ver[i]};
+    cr_assert_eq(lsim_plan_push(p, &e, &eb), 0, "%s", eb.msg);
+  }
+  cr_assert_eq(lsim_plan_finish(p, &eb), 0, "%s", eb.msg);
+  p->iter = iter;
+}
+
+/* Every entry of the view ad equals bytes (A then B, row-major), scale
+** 2 / r. */
+static void factors_are(const lsim_qadapter *ad, const signed char *bytes) {
+  const signed char *q = bytes;
+  for (int i = 0; i < ad->rank; i++)
+    for (int j = 0; j < 16; j++, q++)
+      cr_assert_eq(mpq_cmp_si(LSIM_QAT(&ad->A, i, j), *q, 1), 0,
+                   "adapter %d A[%d][%d]", ad->id, i, j);
+  for (int i = 0; i < 16; i++)
+    for (int j = 0; j < ad->rank; j++, q++)
+      cr_assert_eq(mpq_cmp_si(LSIM_QAT(&ad->B, i, j), *q, 1), 0,
+                   "adapter %d B[%d][%d]", ad->id, i, j);
+  cr_assert_eq(mpq_cmp_ui(ad->scale, 2, (unsigned long)ad->rank), 0);
+}
+
+Test(stage, materialised_factors_follow_the_bytes_obtained) {
+  lsim_errbuf eb = LSIM_ERRBUF_INIT;
+  lsim_iter_tensors t = LSIM_ITER_TENSORS_INIT;
+  lsim_plan p = LSIM_PLAN_INIT;
+  signed char pg[8 * 32], d1[16 * 32], d0v1[8 * 32];
+  lsim_factors_draw(7, 0, 0, 8, 16, 16, pg);
+  lsim_factors_draw(7, 1, 0, 16, 16, 16, d1);
+  lsim_factors_draw(7, 0, 1, 8, 16, 16, d0v1);
+  fetched f = {0, pg, 0};
+  /* adapter 0 from "pages", 1 drawn, 0 at version 1 drawn (a lease across
+  ** a hotswap): three artifacts, each with its own values */
+  static const int a[3] = {0, 1, 0}, ver[3] = {0, 0, 1}, rk[3] = {8, 16, 8};
+  for (int it = 0; it < 4; it++) {
+    if (it == 1)
+      pg[5] = (signed char)(pg[5] == 1 ? -1 : pg[5] + 1); /* page rewritten */
+    if (it == 3)
+      lsim_factors_draw(7, 0, 0, 8, 16, 16, pg); /* and back */
+    plan_rows(&p, 3, a, ver, rk, it);
+    cr_assert_eq(lsim_iter_tensors_build_with(&t, &p, 7, 16, 16, fetch_one,
+                                              &f, &eb),
+                 0, "%s", eb.msg);
+    cr_assert_eq(t.nad, 3);
+    for (int k = 0; k < t.nad; k++) {
+      int v, art = lsim_iter_artifact(&t, t.ad[k].id, &v);
+      factors_are(&t.ad[k], art == 1 ? d1 : v == 1 ? d0v1 : pg);
+    }
+    cr_assert_eq(t.X.rows, 3);
+  }
+  cr_assert_eq(f.calls, 12, "every build asks for every artifact's bytes");
+  /* far more artifacts than the cache holds: it stays bounded, and one
+  ** evicted long ago comes back with its own values */
+  enum { RK = 64, PER = RK * 32 };
+  int n = 2 * LSIM_FACTOR_CACHE_ENTRIES / PER;
+  signed char want[PER];
+  for (int it = 0; it <= n; it++) {
+    int art = it < n ? it : 0, one = 0;
+    plan_rows(&p, 1, &art, &one, (const int[]){RK}, it);
+    cr_assert_eq(lsim_iter_tensors_build(&t, &p, 9, 16, 16, &eb), 0, "%s",
+                 eb.msg);
+    cr_assert_leq(t.fc_held, (size_t)LSIM_FACTOR_CACHE_ENTRIES + PER);
+  }
+  lsim_factors_draw(9, 0, 0, RK, 16, 16, want);
+  factors_are(&t.ad[0], want);
+  lsim_plan_release(&p);
+  lsim_iter_tensors_release(&t);
 }
 
 /* ---- the cuda backend's device pool follows the engine (GPU) ------------- */

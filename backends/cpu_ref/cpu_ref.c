@@ -341,9 +341,14 @@ typedef struct lsim__xm {
   int64_t *n;    /* int: [rows * cols] numerators, never INT64_MIN */
   int64_t *den;  /* int: [rows] positive denominators */
   int64_t amax;  /* int: an upper bound of |n| over all entries */
+  int64_t *nt;   /* int, optional: n transposed, [cols][rows] (lsim__xm_t) */
+  int16_t *p16;  /* int, optional: n transposed in int16 column pairs,
+                 ** [(cols + 1) / 2][rows][2] (lsim__xm_t) */
+  size_t cap;    /* int: entries allocated in n */
+  int dcap;      /* int: entries allocated in den */
 } lsim__xm;
 
-#define LSIM__XM_INIT {0, 0, 0, NULL, NULL, NULL, 0}
+#define LSIM__XM_INIT {0, 0, 0, NULL, NULL, NULL, 0, NULL, NULL, 0, 0}
 #define LSIM__N(m, i, j) ((m)->n[(size_t)(i) * (size_t)(m)->cols + (size_t)(j)])
 #define LSIM__Q(m, i, j) ((m)->q[(size_t)(i) * (size_t)(m)->cols + (size_t)(j)])
 
@@ -356,6 +361,8 @@ static void lsim__xm_free(lsim__xm *m) {
   }
   free(m->n);
   free(m->den);
+  free(m->nt);
+  free(m->p16);
   *m = (lsim__xm)LSIM__XM_INIT;
 }
 
@@ -381,12 +388,38 @@ static lsim_err lsim__xm_init(lsim__xm *m, int rows, int cols, int gmp,
       goto nomem;
     for (int i = 0; i < (rows > 0 ? rows : 1); i++)
       m->den[i] = 1;
+    m->cap = n ? n : 1;
+    m->dcap = rows > 0 ? rows : 1;
   }
   return 0;
 nomem:
   lsim__xm_free(m);
   return lsim_fail(eb, LSIM_E_NOMEM, "out of memory for a [%d][%d] work matrix",
                    rows, cols);
+}
+
+/* m := exact zeros [rows][cols] in the given tier, keeping an int-tier
+** m's storage when it is large enough (the families' work matrices are
+** reshaped for every adapter, bucket and run). */
+static lsim_err lsim__xm_reuse(lsim__xm *m, int rows, int cols, int gmp,
+                               lsim_errbuf *eb) {
+  size_t n = (size_t)rows * (size_t)cols;
+  if (gmp || m->gmp || !m->n || n > m->cap || rows > m->dcap) {
+    lsim__xm_free(m);
+    return lsim__xm_init(m, rows, cols, gmp, eb);
+  }
+  m->rows = rows;
+  m->cols = cols;
+  if (n)
+    memset(m->n, 0, n * sizeof *m->n);
+  for (int i = 0; i < rows; i++)
+    m->den[i] = 1;
+  m->amax = 0;
+  free(m->nt);
+  free(m->p16);
+  m->nt = NULL;
+  m->p16 = NULL;
+  return 0;
 }
 
 /* ---- int64 <-> mpz ------------------------------------------------------ */
@@ -489,6 +522,31 @@ static lsim_err lsim__xm_load(lsim__xm *m, const lsim_qmat *src, int uniform,
   if (scale && (!lsim__z_i64(mpq_numref(scale), &sp) ||
                 !lsim__z_i64(mpq_denref(scale), &sq)))
     goto over;
+  /* Every entry an integer (the common case): one pass, each denominator
+  ** sq.  The first fraction sends the load to the general passes below,
+  ** which overwrite what this one wrote. */
+  {
+    size_t n = (size_t)R * (size_t)C, k = 0;
+    int64_t amax = 0;
+    for (; k < n; k++) {
+      mpq_srcptr e = src->v[k];
+      int64_t v;
+      if (!lsim__z_is_one(mpq_denref(e)))
+        break;
+      if (!lsim__z_i64(mpq_numref(e), &v) ||
+          (sp != 1 && __builtin_mul_overflow(v, sp, &v)) || v == INT64_MIN)
+        goto over;
+      m->n[k] = v;
+      if (lsim__abs64(v) > amax)
+        amax = lsim__abs64(v);
+    }
+    if (k == n) {
+      for (int i = 0; i < R; i++)
+        m->den[i] = sq;
+      m->amax = amax;
+      return 0;
+    }
+  }
   /* Denominators first: lcm per row (or over all rows when uniform). */
   int64_t L = 1;
   for (int i = 0; i < R; i++) {
@@ -552,6 +610,192 @@ static int lsim__bound_ok(int64_t K, int64_t a, int64_t b) {
   return t <= (uint64_t)INT64_MAX;
 }
 
+/* 1 when the CPU has AVX2 (runtime check; 0 off x86-64). */
+static int lsim__cpu_avx2(void);
+
+/*
+** A factor's numerators transposed for the AVX2 products below: m->nt
+** [cols][rows] when the int-tier factor's entries fit int32, and m->p16
+** (column pairs interleaved, [(cols + 1) / 2][rows][2], a zero column
+** completing an odd count) when they fit int16; neither otherwise (the
+** product then runs the portable loop).
+*/
+static lsim_err lsim__xm_t(lsim__xm *m, lsim_errbuf *eb) {
+  free(m->nt);
+  free(m->p16);
+  m->nt = NULL;
+  m->p16 = NULL;
+  if (m->gmp || m->amax > INT32_MAX || !lsim__cpu_avx2())
+    return 0;
+  size_t R = (size_t)m->rows, C = (size_t)m->cols, Ch = (C + 1) / 2;
+  m->nt = malloc((R * C > 0 ? R * C : 1) * sizeof *m->nt);
+  if (m->nt && m->amax <= INT16_MAX)
+    m->p16 = calloc(R * Ch > 0 ? 2 * R * Ch : 1, sizeof *m->p16);
+  if (!m->nt || (m->amax <= INT16_MAX && !m->p16))
+    return lsim_fail(eb, LSIM_E_NOMEM, "out of memory for a [%d][%d] factor",
+                     m->rows, m->cols);
+  for (size_t i = 0; i < R; i++)
+    for (size_t j = 0; j < C; j++)
+      m->nt[j * R + i] = m->n[i * C + j];
+  if (m->p16)
+    for (size_t i = 0; i < R; i++)
+      for (size_t j = 0; j < C; j++)
+        m->p16[((j / 2) * R + i) * 2 + j % 2] = (int16_t)m->n[i * C + j];
+  return 0;
+}
+
+#if LSIM__X86_AVX2
+/* max(mx, |v|) lane by lane (|v| < 2^63: v is never INT64_MIN). */
+__attribute__((target("avx2"))) static inline __m256i
+lsim__absmax_avx2(__m256i mx, __m256i v) {
+  __m256i a = _mm256_blendv_epi8(
+      v, _mm256_sub_epi64(_mm256_setzero_si256(), v),
+      _mm256_cmpgt_epi64(_mm256_setzero_si256(), v));
+  return _mm256_blendv_epi8(mx, a, _mm256_cmpgt_epi64(a, mx));
+}
+
+/*
+** The same sums over int16 operands: y[k] = sum_c x[c] * f[k][c] from the
+** column pairs p (lsim__xm_t's p16).  vpmaddwd multiplies 16 int16 pairs and
+** adds each pair into an int32 lane, one lane per output k, so a lane sums
+** the K products of its output and nothing else: the caller's proof
+** K * max|x| * max|f| <= INT32_MAX keeps every partial sum exact.  Eight
+** outputs to a 256-bit lane group, widened to int64 at the store.  Returns
+** max |y[k]|.
+*/
+/* x[2h], x[2h + 1] (0 past K) as the int16 pair vpmaddwd reads. */
+static inline int32_t lsim__pair16(const int64_t *x, int h, int K) {
+  uint32_t lo = (uint16_t)(int16_t)x[2 * h];
+  uint32_t hi = 2 * h + 1 < K ? (uint16_t)(int16_t)x[2 * h + 1] : 0;
+  return (int32_t)(lo | hi << 16);
+}
+
+/* y[k..k+8) := the int32 lanes of a widened; mx := max(mx, |a|) lanewise
+** (|a| < 2^31: no lane holds INT32_MIN, by the caller's bound). */
+__attribute__((target("avx2"))) static inline __m256i
+lsim__store16_avx2(int64_t *y, __m256i a, __m256i mx) {
+  _mm256_storeu_si256((__m256i *)y,
+                      _mm256_cvtepi32_epi64(_mm256_castsi256_si128(a)));
+  _mm256_storeu_si256((__m256i *)(y + 4),
+                      _mm256_cvtepi32_epi64(_mm256_extracti128_si256(a, 1)));
+  return _mm256_max_epi32(mx, _mm256_abs_epi32(a));
+}
+
+__attribute__((target("avx2"))) static int64_t
+lsim__dot_p16_avx2(int64_t *y, const int64_t *x, const int16_t *p, int K,
+                   int FR) {
+  const int Kh = (K + 1) / 2;
+  int32_t pairs[64]; /* the pairs once, for the usual small K */
+  const int kept = Kh <= 64;
+  for (int h = 0; kept && h < Kh; h++)
+    pairs[h] = lsim__pair16(x, h, K);
+  __m256i mx = _mm256_setzero_si256();
+  int k = 0;
+  for (; k + 16 <= FR; k += 16) {
+    __m256i a0 = _mm256_setzero_si256(), a1 = a0;
+    for (int h = 0; h < Kh; h++) {
+      const __m256i b =
+          _mm256_set1_epi32(kept ? pairs[h] : lsim__pair16(x, h, K));
+      const __m256i *f =
+          (const __m256i *)(p + ((size_t)h * (size_t)FR + (size_t)k) * 2);
+      a0 = _mm256_add_epi32(a0, _mm256_madd_epi16(b, _mm256_loadu_si256(f)));
+      a1 = _mm256_add_epi32(a1,
+                            _mm256_madd_epi16(b, _mm256_loadu_si256(f + 1)));
+    }
+    mx = lsim__store16_avx2(y + k, a0, mx);
+    mx = lsim__store16_avx2(y + k + 8, a1, mx);
+  }
+  for (; k + 8 <= FR; k += 8) {
+    __m256i a = _mm256_setzero_si256();
+    for (int h = 0; h < Kh; h++) {
+      const __m256i b =
+          _mm256_set1_epi32(kept ? pairs[h] : lsim__pair16(x, h, K));
+      const __m256i *f =
+          (const __m256i *)(p + ((size_t)h * (size_t)FR + (size_t)k) * 2);
+      a = _mm256_add_epi32(a, _mm256_madd_epi16(b, _mm256_loadu_si256(f)));
+    }
+    mx = lsim__store16_avx2(y + k, a, mx);
+  }
+  __m128i m = _mm_max_epi32(_mm256_castsi256_si128(mx),
+                            _mm256_extracti128_si256(mx, 1));
+  m = _mm_max_epi32(m, _mm_shuffle_epi32(m, 0x4E));
+  m = _mm_max_epi32(m, _mm_shuffle_epi32(m, 0xB1));
+  int64_t amax = _mm_cvtsi128_si32(m);
+  for (; k < FR; k++) {
+    int64_t acc = 0;
+    for (int c = 0; c < K; c++)
+      acc += x[c] * p[((size_t)(c / 2) * (size_t)FR + (size_t)k) * 2 + c % 2];
+    y[k] = acc;
+    if (lsim__abs64(acc) > amax)
+      amax = lsim__abs64(acc);
+  }
+  return amax;
+}
+
+/*
+** y[k] = sum_c x[c] * ft[c][k] for k < FR, c < K, four outputs to a 256-bit
+** lane group.  vpmuldq multiplies the low signed 32 bits of each 64-bit lane
+** into a 64-bit product, which is the exact product because the caller has
+** proven every x and f within int32; the sums are within int64 by the same
+** K * max|x| * max|f| bound as the portable loop's.  (Skipping zero x[c]
+** cost more in mispredicted branches than it saved.)  Returns max |y[k]|.
+*/
+__attribute__((target("avx2"))) static int64_t
+lsim__dot_t_avx2(int64_t *y, const int64_t *x, const int64_t *ft, int K,
+                 int FR) {
+  __m256i mx = _mm256_setzero_si256();
+  int k = 0;
+  for (; k + 16 <= FR; k += 16) {
+    __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
+    for (int c = 0; c < K; c++) {
+      const __m256i b = _mm256_set1_epi64x(x[c]);
+      const __m256i *f =
+          (const __m256i *)(ft + (size_t)c * (size_t)FR + (size_t)k);
+      a0 = _mm256_add_epi64(a0, _mm256_mul_epi32(b, _mm256_loadu_si256(f)));
+      a1 = _mm256_add_epi64(a1,
+                            _mm256_mul_epi32(b, _mm256_loadu_si256(f + 1)));
+      a2 = _mm256_add_epi64(a2,
+                            _mm256_mul_epi32(b, _mm256_loadu_si256(f + 2)));
+      a3 = _mm256_add_epi64(a3,
+                            _mm256_mul_epi32(b, _mm256_loadu_si256(f + 3)));
+    }
+    _mm256_storeu_si256((__m256i *)(y + k), a0);
+    _mm256_storeu_si256((__m256i *)(y + k + 4), a1);
+    _mm256_storeu_si256((__m256i *)(y + k + 8), a2);
+    _mm256_storeu_si256((__m256i *)(y + k + 12), a3);
+    mx = lsim__absmax_avx2(mx, a0);
+    mx = lsim__absmax_avx2(mx, a1);
+    mx = lsim__absmax_avx2(mx, a2);
+    mx = lsim__absmax_avx2(mx, a3);
+  }
+  for (; k + 4 <= FR; k += 4) {
+    __m256i a0 = _mm256_setzero_si256();
+    for (int c = 0; c < K; c++) {
+      const __m256i b = _mm256_set1_epi64x(x[c]);
+      const __m256i *f =
+          (const __m256i *)(ft + (size_t)c * (size_t)FR + (size_t)k);
+      a0 = _mm256_add_epi64(a0, _mm256_mul_epi32(b, _mm256_loadu_si256(f)));
+    }
+    _mm256_storeu_si256((__m256i *)(y + k), a0);
+    mx = lsim__absmax_avx2(mx, a0);
+  }
+  int64_t lanes[4], amax = 0;
+  _mm256_storeu_si256((__m256i *)lanes, mx);
+  for (int l = 0; l < 4; l++)
+    if (lanes[l] > amax)
+      amax = lanes[l];
+  for (; k < FR; k++) {
+    int64_t acc = 0;
+    for (int c = 0; c < K; c++)
+      acc += x[c] * ft[(size_t)c * (size_t)FR + (size_t)k];
+    y[k] = acc;
+    if (lsim__abs64(acc) > amax)
+      amax = lsim__abs64(acc);
+  }
+  return amax;
+}
+#endif
+
 /*
 ** The one arithmetic primitive: for i in [0, nrows)
 **     out[orow + i][k] = in[irow + i][0..K) . F[k][0..K)     k < F->rows
@@ -588,6 +832,10 @@ static lsim_err lsim__mul_t(lsim__xm *out, int orow, const lsim__xm *in,
     return LSIM__OVERFLOW(eb, "a product over %d terms may overflow int64", K);
   int64_t fden = F->den[0];
   int64_t amax = out->amax;
+  /* int16 operands whose K-term sums fit int32 (lsim__dot_p16_avx2) */
+  const int p16 = F->p16 && in->amax <= INT16_MAX &&
+                  (uint64_t)K * (uint64_t)in->amax * (uint64_t)F->amax <=
+                      (uint64_t)INT32_MAX;
   for (int i = 0; i < nrows; i++) {
     const int64_t *x = in->n + (size_t)(irow + i) * (size_t)in->cols;
     int64_t *y = out->n + (size_t)(orow + i) * (size_t)out->cols;
@@ -595,6 +843,20 @@ static lsim_err lsim__mul_t(lsim__xm *out, int orow, const lsim__xm *in,
     if (__builtin_mul_overflow(in->den[irow + i], fden, &d))
       return LSIM__OVERFLOW(eb, "a denominator product overflows int64");
     out->den[orow + i] = d;
+#if LSIM__X86_AVX2
+    if (p16) {
+      int64_t a = lsim__dot_p16_avx2(y, x, F->p16, K, FR);
+      if (a > amax)
+        amax = a;
+      continue;
+    }
+    if (F->nt && in->amax <= INT32_MAX) {
+      int64_t a = lsim__dot_t_avx2(y, x, F->nt, K, FR);
+      if (a > amax)
+        amax = a;
+      continue;
+    }
+#endif
     for (int k = 0; k < FR; k++) {
       const int64_t *f = F->n + (size_t)k * (size_t)K;
       int64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
@@ -697,10 +959,27 @@ typedef struct lsim__fac {
   const lsim_qadapter *ad;   /* adapter-backed, or */
   const lsim_qslot *slot;    /* slot-backed (padded execution) */
   int used;                  /* some active row of the plan uses it */
-  lsim__xm A, B;             /* factors as launched (scale folded or not) */
+  const lsim__xm *A, *B;     /* factors as launched (scale folded or not),
+                             ** pointing into own[] */
   int apply;                 /* multiply the expand output by s */
   lsim__scale s;
+  /* Storage: a single evaluation loads A and B into own[0], own[1];
+  ** lsim__all_int keeps A, B, s*A, s*B and the zero-padded copies of each
+  ** it launches the padded family with (own[LSIM__OWN_*]). */
+  lsim__xm own[8];
 } lsim__fac;
+
+enum {
+  LSIM__OWN_A = 0, LSIM__OWN_B, LSIM__OWN_SA, LSIM__OWN_SB,
+  LSIM__OWN_PAD, /* + any of the four above: its padded copy */
+  LSIM__OWN_N = 2 * LSIM__OWN_PAD
+};
+
+static void lsim__fac_free(lsim__fac *F) {
+  for (int k = 0; k < LSIM__OWN_N; k++)
+    lsim__xm_free(&F->own[k]);
+  F->A = F->B = NULL;
+}
 
 typedef struct lsim__ctx {
   const lsim_rowplan *p;
@@ -716,21 +995,25 @@ typedef struct lsim__ctx {
   int *row_fac;       /* [T] index into fac, -1 for a base row */
   unsigned char *mark; /* [T] coverage / claim bitmap */
   lsim__xm X, out;
+  lsim__xm w[3];      /* the families' work matrices (lsim__xm_reuse) */
+  int *iw;            /* the grouped family's row lists */
+  size_t iw_cap;
   lsim_ref_trace *tr;
   int tr_next;
   lsim_errbuf *eb;
 } lsim__ctx;
 
 static void lsim__ctx_release(lsim__ctx *c) {
-  for (int i = 0; i < c->nfac; i++) {
-    lsim__xm_free(&c->fac[i].A);
-    lsim__xm_free(&c->fac[i].B);
-  }
+  for (int i = 0; i < c->nfac; i++)
+    lsim__fac_free(&c->fac[i]);
   free(c->fac);
   free(c->row_fac);
   free(c->mark);
   lsim__xm_free(&c->X);
   lsim__xm_free(&c->out);
+  for (int k = 0; k < 3; k++)
+    lsim__xm_free(&c->w[k]);
+  free(c->iw);
   memset(c, 0, sizeof *c);
 }
 
@@ -1048,29 +1331,24 @@ static lsim_err lsim__scale_rows(lsim__ctx *c, lsim__xm *D, int r0, int n,
 
 /* per_row: one row at a time -- shrink x A^T, expand z B^T, scale, store. */
 static lsim_err lsim__fam_per_row(lsim__ctx *c) {
-  lsim__xm z, d;
-  lsim_err rc = lsim__xm_init(&z, 1, c->maxrank, c->gmp, c->eb);
-  if (rc)
+  lsim__xm *z = &c->w[0], *d = &c->w[1];
+  lsim_err rc;
+  if ((rc = lsim__xm_reuse(z, 1, c->maxrank, c->gmp, c->eb)) ||
+      (rc = lsim__xm_reuse(d, 1, c->d_out, c->gmp, c->eb)))
     return rc;
-  if ((rc = lsim__xm_init(&d, 1, c->d_out, c->gmp, c->eb))) {
-    lsim__xm_free(&z);
-    return rc;
-  }
   for (int i = 0; i < c->T && !rc; i++) {
     int f = c->row_fac[i];
     if (f < 0)
       continue; /* a base row: its delta stays exactly zero */
     const lsim__fac *F = &c->fac[f];
     if ((rc = lsim__claim(c, i)) ||
-        (rc = lsim__mul_t(&z, 0, &c->X, i, 1, &F->A, c->eb)) ||
-        (rc = lsim__mul_t(&d, 0, &z, 0, 1, &F->B, c->eb)) ||
-        (rc = lsim__scale_rows(c, &d, 0, 1, F)))
+        (rc = lsim__mul_t(z, 0, &c->X, i, 1, F->A, c->eb)) ||
+        (rc = lsim__mul_t(d, 0, z, 0, 1, F->B, c->eb)) ||
+        (rc = lsim__scale_rows(c, d, 0, 1, F)))
       break;
-    lsim__trace_put(c, i, F->A.rows, &z, 0, &d, 0);
-    lsim__copy_row(&c->out, i, &d, 0, c->d_out);
+    lsim__trace_put(c, i, F->A->rows, z, 0, d, 0);
+    lsim__copy_row(&c->out, i, d, 0, c->d_out);
   }
-  lsim__xm_free(&z);
-  lsim__xm_free(&d);
   return rc;
 }
 
@@ -1083,13 +1361,16 @@ static lsim_err lsim__fam_grouped(lsim__ctx *c) {
   lsim_err rc = 0;
   /* every factor's rows in increasing order, bucketed in one counting pass
   ** (a scan of all rows per factor made a batch quadratic) */
-  int *all = malloc(lsim__cnt(c->T) * sizeof *all);
-  int *start = calloc((size_t)c->nfac + 2, sizeof *start);
-  if (!all || !start) {
-    free(all);
-    free(start);
-    return lsim_fail(c->eb, LSIM_E_NOMEM, "out of memory for a row list");
+  size_t need = lsim__cnt(c->T) + (size_t)c->nfac + 2;
+  if (need > c->iw_cap) {
+    int *nw = realloc(c->iw, need * sizeof *nw);
+    if (!nw)
+      return lsim_fail(c->eb, LSIM_E_NOMEM, "out of memory for a row list");
+    c->iw = nw;
+    c->iw_cap = need;
   }
+  int *all = c->iw, *start = c->iw + lsim__cnt(c->T);
+  memset(start, 0, ((size_t)c->nfac + 2) * sizeof *start);
   for (int i = 0; i < c->T; i++)
     if (c->row_fac[i] >= 0 && c->row_fac[i] < c->nfac)
       start[c->row_fac[i] + 2]++;
@@ -1104,29 +1385,24 @@ static lsim_err lsim__fam_grouped(lsim__ctx *c) {
     int na = start[f + 1] - start[f];
     if (na == 0)
       continue;
-    lsim__xm Xa = LSIM__XM_INIT, Ua = LSIM__XM_INIT, Da = LSIM__XM_INIT;
-    if (!(rc = lsim__xm_init(&Xa, na, c->d_in, c->gmp, c->eb)) &&
-        !(rc = lsim__xm_init(&Ua, na, F->A.rows, c->gmp, c->eb)) &&
-        !(rc = lsim__xm_init(&Da, na, c->d_out, c->gmp, c->eb))) {
+    lsim__xm *Xa = &c->w[0], *Ua = &c->w[1], *Da = &c->w[2];
+    if (!(rc = lsim__xm_reuse(Xa, na, c->d_in, c->gmp, c->eb)) &&
+        !(rc = lsim__xm_reuse(Ua, na, F->A->rows, c->gmp, c->eb)) &&
+        !(rc = lsim__xm_reuse(Da, na, c->d_out, c->gmp, c->eb))) {
       for (int j = 0; j < na; j++)
-        lsim__copy_row(&Xa, j, &c->X, rows[j], c->d_in);
-      if (!(rc = lsim__mul_t(&Ua, 0, &Xa, 0, na, &F->A, c->eb)) &&
-          !(rc = lsim__mul_t(&Da, 0, &Ua, 0, na, &F->B, c->eb)) &&
-          !(rc = lsim__scale_rows(c, &Da, 0, na, F))) {
+        lsim__copy_row(Xa, j, &c->X, rows[j], c->d_in);
+      if (!(rc = lsim__mul_t(Ua, 0, Xa, 0, na, F->A, c->eb)) &&
+          !(rc = lsim__mul_t(Da, 0, Ua, 0, na, F->B, c->eb)) &&
+          !(rc = lsim__scale_rows(c, Da, 0, na, F))) {
         for (int j = 0; j < na && !rc; j++) {
           if ((rc = lsim__claim(c, rows[j])))
             break;
-          lsim__trace_put(c, rows[j], F->A.rows, &Ua, j, &Da, j);
-          lsim__copy_row(&c->out, rows[j], &Da, j, c->d_out);
+          lsim__trace_put(c, rows[j], F->A->rows, Ua, j, Da, j);
+          lsim__copy_row(&c->out, rows[j], Da, j, c->d_out);
         }
       }
     }
-    lsim__xm_free(&Xa);
-    lsim__xm_free(&Ua);
-    lsim__xm_free(&Da);
   }
-  free(all);
-  free(start);
   return rc;
 }
 
@@ -1138,39 +1414,35 @@ static lsim_err lsim__fam_grouped(lsim__ctx *c) {
 static lsim_err lsim__fam_sgmv(lsim__ctx *c) {
   const lsim_rowplan *p = c->p;
   int na = p->nactive;
-  lsim__xm Xg = LSIM__XM_INIT, Z = LSIM__XM_INIT, D = LSIM__XM_INIT;
+  lsim__xm *Xg = &c->w[0], *Z = &c->w[1], *D = &c->w[2];
   lsim_err rc;
-  if ((rc = lsim__xm_init(&Xg, na, c->d_in, c->gmp, c->eb)) ||
-      (rc = lsim__xm_init(&Z, na, c->maxrank, c->gmp, c->eb)) ||
-      (rc = lsim__xm_init(&D, na, c->d_out, c->gmp, c->eb)))
-    goto out;
+  if ((rc = lsim__xm_reuse(Xg, na, c->d_in, c->gmp, c->eb)) ||
+      (rc = lsim__xm_reuse(Z, na, c->maxrank, c->gmp, c->eb)) ||
+      (rc = lsim__xm_reuse(D, na, c->d_out, c->gmp, c->eb)))
+    return rc;
   for (int u = 0; u < na; u++) /* gather */
-    lsim__copy_row(&Xg, u, &c->X, p->perm[u], c->d_in);
+    lsim__copy_row(Xg, u, &c->X, p->perm[u], c->d_in);
   for (int t = 0; t < p->nseg; t++) { /* shrink launch */
     int lo = p->seg_offsets[t], hi = p->seg_offsets[t + 1];
     const lsim__fac *F = &c->fac[lsim__find(c, p->seg_adapter[t])];
-    if ((rc = lsim__mul_t(&Z, lo, &Xg, lo, hi - lo, &F->A, c->eb)))
-      goto out;
+    if ((rc = lsim__mul_t(Z, lo, Xg, lo, hi - lo, F->A, c->eb)))
+      return rc;
   }
   for (int t = 0; t < p->nseg; t++) { /* expand launch */
     int lo = p->seg_offsets[t], hi = p->seg_offsets[t + 1];
     const lsim__fac *F = &c->fac[lsim__find(c, p->seg_adapter[t])];
-    if ((rc = lsim__mul_t(&D, lo, &Z, lo, hi - lo, &F->B, c->eb)) ||
-        (rc = lsim__scale_rows(c, &D, lo, hi - lo, F)))
-      goto out;
+    if ((rc = lsim__mul_t(D, lo, Z, lo, hi - lo, F->B, c->eb)) ||
+        (rc = lsim__scale_rows(c, D, lo, hi - lo, F)))
+      return rc;
     for (int u = lo; u < hi; u++)
-      lsim__trace_put(c, p->perm[u], F->A.rows, &Z, u, &D, u);
+      lsim__trace_put(c, p->perm[u], F->A->rows, Z, u, D, u);
   }
   for (int u = 0; u < na; u++) { /* scatter */
     if ((rc = lsim__claim(c, p->perm[u])))
-      goto out;
-    lsim__copy_row(&c->out, p->perm[u], &D, u, c->d_out);
+      return rc;
+    lsim__copy_row(&c->out, p->perm[u], D, u, c->d_out);
   }
-out:
-  lsim__xm_free(&Xg);
-  lsim__xm_free(&Z);
-  lsim__xm_free(&D);
-  return rc;
+  return 0;
 }
 
 /*
@@ -1181,8 +1453,8 @@ out:
 */
 static lsim_err lsim__fam_indexed(lsim__ctx *c) {
   const lsim_rowplan *p = c->p;
-  lsim__xm Zb;
-  lsim_err rc = lsim__xm_init(&Zb, c->T, c->zwidth, c->gmp, c->eb);
+  lsim__xm *Zb = &c->w[0];
+  lsim_err rc = lsim__xm_reuse(Zb, c->T, c->zwidth, c->gmp, c->eb);
   if (rc)
     return rc;
   for (int g = 0; g < p->nids && !rc; g++) { /* shrink launch */
@@ -1191,7 +1463,7 @@ static lsim_err lsim__fam_indexed(lsim__ctx *c) {
     const lsim__fac *F = &c->fac[lsim__find(c, p->active_ids[g])];
     for (int k = p->id_starts[g]; k < p->id_starts[g + 1] && !rc; k++) {
       int row = p->sorted_rows[k];
-      rc = lsim__mul_t(&Zb, row, &c->X, row, 1, &F->A, c->eb);
+      rc = lsim__mul_t(Zb, row, &c->X, row, 1, F->A, c->eb);
     }
   }
   for (int g = 0; g < p->nids && !rc; g++) { /* expand launch */
@@ -1201,13 +1473,12 @@ static lsim_err lsim__fam_indexed(lsim__ctx *c) {
     for (int k = p->id_starts[g]; k < p->id_starts[g + 1] && !rc; k++) {
       int row = p->sorted_rows[k];
       if ((rc = lsim__claim(c, row)) ||
-          (rc = lsim__mul_t(&c->out, row, &Zb, row, 1, &F->B, c->eb)) ||
+          (rc = lsim__mul_t(&c->out, row, Zb, row, 1, F->B, c->eb)) ||
           (rc = lsim__scale_rows(c, &c->out, row, 1, F)))
         break;
-      lsim__trace_put(c, row, F->A.rows, &Zb, row, &c->out, row);
+      lsim__trace_put(c, row, F->A->rows, Zb, row, &c->out, row);
     }
   }
-  lsim__xm_free(&Zb);
   return rc;
 }
 
@@ -1225,30 +1496,27 @@ static lsim_err lsim__fam_bucketed(lsim__ctx *c) {
     const int *rows = p->bucket_rows + lo;
     if (nb == 0)
       continue;
-    lsim__xm Xb = LSIM__XM_INIT, Zb = LSIM__XM_INIT, Db = LSIM__XM_INIT;
-    if (!(rc = lsim__xm_init(&Xb, nb, c->d_in, c->gmp, c->eb)) &&
-        !(rc = lsim__xm_init(&Zb, nb, r, c->gmp, c->eb)) &&
-        !(rc = lsim__xm_init(&Db, nb, c->d_out, c->gmp, c->eb))) {
+    lsim__xm *Xb = &c->w[0], *Zb = &c->w[1], *Db = &c->w[2];
+    if (!(rc = lsim__xm_reuse(Xb, nb, c->d_in, c->gmp, c->eb)) &&
+        !(rc = lsim__xm_reuse(Zb, nb, r, c->gmp, c->eb)) &&
+        !(rc = lsim__xm_reuse(Db, nb, c->d_out, c->gmp, c->eb))) {
       for (int j = 0; j < nb; j++) /* gather */
-        lsim__copy_row(&Xb, j, &c->X, rows[j], c->d_in);
+        lsim__copy_row(Xb, j, &c->X, rows[j], c->d_in);
       for (int j = 0; j < nb && !rc; j++) /* shrink at rank r */
-        rc = lsim__mul_t(&Zb, j, &Xb, j, 1, &c->fac[c->row_fac[rows[j]]].A,
+        rc = lsim__mul_t(Zb, j, Xb, j, 1, c->fac[c->row_fac[rows[j]]].A,
                          c->eb);
       for (int j = 0; j < nb && !rc; j++) { /* expand at rank r */
         const lsim__fac *F = &c->fac[c->row_fac[rows[j]]];
-        if (!(rc = lsim__mul_t(&Db, j, &Zb, j, 1, &F->B, c->eb)))
-          rc = lsim__scale_rows(c, &Db, j, 1, F);
+        if (!(rc = lsim__mul_t(Db, j, Zb, j, 1, F->B, c->eb)))
+          rc = lsim__scale_rows(c, Db, j, 1, F);
       }
       for (int j = 0; j < nb && !rc; j++) { /* scatter */
         if ((rc = lsim__claim(c, rows[j])))
           break;
-        lsim__trace_put(c, rows[j], r, &Zb, j, &Db, j);
-        lsim__copy_row(&c->out, rows[j], &Db, j, c->d_out);
+        lsim__trace_put(c, rows[j], r, Zb, j, Db, j);
+        lsim__copy_row(&c->out, rows[j], Db, j, c->d_out);
       }
     }
-    lsim__xm_free(&Xb);
-    lsim__xm_free(&Zb);
-    lsim__xm_free(&Db);
   }
   return rc;
 }
@@ -1258,12 +1526,12 @@ static lsim_err lsim__fam_bucketed(lsim__ctx *c) {
 /* ======================================================================== */
 
 static void lsim__numerics_free(lsim__ctx *c) {
-  for (int i = 0; i < c->nfac; i++) {
-    lsim__xm_free(&c->fac[i].A);
-    lsim__xm_free(&c->fac[i].B);
-  }
+  for (int i = 0; i < c->nfac; i++)
+    lsim__fac_free(&c->fac[i]);
   lsim__xm_free(&c->X);
   lsim__xm_free(&c->out);
+  for (int k = 0; k < 3; k++)
+    lsim__xm_free(&c->w[k]);
 }
 
 /* Load the factors every used adapter launches with, in the current tier. */
@@ -1273,37 +1541,67 @@ static lsim_err lsim__load_factors(lsim__ctx *c) {
     lsim_err rc;
     if (!F->used)
       continue;
+    F->A = &F->own[LSIM__OWN_A];
+    F->B = &F->own[LSIM__OWN_B];
     if (F->ad) {
       mpq_srcptr s = F->ad->scale;
       int m = c->scale_mode;
-      if ((rc = lsim__xm_load(&F->A, &F->ad->A, 1,
+      if ((rc = lsim__xm_load(&F->own[LSIM__OWN_A], &F->ad->A, 1,
                               m == LSIM_SCALE_FOLD_A ? s : NULL, c->gmp,
                               c->eb)) ||
-          (rc = lsim__xm_load(&F->B, &F->ad->B, 1,
+          (rc = lsim__xm_load(&F->own[LSIM__OWN_B], &F->ad->B, 1,
                               m == LSIM_SCALE_FOLD_B ? s : NULL, c->gmp,
                               c->eb)))
         return rc;
       F->apply = m == LSIM_SCALE_PASSED;
       lsim__scale_set(&F->s, s);
     } else {
-      if ((rc = lsim__xm_load(&F->A, &F->slot->A, 1, NULL, c->gmp, c->eb)) ||
-          (rc = lsim__xm_load(&F->B, &F->slot->B, 1, NULL, c->gmp, c->eb)))
+      if ((rc = lsim__xm_load(&F->own[LSIM__OWN_A], &F->slot->A, 1, NULL,
+                              c->gmp, c->eb)) ||
+          (rc = lsim__xm_load(&F->own[LSIM__OWN_B], &F->slot->B, 1, NULL,
+                              c->gmp, c->eb)))
         return rc;
       F->apply = c->scale_mode == LSIM_SCALE_PASSED;
       lsim__scale_set(&F->s, F->slot->scale);
     }
+    if ((rc = lsim__xm_t(&F->own[LSIM__OWN_A], c->eb)) ||
+        (rc = lsim__xm_t(&F->own[LSIM__OWN_B], c->eb)))
+      return rc;
   }
   return 0;
 }
 
-static lsim_err lsim__compute(lsim__ctx *c) {
+/* Test-only fault (cpu_ref.h, lsim_ref__fault): the family and placement
+** whose result is made wrong, -1 for none. */
+static int lsim__fault_path = -1, lsim__fault_mode = -1;
+/* Test-only: batches lsim__all_int answered (lsim_ref__one_pass_count). */
+static long lsim__one_pass_n;
+
+void lsim_ref__fault(int path, int scale_mode) {
+  lsim__fault_path = path;
+  lsim__fault_mode = scale_mode;
+}
+
+long lsim_ref__one_pass_count(void) { return lsim__one_pass_n; }
+
+/* out[row][0] += 1, the test-only fault's wrong value. */
+static void lsim__fault_apply(lsim__ctx *c) {
+  for (int i = 0; i < c->T; i++) {
+    if (c->row_fac[i] < 0 || c->d_out < 1)
+      continue;
+    if (c->out.gmp) {
+      mpq_ptr q = LSIM__Q(&c->out, i, 0);
+      mpz_add(mpq_numref(q), mpq_numref(q), mpq_denref(q));
+    } else {
+      LSIM__N(&c->out, i, 0) += c->out.den[i];
+    }
+    return;
+  }
+}
+
+/* Run the current family into c->out (zeroed, of c->out's tier). */
+static lsim_err lsim__run_family(lsim__ctx *c) {
   lsim_err rc;
-  lsim__numerics_free(c);
-  if ((rc = lsim__load_factors(c)) ||
-      (rc = lsim__xm_load(&c->X, c->Xq, 0, NULL, c->gmp, c->eb)) ||
-      (rc = lsim__xm_init(&c->out, c->T, c->d_out, c->gmp, c->eb)) ||
-      (rc = lsim__trace_begin(c)))
-    return rc;
   if (c->T)
     memset(c->mark, 0, (size_t)c->T);
   switch (c->path) {
@@ -1326,7 +1624,20 @@ static lsim_err lsim__compute(lsim__ctx *c) {
   default:
     rc = LSIM_BUG(c->eb, "unknown path");
   }
+  if (!rc && c->path == lsim__fault_path && c->scale_mode == lsim__fault_mode)
+    lsim__fault_apply(c);
   return rc ? rc : lsim__claims_done(c);
+}
+
+static lsim_err lsim__compute(lsim__ctx *c) {
+  lsim_err rc;
+  lsim__numerics_free(c);
+  if ((rc = lsim__load_factors(c)) ||
+      (rc = lsim__xm_load(&c->X, c->Xq, 0, NULL, c->gmp, c->eb)) ||
+      (rc = lsim__xm_init(&c->out, c->T, c->d_out, c->gmp, c->eb)) ||
+      (rc = lsim__trace_begin(c)))
+    return rc;
+  return lsim__run_family(c);
 }
 
 /* Compute in the requested tier (falling back to gmp under AUTO) and write
@@ -1772,16 +2083,326 @@ lsim_err lsim_ref_compare(const lsim_qmat *want, const lsim_qmat *got,
   return 0;
 }
 
+/* ---- every family and placement in one pass of the int tier ------------- */
+/*
+** lsim_ref_delta_all evaluates one batch eighteen times.  Done one
+** evaluation at a time (lsim__delta_adapters), each run resolves and checks
+** the adapters again, converts X and every factor out of mpq again, builds
+** mpq slots for the padded family, allocates its result as mpq and is
+** compared with the reference entry by entry in mpq: on the replay's small
+** batches that bookkeeping, not the arithmetic, was nearly all of the time
+** (docs/BENCHMARKS.md, "cpu_ref replay backend").
+**
+** lsim__all_int runs the same eighteen evaluations in the int tier over one
+** snapshot: the adapters are resolved and every family's metadata checked
+** once, X and each used factor are loaded once (s*A and s*B are derived
+** from the loaded A and B; the padded family's zero-padded copies are built
+** per placement and their tails checked), each run writes into one reused
+** work matrix through the very family code a single evaluation runs
+** (lsim__run_family), and each result is compared with per_row/passed as
+** rationals (n1 * d2 == n2 * d1 when the denominators differ).  Only the
+** common result is converted to mpq.
+**
+** It only ever answers "all eighteen agree, here is the delta".  Anything
+** else -- a plan or adapter a check refuses, a bound that cannot be proven,
+** a product that does not fit, a family that disagrees -- returns nonzero,
+** and lsim_ref_delta_all_ex then runs the evaluation-at-a-time path, which
+** reports it with its own code and message (or falls back to gmp where a
+** bound failed).  Success here implies success there with the same delta:
+** both run the same families on the same exact values, and the derived
+** s*A, s*B carry denominators that are multiples of the ones loaded from
+** mpq, so every bound proven here holds there too.
+*/
+
+/* dst := s * src (int tier, uniform denominator), as lsim__xm_load with a
+** scale would load it. */
+static lsim_err lsim__xm_scaled(lsim__xm *dst, const lsim__xm *src,
+                                const lsim__scale *s, lsim_errbuf *eb) {
+  if (!s->fits)
+    return LSIM__OVERFLOW(eb, "a scale does not fit the int64 tier");
+  lsim_err rc = lsim__xm_init(dst, src->rows, src->cols, 0, eb);
+  if (rc)
+    return rc;
+  size_t n = (size_t)src->rows * (size_t)src->cols;
+  int64_t amax = 0;
+  for (size_t k = 0; k < n; k++) {
+    int64_t v;
+    if (__builtin_mul_overflow(src->n[k], s->sp, &v) || v == INT64_MIN)
+      return LSIM__OVERFLOW(eb, "a scaled factor overflows int64");
+    dst->n[k] = v;
+    if (lsim__abs64(v) > amax)
+      amax = lsim__abs64(v);
+  }
+  for (int i = 0; i < (src->rows > 0 ? src->rows : 1); i++)
+    if (__builtin_mul_overflow(src->den[0], s->sq, &dst->den[i]))
+      return LSIM__OVERFLOW(eb, "a scaled denominator overflows int64");
+  dst->amax = amax;
+  return 0;
+}
+
+/* dst := src zero-padded to [rows][cols] (src in the leading corner). */
+static lsim_err lsim__xm_padded(lsim__xm *dst, const lsim__xm *src, int rows,
+                                int cols, lsim_errbuf *eb) {
+  lsim_err rc = lsim__xm_reuse(dst, rows, cols, 0, eb);
+  if (rc)
+    return rc;
+  if (src->rows > rows || src->cols > cols)
+    return LSIM_BUG(eb, "a padded copy is narrower than its factor");
+  for (int i = 0; i < src->rows; i++)
+    memcpy(&LSIM__N(dst, i, 0), &LSIM__N(src, i, 0),
+           (size_t)src->cols * sizeof(int64_t));
+  for (int i = 0; i < (rows > 0 ? rows : 1); i++)
+    dst->den[i] = src->den[0];
+  dst->amax = src->amax;
+  if (!src->nt)
+    return 0;
+  /* the transposed copy padded alike, row by row from src's */
+  size_t n = (size_t)rows * (size_t)cols;
+  if (!(dst->nt = calloc(n ? n : 1, sizeof *dst->nt)))
+    return lsim_fail(eb, LSIM_E_NOMEM, "out of memory for a padded factor");
+  for (int j = 0; j < src->cols; j++)
+    memcpy(dst->nt + (size_t)j * (size_t)rows,
+           src->nt + (size_t)j * (size_t)src->rows,
+           (size_t)src->rows * sizeof *dst->nt);
+  if (!src->p16)
+    return 0;
+  size_t h = ((size_t)cols + 1) / 2, hs = ((size_t)src->cols + 1) / 2;
+  if (!(dst->p16 = calloc(h * (size_t)rows > 0 ? 2 * h * (size_t)rows : 1,
+                          sizeof *dst->p16)))
+    return lsim_fail(eb, LSIM_E_NOMEM, "out of memory for a padded factor");
+  for (size_t j = 0; j < hs; j++)
+    memcpy(dst->p16 + j * (size_t)rows * 2,
+           src->p16 + j * (size_t)src->rows * 2,
+           (size_t)src->rows * 2 * sizeof *dst->p16);
+  return 0;
+}
+
+/* Every entry of m outside its leading [rows][cols] corner is zero (the
+** padded family's tail check, lsim_qslot_check, in the int tier). */
+static int lsim__xm_tail_zero(const lsim__xm *m, int rows, int cols) {
+  for (int i = 0; i < m->rows; i++)
+    for (int j = i < rows ? cols : 0; j < m->cols; j++)
+      if (LSIM__N(m, i, j) != 0)
+        return 0;
+  return 1;
+}
+
+/* a and b (int tier, one shape) hold the same rationals; 0 also when a
+** cross product does not fit int64 (the caller then decides in mpq). */
+static int lsim__xm_same(const lsim__xm *a, const lsim__xm *b) {
+  size_t C = (size_t)a->cols;
+  for (int i = 0; i < a->rows; i++) {
+    const int64_t *x = a->n + (size_t)i * C, *y = b->n + (size_t)i * C;
+    int64_t da = a->den[i], db = b->den[i];
+    if (da == db) {
+      if (C && memcmp(x, y, C * sizeof *x) != 0)
+        return 0;
+      continue;
+    }
+    for (size_t j = 0; j < C; j++) {
+      int64_t l, r;
+      if (__builtin_mul_overflow(x[j], db, &l) ||
+          __builtin_mul_overflow(y[j], da, &r) || l != r)
+        return 0;
+    }
+  }
+  return 1;
+}
+
+/* m := exact zeros (int tier), keeping its storage. */
+static void lsim__xm_zero(lsim__xm *m) {
+  size_t n = (size_t)m->rows * (size_t)m->cols;
+  if (n)
+    memset(m->n, 0, n * sizeof *m->n);
+  for (int i = 0; i < m->rows; i++)
+    m->den[i] = 1;
+  m->amax = 0;
+}
+
+/* Point every used factor at the copies the (path, placement) launches. */
+static lsim_err lsim__all_int_launch(lsim__ctx *c, int path, int m, int R) {
+  for (int i = 0; i < c->nfac; i++) {
+    lsim__fac *F = &c->fac[i];
+    if (!F->used)
+      continue;
+    int a = m == LSIM_SCALE_FOLD_A ? LSIM__OWN_SA : LSIM__OWN_A;
+    int b = m == LSIM_SCALE_FOLD_B ? LSIM__OWN_SB : LSIM__OWN_B;
+    int pad = path == LSIM_REF_PADDED ? LSIM__OWN_PAD : 0;
+    F->A = &F->own[pad + a];
+    F->B = &F->own[pad + b];
+    F->apply = m == LSIM_SCALE_PASSED;
+  }
+  c->path = path;
+  c->scale_mode = m;
+  c->zwidth = path == LSIM_REF_PADDED ? (c->nactive > 0 ? R : 0) : c->maxrank;
+  return 0;
+}
+
+/* The padded family's factors: each of A, B, s*A, s*B zero-padded to
+** the physical rank R (A [R][d_in], B [d_out][R]), tails checked zero as
+** lsim_qslot_check checks a slot's. */
+static lsim_err lsim__all_int_pad(lsim__ctx *c, lsim__fac *F, int R) {
+  for (int k = 0; k < LSIM__OWN_PAD; k++) {
+    int isA = k == LSIM__OWN_A || k == LSIM__OWN_SA;
+    lsim__xm *dst = &F->own[LSIM__OWN_PAD + k];
+    lsim_err rc = isA ? lsim__xm_padded(dst, &F->own[k], R, c->d_in, c->eb)
+                      : lsim__xm_padded(dst, &F->own[k], c->d_out, R, c->eb);
+    if (rc)
+      return rc;
+    if (!(isA ? lsim__xm_tail_zero(dst, F->rank, c->d_in)
+              : lsim__xm_tail_zero(dst, c->d_out, F->rank)))
+      return lsim_fail(c->eb, LSIM_E_PAD_NONZERO, "a padded tail is not 0");
+  }
+  return 0;
+}
+
+static lsim_err lsim__all_int(const lsim_rowplan *p, const lsim_qmat *X,
+                              const lsim_qadapter *ad, int nad,
+                              lsim_qmat *delta, lsim_errbuf *eb) {
+  lsim__ctx c;
+  memset(&c, 0, sizeof c);
+  c.p = p;
+  c.Xq = X;
+  c.T = p->T;
+  c.d_in = X->cols;
+  c.eb = eb;
+  lsim_qmat none = LSIM_QMAT_INIT;
+  c.d_out = lsim__guess_dout(delta ? delta : &none, nad ? &ad[0].B : NULL,
+                             nad ? ad[0].rank : 0);
+  lsim__xm ref = LSIM__XM_INIT;
+  const int R = p->phys_rank;
+  lsim_err rc = 0;
+  c.fac = calloc(lsim__cnt(nad), sizeof *c.fac);
+  if (!c.fac) {
+    rc = lsim_fail(eb, LSIM_E_NOMEM, "out of memory for %d adapters", nad);
+    goto out;
+  }
+  for (int i = 0; i < nad && !rc; i++) {
+    if (ad[i].id < 0)
+      rc = lsim_fail(eb, LSIM_E_USAGE, "adapter id %d is negative", ad[i].id);
+    else
+      rc = lsim_qadapter_check(&ad[i], c.d_in, c.d_out, eb);
+    c.fac[i].id = ad[i].id;
+    c.fac[i].rank = ad[i].rank;
+    c.fac[i].ad = &ad[i];
+  }
+  c.nfac = nad;
+  if (rc || (rc = lsim__fac_sort(&c)) || (rc = lsim__prep_rows(&c)) ||
+      (rc = lsim__check_sgmv(&c)) ||
+      (rc = lsim__check_indexed(&c, "indexed")) ||
+      (rc = lsim__check_bucketed(&c)))
+    goto out;
+  /* padded launches from slots of the used adapters only: a group naming
+  ** an adapter no row uses, or a rank above R, is for the slow path */
+  for (int g = 0; g < p->nids; g++) {
+    int f = p->active_ids[g] == LSIM_BASE ? 0 : lsim__find(&c, p->active_ids[g]);
+    if (p->active_ids[g] != LSIM_BASE && (f < 0 || !c.fac[f].used)) {
+      rc = LSIM_E_REF_UNKNOWN_ADAPTER;
+      goto out;
+    }
+  }
+  for (int i = 0; i < c.nfac; i++)
+    if (c.fac[i].used && c.fac[i].rank > R) {
+      rc = LSIM_E_SLOT_RANK;
+      goto out;
+    }
+  /* X and every used factor, once; s*A and s*B from them */
+  if ((rc = lsim__xm_load(&c.X, X, 0, NULL, 0, eb)) ||
+      (rc = lsim__xm_init(&c.out, c.T, c.d_out, 0, eb)) ||
+      (rc = lsim__xm_init(&ref, c.T, c.d_out, 0, eb)))
+    goto out;
+  for (int i = 0; i < c.nfac && !rc; i++) {
+    lsim__fac *F = &c.fac[i];
+    if (!F->used)
+      continue;
+    lsim__scale_set(&F->s, F->ad->scale);
+    if (!(rc = lsim__xm_load(&F->own[LSIM__OWN_A], &F->ad->A, 1, NULL, 0,
+                             eb)) &&
+        !(rc = lsim__xm_load(&F->own[LSIM__OWN_B], &F->ad->B, 1, NULL, 0,
+                             eb)) &&
+        !(rc = lsim__xm_scaled(&F->own[LSIM__OWN_SA], &F->own[LSIM__OWN_A],
+                               &F->s, eb)))
+      rc = lsim__xm_scaled(&F->own[LSIM__OWN_SB], &F->own[LSIM__OWN_B],
+                           &F->s, eb);
+    for (int k = LSIM__OWN_A; k <= LSIM__OWN_SB && !rc; k++)
+      rc = lsim__xm_t(&F->own[k], eb);
+    if (!rc)
+      rc = lsim__all_int_pad(&c, F, R);
+  }
+  if (rc)
+    goto out;
+  for (int path = 0; path < LSIM_REF__COUNT && !rc; path++)
+    for (int m = 0; m < LSIM_SCALE__COUNT && !rc; m++) {
+      int first = path == LSIM_REF_PER_ROW && m == LSIM_SCALE_PASSED;
+      lsim__xm_zero(&c.out);
+      if ((rc = lsim__all_int_launch(&c, path, m, R)) ||
+          (rc = lsim__run_family(&c)))
+        break;
+      if (first) {
+        lsim__xm tmp = ref;
+        ref = c.out;
+        c.out = tmp;
+        for (int i = 0; i < c.T && !rc; i++)
+          for (int j = 0; j < c.d_out && c.row_fac[i] < 0; j++)
+            if (LSIM__N(&ref, i, j) != 0) {
+              rc = LSIM_E_BASE_DELTA;
+              break;
+            }
+      } else if (!lsim__xm_same(&ref, &c.out)) {
+        rc = LSIM_E_PATH_MISMATCH;
+      }
+    }
+  if (rc || !delta) /* no result wanted: the verdict is all */
+    goto out;
+  int fresh;
+  if ((rc = lsim__out_shape(delta, c.T, c.d_out, "delta", &fresh, eb)))
+    goto out;
+  for (int i = 0; i < c.T && c.d_out > 0; i++)
+    lsim__row_to_q(&LSIM_QAT(delta, i, 0), &ref, i, c.d_out);
+out:
+  lsim__xm_free(&ref);
+  lsim__ctx_release(&c);
+  return rc;
+}
+
+static lsim_err lsim__all_each(const lsim_rowplan *p, const lsim_qmat *X,
+                               const lsim_qadapter *ad, int nad, int num_mode,
+                               lsim_qmat *delta, lsim_errbuf *eb);
+
 lsim_err lsim_ref_delta_all_ex(const lsim_rowplan *p, const lsim_qmat *X,
                                const lsim_qadapter *ad, int nad, int num_mode,
                                lsim_qmat *delta, lsim_errbuf *eb) {
-  lsim_err rc = lsim__args(p, X, nad, ad, 0, 0, num_mode, delta, eb);
+  lsim_qmat mine = LSIM_QMAT_INIT; /* the result when the caller wants none */
+  lsim_err rc = lsim__args(p, X, nad, ad, 0, 0, num_mode,
+                           delta ? delta : &mine, eb);
   if (rc)
     return rc;
+  lsim_errbuf sub = LSIM_ERRBUF_INIT;
+  /* the int tier in one pass; anything but agreement is decided below */
+  if (num_mode == LSIM_NUM_AUTO || num_mode == LSIM_NUM_INT64 ||
+      num_mode == LSIM_NUM_INT16 || num_mode == LSIM_NUM_INT16_SCALAR) {
+    if (lsim__all_int(p, X, ad, nad, delta, &sub) == 0) {
+      lsim__one_pass_n++;
+      return 0;
+    }
+  }
+  if (!delta) {
+    rc = lsim__all_each(p, X, ad, nad, num_mode, &mine, eb);
+    lsim_qmat_clear(&mine);
+    return rc;
+  }
+  return lsim__all_each(p, X, ad, nad, num_mode, delta, eb);
+}
+
+/* lsim_ref_delta_all_ex one evaluation at a time: what decides and reports
+** every case lsim__all_int leaves to it. */
+static lsim_err lsim__all_each(const lsim_rowplan *p, const lsim_qmat *X,
+                               const lsim_qadapter *ad, int nad, int num_mode,
+                               lsim_qmat *delta, lsim_errbuf *eb) {
   int fresh = delta->rows == 0 && delta->cols == 0 && delta->v == NULL;
   lsim_qmat got = LSIM_QMAT_INIT;
   lsim_errbuf sub = LSIM_ERRBUF_INIT;
-  rc = lsim__delta_adapters(p, X, ad, nad, LSIM_REF_PER_ROW, LSIM_SCALE_PASSED,
+  lsim_err rc = lsim__delta_adapters(p, X, ad, nad, LSIM_REF_PER_ROW, LSIM_SCALE_PASSED,
                             num_mode, NULL, NULL, delta, &sub);
   if (rc) {
     lsim_fail(eb, rc, "per_row/passed: %s", sub.msg);

@@ -248,6 +248,14 @@ lsim_err lsim_ref_delta_ex(const lsim_rowplan *p, const lsim_qmat *X,
 ** column unless all agree exactly; on success *delta holds the common
 ** result (the per_row, passed-scale one).  An error of any single run is
 ** returned with its own code, the message prefixed with the path and mode.
+** delta may be NULL when only the verdict is wanted (a replay backend):
+** the agreed result is then not converted to rationals at all.
+**
+** When every bound of the int tier holds, the eighteen runs share one
+** snapshot (adapters resolved, plan metadata checked and inputs loaded
+** once) and are compared in integers; any other outcome is decided by
+** running them one at a time, so codes and messages are those of a single
+** evaluation.
 */
 lsim_err lsim_ref_delta_all(const lsim_rowplan *p, const lsim_qmat *X,
                             const lsim_qadapter *ad, int nad,
@@ -335,6 +343,17 @@ lsim_err lsim_ref_delta_slots(const lsim_rowplan *p, const lsim_qmat *X,
                               int launch_scale, int num_mode,
                               lsim_ref_trace *trace, lsim_qmat *delta,
                               lsim_errbuf *eb);
+
+/*
+** Test-only: make the result of one family under one scale placement wrong
+** (its first active row's first entry plus one) in every evaluation that
+** follows, so tests can show lsim_ref_delta_all catching a wrong family;
+** path -1 turns it off.  Process-wide; never called outside tests.
+*/
+void lsim_ref__fault(int path, int scale_mode);
+/* Test-only: how many lsim_ref_delta_all calls so far were answered by the
+** one-pass int tier (the others ran one evaluation at a time). */
+long lsim_ref__one_pass_count(void);
 
 #ifdef __cplusplus
 }

@@ -22,14 +22,28 @@ static long lsim__small(lsim_rng *r, int m) {
   return (long)lsim_rng_below(r, (uint64_t)(2 * m + 1)) - m;
 }
 
-/* Free the previous iteration's values, keep the buffers. */
+/* One cached artifact: the bytes its exact factors were made from. */
+typedef struct lsim_factor_ent {
+  int art, ver, r, d_in, d_out;
+  int64_t used;      /* fc_clock of the last build that used it */
+  signed char *bytes; /* [r * (d_in + d_out)] */
+  lsim_qadapter q;   /* A, B, scale 2 / r; q.id unused */
+} lsim_factor_ent;
+
+static size_t lsim__ent_size(const lsim_factor_ent *e) {
+  return (size_t)e->r * ((size_t)e->d_in + (size_t)e->d_out);
+}
+
+static void lsim__ent_free(lsim_factor_ent *e) {
+  lsim_qadapter_clear(&e->q);
+  free(e->bytes);
+  free(e);
+}
+
+/* Drop the previous iteration's views; keep the buffers and the cache. */
 static void lsim__clear_values(lsim_iter_tensors *t) {
-  for (int k = 0; k < t->nad; k++)
-    lsim_qadapter_clear(&t->ad[k]);
-  free(t->ad);
-  t->ad = NULL;
   t->nad = 0;
-  lsim_qmat_clear(&t->X);
+  t->X = (lsim_qmat)LSIM_QMAT_INIT;
   lsim_rowplan_release(&t->rp);
 }
 
@@ -106,6 +120,98 @@ lsim_err lsim_iter_tensors_build(lsim_iter_tensors *t, const lsim_plan *plan,
                                       eb);
 }
 
+/* Evict least recently used artifacts not used by this build until the
+** cache holds at most LSIM_FACTOR_CACHE_ENTRIES beyond this build's. */
+static void lsim__cache_trim(lsim_iter_tensors *t, size_t need) {
+  while (t->fc_held + need > LSIM_FACTOR_CACHE_ENTRIES) {
+    int v = -1;
+    for (int k = 0; k < t->nfc; k++)
+      if (t->fc[k]->used != t->fc_clock &&
+          (v < 0 || t->fc[k]->used < t->fc[v]->used))
+        v = k;
+    if (v < 0)
+      return; /* everything cached is in use by this iteration */
+    t->fc_held -= lsim__ent_size(t->fc[v]);
+    lsim__ent_free(t->fc[v]);
+    t->fc[v] = t->fc[--t->nfc];
+  }
+}
+
+/* The cached factors of (art, ver, r) made from exactly `bytes`: found, or
+** (re)built from them. */
+static lsim_err lsim__cached(lsim_iter_tensors *t, int art, int ver, int r,
+                             int d_in, int d_out, const signed char *bytes,
+                             lsim_factor_ent **out, lsim_errbuf *eb) {
+  size_t n = (size_t)r * ((size_t)d_in + (size_t)d_out);
+  lsim_factor_ent *e = NULL;
+  for (int k = 0; k < t->nfc && !e; k++)
+    if (t->fc[k]->art == art && t->fc[k]->ver == ver && t->fc[k]->r == r &&
+        t->fc[k]->d_in == d_in && t->fc[k]->d_out == d_out)
+      e = t->fc[k];
+  if (e && memcmp(e->bytes, bytes, n) == 0) {
+    e->used = t->fc_clock;
+    *out = e;
+    return 0;
+  }
+  if (!e) {
+    lsim__cache_trim(t, n);
+    if (t->nfc == t->fc_cap) {
+      int nc = t->fc_cap ? 2 * t->fc_cap : 16;
+      lsim_factor_ent **nf = realloc(t->fc, (size_t)nc * sizeof *nf);
+      if (!nf)
+        return lsim_fail(eb, LSIM_E_NOMEM, "out of memory caching factors");
+      t->fc = nf;
+      t->fc_cap = nc;
+    }
+    e = calloc(1, sizeof *e);
+    if (!e || !(e->bytes = malloc(n ? n : 1))) {
+      free(e);
+      return lsim_fail(eb, LSIM_E_NOMEM, "out of memory caching factors");
+    }
+    lsim_err rc = lsim_qadapter_init(&e->q, 0, r, d_in, d_out, eb);
+    if (rc) {
+      free(e->bytes);
+      free(e);
+      return rc;
+    }
+    e->art = art;
+    e->ver = ver;
+    e->r = r;
+    e->d_in = d_in;
+    e->d_out = d_out;
+    t->fc[t->nfc++] = e;
+    t->fc_held += n;
+  }
+  memcpy(e->bytes, bytes, n);
+  const signed char *q = bytes;
+  for (int i = 0; i < r; i++)
+    for (int j = 0; j < d_in; j++)
+      mpq_set_si(LSIM_QAT(&e->q.A, i, j), *q++, 1);
+  for (int i = 0; i < d_out; i++)
+    for (int j = 0; j < r; j++)
+      mpq_set_si(LSIM_QAT(&e->q.B, i, j), *q++, 1);
+  mpq_set_ui(e->q.scale, 2, (unsigned long)r);
+  mpq_canonicalize(e->q.scale);
+  e->used = t->fc_clock;
+  *out = e;
+  return 0;
+}
+
+/* X's storage for n entries, initialised once and kept. */
+static lsim_err lsim__x_room(lsim_iter_tensors *t, size_t n, lsim_errbuf *eb) {
+  if (n <= t->xcap)
+    return 0;
+  mpq_t *nx = realloc(t->xv, n * sizeof *nx);
+  if (!nx)
+    return lsim_fail(eb, LSIM_E_NOMEM, "out of memory materialising tensors");
+  /* realloc moved the mpq_t structs, not their limbs: still valid */
+  t->xv = nx;
+  for (size_t k = t->xcap; k < n; k++)
+    mpq_init(t->xv[k]);
+  t->xcap = n;
+  return 0;
+}
+
 lsim_err lsim_iter_tensors_build_with(lsim_iter_tensors *t,
                                       const lsim_plan *plan, uint64_t seed,
                                       int d_in, int d_out,
@@ -114,63 +220,70 @@ lsim_err lsim_iter_tensors_build_with(lsim_iter_tensors *t,
   lsim_err rc = lsim_iter_rows_build(t, plan, eb);
   if (rc)
     return rc;
-  signed char *fb = NULL;
   const lsim_rowplan *p = &t->rp;
+  t->fc_clock++;
 
   /* the plan's adapters, ascending (its grouped segments) */
-  t->ad = calloc((size_t)p->nseg + 1, sizeof *t->ad);
-  if (!t->ad)
-    return lsim_fail(eb, LSIM_E_NOMEM, "out of memory materialising tensors");
+  if (p->nseg + 1 > t->ad_cap) {
+    lsim_qadapter *na = realloc(t->ad, (size_t)(p->nseg + 1) * sizeof *na);
+    if (!na)
+      return lsim_fail(eb, LSIM_E_NOMEM, "out of memory materialising tensors");
+    t->ad = na;
+    t->ad_cap = p->nseg + 1;
+  }
   for (int k = 0; k < p->nseg && !rc; k++) {
     int id = p->seg_adapter[k], r = p->seg_rank[k];
-    lsim_qadapter *ad = &t->ad[k];
-    if ((rc = lsim_qadapter_init(ad, id, r, d_in, d_out, eb)))
-      break;
-    t->nad++;
     int ver, art = lsim_iter_artifact(t, id, &ver);
-    signed char *nb =
-        realloc(fb, (size_t)r * (size_t)d_in + (size_t)d_out * (size_t)r);
-    if (!nb) {
-      rc = lsim_fail(eb, LSIM_E_NOMEM, "out of memory materialising tensors");
-      break;
+    size_t n = (size_t)r * (size_t)d_in + (size_t)d_out * (size_t)r;
+    if (n > t->fb_cap) {
+      signed char *nb = realloc(t->fb, n);
+      if (!nb)
+        return lsim_fail(eb, LSIM_E_NOMEM,
+                         "out of memory materialising tensors");
+      t->fb = nb;
+      t->fb_cap = n;
     }
-    fb = nb;
-    int got = fetch ? fetch(ud, art, ver, r, fb, eb) : 0;
-    if (got < 0) {
-      rc = got;
-      break;
-    }
+    int got = fetch ? fetch(ud, art, ver, r, t->fb, eb) : 0;
+    if (got < 0)
+      return got;
     if (!got)
-      lsim_factors_draw(seed, art, ver, r, d_in, d_out, fb);
-    const signed char *q = fb;
-    for (int i = 0; i < r; i++)
-      for (int j = 0; j < d_in; j++)
-        mpq_set_si(LSIM_QAT(&ad->A, i, j), *q++, 1);
-    for (int i = 0; i < d_out; i++)
-      for (int j = 0; j < r; j++)
-        mpq_set_si(LSIM_QAT(&ad->B, i, j), *q++, 1);
-    mpq_set_ui(ad->scale, 2, (unsigned long)r);
-    mpq_canonicalize(ad->scale);
+      lsim_factors_draw(seed, art, ver, r, d_in, d_out, t->fb);
+    lsim_factor_ent *e = NULL;
+    if ((rc = lsim__cached(t, art, ver, r, d_in, d_out, t->fb, &e, eb)))
+      return rc;
+    t->ad[k] = e->q; /* a view: the cache owns the values */
+    t->ad[k].id = id;
+    t->nad++;
   }
-  if (!rc)
-    rc = lsim_qmat_init(&t->X, p->T, d_in, eb);
-  for (int r = 0; !rc && r < p->T; r++) {
+  size_t nx = (size_t)p->T * (size_t)d_in;
+  if ((rc = lsim__x_room(t, nx, eb)))
+    return rc;
+  t->X.rows = p->T;
+  t->X.cols = d_in;
+  t->X.v = nx ? t->xv : NULL;
+  for (int r = 0; r < p->T; r++) {
     lsim_rng g;
     lsim__keyed(&g, seed, 2 + (uint64_t)plan->iter,
                 (uint64_t)p->req_uid[p->row_req[r]], (uint64_t)p->row_pos[r]);
     for (int j = 0; j < d_in; j++)
       mpq_set_si(LSIM_QAT(&t->X, r, j), lsim__small(&g, 1), 1);
   }
-  free(fb);
-  return rc;
+  return 0;
 }
 
 void lsim_iter_tensors_release(lsim_iter_tensors *t) {
   lsim__clear_values(t);
+  free(t->ad);
   free(t->ents);
   free(t->vad);
   free(t->vver);
-  t->ents = NULL;
-  t->vad = t->vver = NULL;
-  t->ents_cap = 0;
+  for (size_t k = 0; k < t->xcap; k++)
+    mpq_clear(t->xv[k]);
+  free(t->xv);
+  for (int k = 0; k < t->nfc; k++)
+    lsim__ent_free(t->fc[k]);
+  free(t->fc);
+  free(t->fb);
+  memset(t, 0, sizeof *t);
+  t->maxa = -1;
 }

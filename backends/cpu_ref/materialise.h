@@ -23,6 +23,16 @@
 ** Ownership: an lsim_iter_tensors is caller-owned, zero-initialised, reused
 ** across iterations (lsim_iter_tensors_build releases the previous
 ** iteration's values) and released with lsim_iter_tensors_release.
+**
+** Reuse.  A replay meets the same few artifacts in thousands of iterations,
+** so the object keeps the exact factors it has made, by (artifact, version,
+** rank), and X's storage: an iteration still obtains every factor's bytes
+** (from the backend's pages or drawn) and compares them with those its
+** cached values were made from, rebuilding on any difference, so the values
+** are always those of the bytes it obtained.  The cache holds at most
+** LSIM_FACTOR_CACHE_ENTRIES rational entries beyond those the current
+** iteration uses (least recently used artifacts go first).  ad[k] are views
+** of cached factors, valid until the next build or release.
 */
 #ifndef LSIM_MATERIALISE_H
 #define LSIM_MATERIALISE_H
@@ -31,19 +41,34 @@
 #include "../../engine/rowplan.h"
 #include "cpu_ref.h"
 
+/* Rational entries the factor cache may hold beyond the current
+** iteration's (a rank-64 factor pair of the 16 x 16 module is 2,048). */
+#define LSIM_FACTOR_CACHE_ENTRIES (1 << 18)
+
+struct lsim_factor_ent; /* materialise.c */
+
 typedef struct lsim_iter_tensors {
   lsim_rowplan rp;   /* the iteration's row plan (read-only for callers) */
-  lsim_qadapter *ad; /* [nad] the plan's adapters, ascending id */
+  lsim_qadapter *ad; /* [nad] the plan's adapters, ascending id (views) */
   int nad;
-  lsim_qmat X;       /* [T][d_in] packed row order */
+  lsim_qmat X;       /* [T][d_in] packed row order (a view of xv) */
   /* private */
   lsim_plan_entry *ents;
   int ents_cap;
   int *vad, *vver;
   int maxa;          /* the plan's largest adapter id */
+  int ad_cap;
+  mpq_t *xv;         /* X's storage, xcap entries initialised */
+  size_t xcap;
+  struct lsim_factor_ent **fc; /* [nfc] cached factors */
+  int nfc, fc_cap;
+  size_t fc_held;    /* rational entries in the cache */
+  int64_t fc_clock;  /* builds so far (LRU stamps) */
+  signed char *fb;   /* factor bytes scratch */
+  size_t fb_cap;
 } lsim_iter_tensors;
 
-#define LSIM_ITER_TENSORS_INIT {LSIM_ROWPLAN_INIT, NULL, 0, LSIM_QMAT_INIT, NULL, 0, NULL, NULL, -1}
+#define LSIM_ITER_TENSORS_INIT {.rp = LSIM_ROWPLAN_INIT, .X = LSIM_QMAT_INIT, .maxa = -1}
 
 lsim_err lsim_iter_tensors_build(lsim_iter_tensors *t, const lsim_plan *plan,
                                  uint64_t seed, int d_in, int d_out,

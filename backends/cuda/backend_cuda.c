@@ -64,6 +64,7 @@
 #include "../backend.h"
 #include "../cpu_ref/materialise.h"
 #include "../stage.h"
+#include "backend_full.h"
 #include "gpu_exact.h"
 #include "pool.h"
 
@@ -76,6 +77,8 @@
 
 typedef struct lsim__cuda_state {
   lsim_backend_cfg cfg;
+  lsim_full *full;         /* --execute full (backend_full.c): every slot
+                              goes there */
   lsim_iter_tensors it;
   /* module instances: one (small), or layers x ntargets (model shape,
   ** instance m = layer * ntargets + target); every pool holds the same
@@ -356,11 +359,30 @@ static lsim_err lsim__cu_drop_transients(lsim__cuda_state *s, int w,
   return rc;
 }
 
+/* The device time of the most recent stage copy of `object` on worker w:
+** the sum over the module instances' pools (one in the one-module mode),
+** -1 when any of them has none. */
+static int64_t lsim__cu_load_ns(lsim__cuda_state *s, int w, int object) {
+  if (!s->L.on || w < 0 || w >= s->nw || object < 0 ||
+      object >= s->cfg.nadapters)
+    return -1;
+  int64_t t = 0;
+  for (int m = 0; m < s->nmod; m++) {
+    int64_t x = lsim_cuda_pool_load_ns(s->pools[w * s->nmod + m], object);
+    if (x < 0)
+      return -1;
+    t += x;
+  }
+  return t;
+}
+
 /* ---- the residency protocol ---------------------------------------------- */
 
 static lsim_err lsim__cuda_stage(void *state, const lsim_res_page_ev *ev,
                                  lsim_errbuf *eb) {
   lsim__cuda_state *s = state;
+  if (s->full)
+    return lsim_full_stage(s->full, ev, eb);
   lsim_err rc = lsim_stage_on_stage(&s->L, ev, eb);
   if (rc || ev->object >= s->cfg.nadapters)
     return rc; /* a basis: page ownership only */
@@ -384,6 +406,8 @@ static lsim_err lsim__cuda_stage(void *state, const lsim_res_page_ev *ev,
 static lsim_err lsim__cuda_publish(void *state, const lsim_res_page_ev *ev,
                                    lsim_errbuf *eb) {
   lsim__cuda_state *s = state;
+  if (s->full)
+    return lsim_full_publish(s->full, ev, eb);
   lsim_err rc = lsim_stage_on_publish(&s->L, ev, eb);
   if (rc || ev->object >= s->cfg.nadapters)
     return rc;
@@ -405,6 +429,8 @@ static lsim_err lsim__cuda_publish(void *state, const lsim_res_page_ev *ev,
 static lsim_err lsim__cuda_retire(void *state, const lsim_res_page_ev *ev,
                                   lsim_errbuf *eb) {
   lsim__cuda_state *s = state;
+  if (s->full)
+    return lsim_full_retire(s->full, ev, eb);
   lsim_err rc = lsim_stage_on_retire(&s->L, ev, eb);
   if (rc || ev->object >= s->cfg.nadapters)
     return rc;
@@ -415,26 +441,49 @@ static lsim_err lsim__cuda_retire(void *state, const lsim_res_page_ev *ev,
 
 static lsim_err lsim__cuda_launch(void *state, const lsim_res_page_ev *ev,
                                   lsim_errbuf *eb) {
-  return lsim_stage_on_launch(&((lsim__cuda_state *)state)->L, ev, eb);
+  lsim__cuda_state *s = state;
+  if (s->full)
+    return lsim_full_launch(s->full, ev, eb);
+  return lsim_stage_on_launch(&s->L, ev, eb);
 }
 
 static lsim_err lsim__cuda_kv(void *state, const lsim_res_page_ev *ev,
                               lsim_errbuf *eb) {
-  return lsim_stage_on_kv(&((lsim__cuda_state *)state)->L, ev, eb);
+  lsim__cuda_state *s = state;
+  if (s->full)
+    return lsim_full_kv(s->full, ev, eb);
+  return lsim_stage_on_kv(&s->L, ev, eb);
 }
 
 static lsim_err lsim__cuda_finish(void *state, lsim_errbuf *eb) {
-  return lsim_stage_finish(&((lsim__cuda_state *)state)->L, eb);
+  lsim__cuda_state *s = state;
+  if (s->full)
+    return lsim_full_finish(s->full, eb);
+  return lsim_stage_finish(&s->L, eb);
 }
 
 static void lsim__cuda_counts(const void *state, lsim_backend_counts *out) {
-  *out = ((const lsim__cuda_state *)state)->L.c;
+  const lsim__cuda_state *s = state;
+  if (s->full)
+    lsim_full_counts(s->full, out);
+  else
+    *out = s->L.c;
 }
 
 static void lsim__cuda_page(const void *state, int w, int64_t page, int *st,
                             int64_t *owner, int64_t *gen) {
-  lsim_stage_page_get(&((const lsim__cuda_state *)state)->L, w, page, st,
-                      owner, gen);
+  const lsim__cuda_state *s = state;
+  if (s->full)
+    lsim_full_page(s->full, w, page, st, owner, gen);
+  else
+    lsim_stage_page_get(&s->L, w, page, st, owner, gen);
+}
+
+static int64_t lsim__cuda_load_ns(void *state, int worker, int object) {
+  lsim__cuda_state *s = state;
+  if (s->full)
+    return lsim_full_load_ns(s->full, worker, object);
+  return lsim__cu_load_ns(s, worker, object);
 }
 
 static lsim_err lsim__cuda_open(void *state, const lsim_backend_cfg *cfg,
@@ -444,6 +493,13 @@ static lsim_err lsim__cuda_open(void *state, const lsim_backend_cfg *cfg,
   lsim_err rc;
   if (lsim_cuda_describe(desc, sizeof desc) <= 0)
     return lsim_fail(eb, LSIM_E_BACKEND, "backend cuda: %s", desc);
+  if (cfg->execute == LSIM_EXECUTE_FULL) {
+    s->cfg = *cfg;
+    s->cfg.target_d_in = s->cfg.target_d_out = NULL;
+    s->cfg.adapter_rank = NULL;
+    s->cfg.shape = NULL;
+    return lsim_full_open(&s->full, cfg, eb);
+  }
   const int ms = cfg->layers > 0;
   if (ms ? (cfg->ntargets < 1 || !cfg->target_d_in || !cfg->target_d_out)
          : (cfg->d_in < 1 || cfg->d_out < 1))
@@ -811,6 +867,8 @@ static lsim_err lsim__one_run(lsim__cuda_state *s, const lsim_plan *plan,
 static lsim_err lsim__cuda_run(void *state, const lsim_plan *plan,
                                lsim_backend_result *res, lsim_errbuf *eb) {
   lsim__cuda_state *s = state;
+  if (s->full)
+    return lsim_full_run(s->full, plan, res, eb);
   lsim_err rc = lsim_stage_check_run(&s->L, plan, eb);
   if (rc) {
     res->ok = 0;
@@ -944,6 +1002,7 @@ out:
 
 static void lsim__cuda_close(void *state) {
   lsim__cuda_state *s = state;
+  lsim_full_close(s->full);
   lsim_iter_tensors_release(&s->it);
   for (int m = 0; s->pools && m < s->nmod * s->nw; m++)
     lsim_cuda_pool_close(s->pools[m]);
@@ -988,4 +1047,5 @@ const lsim_backend_ops lsim_backend_cuda = {
     .finish = lsim__cuda_finish,
     .counts = lsim__cuda_counts,
     .page = lsim__cuda_page,
+    .load_ns = lsim__cuda_load_ns,
 };

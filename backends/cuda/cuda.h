@@ -235,6 +235,29 @@ lsim_err lsim_cuda_lora_plan_paged(lsim_cuda_lora *L, const lsim_rowplan *p,
                                    const lsim_cuda_paged_ref *ent, int nent,
                                    lsim_errbuf *eb);
 
+/*
+** Layered factors (the whole-model executor, docs/CUDA.md "The whole-model
+** executor"): one plan serves the same module in every layer.  Factor row
+** k of a table entry is at base + ptab[k] * unit_elems (A rows, then B^T
+** rows, as in a paged plan), but the unit is only an address step: rows
+** may be any width and sit anywhere unit-aligned (the executor packs every
+** layer's rows into an adapter's engine pages).  ent is [nlayers][nent];
+** every named adapter needs an entry of the same rank in every layer.  The
+** nlayers tables travel in the plan's one metadata copy, and
+** lsim_cuda_lora_run_layer(layer) launches with that layer's table.  A
+** row's elements past its d_in up to the next multiple of 8 must be zero.
+** Errors as lsim_cuda_lora_plan_paged.
+*/
+lsim_err lsim_cuda_lora_plan_layers(lsim_cuda_lora *L, const lsim_rowplan *p,
+                                    int path, const void *base,
+                                    int64_t unit_elems,
+                                    const lsim_cuda_paged_ref *ent, int nent,
+                                    int nlayers, lsim_errbuf *eb);
+/* lsim_cuda_lora_run for one layer of a layered plan (E_USAGE: no such
+** layer; a plan of another kind has one layer, 0). */
+lsim_err lsim_cuda_lora_run_layer(lsim_cuda_lora *L, int layer, const void *X,
+                                  int ldx, void *Y, int ldy, lsim_errbuf *eb);
+
 /* The path of the prepared plan (never AUTO); -1 before the first plan. */
 int lsim_cuda_lora_path(const lsim_cuda_lora *L);
 /* One line describing the prepared plan's launches (grids, splits). */

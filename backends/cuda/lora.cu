@@ -58,6 +58,9 @@ struct lsim_cuda_lora {
   size_t fused_smem;
   int pdl; /* the plan's launch mode (tune.pdl resolved) */
   int paged; /* the prepared plan reads factors through page tables */
+  int nlayers; /* layered plan (lsim_cuda_lora_plan_layers): tables in
+                  the metadata, one per layer, nent entries each; 1 else */
+  const lsim__adapter_dev *table0; /* the first layer's table */
 };
 
 static const char *const lsim__path_names[LSIM_CUDA_PATH__COUNT] = {
@@ -442,8 +445,9 @@ static int lsim__cdiv(int a, int b) { return (a + b - 1) / b; }
 struct lsim__paged_src {
   const void *pool;
   int64_t H;
-  const lsim_cuda_paged_ref *ent;
+  const lsim_cuda_paged_ref *ent; /* [nlayers][nent] */
   int nent;
+  int nlayers; /* >= 1 */
 };
 
 static lsim_err lsim__plan(lsim_cuda_lora *L, const lsim_rowplan *p, int path,
@@ -469,6 +473,13 @@ static lsim_err lsim__plan(lsim_cuda_lora *L, const lsim_rowplan *p, int path,
       if (id < 0 || id >= pg->nent || !pg->ent[id].ptab)
         return lsim_fail(eb, LSIM_E_REF_UNKNOWN_ADAPTER,
                          "adapter %d of segment %d has no page table", id, t);
+      for (int l = 1; l < pg->nlayers; l++) {
+        const lsim_cuda_paged_ref *e = &pg->ent[(size_t)l * pg->nent + id];
+        if (!e->ptab || e->rank != pg->ent[id].rank)
+          return lsim_fail(eb, LSIM_E_REF_UNKNOWN_ADAPTER,
+                           "adapter %d of segment %d: layer %d has no page "
+                           "table of rank %d", id, t, l, pg->ent[id].rank);
+      }
       have = pg->ent[id].rank;
       rk = have;
       if (have < 1 || have > LSIM_CUDA_MAX_RANK)
@@ -541,7 +552,7 @@ static lsim_err lsim__plan(lsim_cuda_lora *L, const lsim_rowplan *p, int path,
   /* one metadata buffer: the paged plan's adapter table, tiles, list,
   ** offsets, group adapters, row adapters */
   o_tab = 0;
-  o_tiles = o_tab + (pg ? lsim__al4((size_t)pg->nent *
+  o_tiles = o_tab + (pg ? lsim__al4((size_t)pg->nlayers * (size_t)pg->nent *
                                     (sizeof(lsim__adapter_dev) / sizeof(int)))
                         : 0);
   o_list = o_tiles + lsim__al4(decode ? 0 : 2 * (size_t)ntiles);
@@ -574,7 +585,8 @@ static lsim_err lsim__plan(lsim_cuda_lora *L, const lsim_rowplan *p, int path,
     memset(h, 0, need * sizeof(int));
     if (pg) {
       lsim__adapter_dev *tb = (lsim__adapter_dev *)(h + o_tab);
-      for (int id = 0; id < pg->nent; id++)
+      const size_t ne = (size_t)pg->nlayers * (size_t)pg->nent;
+      for (size_t id = 0; id < ne; id++)
         if (pg->ent[id].ptab) {
           tb[id].A = (const uint16_t *)pg->pool;
           tb[id].Bt = (const uint16_t *)pg->pool;
@@ -720,6 +732,8 @@ static lsim_err lsim__plan(lsim_cuda_lora *L, const lsim_rowplan *p, int path,
       L->used[p->seg_adapter[t]] = 1;
   L->path = path;
   L->paged = pg != NULL;
+  L->nlayers = pg ? pg->nlayers : 1;
+  L->table0 = L->args.table;
   L->kind = kind;
   L->nactive = p->nactive;
   L->planned = 1;
@@ -749,8 +763,45 @@ extern "C" lsim_err lsim_cuda_lora_plan_paged(
                      "aligned, page of %lld elements: a multiple of 8 that "
                      "holds d_in %d and d_out %d; %d entries)",
                      (long long)page_elems, L->cfg.d_in, L->cfg.d_out, nent);
-  lsim__paged_src pg = {pool, page_elems, ent, nent};
+  lsim__paged_src pg = {pool, page_elems, ent, nent, 1};
   return lsim__plan(L, p, path, &pg, eb);
+}
+
+extern "C" lsim_err lsim_cuda_lora_plan_layers(
+    lsim_cuda_lora *L, const lsim_rowplan *p, int path, const void *base,
+    int64_t unit_elems, const lsim_cuda_paged_ref *ent, int nent,
+    int nlayers, lsim_errbuf *eb) {
+  if (!L || L->cfg.pad_rank > 0)
+    return lsim_fail(eb, LSIM_E_USAGE,
+                     "lora plan layers: the context stores padded slots");
+  /* rows are addressed as base + ptab[k] * unit: the unit is an address
+  ** step, not a row width, so it need not hold d_in or d_out */
+  if (!base || ((uintptr_t)base & 15) || unit_elems < 8 || (unit_elems & 7) ||
+      unit_elems > (1 << 24) || !ent || nent < 1 || nent > (1 << 24) ||
+      nlayers < 1 || nlayers > 4096)
+    return lsim_fail(eb, LSIM_E_USAGE,
+                     "lora plan layers: bad geometry (base 16-byte aligned, "
+                     "unit of %lld elements a multiple of 8, %d entries, %d "
+                     "layers)", (long long)unit_elems, nent, nlayers);
+  lsim__paged_src pg = {base, unit_elems, ent, nent, nlayers};
+  return lsim__plan(L, p, path, &pg, eb);
+}
+
+extern "C" lsim_err lsim_cuda_lora_run_layer(lsim_cuda_lora *L, int layer,
+                                             const void *X, int ldx, void *Y,
+                                             int ldy, lsim_errbuf *eb) {
+  if (!L || !L->planned)
+    return lsim_fail(eb, LSIM_E_STATE, "lora run: no prepared plan");
+  if (layer < 0 || layer >= L->nlayers)
+    return lsim_fail(eb, LSIM_E_USAGE,
+                     "lora run: layer %d of a plan of %d layers", layer,
+                     L->nlayers);
+  /* kernel arguments travel by value at each launch: the layer's table is
+  ** just another pointer into the plan's one metadata buffer */
+  L->args.table = L->table0 + (size_t)layer * (size_t)L->args.table_n;
+  lsim_err rc = lsim_cuda_lora_run(L, X, ldx, Y, ldy, eb);
+  L->args.table = L->table0;
+  return rc;
 }
 
 extern "C" int lsim_cuda_lora_path(const lsim_cuda_lora *L) {

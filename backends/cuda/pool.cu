@@ -235,6 +235,7 @@ struct lsim__obj {
   lsim_digest digest;     /* of the staged image, taken when packed */
   uint64_t csum;          /* host checksum of the image */
   cudaEvent_t copy_ev;    /* the copy event */
+  cudaEvent_t t0, t1;     /* timing: before and after the page copies */
   cudaEvent_t last_use;   /* re-recorded after every launch naming it */
   int used;               /* last_use was recorded at least once */
   int64_t retire_seq;
@@ -256,6 +257,9 @@ struct lsim_cuda_pool {
   lsim__obj *obj;           /* [nobj] */
   int *pub, *pend;          /* [max_adapters] object slot or -1 */
   int64_t *gen;             /* [max_adapters] published generation */
+  int64_t *load_ns;         /* [max_adapters] the last load's page copies,
+                               ns; -2 being timed (lastobj), -1 none */
+  int *lastobj;             /* [max_adapters] object slot of that load */
   int64_t retire_seq;
   int32_t *h_meta, *d_meta; /* launch metadata */
   size_t meta_cap;          /* ints */
@@ -312,6 +316,10 @@ extern "C" void lsim_cuda_pool_close(lsim_cuda_pool *P) {
     for (int i = 0; i < P->nobj; i++) {
       if (P->obj[i].copy_ev)
         cudaEventDestroy(P->obj[i].copy_ev);
+      if (P->obj[i].t0)
+        cudaEventDestroy(P->obj[i].t0);
+      if (P->obj[i].t1)
+        cudaEventDestroy(P->obj[i].t1);
       if (P->obj[i].last_use)
         cudaEventDestroy(P->obj[i].last_use);
       free(P->obj[i].page);
@@ -341,6 +349,8 @@ extern "C" void lsim_cuda_pool_close(lsim_cuda_pool *P) {
   free(P->pub);
   free(P->pend);
   free(P->gen);
+  free(P->load_ns);
+  free(P->lastobj);
   free(P);
 }
 
@@ -378,14 +388,20 @@ extern "C" lsim_err lsim_cuda_pool_open(lsim_cuda_pool **out,
   P->pub = (int *)malloc((size_t)cfg->max_adapters * sizeof *P->pub);
   P->pend = (int *)malloc((size_t)cfg->max_adapters * sizeof *P->pend);
   P->gen = (int64_t *)calloc((size_t)cfg->max_adapters, sizeof *P->gen);
-  if (!P->owner || !P->obj || !P->pub || !P->pend || !P->gen) {
+  P->load_ns = (int64_t *)malloc((size_t)cfg->max_adapters *
+                                 sizeof *P->load_ns);
+  P->lastobj = (int *)malloc((size_t)cfg->max_adapters * sizeof *P->lastobj);
+  if (!P->owner || !P->obj || !P->pub || !P->pend || !P->gen ||
+      !P->load_ns || !P->lastobj) {
     rc = lsim_fail(eb, LSIM_E_NOMEM, "out of memory");
     goto out;
   }
   for (int64_t i = 0; i < cfg->pages; i++)
     P->owner[i] = -1;
-  for (int i = 0; i < cfg->max_adapters; i++)
-    P->pub[i] = P->pend[i] = -1;
+  for (int i = 0; i < cfg->max_adapters; i++) {
+    P->pub[i] = P->pend[i] = P->lastobj[i] = -1;
+    P->load_ns[i] = -1;
+  }
   for (int i = 0; i < P->nobj; i++) {
     P->obj[i].st_off = -1;
     P->obj[i].page = (int64_t *)malloc((size_t)P->TW * sizeof(int64_t));
@@ -400,6 +416,8 @@ extern "C" lsim_err lsim_cuda_pool_open(lsim_cuda_pool **out,
                                            cudaEventDisableTiming), eb);
     LSIM_CUDA_TRY(cudaEventCreateWithFlags(&P->obj[i].last_use,
                                            cudaEventDisableTiming), eb);
+    LSIM_CUDA_TRY(cudaEventCreate(&P->obj[i].t0), eb);
+    LSIM_CUDA_TRY(cudaEventCreate(&P->obj[i].t1), eb);
   }
   LSIM_CUDA_TRY(cudaEventCreateWithFlags(&P->meta_ev, cudaEventDisableTiming),
                 eb);
@@ -673,6 +691,7 @@ static lsim_err lsim__pg_load(lsim_cuda_pool *P, int id, int rank, float scale,
     LSIM_CUDA_TRY(cudaGetLastError(), eb);
   }
 
+  LSIM_CUDA_TRY(cudaEventRecord(ob->t0, P->s_copy), eb);
   for (int64_t j = 0; j < n;) {
     int64_t k = j + 1;
     while (k < n && ob->page[k] == ob->page[k - 1] + 1)
@@ -682,6 +701,11 @@ static lsim_err lsim__pg_load(lsim_cuda_pool *P, int id, int rank, float scale,
                                   cudaMemcpyHostToDevice, P->s_copy), eb);
     j = k;
   }
+  LSIM_CUDA_TRY(cudaEventRecord(ob->t1, P->s_copy), eb);
+  /* the load's copy time, read when asked or at publication (the slot's
+  ** events are re-recorded by a later load) */
+  P->load_ns[id] = -2;
+  P->lastobj[id] = o;
   LSIM_CUDA_TRY(cudaMemcpyAsync(P->d_ptab + (int64_t)o * P->TW,
                                 P->h_ptab + (int64_t)o * P->TW,
                                 (size_t)n * sizeof(int32_t),
@@ -803,6 +827,7 @@ extern "C" lsim_err lsim_cuda_pool_publish(lsim_cuda_pool *P, int id, int wait,
   P->pend[id] = -1;
   P->pub[id] = o;
   P->gen[id] = ob->gen;
+  (void)lsim_cuda_pool_load_ns(P, id); /* the events are settled now */
   P->st.publishes++;
   if (gen)
     *gen = ob->gen;
@@ -1295,4 +1320,20 @@ extern "C" void lsim_cuda_pool__set_delay(lsim_cuda_pool *P, int64_t launch_ns,
 
 extern "C" void lsim_cuda_pool__set_unfenced(lsim_cuda_pool *P, int unfenced) {
   P->unfenced = unfenced;
+}
+
+extern "C" int64_t lsim_cuda_pool_load_ns(lsim_cuda_pool *P, int id) {
+  if (!P || id < 0 || id >= P->cfg.max_adapters)
+    return -1;
+  if (P->load_ns[id] == -2) {
+    const lsim__obj *ob = &P->obj[P->lastobj[id]];
+    float ms = 0;
+    if (ob->id != id || cudaEventSynchronize(ob->t1) != cudaSuccess ||
+        cudaEventElapsedTime(&ms, ob->t0, ob->t1) != cudaSuccess) {
+      P->load_ns[id] = -1;
+      return -1;
+    }
+    P->load_ns[id] = (int64_t)llround((double)ms * 1e6);
+  }
+  return P->load_ns[id];
 }

@@ -256,6 +256,11 @@ void lsim_cuda_graph_counts(const lsim_cuda_graph *g, int64_t *captures,
                             int64_t *updates);
 void lsim_cuda_graph_close(lsim_cuda_graph *g);
 
+/* Device time in ns of the page copies of id's most recent load (two
+** CUDA events on the copy stream around them; waits for the copy); -1
+** when id never loaded here. */
+int64_t lsim_cuda_pool_load_ns(lsim_cuda_pool *P, int id);
+
 /* Device ns of the last run (waits for it); 0 when it launched nothing. */
 lsim_err lsim_cuda_pool_last_ns(lsim_cuda_pool *P, int64_t *ns,
                                 lsim_errbuf *eb);
