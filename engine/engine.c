@@ -79,6 +79,8 @@ static lsim_err lsim__ext_admit(lsim_engine *e, int wi, lsim_core_req *r,
 
 static lsim_err lsim__ext_first_row(lsim_engine *e, int wi, lsim_core_req *r,
                                     lsim_tick now, lsim_errbuf *eb) {
+  if (!e->nfirst_row)
+    return 0;
   LSIM__EXT_EACH(x, first_row) {
     lsim_err rc = lsim__exts[x]->first_row(e, e->ext_st[x], wi, r, now, eb);
     if (rc)
@@ -215,6 +217,7 @@ static lsim_err lsim__ext_setup(lsim_engine *e, lsim_errbuf *eb) {
       continue;
     }
     e->nreclaim += o->reclaim != NULL;
+    e->nfirst_row += o->first_row != NULL;
   }
   return 0;
 }

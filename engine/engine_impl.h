@@ -215,6 +215,8 @@ struct lsim_engine {
   size_t ext_off[LSIM_CORE_NEXT];
   size_t req_size;  /* sizeof (lsim_core_req) + every slot, aligned */
   int nreclaim;     /* enabled extensions with a reclaim hook */
+  int nfirst_row;   /* enabled extensions with a first_row hook (asked at
+                       every completed-service debit, so skipped when 0) */
   /* ranking context */
   int rank_worker;
   lsim_tick rank_now;

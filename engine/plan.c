@@ -33,58 +33,84 @@ static int lsim__cmp_int(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
+/* Plans of up to this many entries count their distinct adapters in a
+** buffer on the stack (an iteration's batch: max_batch_requests is
+** usually 64 or less), and sort it by insertion; a malloc and a qsort per
+** iteration were a tenth of a compare's CPU. */
+#define LSIM__PLAN_SMALL 128
+
 lsim_err lsim_plan_finish(lsim_plan *p, lsim_errbuf *eb) {
   int seen_decode = 0;
   int prev_adapter = -2;
-  int *ids = NULL;
+  int small[LSIM__PLAN_SMALL];
+  int *ids = small;
   int nids = 0;
   p->prefill_rows = p->decode_rows = 0;
   p->prefill_reqs = p->decode_reqs = 0;
   p->segments = p->max_rank = 0;
   p->true_rank_rows = 0;
-  if (p->n > 0) {
+  if (p->n > LSIM__PLAN_SMALL) {
     ids = malloc((size_t)p->n * sizeof *ids);
     if (!ids)
       return lsim_fail(eb, LSIM_E_NOMEM, "out of memory finishing a plan");
   }
+  /* ids: the adapter of each segment (a run of entries of one adapter),
+  ** enough to count the distinct ones */
+  int sorted = 1;
   for (int i = 0; i < p->n; i++) {
     const lsim_plan_entry *e = &p->e[i];
     if (e->phase == LSIM_PHASE_DECODE) {
       seen_decode = 1;
       if (e->rows != 1) {
-        free(ids);
+        if (ids != small)
+          free(ids);
         return LSIM_BUG(eb, "decode entry with rows != 1");
       }
       p->decode_rows += e->rows;
       p->decode_reqs++;
     } else {
       if (seen_decode || e->rows < 1) {
-        free(ids);
+        if (ids != small)
+          free(ids);
         return LSIM_BUG(eb, "prefill entry after decode or with no rows");
       }
       p->prefill_rows += e->rows;
       p->prefill_reqs++;
     }
-    if (e->adapter != prev_adapter)
+    if (e->adapter != prev_adapter) {
       p->segments++;
+      if (e->adapter >= 0) {
+        if (nids > 0 && e->adapter <= ids[nids - 1])
+          sorted = 0;
+        ids[nids++] = e->adapter;
+      }
+    }
     prev_adapter = e->adapter;
     if (e->rank > p->max_rank)
       p->max_rank = e->rank;
     p->true_rank_rows += (int64_t)e->rank * e->rows;
-    if (e->adapter >= 0)
-      ids[nids++] = e->adapter;
   }
   p->padded_rank_rows = (p->prefill_rows + p->decode_rows) *
                         (p->slot_rank > 0 ? p->slot_rank : p->max_rank);
-  /* Distinct adapters: sort a copy, count runs (no hashing, no order
-  ** dependence on anything but the ids). */
-  if (nids > 1)
+  /* Distinct adapters: sort the segments' ids (already increasing when
+  ** the batch is grouped by adapter in id order), count runs (no hashing,
+  ** no order dependence on anything but the ids). */
+  if (!sorted && ids == small) {
+    for (int i = 1; i < nids; i++) {
+      int v = ids[i], j = i;
+      for (; j > 0 && ids[j - 1] > v; j--)
+        ids[j] = ids[j - 1];
+      ids[j] = v;
+    }
+  } else if (!sorted) {
     qsort(ids, (size_t)nids, sizeof *ids, lsim__cmp_int);
+  }
   p->distinct_adapters = 0;
   for (int i = 0; i < nids; i++)
     if (i == 0 || ids[i] != ids[i - 1])
       p->distinct_adapters++;
-  free(ids);
+  if (ids != small)
+    free(ids);
   return 0;
 }
 

@@ -20,6 +20,10 @@ lsim_err lsim_metrics_init(lsim_metrics *m, int ntenants) {
   m->insys = calloc((size_t)ntenants, sizeof *m->insys);
   m->insys_since = calloc((size_t)ntenants, sizeof *m->insys_since);
   m->busy_ticks = calloc((size_t)ntenants, sizeof *m->busy_ticks);
+  m->tenant_svc_longest = calloc((size_t)ntenants, sizeof(int64_t));
+  m->tenant_svc_starved = calloc((size_t)ntenants, sizeof(int64_t));
+  for (int t = 0; m->tenant_svc_longest && t < ntenants; t++)
+    m->tenant_svc_longest[t] = INT64_MIN;
   m->gap_min = -1;
   m->backlog_gap = -1;
   if (ntenants <= 32) {
@@ -36,7 +40,8 @@ lsim_err lsim_metrics_init(lsim_metrics *m, int ntenants) {
   }
   if (!m->tenant_service || !m->tenant_completed || !m->tenant_rejected ||
       !m->tenant_unfinished || !m->tenant_seen || !m->insys ||
-      !m->insys_since || !m->busy_ticks) {
+      !m->insys_since || !m->busy_ticks || !m->tenant_svc_longest ||
+      !m->tenant_svc_starved) {
     lsim_metrics_release(m);
     return LSIM_E_NOMEM;
   }
@@ -172,6 +177,12 @@ void lsim_metrics_interval(lsim_metrics *m, const lsim_interval *iv,
   } else {
     m->service_intervals++;
     m->service_starved += starved;
+    int t = iv->entity;
+    if (strcmp(iv->kind, "service") == 0 && t >= 0 && t < m->ntenants) {
+      if (iv->end - iv->start > m->tenant_svc_longest[t])
+        m->tenant_svc_longest[t] = iv->end - iv->start;
+      m->tenant_svc_starved[t] += starved;
+    }
   }
 }
 
@@ -279,7 +290,8 @@ void lsim_metrics_event(lsim_metrics *m, const lsim_event *ev) {
   case LSIM_EV_COMPLETED_SERVICE_DEBITED:
     if (ev->tenant >= 0 && ev->tenant < m->ntenants)
       m->tenant_service[ev->tenant] += ev->value;
-    if (ev->detail && strcmp(ev->detail, "prefill") == 0)
+    if (ev->detail && ev->detail[0] == 'p' &&
+        strcmp(ev->detail, "prefill") == 0) /* most are "decode" */
       m->prefill_units += ev->value;
     else
       m->decode_units += ev->value;
@@ -358,6 +370,9 @@ void lsim_metrics_release(lsim_metrics *m) {
   free(m->insys);
   free(m->insys_since);
   free(m->busy_ticks);
+  free(m->tenant_svc_longest);
+  free(m->tenant_svc_starved);
+  m->tenant_svc_longest = m->tenant_svc_starved = NULL;
   m->insys = m->busy_ticks = NULL;
   m->insys_since = NULL;
   free(m->loaded);

@@ -1631,7 +1631,8 @@ lsim_err lsim_replay_run(const lsim_scenario *sc, const lsim_replay_opts *o,
       rc = lsim_fail(eb, LSIM_E_NOMEM, "out of memory");
     if (!rc)
       rc = lsim_tenants_compute(lsim_db_handle(W.db), sc, W.m.tenant_service,
-                                W.m.requests_ok, tf, eb);
+                                W.m.requests_ok, W.m.tenant_svc_longest,
+                                W.m.tenant_svc_starved, tf, eb);
     if (!rc) {
       res->tenants = tf;
       res->clock = W.clk;

@@ -14,108 +14,39 @@
 #include "db.h"
 #include "escape.h"
 #include "outfile.h"
+#include "pct.h"
 #include "plot.h"
 #include "plot_run.h"
 #include "tenants.h"
 
 /* ---- exact percentiles from the requests table --------------------------- */
 
-/* Move the k-th smallest of v[0..n) (0-based) to v[k], the smaller ones
-** before it and the larger ones after it (quickselect, median-of-three
-** pivot; deterministic). */
-static void lsim__kth(double *v, int64_t n, int64_t k) {
-  int64_t lo = 0, hi = n - 1;
-  while (lo < hi) {
-    int64_t mid = lo + (hi - lo) / 2;
-    double a = v[lo], b = v[mid], c = v[hi];
-    double piv = a < b ? (b < c ? b : (a < c ? c : a))
-                       : (a < c ? a : (b < c ? c : b));
-    int64_t i = lo, j = hi;
-    while (i <= j) {
-      while (v[i] < piv)
-        i++;
-      while (v[j] > piv)
-        j--;
-      if (i <= j) {
-        double t = v[i];
-        v[i++] = v[j];
-        v[j--] = t;
-      }
-    }
-    /* v[lo..j] <= piv <= v[i..hi], and v[j+1..i-1] == piv */
-    if (k <= j)
-      hi = j;
-    else if (k >= i)
-      lo = i;
-    else
-      return;
+/* A growing array of doubles for one metric's values; cap starts at the
+** registry's count of completed requests, an upper bound on the rows (one
+** allocation of the right size, no doubling). */
+typedef struct lsim__vals {
+  double *v;
+  int64_t n, cap;
+} lsim__vals;
+
+static int lsim__vals_push(lsim__vals *a, double x) {
+  if (a->n == a->cap) {
+    int64_t nc = a->cap ? 2 * a->cap : 4096;
+    double *nv = realloc(a->v, (size_t)nc * sizeof *nv);
+    if (!nv)
+      return -1;
+    a->v = nv;
+    a->cap = nc;
   }
+  a->v[a->n++] = x;
+  return 0;
 }
 
-/* Nearest-rank percentiles p[0] <= p[1] of `expr` over completed requests
-** with `cond`: one scan of the requests table into memory (8 bytes per
-** value, allocated once from `hint` and freed before returning), then
-** selection.  The values are those
-** SQLite computes for `expr`, so the result is the same as sorting them in
-** SQL (the former ORDER BY v LIMIT 1 OFFSET rank-1, a query per
-** percentile).  out[i] = -1 when there is no value.  Values in ticks. */
-static lsim_err lsim__pcts(sqlite3 *db, const char *expr, const char *cond,
-                           int64_t hint, const double p[2], double out[2],
-                           lsim_errbuf *eb) {
-  char sql[512];
-  sqlite3_stmt *st = NULL;
-  double *v = NULL;
-  int64_t n = 0, cap = 0;
-  /* hint: the completed requests counted by the registry, an upper bound
-  ** on the rows: one allocation of the right size, no doubling */
-  if (hint > 0 && (v = malloc((size_t)hint * sizeof *v)) != NULL)
-    cap = hint;
-  int step;
+/* Nearest-rank p[0] <= p[1] of a's values into out; -1 when none. */
+static void lsim__vals_pct(lsim__vals *a, const double p[2], double out[2]) {
   out[0] = out[1] = -1;
-  snprintf(sql, sizeof sql,
-           "SELECT %s FROM requests WHERE run_id=1 AND outcome='ok' AND %s",
-           expr, cond);
-  if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
-    goto fail;
-  while ((step = sqlite3_step(st)) == SQLITE_ROW) {
-    if (n == cap) {
-      int64_t nc = cap ? 2 * cap : 4096;
-      double *nv = realloc(v, (size_t)nc * sizeof *v);
-      if (!nv) {
-        sqlite3_finalize(st);
-        free(v);
-        return lsim_fail(eb, LSIM_E_NOMEM,
-                         "out of memory for percentiles over %lld requests",
-                         (long long)n);
-      }
-      v = nv;
-      cap = nc;
-    }
-    v[n++] = sqlite3_column_double(st, 0);
-  }
-  if (step != SQLITE_DONE)
-    goto fail;
-  sqlite3_finalize(st);
-  int64_t from = 0;
-  for (int i = 0; i < 2 && n > 0; i++) {
-    int64_t rank = (int64_t)ceil(p[i] * (double)n / 100.0);
-    if (rank < 1)
-      rank = 1;
-    if (rank > n)
-      rank = n;
-    /* v[from] already holds the previous pick, everything after it is
-    ** no smaller: select within v[from..n) */
-    lsim__kth(v + from, n - from, rank - 1 - from);
-    out[i] = v[rank - 1];
-    from = rank - 1;
-  }
-  free(v);
-  return 0;
-fail:
-  sqlite3_finalize(st);
-  free(v);
-  return lsim_fail(eb, LSIM_E_DB, "percentile query failed: %s",
-                   sqlite3_errmsg(db));
+  if (a->n > 0)
+    lsim_pct_nearest(a->v, a->n, p, 2, out);
 }
 
 #define LSIM__TTFT_EXPR "(first_token_tick - arrival_tick)"
@@ -123,62 +54,15 @@ fail:
 #define LSIM__TBT_EXPR \
   "((finish_tick - first_token_tick) * 1.0 / (output_tokens - 1))"
 #define LSIM__TBT_COND "output_tokens >= 2"
-
-/* One integer aggregate over the run's requests; ?1 (ns_per_tick) and ?2
-** (a target in ns) are bound when the statement names them. */
-static lsim_err lsim__scalar(sqlite3 *db, const char *sql, int64_t ns_per_tick,
-                             int64_t target_ns, int64_t *out,
-                             lsim_errbuf *eb) {
-  sqlite3_stmt *st = NULL;
-  *out = 0;
-  if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
-    goto fail;
-  if (sqlite3_bind_parameter_count(st) >= 2) {
-    sqlite3_bind_int64(st, 1, ns_per_tick);
-    sqlite3_bind_int64(st, 2, target_ns);
-  }
-  if (sqlite3_step(st) != SQLITE_ROW)
-    goto fail;
-  *out = sqlite3_column_int64(st, 0);
-  sqlite3_finalize(st);
-  return 0;
-fail:
-  sqlite3_finalize(st);
-  return lsim_fail(eb, LSIM_E_DB, "summary query failed: %s",
-                   sqlite3_errmsg(db));
-}
-
-/* Fraction of the requests with `cond` that also satisfy `meets`. */
-static lsim_err lsim__attain(sqlite3 *db, const char *cond, const char *meets,
-                             int64_t ns_per_tick, int64_t slo_ms, double *out,
-                             lsim_errbuf *eb) {
-  char sql[512];
-  int64_t n, k;
-  lsim_err rc;
-  *out = -1;
-  if (slo_ms <= 0)
-    return 0;
-  snprintf(sql, sizeof sql,
-           "SELECT count(*) FROM requests WHERE run_id=1 AND outcome='ok' "
-           "AND %s",
-           cond);
-  if ((rc = lsim__scalar(db, sql, ns_per_tick, slo_ms * 1000000, &n, eb)))
-    return rc;
-  if (n == 0)
-    return 0;
-  snprintf(sql, sizeof sql,
-           "SELECT count(*) FROM requests WHERE run_id=1 AND outcome='ok' "
-           "AND %s AND %s",
-           cond, meets);
-  if ((rc = lsim__scalar(db, sql, ns_per_tick, slo_ms * 1000000, &k, eb)))
-    return rc;
-  *out = (double)k / (double)n;
-  return 0;
-}
-
 #define LSIM__TTFT_MEETS "(first_token_tick - arrival_tick) * ?1 <= ?2"
 #define LSIM__TBT_MEETS \
-  "(finish_tick - first_token_tick) * ?1 <= ?2 * (output_tokens - 1)"
+  "(finish_tick - first_token_tick) * ?1 <= ?3 * (output_tokens - 1)"
+
+/* The fraction of the n requests with a metric that met its SLO (k of
+** them); -1 when no SLO is set or no request had the metric. */
+static double lsim__attain(int64_t slo_ms, int64_t n, int64_t k) {
+  return slo_ms > 0 && n > 0 ? (double)k / (double)n : -1;
+}
 
 lsim_err lsim_report_summarize(sqlite3 *db, const lsim_scenario *sc,
                                const lsim_metrics *m, lsim_summary *s,
@@ -186,36 +70,108 @@ lsim_err lsim_report_summarize(sqlite3 *db, const lsim_scenario *sc,
   double ms = (double)sc->ns_per_tick / 1e6;
   lsim_err rc;
   static const double pp[2] = {50, 99};
+  /* One scan of the completed requests gives every figure of the table
+  ** (it was one query per percentile, then one per metric, plus count,
+  ** sum and attainment queries): per row SQLite computes the TTFT, TBT and
+  ** end-to-end expressions, their conditions and the SLO tests, exactly as
+  ** the former queries' WHERE and select lists did; the values go into
+  ** memory (8 bytes per value and metric, freed before returning, less than
+  ** the per-tenant figures take next) and a selection picks each
+  ** percentile.  The sums are exact in ticks, skip NULLs and fail on
+  ** overflow, as SQL's sum(). */
+  char sql[1024];
+  snprintf(sql, sizeof sql,
+           "SELECT " LSIM__TTFT_COND ", " LSIM__TTFT_EXPR ", %s, "
+           LSIM__TBT_COND ", " LSIM__TBT_EXPR ", %s, "
+           "(finish_tick - arrival_tick), output_tokens FROM requests "
+           "WHERE run_id=1 AND outcome='ok'",
+           sc->slo_ttft_ms > 0 ? LSIM__TTFT_MEETS : "NULL",
+           sc->slo_tbt_ms > 0 ? LSIM__TBT_MEETS : "NULL");
+  lsim__vals ttft = {0}, tbt = {0}, e2e = {0};
+  int64_t hint = m->requests_ok;
+  if (hint > 0 &&
+      (!(ttft.v = malloc((size_t)hint * sizeof *ttft.v)) ||
+       !(tbt.v = malloc((size_t)hint * sizeof *tbt.v)) ||
+       !(e2e.v = malloc((size_t)hint * sizeof *e2e.v)))) {
+    free(ttft.v);
+    free(tbt.v);
+    return lsim_fail(eb, LSIM_E_NOMEM,
+                     "out of memory for percentiles over %lld requests",
+                     (long long)hint);
+  }
+  if (hint > 0)
+    ttft.cap = tbt.cap = e2e.cap = hint;
+  int64_t ttft_ticks = 0, out_tokens = 0, ttft_met = 0, tbt_met = 0;
+  const char *why = NULL;
+  sqlite3_stmt *st = NULL;
+  int step = SQLITE_ERROR;
+  if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK) {
+    sqlite3_bind_int64(st, 1, sc->ns_per_tick);
+    sqlite3_bind_int64(st, 2, sc->slo_ttft_ms * 1000000);
+    sqlite3_bind_int64(st, 3, sc->slo_tbt_ms * 1000000);
+    while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+      if (sqlite3_column_int(st, 0)) { /* a first token: TTFT */
+        if (lsim__vals_push(&ttft, sqlite3_column_double(st, 1)))
+          goto nomem;
+        if (sqlite3_column_type(st, 1) != SQLITE_NULL &&
+            __builtin_add_overflow(ttft_ticks, sqlite3_column_int64(st, 1),
+                                   &ttft_ticks)) {
+          why = "integer overflow"; /* what SQL's sum() says */
+          break;
+        }
+        ttft_met += sqlite3_column_type(st, 2) != SQLITE_NULL &&
+                    sqlite3_column_int(st, 2) != 0;
+      }
+      if (sqlite3_column_int(st, 3)) { /* two tokens or more: TBT */
+        if (lsim__vals_push(&tbt, sqlite3_column_double(st, 4)))
+          goto nomem;
+        tbt_met += sqlite3_column_type(st, 5) != SQLITE_NULL &&
+                   sqlite3_column_int(st, 5) != 0;
+      }
+      if (lsim__vals_push(&e2e, sqlite3_column_double(st, 6)))
+        goto nomem;
+      if (sqlite3_column_type(st, 7) != SQLITE_NULL &&
+          __builtin_add_overflow(out_tokens, sqlite3_column_int64(st, 7),
+                                 &out_tokens)) {
+        why = "integer overflow";
+        break;
+      }
+    }
+  }
+  if (why || step != SQLITE_DONE) {
+    rc = lsim_fail(eb, LSIM_E_DB, "summary query failed: %s",
+                   why ? why : sqlite3_errmsg(db));
+    goto done;
+  }
   double v2[2];
-  if ((rc = lsim__pcts(db, LSIM__TTFT_EXPR, LSIM__TTFT_COND, m->requests_ok,
-                       pp, v2, eb)))
-    return rc;
+  lsim__vals_pct(&ttft, pp, v2);
   s->ttft_p50_ms = v2[0] < 0 ? -1 : v2[0] * ms;
   s->ttft_p99_ms = v2[1] < 0 ? -1 : v2[1] * ms;
+  s->slo_ttft_attain = lsim__attain(sc->slo_ttft_ms, ttft.n, ttft_met);
   /* the summary's _count and _sum (Prometheus text format): over the same
   ** requests as the quantiles, the sum exact in ticks */
-  int64_t ttft_ticks;
-  if ((rc = lsim__scalar(db,
-                         "SELECT count(*) FROM requests WHERE run_id=1 AND "
-                         "outcome='ok' AND " LSIM__TTFT_COND,
-                         0, 0, &s->ttft_count, eb)) ||
-      (rc = lsim__scalar(db,
-                         "SELECT coalesce(sum" LSIM__TTFT_EXPR ", 0) FROM "
-                         "requests WHERE run_id=1 AND outcome='ok' AND "
-                         LSIM__TTFT_COND,
-                         0, 0, &ttft_ticks, eb)))
-    return rc;
+  s->ttft_count = ttft.n;
   s->ttft_sum_seconds = (double)ttft_ticks * (double)sc->ns_per_tick / 1e9;
-  if ((rc = lsim__pcts(db, LSIM__TBT_EXPR, LSIM__TBT_COND, m->requests_ok,
-                       pp, v2, eb)))
-    return rc;
+  lsim__vals_pct(&tbt, pp, v2);
   s->tbt_p50_ms = v2[0] < 0 ? -1 : v2[0] * ms;
   s->tbt_p99_ms = v2[1] < 0 ? -1 : v2[1] * ms;
-  if ((rc = lsim__pcts(db, "(finish_tick - arrival_tick)", "1",
-                       m->requests_ok, pp, v2, eb)))
-    return rc;
+  s->slo_tbt_attain = lsim__attain(sc->slo_tbt_ms, tbt.n, tbt_met);
+  lsim__vals_pct(&e2e, pp, v2);
   s->e2e_p50_ms = v2[0] < 0 ? -1 : v2[0] * ms;
   s->e2e_p99_ms = v2[1] < 0 ? -1 : v2[1] * ms;
+  rc = 0;
+  goto done;
+nomem:
+  rc = lsim_fail(eb, LSIM_E_NOMEM,
+                 "out of memory for percentiles over %lld requests",
+                 (long long)e2e.n);
+done:
+  sqlite3_finalize(st);
+  free(ttft.v);
+  free(tbt.v);
+  free(e2e.v);
+  if (rc)
+    return rc;
   s->max_wait_ms = (double)m->max_wait_ticks * ms;
   s->load_amplification =
       m->distinct_loaded_bytes > 0
@@ -245,18 +201,6 @@ lsim_err lsim_report_summarize(sqlite3 *db, const lsim_scenario *sc,
             b = (int64_t)sc->fair_w_out * sc->max_batch_tokens;
     s->vtc_bound = 2 * (a > b ? a : b);
   }
-  if ((rc = lsim__attain(db, LSIM__TTFT_COND, LSIM__TTFT_MEETS,
-                         sc->ns_per_tick, sc->slo_ttft_ms,
-                         &s->slo_ttft_attain, eb)) ||
-      (rc = lsim__attain(db, LSIM__TBT_COND, LSIM__TBT_MEETS, sc->ns_per_tick,
-                         sc->slo_tbt_ms, &s->slo_tbt_attain, eb)))
-    return rc;
-  int64_t out_tokens;
-  if ((rc = lsim__scalar(db,
-                         "SELECT coalesce(sum(output_tokens), 0) FROM requests "
-                         "WHERE run_id=1 AND outcome='ok'",
-                         0, 0, &out_tokens, eb)))
-    return rc;
   s->completed = m->requests_ok;
   s->rejected = m->requests_rejected;
   s->unfinished = m->requests_unfinished;

@@ -48,6 +48,10 @@ typedef struct lsim_metrics {
   int64_t prefetch_used, prefetch_wasted, prefetch_wasted_bytes;
   int64_t early_aborts;       /* admission_rejected "early_abort" */
   int64_t load_intervals, load_starved, service_intervals, service_starved;
+  /* per tenant, its service-starvation intervals (the starvation table's
+  ** kind 'service' rows, entity = tenant): the longest, in ticks
+  ** (INT64_MIN: none), and how many were judged starved */
+  int64_t *tenant_svc_longest, *tenant_svc_starved;
   /* shape (lsim_metrics_shape): workers, adapters and their ranks */
   int workers, nadapters;
   const int *rank;             /* [nadapters], borrowed */

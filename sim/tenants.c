@@ -17,6 +17,7 @@
 
 #include "db.h"
 #include "escape.h"
+#include "pct.h"
 
 static const struct {
   const char *key;
@@ -67,29 +68,17 @@ typedef struct lsim__done {
   int64_t e2e;   /* ticks */
 } lsim__done;
 
-static int lsim__cmp_dbl(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
-/* Nearest-rank p50, p90, p99 of v[0..n) (sorts it) times `scale`, into
+/* Nearest-rank p50, p90, p99 of v[0..n) (reorders it) times `scale`, into
 ** out[0..3); NAN when n is 0. */
 static void lsim__pct3(double *v, int64_t n, double scale, double *out) {
   static const double p[3] = {50, 90, 99};
-  if (n > 1)
-    qsort(v, (size_t)n, sizeof *v, lsim__cmp_dbl);
-  for (int i = 0; i < 3; i++) {
-    if (n == 0) {
-      out[i] = NAN;
-      continue;
-    }
-    int64_t rank = (int64_t)ceil(p[i] * (double)n / 100.0);
-    if (rank < 1)
-      rank = 1;
-    if (rank > n)
-      rank = n;
-    out[i] = v[rank - 1] * scale;
+  if (n == 0) {
+    out[0] = out[1] = out[2] = NAN;
+    return;
   }
+  lsim_pct_nearest(v, n, p, 3, out);
+  for (int i = 0; i < 3; i++)
+    out[i] *= scale;
 }
 
 /* Order by tenant, window, cold (the matched-window groups). */
@@ -163,8 +152,8 @@ static void lsim__cold(const lsim__done *d, int64_t n, int nt, double *cold,
           else
             warm[nw++] = (double)d[k].ttft;
         }
-        /* the window's own medians (sorting a segment leaves the pool a
-        ** permutation, which the pooled percentiles below sort again) */
+        /* the window's own medians (selecting in a segment leaves the pool
+        ** a permutation, which the pooled percentiles below select in again) */
         double gc[3], gw[3];
         lsim__pct3(cold + c0, nc - c0, 1.0, gc);
         lsim__pct3(warm + w0, nw - w0, 1.0, gw);
@@ -188,6 +177,8 @@ static void lsim__cold(const lsim__done *d, int64_t n, int nt, double *cold,
 
 lsim_err lsim_tenants_compute(sqlite3 *db, const lsim_scenario *sc,
                               const int64_t *service, int64_t completed,
+                              const int64_t *svc_longest,
+                              const int64_t *svc_starved,
                               lsim_tenant_fig *out, lsim_errbuf *eb) {
   int nt = sc->ntenants;
   double ms = (double)sc->ns_per_tick / 1e6;
@@ -326,31 +317,20 @@ lsim_err lsim_tenants_compute(sqlite3 *db, const lsim_scenario *sc,
     double dem_all = out[nt].v[LSIM_TF_DEMAND];
     v[LSIM_TF_DEMAND_SHARE] = dem_all > 0 ? v[LSIM_TF_DEMAND] / dem_all : NAN;
   }
-  /* the service intervals (the starvation table): the longest, whatever
-  ** its length, and those judged starved */
-  sqlite3_finalize(st);
-  st = NULL;
-  if (sqlite3_prepare_v2(db,
-                         "SELECT entity, max(end_tick - start_tick), "
-                         "sum(starved) FROM starvation WHERE run_id=1 AND "
-                         "kind='service' GROUP BY entity",
-                         -1, &st, NULL) != SQLITE_OK) {
-    rc = lsim_fail(eb, LSIM_E_DB, "tenant figures: %s", sqlite3_errmsg(db));
-    goto done;
-  }
-  while ((step = sqlite3_step(st)) == SQLITE_ROW) {
-    int t = sqlite3_column_int(st, 0);
-    if (t < 0 || t >= nt)
+  /* the service intervals (the starvation table's kind 'service' rows):
+  ** the longest, whatever its length, and those judged starved, counted by
+  ** the metrics registry as the intervals closed (the same rows; a scan of
+  ** the table cost more than the rest of these figures together) */
+  for (int t = 0; t < nt; t++) {
+    if (svc_longest[t] == INT64_MIN)
       continue;
-    int64_t longest = sqlite3_column_int64(st, 1);
-    out[t].v[LSIM_TF_LONGEST_STARVED] = (double)longest * ms;
-    out[t].v[LSIM_TF_STARVED_INTERVALS] = (double)sqlite3_column_int64(st, 2);
-    if ((double)longest * ms > out[nt].v[LSIM_TF_LONGEST_STARVED])
-      out[nt].v[LSIM_TF_LONGEST_STARVED] = (double)longest * ms;
+    double longest = (double)svc_longest[t] * ms;
+    out[t].v[LSIM_TF_LONGEST_STARVED] = longest;
+    out[t].v[LSIM_TF_STARVED_INTERVALS] = (double)svc_starved[t];
+    if (longest > out[nt].v[LSIM_TF_LONGEST_STARVED])
+      out[nt].v[LSIM_TF_LONGEST_STARVED] = longest;
     out[nt].v[LSIM_TF_STARVED_INTERVALS] += out[t].v[LSIM_TF_STARVED_INTERVALS];
   }
-  if (step != SQLITE_DONE)
-    rc = lsim_fail(eb, LSIM_E_DB, "tenant figures: %s", sqlite3_errmsg(db));
 done:
   sqlite3_finalize(st);
   free(sum);

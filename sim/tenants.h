@@ -94,11 +94,16 @@ const char *lsim_tenants_name(const lsim_scenario *sc,
                               const lsim_tenant_fig *f);
 
 /* Compute out[0..ntenants) (tenant t in out[t]) and out[ntenants] (all
-** tenants) from the run's tables in db and the metrics registry's
-** completed service per tenant (service[ntenants]) and count of completed
-** requests (completed: the size of one allocation). */
+** tenants) from the run's requests table in db and the metrics registry's
+** figures per tenant: completed service (service[ntenants]), the longest
+** service-starvation interval in ticks (svc_longest[ntenants], INT64_MIN
+** for none) and the starved ones among them (svc_starved[ntenants]), and
+** the count of completed requests (completed: the size of one
+** allocation). */
 lsim_err lsim_tenants_compute(sqlite3 *db, const lsim_scenario *sc,
                               const int64_t *service, int64_t completed,
+                              const int64_t *svc_longest,
+                              const int64_t *svc_starved,
                               lsim_tenant_fig *out, lsim_errbuf *eb);
 
 /* Write the rows into tenant_summary (created when missing), in the run's

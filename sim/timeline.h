@@ -24,6 +24,9 @@ typedef struct lsim_timeline {
   int ntenants, workers, nadapters;
   lsim_tick width; /* ticks per bucket */
   int nb;          /* buckets in use */
+  lsim_tick edge;  /* nb * width: an earlier tick changes neither */
+  lsim_tick lo, hi; /* the last bucket found, [lo, hi) in ticks */
+  int last;         /* its index */
   int64_t *svc;    /* [BUCKETS * ntenants] service debited in the bucket */
   int64_t *loads;  /* [BUCKETS] loads started */
   int64_t *rdelta; /* [BUCKETS] change in resident (worker, adapter) pairs */
