@@ -154,142 +154,85 @@ static lsim_err lsim__add(lsim__grid *g, lsim__gp p, lsim_errbuf *eb) {
 
 #define LSIM__N(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
-/* the ranks of a point's adapters: one for all, or (rank 0) the serving
-** mix 8, 16, 64 in turn */
-static const int lsim__mix_ranks[] = {8, 16, 64};
-
-static int lsim__ad_rank(const lsim__gp *p, int k) {
-  return p->rank > 0 ? p->rank : lsim__mix_ranks[k % 3];
-}
-
 static lsim_err lsim__grid_build(const lsim__opts *o, lsim__grid *g,
                                  lsim_errbuf *eb) {
   static const int pre_full[] = {1, 8, 32, 128, 256, 512, 1024, 2048, 4096,
                                  8192};
+  static const int pre_quick[] = {1, 128, 512, 2048, 8192};
   static const int64_t pctx_full[] = {0, 2048, 8192, 32768};
+  static const int64_t pctx_quick[] = {0, 8192};
   static const int dec_full[] = {1, 4, 16, 32, 64, 128, 256};
+  static const int dec_quick[] = {1, 16, 64, 256};
   static const int64_t dctx_full[] = {128, 512, 2048, 8192, 32768};
+  static const int64_t dctx_quick[] = {128, 2048, 8192};
   static const int mix_dec[] = {16, 64, 128};
   static const int64_t mix_ctx[] = {1024, 4096};
   static const int mix_pre[] = {128, 1024, 4096};
   static const int nads_full[] = {1, 4, 16, 64};
+  static const int nads_quick[] = {1, 8, 64};
   static const int ranks_full[] = {8, 16, 32, 64, 128};
+  static const int ranks_quick[] = {8, 32, 128};
+  const int q = o->quick;
   lsim_err rc = 0;
-  if (o->quick) {
-    /* Anchored where serving runs (issue 20's first gate): decode batches
-    ** of 1 to 256 at a serving context, mixed iterations of 32 to 2k
-    ** prefill rows beside 8 to 64 decodes, and adapters at the mixed ranks
-    ** of a serving catalog over decode batches of 1 to 64.  Long contexts
-    ** only where a term needs them (the pairs, the keys). */
-    static const lsim__gp qg[] = {
-        /* prefill: rows at 0, non-sampled chunks after 8k; 8 x 512 */
-        {LSIM_PROF_PREFILL, 0, 1, 1, 0, 0, 0, 0, 0},
-        {LSIM_PROF_PREFILL, 0, 1, 128, 0, 0, 0, 0, 0},
-        {LSIM_PROF_PREFILL, 0, 1, 512, 0, 0, 0, 0, 0},
-        {LSIM_PROF_PREFILL, 0, 1, 2048, 0, 0, 0, 0, 0},
-        {LSIM_PROF_PREFILL, 0, 1, 8192, 0, 0, 0, 0, 0},
-        {LSIM_PROF_PREFILL, 0, 1, 1, 8192, 0, 0, 0, 0},
-        {LSIM_PROF_PREFILL, 0, 1, 512, 8192, 0, 0, 0, 0},
-        {LSIM_PROF_PREFILL, 0, 1, 2048, 8192, 0, 0, 0, 0},
-        {LSIM_PROF_PREFILL, 0, 8, 512, 0, 0, 0, 0, 0},
-    };
-    static const int qdec[] = {1, 2, 4, 8, 16, 32, 64, 128, 256};
-    static const int qdec_4k[] = {1, 4, 16, 32};
-    static const int qdec_16k[] = {1, 8};
-    /* mixed: {prefill rows, decodes} at decode context 1k */
-    static const int qmix[][2] = {{32, 8},    {128, 8},   {512, 8},
-                                  {32, 32},   {128, 32},  {512, 32},
-                                  {2048, 64}};
-    /* adapters: {prefill rows, decodes, adapters, rank (0: mixed)} at
-    ** decode context 512, for each target set */
-    static const int qlora[][4] = {
-        {0, 1, 1, 16},   {0, 4, 4, 0},   {0, 8, 4, 0},   {0, 16, 8, 0},
-        {0, 32, 8, 0},   {0, 64, 16, 0}, {0, 16, 4, 8},  {0, 16, 4, 64},
-        {32, 8, 4, 0},   {128, 8, 4, 0}, {512, 16, 6, 0}, {512, 32, 1, 8},
-        {512, 32, 1, 64}};
-    for (int i = 0; i < LSIM__N(qg) && !rc; i++)
-      if (qg[i].pre_ctx <= o->max_ctx)
-        rc = lsim__add(g, qg[i], eb);
-    for (int i = 0; i < LSIM__N(qdec) && !rc; i++)
-      rc = lsim__add(g, (lsim__gp){LSIM_PROF_DECODE, 0, 0, 0, 0, qdec[i], 512,
-                                   0, 0},
-                     eb);
-    for (int i = 0; i < LSIM__N(qdec_4k) && !rc && o->max_ctx >= 4096; i++)
-      rc = lsim__add(g, (lsim__gp){LSIM_PROF_DECODE, 0, 0, 0, 0, qdec_4k[i],
-                                   4096, 0, 0},
-                     eb);
-    for (int i = 0; i < LSIM__N(qdec_16k) && !rc && o->max_ctx >= 16384; i++)
-      rc = lsim__add(g, (lsim__gp){LSIM_PROF_DECODE, 0, 0, 0, 0, qdec_16k[i],
-                                   16384, 0, 0},
-                     eb);
-    for (int i = 0; i < LSIM__N(qmix) && !rc; i++)
-      rc = lsim__add(g, (lsim__gp){LSIM_PROF_MIXED, 0, 1, qmix[i][0], 0,
-                                   qmix[i][1], 1024, 0, 0},
-                     eb);
-    /* a chunk after 4k of context beside 16 decodes */
-    if (!rc && o->max_ctx >= 4096)
-      rc = lsim__add(g, (lsim__gp){LSIM_PROF_MIXED, 0, 1, 128, 4096, 16, 4096,
-                                   0, 0},
-                     eb);
-    for (int t = 0; t < o->ntsets && !rc; t++)
-      for (int i = 0; i < LSIM__N(qlora) && !rc; i++)
-        rc = lsim__add(g, (lsim__gp){LSIM_PROF_LORA, t, qlora[i][0] ? 1 : 0,
-                                     qlora[i][0], 0, qlora[i][1], 512,
-                                     qlora[i][2], qlora[i][3]},
-                       eb);
-    return rc;
-  }
   /* prefill: one sequence after a prior context; then several at once */
-  for (int c = 0; c < LSIM__N(pctx_full) && !rc; c++)
-    for (int i = 0; i < LSIM__N(pre_full) && !rc; i++) {
-      int64_t ctx = pctx_full[c];
+  int npre = q ? LSIM__N(pre_quick) : LSIM__N(pre_full);
+  int npc = q ? LSIM__N(pctx_quick) : LSIM__N(pctx_full);
+  for (int c = 0; c < npc && !rc; c++)
+    for (int i = 0; i < npre && !rc; i++) {
+      int64_t ctx = q ? pctx_quick[c] : pctx_full[c];
       if (ctx > o->max_ctx)
         continue;
-      rc = lsim__add(g, (lsim__gp){LSIM_PROF_PREFILL, 0, 1, pre_full[i], ctx,
-                                   0, 0, 0, 0},
+      rc = lsim__add(g, (lsim__gp){LSIM_PROF_PREFILL, 0, 1,
+                                   q ? pre_quick[i] : pre_full[i], ctx, 0, 0,
+                                   0, 0},
                      eb);
     }
   static const int multi[][2] = {{8, 512}, {4, 256}, {16, 256}, {4, 2048}};
-  for (int i = 0; i < LSIM__N(multi) && !rc; i++)
-    for (int c = 0; c < 2 && !rc; c++)
+  for (int i = 0; i < (q ? 1 : LSIM__N(multi)) && !rc; i++)
+    for (int c = 0; c < (q ? 1 : 2) && !rc; c++)
       rc = lsim__add(g, (lsim__gp){LSIM_PROF_PREFILL, 0, multi[i][0],
                                    multi[i][1], c ? 4096 : 0, 0, 0, 0, 0},
                      eb);
   /* decode batches at a context */
-  for (int c = 0; c < LSIM__N(dctx_full) && !rc; c++)
-    for (int i = 0; i < LSIM__N(dec_full) && !rc; i++) {
-      int64_t ctx = dctx_full[c];
+  int nd = q ? LSIM__N(dec_quick) : LSIM__N(dec_full);
+  int ndc = q ? LSIM__N(dctx_quick) : LSIM__N(dctx_full);
+  for (int c = 0; c < ndc && !rc; c++)
+    for (int i = 0; i < nd && !rc; i++) {
+      int64_t ctx = q ? dctx_quick[c] : dctx_full[c];
       if (ctx > o->max_ctx)
         continue;
-      rc = lsim__add(g, (lsim__gp){LSIM_PROF_DECODE, 0, 0, 0, 0, dec_full[i],
-                                   ctx, 0, 0},
+      rc = lsim__add(g, (lsim__gp){LSIM_PROF_DECODE, 0, 0, 0, 0,
+                                   q ? dec_quick[i] : dec_full[i], ctx, 0, 0},
                      eb);
     }
   /* mixed: a decode batch with one prefill */
   for (int d = 0; d < LSIM__N(mix_dec) && !rc; d++)
     for (int c = 0; c < LSIM__N(mix_ctx) && !rc; c++)
-      for (int p = 0; p < LSIM__N(mix_pre) && !rc; p++)
+      for (int p = 0; p < LSIM__N(mix_pre) && !rc; p++) {
+        if (q && (d == 0) != (p == 2))
+          continue; /* quick: 16 decodes with 4096, the others with 128/1024 */
         rc = lsim__add(g, (lsim__gp){LSIM_PROF_MIXED, 0, 1, mix_pre[p],
                                      c ? 4096 : 0, mix_dec[d], mix_ctx[c], 0,
                                      0},
                        eb);
-  /* adapters: per target set, three base shapes x adapters x ranks, and
-  ** the base shapes at the mixed ranks */
+      }
+  /* adapters: per target set, three base shapes (quick: the mixed one) x
+  ** adapters x ranks; the adapters go round robin over the sequences */
   static const lsim__gp lbase[] = {
       {LSIM_PROF_LORA, 0, 0, 0, 0, 64, 1024, 0, 0},
       {LSIM_PROF_LORA, 0, 8, 256, 0, 0, 0, 0, 0},
       {LSIM_PROF_LORA, 0, 1, 512, 0, 32, 1024, 0, 0},
   };
+  int nna = q ? LSIM__N(nads_quick) : LSIM__N(nads_full);
+  int nr = q ? LSIM__N(ranks_quick) : LSIM__N(ranks_full);
   for (int t = 0; t < o->ntsets && !rc; t++)
-    for (int b = 0; b < LSIM__N(lbase) && !rc; b++)
-      for (int a = 0; a < LSIM__N(nads_full) && !rc; a++)
-        for (int r = 0; r <= LSIM__N(ranks_full) && !rc; r++) {
+    for (int b = q ? 2 : 0; b < LSIM__N(lbase) && !rc; b++)
+      for (int a = 0; a < nna && !rc; a++)
+        for (int r = 0; r < nr && !rc; r++) {
           lsim__gp p = lbase[b];
           p.tset = t;
-          p.nad = nads_full[a];
-          p.rank = r < LSIM__N(ranks_full) ? ranks_full[r] : 0;
-          if (p.rank == 0 && p.nad < 3)
-            continue; /* the mix needs three adapters */
+          p.nad = q ? nads_quick[a] : nads_full[a];
+          p.rank = q ? ranks_quick[r] : ranks_full[r];
           if (p.nad > p.npre + p.ndec)
             p.nad = p.npre + p.ndec;
           rc = lsim__add(g, p, eb);
@@ -421,14 +364,11 @@ static lsim_err lsim__plan(lsim__run *X, const lsim__gp *p, int kvbase,
   lsim_err rc = 0;
   for (int i = 0; i < n && !rc; i++) {
     int pre = i < p->npre;
-    /* the adapters in contiguous runs of sequences, as the engine packs
-    ** a batch (prefills first, each phase grouped by adapter) */
-    int k = p->nad > 0 ? (int)((int64_t)i * p->nad / n) : -1;
-    int a = k >= 0 ? lsim__ad_id(lsim__ad_rank(p, k), k) : LSIM_NONE;
+    int a = p->nad > 0 ? lsim__ad_id(p->rank, i % p->nad) : LSIM_NONE;
     lsim_plan_entry e = {X->seq_req + i,
                          0,
                          a,
-                         a >= 0 ? lsim__ad_rank(p, k) : 0,
+                         a >= 0 ? p->rank : 0,
                          pre ? LSIM_PHASE_PREFILL : LSIM_PHASE_DECODE,
                          pre ? p->pre_rows : 1,
                          0,
@@ -455,20 +395,16 @@ static lsim_err lsim__point(lsim__run *X, const lsim__gp *p, int point,
                             const char *tsname, lsim__rows *R, int *fits,
                             lsim_errbuf *eb) {
   const int w = 0, nseq = p->npre + p->ndec;
-  int64_t need = 0, apages[LSIM__ADS], aat[LSIM__ADS];
-  if (p->nad > LSIM__ADS)
-    return LSIM_BUG(eb, "grid point with too many adapters");
+  int64_t need = 0, apages = 0;
   for (int i = 0; i < nseq; i++) {
     int64_t tok = i < p->npre ? p->pre_ctx + p->pre_rows : p->dec_ctx + 1;
     need += (tok + X->tpp - 1) / X->tpp;
   }
-  int apok = 1;
-  for (int k = 0; k < p->nad; k++) {
-    apages[k] = lsim_scenario_adapter_pages(X->sc, lsim__ad_rank(p, k));
-    apok &= apages[k] >= 0;
-    need += apages[k] > 0 ? apages[k] : 0;
+  if (p->nad > 0) {
+    apages = lsim_scenario_adapter_pages(X->sc, p->rank);
+    need += apages * p->nad;
   }
-  *fits = need <= X->pages.nfree && apok;
+  *fits = need <= X->pages.nfree && apages >= 0;
   if (!*fits)
     return 0;
   lsim_err rc = 0;
@@ -490,15 +426,14 @@ static lsim_err lsim__point(lsim__run *X, const lsim__gp *p, int point,
     rc = X->be.ops ? lsim_backend_kv(&X->be, &ev, eb) : 0;
   }
   /* adapters: staged and published at their pages */
+  int64_t aat = used;
   for (int k = 0; k < p->nad && !rc; k++) {
-    int rk = lsim__ad_rank(p, k);
-    ads[k] = lsim__ad_id(rk, k);
-    aat[k] = used;
-    if (lsim__take(&X->pages, apages[k], pg + used))
+    ads[k] = lsim__ad_id(p->rank, k);
+    if (lsim__take(&X->pages, apages, pg + used))
       return LSIM_BUG(eb, "pool pages counted wrong");
-    lsim_res_page_ev ev = {w, ads[k], ++X->gen[ads[k]], 0, pg + used,
-                           apages[k], 0, 0, 0};
-    used += apages[k];
+    lsim_res_page_ev ev = {w, ads[k], ++X->gen[ads[k]], 0, pg + used, apages,
+                           0, 0, 0};
+    used += apages;
     if (X->be.ops && !(rc = lsim_backend_stage(&X->be, &ev, eb)))
       rc = lsim_backend_publish(&X->be, &ev, eb);
     /* the stage's copy, as the measured clock times a load: the bytes a
@@ -507,8 +442,8 @@ static lsim_err lsim__point(lsim__run *X, const lsim__gp *p, int point,
                                    : -1;
     if (lns > 0) {
       lsim_prof_row row = {LSIM_PROF_COPY, point, LSIM_PROF_STAGE, "", k,
-                           {0}, 0, 0, 1, rk,
-                           lsim_scenario_adapter_bytes(X->sc, rk), lns};
+                           {0}, 0, 0, 1, p->rank,
+                           lsim_scenario_adapter_bytes(X->sc, p->rank), lns};
       snprintf(row.targets, sizeof row.targets, "%s", tsname);
       rc = lsim__row(R, &row, eb);
     }
@@ -557,8 +492,8 @@ static lsim_err lsim__point(lsim__run *X, const lsim__gp *p, int point,
   }
   /* out again: the adapters at their fence, then the KV */
   for (int k = 0; k < p->nad && !rc; k++) {
-    lsim_res_page_ev ev = {w, ads[k], X->gen[ads[k]], 0, pg + aat[k],
-                           apages[k], runs, 1, 0};
+    lsim_res_page_ev ev = {w, ads[k], X->gen[ads[k]], 0, pg + aat + k * apages,
+                           apages, runs, 1, 0};
     rc = X->be.ops ? lsim_backend_retire(&X->be, &ev, eb) : 0;
   }
   for (int i = 0; i < nseq && !rc; i++) {
@@ -690,7 +625,7 @@ static lsim_err lsim__measure(const lsim__opts *o, const lsim__grid *g,
                point, lsim_prof_class_name(p->cls), tsname,
                (long long)R->r[R->n - 1].f.tokens, p->ndec,
                (long long)(p->ndec ? p->dec_ctx : p->pre_ctx), p->nad,
-               R->r[R->n - 1].max_rank, (long long)R->r[R->n - 1].ns);
+               p->rank, (long long)R->r[R->n - 1].ns);
       t->measured++;
       point++;
     }

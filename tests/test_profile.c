@@ -505,40 +505,6 @@ Test(profile, command_usage_and_no_device) {
   ** fitted by mistake */
   cr_assert_eq(lsim_prof_csv_read(p, &rows, &n, &eb), LSIM_E_DEV_PROFILE);
   cr_assert(strstr(eb.msg, "column ns"), "%s", eb.msg);
-  /* the quick grid is anchored where serving runs (issue 20): every
-  ** power-of-two decode batch of 1 to 256, adapters at mixed ranks on
-  ** decode-only batches of 4 to 32, and prefills of 32 to 512 rows beside
-  ** decodes */
-  FILE *fp = fopen(p, "r");
-  cr_assert(fp);
-  char line[512], cls[16];
-  unsigned dec_sizes = 0;
-  int lora_mixed = 0, mixed_small = 0, points = 0;
-  cr_assert(fgets(line, sizeof line, fp)); /* the header */
-  while (fgets(line, sizeof line, fp)) {
-    long long tok, dec, rr;
-    int ads, maxr;
-    cr_assert_eq(sscanf(line,
-                        "iter,%*d,%15[a-z],%*[a-z],%*d,%lld,%*d,%lld,%*d,%*d,"
-                        "%*d,%*d,%*d,%lld,%*d,%*d,%d,%d,",
-                        cls, &tok, &dec, &rr, &ads, &maxr),
-                 6, "%s", line);
-    points++;
-    if (!strcmp(cls, "decode"))
-      for (int b = 0; b <= 8; b++)
-        dec_sizes |= (unsigned)(dec == (1LL << b)) << b;
-    /* several adapters whose rank-rows are not rows x the largest rank */
-    lora_mixed += !strcmp(cls, "lora") && tok == dec && ads > 1 && dec >= 4 &&
-                  dec <= 32 && rr < tok * maxr;
-    mixed_small += !strcmp(cls, "mixed") && tok - dec >= 32 &&
-                   tok - dec <= 512 && dec > 0;
-  }
-  fclose(fp);
-  cr_assert_eq(dec_sizes, 0x1ffu, "decode batches seen: %#x", dec_sizes);
-  cr_assert_geq(lora_mixed, 6, "%d", lora_mixed); /* 3 x qkvo and all */
-  cr_assert_geq(mixed_small, 4, "%d", mixed_small);
-  /* about the device time of the grid it replaced (51 points) */
-  cr_assert(points >= 40 && points <= 70, "%d points", points);
 }
 
 Test(profile, the_grid_runs_through_the_residency_protocol, .timeout = 120) {
