@@ -26,15 +26,19 @@
 **   D4  No column holds wall-clock time, so the same run writes the same
 **       event rows, byte for byte.
 **
-** Speed.  The hot path is lsim_db_event.  Events are buffered LSIM__ROWS at
-** a time and written with one multi-row INSERT, which spreads SQLite's
-** per-statement cost (measured open..close on one core of an EPYC VM:
-** about 0.9M events/s one row per statement, 1.3-1.4M/s with 64 rows per
-** statement; page sizes 4K..32K were within noise of each other, 64K was
-** slower; synchronous OFF vs NORMAL within noise).  Iteration, request and
-** starvation rows are buffered and written the same way, each buffer on
-** its own when it fills.  Rows are stored narrow (docs/SCHEMA.md, "How
-** the rows are stored"): SQLite's cost per row grows with its bound
+** Speed.  The hot path is lsim_db_event.  Events are buffered
+** LSIM__VT_ROWS at a time and written with one INSERT .. SELECT from the
+** lsim_rows virtual table, which shows the buffer to SQLite: a value costs
+** one sqlite3_result_int64 instead of a sqlite3_bind_int64 (about 5% of a
+** 1 M-request replay's CPU against 64-row multi-row INSERTs,
+** docs/BENCHMARKS.md).  Earlier, measured open..close on one core of an
+** EPYC VM: about 0.9M events/s one row per statement, 1.3-1.4M/s with 64
+** rows per statement; page sizes 4K..32K were within noise of each other,
+** 64K was slower; synchronous OFF vs NORMAL within noise.  Iteration and
+** starvation rows are buffered and written the same way, request rows
+** (text outcome) 64 at a time with a multi-row INSERT; each buffer is
+** written on its own when it fills.  Rows are stored narrow (docs/SCHEMA.md, "How
+** the rows are stored"): SQLite's cost per row grows with its
 ** columns, so pairs of ints share a column and words (event details,
 ** iteration results, starvation words) are codes into the words table,
 ** assigned when first appended; the views events, iterations and
@@ -43,10 +47,10 @@
 ** event_log's rowid (INTEGER PRIMARY KEY): appends in seq order go to
 ** the right edge of one B-tree, and no separate (run_id, seq) index is
 ** needed -- building that index at end of run cost more than half of the
-** insert time again.  A full buffer whose seqs continue the table is
+** insert time again.  A buffer whose seqs continue the table is
 ** inserted without the seq column (SQLite's next rowid is then the seq:
-** 1.74M against 1.42M rows/s), and parameters equal to the previous
-** batch's are not bound again (lsim__bound).
+** 1.74M against 1.42M rows/s), and request parameters equal to the
+** previous batch's are not bound again (lsim__bound).
 **
 ** Errors.  lsim_db_open, lsim_db_begin_run and lsim_db_end_run report
 ** through the errbuf.  The append functions have no errbuf: they return
@@ -69,8 +73,8 @@
 /* PRAGMA user_version of the schema below; bump on any schema change. */
 #define LSIM__SCHEMA_VERSION 6
 #define LSIM__RUN_ID 1 /* the INSERTs below spell it as the literal 1 */
-#define LSIM__ROWS 64       /* events per multi-row INSERT */
-#define LSIM__EV_COLS 10    /* bound columns per event_log row, seq included */
+#define LSIM__ROWS 64       /* request rows per multi-row INSERT */
+#define LSIM__VT_ROWS 1024  /* event, iteration, starvation rows per INSERT .. SELECT */
 #define LSIM__MAX_COLS 18   /* bound columns of the widest row (requests) */
 #define LSIM__PAGE_SIZE 8192
 #define LSIM__DCACHE 64     /* word pointer cache slots (a power of 2) */
@@ -131,21 +135,22 @@ typedef struct lsim__bound {
   int64_t v[LSIM__ROWS * LSIM__MAX_COLS];
 } lsim__bound;
 
+/* The rows the `lsim_rows` virtual table shows while one INSERT .. SELECT
+** runs: n rows of `stride` integers from v, column c being v[c] of each
+** row; columns from `opt` on give NULL for LSIM_NONE. */
+typedef struct lsim__src {
+  const int64_t *v;
+  int n, stride, opt;
+} lsim__src;
+
 struct lsim_db {
   sqlite3 *h;
   char *path;
-  sqlite3_stmt *ev1;  /* one event row */
-  sqlite3_stmt *evn;  /* LSIM__ROWS event rows */
-  sqlite3_stmt *eva;  /* LSIM__ROWS event rows, seq assigned as the rowid */
   sqlite3_stmt *req;
   sqlite3_stmt *reqn; /* LSIM__ROWS request rows */
-  sqlite3_stmt *iter;
-  sqlite3_stmt *itn;  /* LSIM__ROWS iteration rows */
   sqlite3_stmt *sum;
   sqlite3_stmt *val;
   sqlite3_stmt *lod;  /* INSERT INTO loads */
-  sqlite3_stmt *stv;  /* starvation interval */
-  sqlite3_stmt *stvn; /* LSIM__ROWS starvation intervals */
   sqlite3_stmt *ten;  /* INSERT OR REPLACE INTO tenants */
   sqlite3_stmt *adp;  /* INSERT OR REPLACE INTO adapters */
   int state;
@@ -154,7 +159,7 @@ struct lsim_db {
   int64_t batch_rows; /* rows appended since the last commit */
   int64_t events;     /* events accepted by lsim_db_event */
   int64_t max_seq;    /* largest seq in event_log; LSIM__NO_SEQ */
-  lsim__ev_row pend[LSIM__ROWS];
+  lsim__ev_row pend[LSIM__VT_ROWS];
   struct {
     const char *p; /* a detail string seen before (static, see event.h) */
     int64_t code;
@@ -163,14 +168,18 @@ struct lsim_db {
   char **words;       /* the words table: words[c - 1] has code c */
   int nwords, capwords;
   sqlite3_stmt *det;  /* INSERT INTO words */
-  lsim__bound ev1_b, evn_b, eva_b; /* what ev1, evn and eva have bound */
-  lsim__bound iter_b, itn_b, req_b, reqn_b, stv_b, stvn_b;
+  lsim__bound req_b, reqn_b; /* what req and reqn have bound */
   int nitpend;        /* buffered iteration rows */
-  lsim__it_row itpend[LSIM__ROWS];
+  lsim__it_row itpend[LSIM__VT_ROWS];
   int nrqpend;        /* buffered request rows */
   lsim__req_row rqpend[LSIM__ROWS];
   int nivpend;        /* buffered starvation intervals */
-  lsim__iv_row ivpend[LSIM__ROWS];
+  lsim__iv_row ivpend[LSIM__VT_ROWS];
+  lsim__src src;      /* the rows lsim_rows shows to the statement running */
+  sqlite3_stmt *vev;  /* events from lsim_rows, seq given */
+  sqlite3_stmt *vea;  /* events from lsim_rows, seq assigned as the rowid */
+  sqlite3_stmt *vit;  /* iterations from lsim_rows */
+  sqlite3_stmt *viv;  /* starvation intervals from lsim_rows */
   char err[512];      /* message of the last failed append */
 };
 
@@ -405,14 +414,6 @@ static const struct {
 ** `eva` form leaves seq out: SQLite then assigns the rowid max(seq) + 1,
 ** which is the next event's seq whenever the stream is contiguous (see
 ** lsim__flush_events). */
-#define LSIM__EV_SQL_COLS                                                  \
-  "INSERT INTO event_log(seq,tick,kind_detail,worker_tenant,"               \
-  "attempt_adapter,request,generation,pages,bytes,value) VALUES"
-#define LSIM__EV_SQL_ROW "(?,?,?,?,?,?,?,?,?,?)"
-#define LSIM__EVA_SQL_COLS                                                 \
-  "INSERT INTO event_log(tick,kind_detail,worker_tenant,attempt_adapter,"  \
-  "request,generation,pages,bytes,value) VALUES"
-#define LSIM__EVA_SQL_ROW "(?,?,?,?,?,?,?,?,?)"
 #define LSIM__RQ_COLS 18 /* bound columns per request row */
 #define LSIM__RQ_SQL_COLS                                                  \
   "INSERT INTO requests(run_id,request,tenant,adapter,worker,arrival_tick," \
@@ -420,10 +421,6 @@ static const struct {
   "outcome,queue_wait_ticks,load_wait_ticks,prefill_ticks,decode_ticks,"   \
   "preemptions,cold,requested_tokens) VALUES"
 #define LSIM__RQ_SQL_ROW "(1,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
-#define LSIM__IV_SQL_COLS                                                  \
-  "INSERT INTO starvation_log(worker_entity,start_tick,end_tick,codes) "    \
-  "VALUES"
-#define LSIM__IV_SQL_ROW "(?,?,?,?)"
 
 /* ---- helpers -------------------------------------------------------------- */
 
@@ -580,21 +577,6 @@ static void lsim__rebind_opt(sqlite3_stmt *st, lsim__bound *b, int i,
     lsim__bind_opt(st, i, v);
 }
 
-/* Bind event row r as row `row` (0-based) of statement st; with_seq 0 for
-** the `eva` statement, which has no seq column.  b: what st has bound.
-** The packed words and the tick are never NULL; the rest map LSIM_NONE
-** to NULL. */
-static void lsim__bind_event(sqlite3_stmt *st, lsim__bound *b, int row,
-                             const lsim__ev_row *r, int with_seq) {
-  int o = row * (LSIM__EV_COLS - 1 + with_seq) + 1;
-  if (with_seq)
-    lsim__rebind_int(st, b, o++, r->seq);
-  for (int i = 0; i < 4; i++)
-    lsim__rebind_int(st, b, o + i, r->v[i]);
-  for (int i = 4; i < LSIM__EV_V; i++)
-    lsim__rebind_opt(st, b, o + i, r->v[i]);
-}
-
 static lsim_err lsim__step(lsim_db *db, sqlite3_stmt *st, const char *what) {
   int rc = sqlite3_step(st);
   sqlite3_reset(st);
@@ -603,27 +585,8 @@ static lsim_err lsim__step(lsim_db *db, sqlite3_stmt *st, const char *what) {
   return 0;
 }
 
-_Static_assert(LSIM__IT_COLS <= LSIM__MAX_COLS &&
-                   LSIM__EV_COLS <= LSIM__MAX_COLS &&
-                   LSIM__RQ_COLS <= LSIM__MAX_COLS &&
-                   LSIM__IV_COLS <= LSIM__MAX_COLS,
+_Static_assert(LSIM__RQ_COLS <= LSIM__MAX_COLS,
                "lsim__bound holds the widest row");
-#define LSIM__IT_SQL_COLS                                                   \
-  "INSERT INTO iteration_log(iter,worker_result,start_tick,end_tick,"        \
-  "prefill_rows,decode_rows,reqs,adapters_segments,true_rank_rows,"          \
-  "padded_rank_rows,backend_ns,model_ns,measured_ns,ctx_tokens) VALUES"
-#define LSIM__IT_SQL_ROW "(?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
-
-/* Bind iteration row q as the k-th row of a (multi-row) INSERT: every
-** column as it is, the times and ctx_tokens with LSIM_NONE as NULL. */
-static void lsim__bind_iter(sqlite3_stmt *st, lsim__bound *b, int k,
-                            const lsim__it_row *q) {
-  int o = k * LSIM__IT_COLS + 1;
-  for (int i = 0; i < LSIM__IT_OPT; i++)
-    lsim__rebind_int(st, b, o + i, q->v[i]);
-  for (int i = LSIM__IT_OPT; i < LSIM__IT_COLS; i++)
-    lsim__rebind_opt(st, b, o + i, q->v[i]);
-}
 
 /* Bind request row q as the k-th row of a (multi-row) INSERT.  The outcome
 ** is a copy in the buffer slot, so it is compared by content. */
@@ -651,43 +614,163 @@ static void lsim__bind_request(sqlite3_stmt *st, lsim__bound *b, int k,
   lsim__rebind_int(st, b, o + 18, rec->requested_tokens);
 }
 
-/* Bind starvation row q as the k-th row of a (multi-row) INSERT. */
-static void lsim__bind_interval(sqlite3_stmt *st, lsim__bound *b, int k,
-                                const lsim__iv_row *q) {
-  int o = k * LSIM__IV_COLS + 1;
-  for (int i = 0; i < LSIM__IV_COLS; i++)
-    lsim__rebind_int(st, b, o + i, q->v[i]);
+/* ---- lsim_rows: buffered rows as a virtual table ----------------------------
+**
+** Events, iterations and starvation intervals reach their tables through
+** `INSERT INTO t(...) SELECT c0, c1, ... FROM lsim_rows`, one statement per
+** buffer of up to LSIM__VT_ROWS rows.  lsim_rows is an eponymous virtual
+** table of this connection only (nothing of it is stored in the file): it
+** shows db->src, the buffer being written, row by row in buffer order, so
+** the rows reach the table in append order (D2) and the values stored are
+** exactly those the multi-row INSERTs bound.  SQLite reads each value with
+** one sqlite3_result_int64 instead of a sqlite3_bind_int64 per parameter
+** (which unbinds the old value and checks the statement first), and the
+** statement's program is one loop instead of a 64-row VALUES list. */
+#define LSIM__VT_COLS 14 /* the widest source row (iteration_log) */
+_Static_assert(LSIM__IT_COLS <= LSIM__VT_COLS &&
+                   LSIM__EV_V + 1 <= LSIM__VT_COLS &&
+                   LSIM__IV_COLS <= LSIM__VT_COLS,
+               "lsim_rows declares a column for every source column");
+
+typedef struct lsim__vt {
+  sqlite3_vtab base;
+  const lsim__src *src;
+} lsim__vt;
+
+typedef struct lsim__vt_cur {
+  sqlite3_vtab_cursor base;
+  int row;
+} lsim__vt_cur;
+
+static int lsim__vt_connect(sqlite3 *h, void *aux, int argc,
+                            const char *const *argv, sqlite3_vtab **out,
+                            char **err) {
+  (void)argc, (void)argv, (void)err;
+  int rc = sqlite3_declare_vtab(
+      h, "CREATE TABLE x(c0,c1,c2,c3,c4,c5,c6,c7,c8,c9,c10,c11,c12,c13)");
+  if (rc != SQLITE_OK)
+    return rc;
+  lsim__vt *vt = sqlite3_malloc(sizeof *vt);
+  if (!vt)
+    return SQLITE_NOMEM;
+  memset(vt, 0, sizeof *vt);
+  vt->src = aux;
+  *out = &vt->base;
+  return SQLITE_OK;
 }
 
-/* Write the buffered events.  A full buffer goes in one multi-row INSERT:
-** the `eva` form when its seqs continue the table without a gap (SQLite's
-** next rowid is then exactly each row's seq, and it skips the per-row
-** existence check of an explicit rowid: about 18% less CPU per row), the
-** explicit-seq form otherwise (the first batch of a run, or a stream with
-** gaps).  A partial buffer (at a commit or at the end) goes row by row. */
+static int lsim__vt_disconnect(sqlite3_vtab *vt) {
+  sqlite3_free(vt);
+  return SQLITE_OK;
+}
+
+static int lsim__vt_best_index(sqlite3_vtab *vt, sqlite3_index_info *info) {
+  (void)vt;
+  info->estimatedCost = LSIM__VT_ROWS;
+  info->estimatedRows = LSIM__VT_ROWS;
+  return SQLITE_OK;
+}
+
+static int lsim__vt_open(sqlite3_vtab *vt, sqlite3_vtab_cursor **out) {
+  (void)vt;
+  lsim__vt_cur *c = sqlite3_malloc(sizeof *c);
+  if (!c)
+    return SQLITE_NOMEM;
+  memset(c, 0, sizeof *c);
+  *out = &c->base;
+  return SQLITE_OK;
+}
+
+static int lsim__vt_close(sqlite3_vtab_cursor *c) {
+  sqlite3_free(c);
+  return SQLITE_OK;
+}
+
+static int lsim__vt_filter(sqlite3_vtab_cursor *c, int idx, const char *s,
+                           int argc, sqlite3_value **argv) {
+  (void)idx, (void)s, (void)argc, (void)argv;
+  ((lsim__vt_cur *)c)->row = 0;
+  return SQLITE_OK;
+}
+
+static int lsim__vt_next(sqlite3_vtab_cursor *c) {
+  ((lsim__vt_cur *)c)->row++;
+  return SQLITE_OK;
+}
+
+static int lsim__vt_eof(sqlite3_vtab_cursor *c) {
+  const lsim__src *src = ((lsim__vt *)c->pVtab)->src;
+  return ((lsim__vt_cur *)c)->row >= src->n;
+}
+
+static int lsim__vt_column(sqlite3_vtab_cursor *c, sqlite3_context *ctx,
+                           int col) {
+  const lsim__src *src = ((lsim__vt *)c->pVtab)->src;
+  int64_t v = src->v[(size_t)((lsim__vt_cur *)c)->row * src->stride + col];
+  if (col >= src->opt && v == LSIM_NONE)
+    sqlite3_result_null(ctx);
+  else
+    sqlite3_result_int64(ctx, v);
+  return SQLITE_OK;
+}
+
+static int lsim__vt_rowid(sqlite3_vtab_cursor *c, sqlite3_int64 *out) {
+  *out = ((lsim__vt_cur *)c)->row;
+  return SQLITE_OK;
+}
+
+static const sqlite3_module lsim__vt_module = {
+    .iVersion = 0,
+    .xCreate = NULL, /* eponymous only: no CREATE VIRTUAL TABLE, no schema */
+    .xConnect = lsim__vt_connect,
+    .xBestIndex = lsim__vt_best_index,
+    .xDisconnect = lsim__vt_disconnect,
+    .xDestroy = lsim__vt_disconnect,
+    .xOpen = lsim__vt_open,
+    .xClose = lsim__vt_close,
+    .xFilter = lsim__vt_filter,
+    .xNext = lsim__vt_next,
+    .xEof = lsim__vt_eof,
+    .xColumn = lsim__vt_column,
+    .xRowid = lsim__vt_rowid,
+};
+
+/* Insert n rows of `stride` integers from v with st (an INSERT .. SELECT
+** from lsim_rows); columns from opt on are NULL where LSIM_NONE. */
+static lsim_err lsim__insert_src(lsim_db *db, sqlite3_stmt *st,
+                                 const int64_t *v, int n, int stride,
+                                 int opt, const char *what) {
+  if (n == 0)
+    return 0;
+  db->src = (lsim__src){.v = v, .n = n, .stride = stride, .opt = opt};
+  lsim_err rc = lsim__step(db, st, what);
+  db->src = (lsim__src){0};
+  return rc;
+}
+
+/* Write the buffered events in one INSERT .. SELECT: without the seq
+** column when the seqs continue the table without a gap (SQLite's next
+** rowid is then exactly each row's seq, and it skips the per-row
+** existence check of an explicit rowid), with it otherwise (the first
+** batch of a run, or a stream with gaps). */
 static lsim_err lsim__flush_events(lsim_db *db) {
-  lsim_err rc = 0;
   int n = db->npend;
   const lsim__ev_row *p = db->pend;
   db->npend = 0;
-  if (n == LSIM__ROWS) {
-    int contiguous = db->max_seq != LSIM__NO_SEQ &&
-                     db->max_seq < INT64_MAX - LSIM__ROWS;
-    for (int i = 0; i < n && contiguous; i++)
-      contiguous = p[i].seq == db->max_seq + 1 + i;
-    sqlite3_stmt *st = contiguous ? db->eva : db->evn;
-    lsim__bound *b = contiguous ? &db->eva_b : &db->evn_b;
-    for (int i = 0; i < n; i++)
-      lsim__bind_event(st, b, i, &p[i], !contiguous);
-    b->primed = 1;
-    rc = lsim__step(db, st, "insert events");
-  } else {
-    for (int i = 0; i < n && !rc; i++) {
-      lsim__bind_event(db->ev1, &db->ev1_b, 0, &p[i], 1);
-      db->ev1_b.primed = 1;
-      rc = lsim__step(db, db->ev1, "insert event");
-    }
-  }
+  if (n == 0)
+    return 0;
+  int contiguous = db->max_seq != LSIM__NO_SEQ &&
+                   db->max_seq < INT64_MAX - LSIM__VT_ROWS;
+  for (int i = 0; i < n && contiguous; i++)
+    contiguous = p[i].seq == db->max_seq + 1 + i;
+  _Static_assert(sizeof(lsim__ev_row) == (LSIM__EV_V + 1) * sizeof(int64_t),
+                 "an event row is seq then v, unpadded");
+  lsim_err rc =
+      contiguous
+          ? lsim__insert_src(db, db->vea, p[0].v, n, LSIM__EV_V + 1, 4,
+                             "insert events")
+          : lsim__insert_src(db, db->vev, &p[0].seq, n, LSIM__EV_V + 1, 5,
+                             "insert events");
   for (int i = 0; i < n && !rc; i++)
     if (db->max_seq == LSIM__NO_SEQ || p[i].seq > db->max_seq)
       db->max_seq = p[i].seq;
@@ -719,26 +802,15 @@ static lsim_err lsim__flush_rows(lsim_db *db, int n, sqlite3_stmt *full,
   return rc;
 }
 
-static void lsim__bind_iter_v(sqlite3_stmt *st, lsim__bound *b, int k,
-                              const void *row) {
-  lsim__bind_iter(st, b, k, row);
-}
 static void lsim__bind_request_v(sqlite3_stmt *st, lsim__bound *b, int k,
                                  const void *row) {
   lsim__bind_request(st, b, k, row);
 }
-static void lsim__bind_interval_v(sqlite3_stmt *st, lsim__bound *b, int k,
-                                  const void *row) {
-  lsim__bind_interval(st, b, k, row);
-}
-
 static lsim_err lsim__flush_iters(lsim_db *db) {
   int n = db->nitpend;
   db->nitpend = 0;
-  return lsim__flush_rows(db, n, db->itn, &db->itn_b, db->iter, &db->iter_b,
-                          db->itpend,
-                          sizeof db->itpend[0], lsim__bind_iter_v,
-                          "insert iterations");
+  return lsim__insert_src(db, db->vit, db->itpend[0].v, n, LSIM__IT_COLS,
+                          LSIM__IT_OPT, "insert iterations");
 }
 
 static lsim_err lsim__flush_requests(lsim_db *db) {
@@ -753,10 +825,8 @@ static lsim_err lsim__flush_requests(lsim_db *db) {
 static lsim_err lsim__flush_intervals(lsim_db *db) {
   int n = db->nivpend;
   db->nivpend = 0;
-  return lsim__flush_rows(db, n, db->stvn, &db->stvn_b, db->stv, &db->stv_b,
-                          db->ivpend,
-                          sizeof db->ivpend[0], lsim__bind_interval_v,
-                          "insert starvation intervals");
+  return lsim__insert_src(db, db->viv, db->ivpend[0].v, n, LSIM__IV_COLS,
+                          LSIM__IV_COLS, "insert starvation intervals");
 }
 
 /* Write every buffered row: events, iterations, requests, starvation
@@ -876,20 +946,40 @@ static lsim_err lsim__setup(lsim_db *db, lsim_errbuf *eb) {
     return rc;
 
   /* The statements, prepared once. */
-  if ((rc = lsim__prepare(db, LSIM__EV_SQL_COLS LSIM__EV_SQL_ROW, &db->ev1,
-                          eb)) ||
-      (rc = lsim__prepare_multi(db, LSIM__EV_SQL_COLS, LSIM__EV_SQL_ROW,
-                                &db->evn, eb)) ||
-      (rc = lsim__prepare_multi(db, LSIM__EVA_SQL_COLS, LSIM__EVA_SQL_ROW,
-                                &db->eva, eb)) ||
-      (rc = lsim__prepare(db, LSIM__RQ_SQL_COLS LSIM__RQ_SQL_ROW, &db->req,
+  if (sqlite3_create_module_v2(db->h, "lsim_rows", &lsim__vt_module,
+                               &db->src, NULL) != SQLITE_OK)
+    return lsim_fail(eb, LSIM_E_DB, "%s: register lsim_rows: %s", db->path,
+                     sqlite3_errmsg(db->h));
+  if ((rc = lsim__prepare(db,
+                          "INSERT INTO event_log(seq,tick,kind_detail,"
+                          "worker_tenant,attempt_adapter,request,generation,"
+                          "pages,bytes,value) SELECT c0,c1,c2,c3,c4,c5,c6,"
+                          "c7,c8,c9 FROM lsim_rows",
+                          &db->vev, eb)) ||
+      (rc = lsim__prepare(db,
+                          "INSERT INTO event_log(tick,kind_detail,"
+                          "worker_tenant,attempt_adapter,request,generation,"
+                          "pages,bytes,value) SELECT c0,c1,c2,c3,c4,c5,c6,"
+                          "c7,c8 FROM lsim_rows",
+                          &db->vea, eb)) ||
+      (rc = lsim__prepare(db,
+                          "INSERT INTO iteration_log(iter,worker_result,"
+                          "start_tick,end_tick,prefill_rows,decode_rows,reqs,"
+                          "adapters_segments,true_rank_rows,padded_rank_rows,"
+                          "backend_ns,model_ns,measured_ns,ctx_tokens) "
+                          "SELECT c0,c1,c2,c3,c4,c5,c6,c7,c8,c9,c10,c11,c12,"
+                          "c13 FROM lsim_rows",
+                          &db->vit, eb)) ||
+      (rc = lsim__prepare(db,
+                          "INSERT INTO starvation_log(worker_entity,"
+                          "start_tick,end_tick,codes) SELECT c0,c1,c2,c3 "
+                          "FROM lsim_rows",
+                          &db->viv, eb)))
+    return rc;
+  if ((rc = lsim__prepare(db, LSIM__RQ_SQL_COLS LSIM__RQ_SQL_ROW, &db->req,
                           eb)) ||
       (rc = lsim__prepare_multi(db, LSIM__RQ_SQL_COLS, LSIM__RQ_SQL_ROW,
                                 &db->reqn, eb)) ||
-      (rc = lsim__prepare(db, LSIM__IT_SQL_COLS LSIM__IT_SQL_ROW, &db->iter,
-                          eb)) ||
-      (rc = lsim__prepare_multi(db, LSIM__IT_SQL_COLS, LSIM__IT_SQL_ROW,
-                                &db->itn, eb)) ||
       (rc = lsim__prepare(db,
                           "INSERT INTO validations(run_id,iter,backend,"
                           "reference,max_abs_err,max_rel_err,exact) "
@@ -901,10 +991,6 @@ static lsim_err lsim__setup(lsim_db *db, lsim_errbuf *eb) {
                           "end_tick,model_ns,measured_ns) "
                           "VALUES(1,?,?,?,?,?,?,?,?,?,?,?,?)",
                           &db->lod, eb)) ||
-      (rc = lsim__prepare(db, LSIM__IV_SQL_COLS LSIM__IV_SQL_ROW, &db->stv,
-                          eb)) ||
-      (rc = lsim__prepare_multi(db, LSIM__IV_SQL_COLS, LSIM__IV_SQL_ROW,
-                                &db->stvn, eb)) ||
       (rc = lsim__prepare(db,
                           "INSERT INTO words(code,word) VALUES(?,?)",
                           &db->det, eb)) ||
@@ -989,21 +1075,18 @@ void lsim_db_close(lsim_db *db) {
         (db->state != LSIM__RUNNING ||
          sqlite3_exec(db->h, "COMMIT", NULL, NULL, NULL) != SQLITE_OK))
       sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);
-    sqlite3_finalize(db->ev1);
-    sqlite3_finalize(db->evn);
-    sqlite3_finalize(db->eva);
     sqlite3_finalize(db->req);
     sqlite3_finalize(db->reqn);
-    sqlite3_finalize(db->iter);
-    sqlite3_finalize(db->itn);
     sqlite3_finalize(db->sum);
     sqlite3_finalize(db->ten);
     sqlite3_finalize(db->adp);
     sqlite3_finalize(db->val);
     sqlite3_finalize(db->lod);
-    sqlite3_finalize(db->stv);
-    sqlite3_finalize(db->stvn);
     sqlite3_finalize(db->det);
+    sqlite3_finalize(db->vev);
+    sqlite3_finalize(db->vea);
+    sqlite3_finalize(db->vit);
+    sqlite3_finalize(db->viv);
     sqlite3_close_v2(db->h);
   }
   for (int i = 0; i < db->nwords; i++)
@@ -1233,7 +1316,7 @@ lsim_err lsim_db_event(void *ud, const lsim_event *ev) {
   r->v[7] = ev->bytes;
   r->v[8] = ev->value;
   db->events++;
-  if (db->npend == LSIM__ROWS && (rc = lsim__flush_events(db)))
+  if (db->npend == LSIM__VT_ROWS && (rc = lsim__flush_events(db)))
     return rc;
   return lsim__count_row(db);
 }
@@ -1300,7 +1383,7 @@ lsim_err lsim_db_iteration(lsim_db *db, const lsim_iter_record *it) {
   v[11] = it->model_ns;
   v[12] = it->measured_ns;
   v[13] = it->ctx_tokens;
-  if (db->nitpend == LSIM__ROWS && (rc = lsim__flush_iters(db)))
+  if (db->nitpend == LSIM__VT_ROWS && (rc = lsim__flush_iters(db)))
     return rc;
   return lsim__count_row(db);
 }
@@ -1366,7 +1449,7 @@ lsim_err lsim_db_interval(lsim_db *db, const lsim_interval *iv, int starved) {
   v[1] = iv->start;
   v[2] = iv->end;
   v[3] = (int64_t)((uint64_t)(uint32_t)starved << 32) | closed << 16 | kind;
-  if (++db->nivpend == LSIM__ROWS && (rc = lsim__flush_intervals(db)))
+  if (++db->nivpend == LSIM__VT_ROWS && (rc = lsim__flush_intervals(db)))
     return rc;
   return lsim__count_row(db);
 }

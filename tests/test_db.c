@@ -568,7 +568,8 @@ Test(db, duplicate_seq_fails_and_stays_running) {
   lsim_event ev;
   make_event(5, &ev); /* seq 5 again: the engine broke its contract */
   lsim_err rc = lsim_db_event(db, &ev);
-  for (int64_t i = 100; !rc && i < 200; i++) {
+  /* events are buffered (up to 1024, sim/db.c): append past two buffers */
+  for (int64_t i = 100; !rc && i < 2200; i++) {
     make_event(i, &ev);
     rc = lsim_db_event(db, &ev);
   }
