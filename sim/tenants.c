@@ -86,7 +86,7 @@ typedef struct lsim__tscan {
   lsim_tenant_fig *out;
 } lsim__tscan;
 
-/* One scan of the run's requests.  The first (sums set) counts every
+/* One scan of the run's requests.  The first (`first` set) counts every
 ** figure; lat and cold, when not NULL, are fed the latencies (the
 ** selections' passes). */
 static lsim_err lsim__tscan_run(sqlite3 *db, sqlite3_stmt *st, lsim__tscan *T,
