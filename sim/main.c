@@ -96,6 +96,10 @@ static void lsim__usage_replay(FILE *f) {
       "                     bare word is a string); repeatable, applied in\n"
       "                     order, recorded for --resume (docs/SCENARIO.md)\n"
       "  --no-plots         do not write gnuplot PNGs\n"
+      "  --summary-only     do not write the events and iterations rows\n"
+      "                     (the summary, requests, tenant and starvation\n"
+      "                     rows are written as always): for traces of tens\n"
+      "                     of millions of requests (docs/TRACES.md)\n"
       "  --quiet            no summary and no progress line\n"
       "  --json PATH        also write the summary as JSON: every printed\n"
       "                     figure, per tenant too (docs/SCHEMA.md)\n"
@@ -185,7 +189,8 @@ static int lsim__parse_seed(const char *s, uint64_t *out) {
 static int lsim__cmd_replay(int argc, char **argv) {
   enum { O_DB = 256, O_SEED, O_SCHED, O_EVICT, O_PREFETCH, O_BACKEND,
          O_NOPLOTS, O_QUIET, O_VERIFY, O_SKIP, O_PROFILE, O_RESUME,
-         O_TSHAPE, O_TLAYERS, O_SET, O_JSON, O_EXECUTE, O_CLOCK };
+         O_TSHAPE, O_TLAYERS, O_SET, O_JSON, O_EXECUTE, O_CLOCK,
+         O_SUMMARY };
   static const struct option opts[] = {
       {"db", required_argument, NULL, O_DB},
       {"seed", required_argument, NULL, O_SEED},
@@ -205,13 +210,14 @@ static int lsim__cmd_replay(int argc, char **argv) {
       {"json", required_argument, NULL, O_JSON},
       {"execute", required_argument, NULL, O_EXECUTE},
       {"clock", required_argument, NULL, O_CLOCK},
+      {"summary-only", no_argument, NULL, O_SUMMARY},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
   const char *db = NULL, *sched = NULL, *evict = NULL, *prefetch = NULL,
              *backend = NULL, *seed_s = NULL, *profile = NULL,
              *resume = NULL, *tlayers_s = NULL, *json = NULL,
              *execute_s = NULL, *clock_s = NULL;
-  int plots = 1, quiet = 0, verify = 0, skip = 0, c;
+  int plots = 1, quiet = 0, verify = 0, skip = 0, summary_only = 0, c;
   int tmodel = 0, tlayers = 0, nsets = 0;
   const char *sets[LSIM_SCENARIO_MAX_SETS];
   optind = 1;
@@ -231,6 +237,7 @@ static int lsim__cmd_replay(int argc, char **argv) {
     case O_JSON: json = optarg; break;
     case O_EXECUTE: execute_s = optarg; break;
     case O_CLOCK: clock_s = optarg; break;
+    case O_SUMMARY: summary_only = 1; break;
     case O_SET:
       if (nsets == LSIM_SCENARIO_MAX_SETS) {
         fprintf(stderr, "lorasim replay: error: E_USAGE: at most %d --set\n",
@@ -275,7 +282,7 @@ static int lsim__cmd_replay(int argc, char **argv) {
     /* the run's own choices come from DB; only output options combine */
     if (optind != argc || db || sched || evict || prefetch || backend ||
         seed_s || verify || skip || tmodel || tlayers || nsets || json ||
-        execute_s || clock_s) {
+        execute_s || clock_s || summary_only) {
       fprintf(stderr, "lorasim replay: error: E_USAGE: --resume DB takes no "
                       "scenario and no run options (they come from DB)\n");
       return 2;
@@ -375,7 +382,7 @@ static int lsim__cmd_replay(int argc, char **argv) {
                              i ? " " : "lorasim ", argv[i]);
 
   /* the options that override the scenario, recorded for --resume */
-  const char *ropts[2 * (14 + LSIM_SCENARIO_MAX_SETS) + 1];
+  const char *ropts[2 * (15 + LSIM_SCENARIO_MAX_SETS) + 1];
   char setnames[LSIM_SCENARIO_MAX_SETS][16];
   int nr = 0;
 #define LSIM__ROPT(cond, name, value) \
@@ -400,6 +407,7 @@ static int lsim__cmd_replay(int argc, char **argv) {
     LSIM__ROPT(1, setnames[i], sets[i])
   }
   LSIM__ROPT(!plots, "no-plots", "1")
+  LSIM__ROPT(summary_only, "summary-only", "1")
 #undef LSIM__ROPT
   ropts[nr] = NULL;
 
@@ -415,7 +423,8 @@ static int lsim__cmd_replay(int argc, char **argv) {
                         .tensor_model = tmodel,
                         .tensor_layers = tlayers,
                         .run_options = ropts,
-                        .json_path = json};
+                        .json_path = json,
+                        .summary_only = summary_only};
   lsim_summary sum;
   rc = lsim_replay_run(&sc, &o, &sum, &eb);
   if (rc) {

@@ -86,26 +86,91 @@ void lsim_metrics_iteration(lsim_metrics *m, int64_t distinct_adapters,
   m->padded_rank_rows += padded_rank_rows;
 }
 
-/* Per-request flags, by request id (ids are dense from 0). */
+/* Per-request flags, kept from queue_enqueued to the request record. */
 #define LSIM__RQ_COLD 1u    /* missed at queue_enqueued */
 #define LSIM__RQ_WAITING 2u /* counted in its tenant's in_system */
 #define LSIM__RQ_INSYS 4u   /* counted in its tenant's insys */
 
+static size_t lsim__rq_slot(const lsim_metrics *m, int64_t id) {
+  uint64_t h = (uint64_t)id * UINT64_C(0x9E3779B97F4A7C15);
+  return (size_t)(h >> 32) & (size_t)(m->rq_cap - 1);
+}
+
+/* The flags of request id, or NULL when the map has none. */
+static unsigned char *lsim__rq_find(lsim_metrics *m, int64_t id) {
+  if (id < 0 || m->rq_cap == 0)
+    return NULL;
+  for (size_t i = lsim__rq_slot(m, id);; i = (i + 1) & (size_t)(m->rq_cap - 1)) {
+    if (m->rq_id[i] == id)
+      return &m->rq_flags[i];
+    if (m->rq_id[i] < 0)
+      return NULL;
+  }
+}
+
+/* The flags of request id, a zero entry added when absent; NULL when the
+** map cannot grow (the projections lose this request, nothing else). */
 static unsigned char *lsim__rq(lsim_metrics *m, int64_t id) {
   if (id < 0)
     return NULL;
-  if (id >= m->cold_cap) {
-    int64_t cap = m->cold_cap ? m->cold_cap : 4096;
-    while (cap <= id)
-      cap *= 2;
-    unsigned char *p = realloc(m->cold, (size_t)cap);
-    if (!p)
-      return NULL; /* the projection loses this request, nothing else */
-    memset(p + m->cold_cap, 0, (size_t)(cap - m->cold_cap));
-    m->cold = p;
-    m->cold_cap = cap;
+  unsigned char *f = lsim__rq_find(m, id);
+  if (f)
+    return f;
+  if (2 * (m->rq_n + 1) > m->rq_cap) { /* keep the load at most 1/2 */
+    int64_t cap = m->rq_cap ? 2 * m->rq_cap : 1024;
+    int64_t *ids = malloc((size_t)cap * sizeof *ids);
+    unsigned char *fl = malloc((size_t)cap);
+    if (!ids || !fl) {
+      free(ids);
+      free(fl);
+      return NULL;
+    }
+    int64_t *old_id = m->rq_id, old_cap = m->rq_cap;
+    unsigned char *old_fl = m->rq_flags;
+    for (int64_t i = 0; i < cap; i++)
+      ids[i] = -1;
+    m->rq_id = ids;
+    m->rq_flags = fl;
+    m->rq_cap = cap;
+    for (int64_t i = 0; i < old_cap; i++) {
+      if (old_id[i] < 0)
+        continue;
+      size_t j = lsim__rq_slot(m, old_id[i]);
+      while (ids[j] >= 0)
+        j = (j + 1) & (size_t)(cap - 1);
+      ids[j] = old_id[i];
+      fl[j] = old_fl[i];
+    }
+    free(old_id);
+    free(old_fl);
   }
-  return &m->cold[id];
+  size_t i = lsim__rq_slot(m, id);
+  while (m->rq_id[i] >= 0)
+    i = (i + 1) & (size_t)(m->rq_cap - 1);
+  m->rq_id[i] = id;
+  m->rq_flags[i] = 0;
+  m->rq_n++;
+  return &m->rq_flags[i];
+}
+
+/* Request id leaves the map (its record came): backward-shift deletion,
+** so no tombstones pile up over a long run. */
+static void lsim__rq_drop(lsim_metrics *m, int64_t id) {
+  unsigned char *f = lsim__rq_find(m, id);
+  if (!f)
+    return;
+  size_t mask = (size_t)(m->rq_cap - 1), i = (size_t)(f - m->rq_flags);
+  for (size_t j = (i + 1) & mask; m->rq_id[j] >= 0; j = (j + 1) & mask) {
+    size_t home = lsim__rq_slot(m, m->rq_id[j]);
+    /* j's entry may move to the hole at i unless its home lies in (i, j] */
+    if (((j - home) & mask) >= ((j - i) & mask)) {
+      m->rq_id[i] = m->rq_id[j];
+      m->rq_flags[i] = m->rq_flags[j];
+      i = j;
+    }
+  }
+  m->rq_id[i] = -1;
+  m->rq_n--;
 }
 
 static int lsim__rank_bucket(int r) {
@@ -248,9 +313,7 @@ void lsim_metrics_event(lsim_metrics *m, const lsim_event *ev) {
     m->preemptions++;
     m->migrations += ev->detail && strcmp(ev->detail, "migrate") == 0;
     m->recompute_tokens += ev->value;
-    unsigned char *f = ev->request >= 0 && ev->request < m->cold_cap
-                           ? &m->cold[ev->request]
-                           : NULL;
+    unsigned char *f = lsim__rq_find(m, ev->request);
     if (f && !(*f & LSIM__RQ_WAITING)) {
       *f |= LSIM__RQ_WAITING; /* waiting for admission again */
       lsim__backlog(m, ev->tenant, +1);
@@ -258,9 +321,7 @@ void lsim_metrics_event(lsim_metrics *m, const lsim_event *ev) {
     break;
   }
   case LSIM_EV_KV_RESERVED: {
-    unsigned char *f = ev->request >= 0 && ev->request < m->cold_cap
-                           ? &m->cold[ev->request]
-                           : NULL;
+    unsigned char *f = lsim__rq_find(m, ev->request);
     if (f && (*f & LSIM__RQ_WAITING)) {
       *f &= (unsigned char)~LSIM__RQ_WAITING;
       lsim__backlog(m, ev->tenant, -1);
@@ -295,8 +356,8 @@ void lsim_metrics_event(lsim_metrics *m, const lsim_event *ev) {
       m->prefill_units += ev->value;
     else
       m->decode_units += ev->value;
-    if (ev->request >= 0 && ev->request < m->cold_cap &&
-        (m->cold[ev->request] & LSIM__RQ_COLD))
+    const unsigned char *rf = lsim__rq_find(m, ev->request);
+    if (rf && (*rf & LSIM__RQ_COLD))
       m->service_cold += ev->value;
     else
       m->service_resident += ev->value;
@@ -324,16 +385,17 @@ void lsim_metrics_event(lsim_metrics *m, const lsim_event *ev) {
 
 void lsim_metrics_request(lsim_metrics *m, const lsim_request_record *rec) {
   int t = rec->tenant >= 0 && rec->tenant < m->ntenants ? rec->tenant : -1;
-  if (rec->request >= 0 && rec->request < m->cold_cap &&
-      (m->cold[rec->request] & LSIM__RQ_WAITING)) {
-    m->cold[rec->request] &= (unsigned char)~LSIM__RQ_WAITING;
+  unsigned char *f = lsim__rq_find(m, rec->request);
+  if (f && (*f & LSIM__RQ_WAITING)) {
+    *f &= (unsigned char)~LSIM__RQ_WAITING;
     lsim__backlog(m, rec->tenant, -1);
   }
-  if (rec->request >= 0 && rec->request < m->cold_cap &&
-      (m->cold[rec->request] & LSIM__RQ_INSYS)) {
-    m->cold[rec->request] &= (unsigned char)~LSIM__RQ_INSYS;
+  if (f && (*f & LSIM__RQ_INSYS)) {
+    *f &= (unsigned char)~LSIM__RQ_INSYS;
     lsim__insys(m, rec->tenant, -1, rec->finish_tick);
   }
+  /* nothing reads a request's flags after its record */
+  lsim__rq_drop(m, rec->request);
   if (rec->prompt_tokens > m->max_prompt)
     m->max_prompt = rec->prompt_tokens;
   {
@@ -376,12 +438,16 @@ void lsim_metrics_release(lsim_metrics *m) {
   m->insys = m->busy_ticks = NULL;
   m->insys_since = NULL;
   free(m->loaded);
-  free(m->cold);
+  free(m->rq_id);
+  free(m->rq_flags);
+  m->rq_id = NULL;
+  m->rq_flags = NULL;
+  m->rq_cap = m->rq_n = 0;
   free(m->in_system);
   free(m->pair_hi);
   free(m->pair_lo);
   free(m->pair_on);
-  m->loaded = m->cold = m->pair_on = NULL;
+  m->loaded = m->pair_on = NULL;
   m->in_system = m->pair_hi = m->pair_lo = NULL;
   m->tenant_service = m->tenant_completed = NULL;
   m->tenant_rejected = m->tenant_unfinished = NULL;

@@ -14,40 +14,12 @@
 #include "db.h"
 #include "escape.h"
 #include "outfile.h"
-#include "pct.h"
+#include "pctl.h"
 #include "plot.h"
 #include "plot_run.h"
 #include "tenants.h"
 
 /* ---- exact percentiles from the requests table --------------------------- */
-
-/* A growing array of doubles for one metric's values; cap starts at the
-** registry's count of completed requests, an upper bound on the rows (one
-** allocation of the right size, no doubling). */
-typedef struct lsim__vals {
-  double *v;
-  int64_t n, cap;
-} lsim__vals;
-
-static int lsim__vals_push(lsim__vals *a, double x) {
-  if (a->n == a->cap) {
-    int64_t nc = a->cap ? 2 * a->cap : 4096;
-    double *nv = realloc(a->v, (size_t)nc * sizeof *nv);
-    if (!nv)
-      return -1;
-    a->v = nv;
-    a->cap = nc;
-  }
-  a->v[a->n++] = x;
-  return 0;
-}
-
-/* Nearest-rank p[0] <= p[1] of a's values into out; -1 when none. */
-static void lsim__vals_pct(lsim__vals *a, const double p[2], double out[2]) {
-  out[0] = out[1] = -1;
-  if (a->n > 0)
-    lsim_pct_nearest(a->v, a->n, p, 2, out);
-}
 
 #define LSIM__TTFT_EXPR "(first_token_tick - arrival_tick)"
 #define LSIM__TTFT_COND "first_token_tick IS NOT NULL"
@@ -74,11 +46,12 @@ lsim_err lsim_report_summarize(sqlite3 *db, const lsim_scenario *sc,
   ** (it was one query per percentile, then one per metric, plus count,
   ** sum and attainment queries): per row SQLite computes the TTFT, TBT and
   ** end-to-end expressions, their conditions and the SLO tests, exactly as
-  ** the former queries' WHERE and select lists did; the values go into
-  ** memory (8 bytes per value and metric, freed before returning, less than
-  ** the per-tenant figures take next) and a selection picks each
-  ** percentile.  The sums are exact in ticks, skip NULLs and fail on
-  ** overflow, as SQL's sum(). */
+  ** the former queries' WHERE and select lists did.  The values go to a
+  ** bounded selection (sim/pctl.h): they are kept and each percentile
+  ** selected when they fit its budget, otherwise the query runs again,
+  ** feeding only the values, until every percentile is narrowed down.  The
+  ** sums are exact in ticks, skip NULLs and fail on overflow, as SQL's
+  ** sum(). */
   char sql[1024];
   snprintf(sql, sizeof sql,
            "SELECT " LSIM__TTFT_COND ", " LSIM__TTFT_EXPR ", %s, "
@@ -87,55 +60,54 @@ lsim_err lsim_report_summarize(sqlite3 *db, const lsim_scenario *sc,
            "WHERE run_id=1 AND outcome='ok'",
            sc->slo_ttft_ms > 0 ? LSIM__TTFT_MEETS : "NULL",
            sc->slo_tbt_ms > 0 ? LSIM__TBT_MEETS : "NULL");
-  lsim__vals ttft = {0}, tbt = {0}, e2e = {0};
-  int64_t hint = m->requests_ok;
-  if (hint > 0 &&
-      (!(ttft.v = malloc((size_t)hint * sizeof *ttft.v)) ||
-       !(tbt.v = malloc((size_t)hint * sizeof *tbt.v)) ||
-       !(e2e.v = malloc((size_t)hint * sizeof *e2e.v)))) {
-    free(ttft.v);
-    free(tbt.v);
-    return lsim_fail(eb, LSIM_E_NOMEM,
-                     "out of memory for percentiles over %lld requests",
-                     (long long)hint);
-  }
-  if (hint > 0)
-    ttft.cap = tbt.cap = e2e.cap = hint;
   int64_t ttft_ticks = 0, out_tokens = 0, ttft_met = 0, tbt_met = 0;
   const char *why = NULL;
   sqlite3_stmt *st = NULL;
-  int step = SQLITE_ERROR;
+  int step = SQLITE_ERROR, tg[3][2];
+  lsim_pctl *sel = lsim_pctl_new(3, lsim_pctl_budget());
+  if (!sel)
+    return lsim_fail(eb, LSIM_E_NOMEM, "out of memory for percentiles");
+  for (int k = 0; k < 3; k++)
+    for (int i = 0; i < 2; i++)
+      if ((tg[k][i] = lsim_pctl_want(sel, k, pp[i])) < 0) {
+        lsim_pctl_free(sel);
+        return lsim_fail(eb, LSIM_E_NOMEM, "out of memory for percentiles");
+      }
   if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK) {
     sqlite3_bind_int64(st, 1, sc->ns_per_tick);
     sqlite3_bind_int64(st, 2, sc->slo_ttft_ms * 1000000);
     sqlite3_bind_int64(st, 3, sc->slo_tbt_ms * 1000000);
-    while ((step = sqlite3_step(st)) == SQLITE_ROW) {
-      if (sqlite3_column_int(st, 0)) { /* a first token: TTFT */
-        if (lsim__vals_push(&ttft, sqlite3_column_double(st, 1)))
-          goto nomem;
-        if (sqlite3_column_type(st, 1) != SQLITE_NULL &&
-            __builtin_add_overflow(ttft_ticks, sqlite3_column_int64(st, 1),
-                                   &ttft_ticks)) {
-          why = "integer overflow"; /* what SQL's sum() says */
+    for (int first = 1; !why && lsim_pctl_pass(sel); first = 0) {
+      while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+        if (sqlite3_column_int(st, 0)) { /* a first token: TTFT */
+          lsim_pctl_add(sel, 0, sqlite3_column_double(st, 1));
+          if (first && sqlite3_column_type(st, 1) != SQLITE_NULL &&
+              __builtin_add_overflow(ttft_ticks, sqlite3_column_int64(st, 1),
+                                     &ttft_ticks)) {
+            why = "integer overflow"; /* what SQL's sum() says */
+            break;
+          }
+          ttft_met += first && sqlite3_column_type(st, 2) != SQLITE_NULL &&
+                      sqlite3_column_int(st, 2) != 0;
+        }
+        if (sqlite3_column_int(st, 3)) { /* two tokens or more: TBT */
+          lsim_pctl_add(sel, 1, sqlite3_column_double(st, 4));
+          tbt_met += first && sqlite3_column_type(st, 5) != SQLITE_NULL &&
+                     sqlite3_column_int(st, 5) != 0;
+        }
+        lsim_pctl_add(sel, 2, sqlite3_column_double(st, 6));
+        if (first && sqlite3_column_type(st, 7) != SQLITE_NULL &&
+            __builtin_add_overflow(out_tokens, sqlite3_column_int64(st, 7),
+                                   &out_tokens)) {
+          why = "integer overflow";
           break;
         }
-        ttft_met += sqlite3_column_type(st, 2) != SQLITE_NULL &&
-                    sqlite3_column_int(st, 2) != 0;
       }
-      if (sqlite3_column_int(st, 3)) { /* two tokens or more: TBT */
-        if (lsim__vals_push(&tbt, sqlite3_column_double(st, 4)))
-          goto nomem;
-        tbt_met += sqlite3_column_type(st, 5) != SQLITE_NULL &&
-                   sqlite3_column_int(st, 5) != 0;
-      }
-      if (lsim__vals_push(&e2e, sqlite3_column_double(st, 6)))
-        goto nomem;
-      if (sqlite3_column_type(st, 7) != SQLITE_NULL &&
-          __builtin_add_overflow(out_tokens, sqlite3_column_int64(st, 7),
-                                 &out_tokens)) {
-        why = "integer overflow";
+      if (why || step != SQLITE_DONE)
         break;
-      }
+      sqlite3_reset(st);
+      if ((rc = lsim_pctl_end(sel, eb)))
+        goto done;
     }
   }
   if (why || step != SQLITE_DONE) {
@@ -143,33 +115,30 @@ lsim_err lsim_report_summarize(sqlite3 *db, const lsim_scenario *sc,
                    why ? why : sqlite3_errmsg(db));
     goto done;
   }
-  double v2[2];
-  lsim__vals_pct(&ttft, pp, v2);
-  s->ttft_p50_ms = v2[0] < 0 ? -1 : v2[0] * ms;
-  s->ttft_p99_ms = v2[1] < 0 ? -1 : v2[1] * ms;
-  s->slo_ttft_attain = lsim__attain(sc->slo_ttft_ms, ttft.n, ttft_met);
+  double v2[3][2];
+  for (int k = 0; k < 3; k++)
+    for (int i = 0; i < 2; i++) {
+      double x = lsim_pctl_value(sel, tg[k][i]);
+      v2[k][i] = isnan(x) ? -1 : x;
+    }
+  s->ttft_p50_ms = v2[0][0] < 0 ? -1 : v2[0][0] * ms;
+  s->ttft_p99_ms = v2[0][1] < 0 ? -1 : v2[0][1] * ms;
+  s->slo_ttft_attain =
+      lsim__attain(sc->slo_ttft_ms, lsim_pctl_count(sel, 0), ttft_met);
   /* the summary's _count and _sum (Prometheus text format): over the same
   ** requests as the quantiles, the sum exact in ticks */
-  s->ttft_count = ttft.n;
+  s->ttft_count = lsim_pctl_count(sel, 0);
   s->ttft_sum_seconds = (double)ttft_ticks * (double)sc->ns_per_tick / 1e9;
-  lsim__vals_pct(&tbt, pp, v2);
-  s->tbt_p50_ms = v2[0] < 0 ? -1 : v2[0] * ms;
-  s->tbt_p99_ms = v2[1] < 0 ? -1 : v2[1] * ms;
-  s->slo_tbt_attain = lsim__attain(sc->slo_tbt_ms, tbt.n, tbt_met);
-  lsim__vals_pct(&e2e, pp, v2);
-  s->e2e_p50_ms = v2[0] < 0 ? -1 : v2[0] * ms;
-  s->e2e_p99_ms = v2[1] < 0 ? -1 : v2[1] * ms;
+  s->tbt_p50_ms = v2[1][0] < 0 ? -1 : v2[1][0] * ms;
+  s->tbt_p99_ms = v2[1][1] < 0 ? -1 : v2[1][1] * ms;
+  s->slo_tbt_attain =
+      lsim__attain(sc->slo_tbt_ms, lsim_pctl_count(sel, 1), tbt_met);
+  s->e2e_p50_ms = v2[2][0] < 0 ? -1 : v2[2][0] * ms;
+  s->e2e_p99_ms = v2[2][1] < 0 ? -1 : v2[2][1] * ms;
   rc = 0;
-  goto done;
-nomem:
-  rc = lsim_fail(eb, LSIM_E_NOMEM,
-                 "out of memory for percentiles over %lld requests",
-                 (long long)e2e.n);
 done:
   sqlite3_finalize(st);
-  free(ttft.v);
-  free(tbt.v);
-  free(e2e.v);
+  lsim_pctl_free(sel);
   if (rc)
     return rc;
   s->max_wait_ms = (double)m->max_wait_ticks * ms;

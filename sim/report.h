@@ -64,8 +64,15 @@ typedef struct lsim_metrics {
   /* completed service projections (article 0x09M): resident vs
   ** cold-loaded request (missed at queue_enqueued), rank bucket
   ** (ceil-pow2 of the adapter's rank: <=8, 16, 32, 64, >64), phase */
-  unsigned char *cold;         /* bit per request id: missed at enqueue */
-  int64_t cold_cap;            /* bytes of `cold` */
+  /* per-request flags (cold, waiting, in the system) of the requests
+  ** between queue_enqueued and their request record only: an
+  ** open-addressing map by request id (linear probing, `rq_cap` a power
+  ** of two, id -1 an empty slot), so it holds the requests in flight, not
+  ** one byte per request of the trace.  Never iterated: no order of it
+  ** reaches a figure. */
+  int64_t *rq_id;
+  unsigned char *rq_flags;
+  int64_t rq_cap, rq_n;
   int64_t service_resident, service_cold;
   int64_t service_rank[5];
   /* backlogged service gap (VTC's guarantee is about clients that are

@@ -107,6 +107,7 @@ lsim_err lsim_resume_read(const char *db_path, lsim_resume_info *ri,
     ri->skip_bad_rows = lsim_runid_get(&ri->id, "skip-bad-rows") != NULL;
     ri->verify = lsim_runid_get(&ri->id, "verify") != NULL;
     ri->no_plots = lsim_runid_get(&ri->id, "no-plots") != NULL;
+    ri->summary_only = lsim_runid_get(&ri->id, "summary-only") != NULL;
     ri->tensor_model = (v = lsim_runid_get(&ri->id, "tensor-shape")) &&
                        strcmp(v, "model") == 0;
     ri->tensor_layers =
@@ -264,6 +265,7 @@ static int lsim__resume_locked(const char *db_path, int quiet, int no_plots,
                         .verify = ri.verify,
                         .tensor_model = ri.tensor_model,
                         .tensor_layers = ri.tensor_layers,
+                        .summary_only = ri.summary_only,
                         .lock_held = 1,
                         .run_options = ropts};
   lsim_summary sum;

@@ -38,7 +38,7 @@ typedef struct lsim_resume_info {
   char command_line[1024];
   lsim_runid id; /* the recorded inputs and options (run_inputs, run_options) */
   /* flags from the recorded options that the columns do not hold */
-  int skip_bad_rows, verify, no_plots;
+  int skip_bad_rows, verify, no_plots, summary_only;
   int tensor_model, tensor_layers; /* --tensor-shape model, --tensor-layers */
 } lsim_resume_info;
 

@@ -2,12 +2,13 @@
 ** tenants.c: the per-tenant figures (tenants.h) -- computed from the run's
 ** rows, stored, printed and written as Prometheus text.
 **
-** One scan of `requests` gives every count, sum and demand, and keeps one
-** small record per completed request (tenant, cold, window, TTFT, TBT,
-** end-to-end: 40 bytes, freed before returning) for the percentiles, taken
-** by nearest rank like the run's own (report.h): the p-th percentile of N
-** values is the ceil(p*N/100)-th smallest.  The all-tenants row is taken
-** over the same values, so its p50 and p99 are the runs_summary figures.
+** One scan of `requests` gives every count, sum and demand; the
+** percentiles, taken by nearest rank like the run's own (report.h: the
+** p-th percentile of N values is the ceil(p*N/100)-th smallest), are exact
+** selections in a bounded budget over that scan and the few more they ask
+** for (sim/pctl.h), so memory does not grow with the run.  The all-tenants
+** row is taken over the same values, so its p50 and p99 are the
+** runs_summary figures.
 */
 #include "tenants.h"
 
@@ -17,7 +18,7 @@
 
 #include "db.h"
 #include "escape.h"
-#include "pct.h"
+#include "pctl.h"
 
 static const struct {
   const char *key;
@@ -59,153 +60,170 @@ const char *lsim_tenants_num(char *out, size_t size, double v) {
 
 /* ---- computing ------------------------------------------------------------ */
 
-/* A completed request, as the percentiles need it. */
-typedef struct lsim__done {
-  int tenant, cold;
-  int64_t window;
-  int64_t ttft;  /* ticks; -1: no first token */
-  double tbt;    /* ticks per token; -1: fewer than two tokens */
-  int64_t e2e;   /* ticks */
-} lsim__done;
+/* Groups of the latency selection: (row, metric) for the rows 0..nt (the
+** tenants, then all) and the metrics 0 TTFT, 1 TBT, 2 end-to-end, each
+** with its p50, p90 and p99. */
+#define LSIM__LAT(r, m) ((r) * 3 + (m))
+/* Groups of the cold selection: (tenant, window, cold) of the matched
+** windows, each with its p50, then (row, cold) pooled over them. */
+#define LSIM__WIN(t, w, c) ((((t) * LSIM_TENANTS_WINDOWS) + (w)) * 2 + (c))
+#define LSIM__POOL(nt, r, c) \
+  ((nt) * LSIM_TENANTS_WINDOWS * 2 + (r) * 2 + (c))
 
-/* Nearest-rank p50, p90, p99 of v[0..n) (reorders it) times `scale`, into
-** out[0..3); NAN when n is 0. */
-static void lsim__pct3(double *v, int64_t n, double scale, double *out) {
-  static const double p[3] = {50, 90, 99};
-  if (n == 0) {
-    out[0] = out[1] = out[2] = NAN;
-    return;
-  }
-  lsim_pct_nearest(v, n, p, 3, out);
-  for (int i = 0; i < 3; i++)
-    out[i] *= scale;
-}
+/* integer sums of the time breakdown per row */
+enum { LSIM__S_QUEUE, LSIM__S_LOAD, LSIM__S_PREFILL, LSIM__S_DECODE,
+       LSIM__S_N };
 
-/* Order by tenant, window, cold (the matched-window groups). */
-static int lsim__cmp_done(const void *a, const void *b) {
-  const lsim__done *x = a, *y = b;
-  if (x->tenant != y->tenant)
-    return x->tenant < y->tenant ? -1 : 1;
-  if (x->window != y->window)
-    return x->window < y->window ? -1 : 1;
-  return (x->cold > y->cold) - (x->cold < y->cold);
-}
+typedef struct lsim__tscan {
+  const lsim_scenario *sc;
+  int nt;
+  int64_t window;          /* ticks per cold-comparison window */
+  int64_t completed;       /* the registry's count of completed requests */
+  int64_t (*sum)[LSIM__S_N]; /* [nt + 1] */
+  double (*lsum)[3];       /* [nt + 1] latency sums, in scan order */
+  int64_t *wcount;         /* [nt * windows * 2] completed with a first token */
+  unsigned char *matched;  /* [nt * windows] cold and warm both there */
+  lsim_tenant_fig *out;
+} lsim__tscan;
 
-/* Per row r (0..nt: the tenants, then all) the percentiles of the metric
-** `which` (0 TTFT, 1 TBT, 2 end-to-end) of the requests in d[0..n), and
-** the count and sum behind them. */
-static void lsim__latency(const lsim__done *d, int64_t n, int nt, int which,
-                          double *buf, double ms, lsim_tenant_fig *out) {
-  static const int first[3] = {LSIM_TF_TTFT_P50, LSIM_TF_TBT_P50,
-                               LSIM_TF_E2E_P50};
-  for (int r = 0; r <= nt; r++) {
-    int64_t k = 0;
-    double sum = 0;
-    for (int64_t i = 0; i < n; i++) {
-      if (r < nt && d[i].tenant != r)
-        continue;
-      double x = which == 0 ? (double)d[i].ttft
-                 : which == 1 ? d[i].tbt
-                              : (double)d[i].e2e;
-      if (x < 0)
-        continue;
-      buf[k++] = x;
-      sum += x;
-    }
-    int64_t *cnt = which == 0 ? &out[r].n_ttft
-                   : which == 1 ? &out[r].n_tbt
-                                : &out[r].n_e2e;
-    double *s = which == 0 ? &out[r].sum_ttft
-                : which == 1 ? &out[r].sum_tbt
-                             : &out[r].sum_e2e;
-    *cnt = k;
-    *s = sum;
-    lsim__pct3(buf, k, ms, &out[r].v[first[which]]);
-  }
-}
-
-/* Cold vs warm TTFT of each tenant within matched windows: the windows
-** (arrival_tick / window) in which the tenant had at least one completed
-** cold request and one completed warm one, both with a first token.  The
-** cost is the mean over those windows of (p50 cold - p50 warm) in the
-** window, weighted by the window's cold requests.  d is sorted by tenant,
-** window, cold. */
-static void lsim__cold(const lsim__done *d, int64_t n, int nt, double *cold,
-                       double *warm, double ms, lsim_tenant_fig *out) {
-  for (int r = 0; r <= nt; r++) {
-    int64_t nc = 0, nw = 0;
-    double diff = 0; /* sum over windows of cold count * (p50 cold - warm) */
-    for (int64_t i = 0; i < n;) {
-      int64_t j = i;
-      int has_cold = 0, has_warm = 0;
-      while (j < n && d[j].tenant == d[i].tenant &&
-             d[j].window == d[i].window) {
-        has_cold |= d[j].cold;
-        has_warm |= !d[j].cold;
-        j++;
+/* One scan of the run's requests.  The first (`first` set) counts every
+** figure; lat and cold, when not NULL, are fed the latencies (the
+** selections' passes). */
+static lsim_err lsim__tscan_run(sqlite3 *db, sqlite3_stmt *st, lsim__tscan *T,
+                                int first, lsim_pctl *lat, lsim_pctl *cold,
+                                lsim_errbuf *eb) {
+  int nt = T->nt, step;
+  int64_t nok = 0;
+  while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+    int t = sqlite3_column_int(st, 0);
+    if (sqlite3_column_type(st, 0) == SQLITE_NULL || t < 0 || t >= nt)
+      return lsim_fail(eb, LSIM_E_DB, "tenant figures: a request row names "
+                                      "tenant %d of %d", t, nt);
+    const char *oc = (const char *)sqlite3_column_text(st, 5);
+    int ok = oc && strcmp(oc, "ok") == 0;
+    int refused = oc && (strcmp(oc, "rejected") == 0 ||
+                         strcmp(oc, "cancelled") == 0);
+    int is_cold = sqlite3_column_int(st, 6);
+    int rows[2] = {t, nt};
+    if (first) {
+      int64_t demand = sqlite3_column_int64(st, 12) +
+                       sqlite3_column_int64(st, 13) - 1;
+      for (int k = 0; k < 2; k++) {
+        double *v = T->out[rows[k]].v;
+        v[LSIM_TF_ARRIVED] += 1;
+        v[ok ? LSIM_TF_COMPLETED
+             : refused ? LSIM_TF_REJECTED : LSIM_TF_UNFINISHED] += 1;
+        v[LSIM_TF_OUTPUT_TOKENS] += (double)sqlite3_column_int64(st, 4);
+        v[LSIM_TF_DEMAND] += (double)demand;
+        v[LSIM_TF_PREEMPTIONS] += sqlite3_column_int(st, 11);
+        v[LSIM_TF_COLD_REQUESTS] += is_cold;
+        if (ok)
+          for (int s = 0; s < LSIM__S_N; s++)
+            T->sum[rows[k]][s] += sqlite3_column_int64(st, 7 + s);
       }
-      if (has_cold && has_warm && (r == nt || d[i].tenant == r)) {
-        int64_t c0 = nc, w0 = nw;
-        for (int64_t k = i; k < j; k++) {
-          if (d[k].cold)
-            cold[nc++] = (double)d[k].ttft;
-          else
-            warm[nw++] = (double)d[k].ttft;
-        }
-        /* the window's own medians (selecting in a segment leaves the pool
-        ** a permutation, which the pooled percentiles below select in again) */
-        double gc[3], gw[3];
-        lsim__pct3(cold + c0, nc - c0, 1.0, gc);
-        lsim__pct3(warm + w0, nw - w0, 1.0, gw);
-        diff += (double)(nc - c0) * (gc[0] - gw[0]);
-      }
-      i = j;
     }
-    double pc[3], pw[3];
-    lsim__pct3(cold, nc, ms, pc);
-    lsim__pct3(warm, nw, ms, pw);
-    out[r].v[LSIM_TF_COLD_COMPARED] = (double)nc;
-    out[r].v[LSIM_TF_WARM_COMPARED] = (double)nw;
-    out[r].v[LSIM_TF_TTFT_COLD_P50] = pc[0];
-    out[r].v[LSIM_TF_TTFT_WARM_P50] = pw[0];
-    /* within-window differences, weighted by the window's cold requests:
-    ** pooled medians would compare early cold requests with later warm
-    ** ones, and under a growing queue that flips the sign */
-    out[r].v[LSIM_TF_COLD_TTFT_COST] = nc && nw ? diff / (double)nc * ms : NAN;
+    if (!ok)
+      continue;
+    if (first && ++nok > T->completed)
+      return lsim_fail(eb, LSIM_E_BUG, "tenant figures: more completed "
+                       "requests than the registry counted (%lld)",
+                       (long long)T->completed);
+    int64_t arr = sqlite3_column_int64(st, 1),
+            fin = sqlite3_column_int64(st, 3);
+    int out_tok = sqlite3_column_int(st, 4);
+    int64_t ttft = sqlite3_column_type(st, 2) == SQLITE_NULL
+                       ? -1
+                       : sqlite3_column_int64(st, 2) - arr;
+    double x[3];
+    x[0] = (double)ttft;
+    x[1] = ttft >= 0 && out_tok >= 2
+               ? (double)(fin - sqlite3_column_int64(st, 2)) /
+                     (double)(out_tok - 1)
+               : -1;
+    x[2] = (double)(fin - arr);
+    for (int m = 0; m < 3; m++) {
+      if (x[m] < 0)
+        continue;
+      for (int k = 0; k < 2; k++) {
+        if (first)
+          T->lsum[rows[k]][m] += x[m];
+        if (lat)
+          lsim_pctl_add(lat, LSIM__LAT(rows[k], m), x[m]);
+      }
+    }
+    /* cold vs warm: only requests with a first token take part */
+    if (ttft < 0)
+      continue;
+    int64_t w = arr / T->window;
+    if (w < 0 || w >= LSIM_TENANTS_WINDOWS)
+      return lsim_fail(eb, LSIM_E_BUG, "tenant figures: arrival tick %lld "
+                       "outside the %d windows of %lld ticks",
+                       (long long)arr, LSIM_TENANTS_WINDOWS,
+                       (long long)T->window);
+    int c = is_cold != 0;
+    if (first)
+      T->wcount[LSIM__WIN(t, w, c)]++;
+    if (cold && T->matched[t * LSIM_TENANTS_WINDOWS + w]) {
+      lsim_pctl_add(cold, LSIM__WIN(t, w, c), (double)ttft);
+      lsim_pctl_add(cold, LSIM__POOL(nt, t, c), (double)ttft);
+      lsim_pctl_add(cold, LSIM__POOL(nt, nt, c), (double)ttft);
+    }
   }
+  if (step != SQLITE_DONE)
+    return lsim_fail(eb, LSIM_E_DB, "tenant figures: %s", sqlite3_errmsg(db));
+  sqlite3_reset(st);
+  return 0;
 }
 
+/* The figures.  Percentiles are exact nearest-rank selections in a
+** bounded budget (sim/pctl.h): a run whose latencies fit in it takes two
+** scans of `requests` (the second for the cold comparison, whose windows
+** are known after the first), a longer one a few more; memory does not
+** grow with the run. */
 lsim_err lsim_tenants_compute(sqlite3 *db, const lsim_scenario *sc,
                               const int64_t *service, int64_t completed,
                               const int64_t *svc_longest,
                               const int64_t *svc_starved,
                               lsim_tenant_fig *out, lsim_errbuf *eb) {
   int nt = sc->ntenants;
+  const int W = LSIM_TENANTS_WINDOWS;
   double ms = (double)sc->ns_per_tick / 1e6;
-  /* integer sums per row (nt + 1 of them) */
-  enum { S_QUEUE, S_LOAD, S_PREFILL, S_DECODE, S_N };
-  int64_t(*sum)[S_N] = calloc((size_t)nt + 1, sizeof *sum);
-  lsim__done *d = NULL;
-  double *buf = NULL;
-  int64_t n = 0, cap = 0;
+  static const double p3[3] = {50, 90, 99};
+  static const int first_fig[3] = {LSIM_TF_TTFT_P50, LSIM_TF_TBT_P50,
+                                   LSIM_TF_E2E_P50};
+  lsim__tscan T = {sc, nt, 1, completed, NULL, NULL, NULL, NULL, out};
+  lsim_pctl *lat = NULL, *cold = NULL;
+  int *lat_t = NULL, *win_t = NULL, pool_t[2 * (LSIM_MAX_TENANTS + 1)];
   sqlite3_stmt *st = NULL;
   lsim_err rc = 0;
-  if (!sum)
-    return lsim_fail(eb, LSIM_E_NOMEM, "out of memory for tenant figures");
+  int64_t budget = lsim_pctl_budget();
   for (int r = 0; r <= nt; r++) {
     memset(&out[r], 0, sizeof out[r]);
     out[r].tenant = r < nt ? r : -1;
   }
-  /* completed requests: the registry's count, an exact size */
-  if (completed > 0) {
-    cap = completed;
-    if (!(d = malloc((size_t)cap * sizeof *d))) {
-      free(sum);
-      return lsim_fail(eb, LSIM_E_NOMEM, "out of memory for tenant figures");
-    }
+  T.sum = calloc((size_t)nt + 1, sizeof *T.sum);
+  T.lsum = calloc((size_t)nt + 1, sizeof *T.lsum);
+  T.wcount = calloc((size_t)nt * (size_t)W * 2, sizeof *T.wcount);
+  T.matched = calloc((size_t)nt * (size_t)W, 1);
+  lat_t = malloc(((size_t)nt + 1) * 9 * sizeof *lat_t);
+  win_t = malloc((size_t)nt * (size_t)W * 2 * sizeof *win_t);
+  /* half the budget each: the two selections share the later scans */
+  lat = lsim_pctl_new((nt + 1) * 3, budget / 2);
+  cold = lsim_pctl_new(nt * W * 2 + (nt + 1) * 2, budget / 2);
+  if (!T.sum || !T.lsum || !T.wcount || !T.matched || !lat_t || !win_t ||
+      !lat || !cold) {
+    rc = lsim_fail(eb, LSIM_E_NOMEM, "out of memory for tenant figures");
+    goto done;
   }
+  for (int r = 0; r <= nt; r++)
+    for (int m = 0; m < 3; m++)
+      for (int i = 0; i < 3; i++)
+        if ((lat_t[(r * 3 + m) * 3 + i] =
+                 lsim_pctl_want(lat, LSIM__LAT(r, m), p3[i])) < 0) {
+          rc = lsim_fail(eb, LSIM_E_NOMEM, "out of memory for tenant figures");
+          goto done;
+        }
   /* the cold comparison's window, from the trace's arrivals */
-  int64_t window = 1;
   if (sqlite3_prepare_v2(db,
                          "SELECT coalesce(max(arrival_tick), 0) FROM requests "
                          "WHERE run_id=1",
@@ -214,11 +232,11 @@ lsim_err lsim_tenants_compute(sqlite3 *db, const lsim_scenario *sc,
     rc = lsim_fail(eb, LSIM_E_DB, "tenant figures: %s", sqlite3_errmsg(db));
     goto done;
   }
-  window = sqlite3_column_int64(st, 0) / LSIM_TENANTS_WINDOWS + 1;
+  T.window = sqlite3_column_int64(st, 0) / W + 1;
   sqlite3_finalize(st);
   st = NULL;
   for (int r = 0; r <= nt; r++)
-    out[r].window_ticks = window;
+    out[r].window_ticks = T.window;
   if (sqlite3_prepare_v2(db,
                          "SELECT tenant, arrival_tick, first_token_tick, "
                          "finish_tick, output_tokens, outcome, cold, "
@@ -229,88 +247,103 @@ lsim_err lsim_tenants_compute(sqlite3 *db, const lsim_scenario *sc,
     rc = lsim_fail(eb, LSIM_E_DB, "tenant figures: %s", sqlite3_errmsg(db));
     goto done;
   }
-  int step;
-  while ((step = sqlite3_step(st)) == SQLITE_ROW) {
-    int t = sqlite3_column_int(st, 0);
-    if (sqlite3_column_type(st, 0) == SQLITE_NULL || t < 0 || t >= nt) {
-      rc = lsim_fail(eb, LSIM_E_DB, "tenant figures: a request row names "
-                                    "tenant %d of %d", t, nt);
-      goto done;
-    }
-    const char *oc = (const char *)sqlite3_column_text(st, 5);
-    int ok = oc && strcmp(oc, "ok") == 0;
-    int refused = oc && (strcmp(oc, "rejected") == 0 ||
-                         strcmp(oc, "cancelled") == 0);
-    int cold = sqlite3_column_int(st, 6);
-    int64_t demand = sqlite3_column_int64(st, 12) +
-                     sqlite3_column_int64(st, 13) - 1;
-    int rows[2] = {t, nt};
-    for (int k = 0; k < 2; k++) {
-      double *v = out[rows[k]].v;
-      v[LSIM_TF_ARRIVED] += 1;
-      v[ok ? LSIM_TF_COMPLETED
-           : refused ? LSIM_TF_REJECTED : LSIM_TF_UNFINISHED] += 1;
-      v[LSIM_TF_OUTPUT_TOKENS] += (double)sqlite3_column_int64(st, 4);
-      v[LSIM_TF_DEMAND] += (double)demand;
-      v[LSIM_TF_PREEMPTIONS] += sqlite3_column_int(st, 11);
-      v[LSIM_TF_COLD_REQUESTS] += cold;
-      if (ok)
-        for (int s = 0; s < S_N; s++)
-          sum[rows[k]][s] += sqlite3_column_int64(st, 7 + s);
-    }
-    if (!ok)
-      continue;
-    if (n == cap) { /* more completed rows than the registry counted */
-      rc = lsim_fail(eb, LSIM_E_BUG, "tenant figures: more completed "
-                     "requests than the registry counted (%lld)",
-                     (long long)cap);
-      goto done;
-    }
-    int64_t arr = sqlite3_column_int64(st, 1),
-            fin = sqlite3_column_int64(st, 3);
-    int out_tok = sqlite3_column_int(st, 4);
-    lsim__done *q = &d[n++];
-    q->tenant = t;
-    q->cold = cold != 0;
-    q->window = arr / window;
-    q->ttft = sqlite3_column_type(st, 2) == SQLITE_NULL
-                  ? -1
-                  : sqlite3_column_int64(st, 2) - arr;
-    q->tbt = q->ttft >= 0 && out_tok >= 2
-                 ? (double)(fin - sqlite3_column_int64(st, 2)) /
-                       (double)(out_tok - 1)
-                 : -1;
-    q->e2e = fin - arr;
-  }
-  if (step != SQLITE_DONE) {
-    rc = lsim_fail(eb, LSIM_E_DB, "tenant figures: %s", sqlite3_errmsg(db));
+  /* scan 1: every count and sum, the latencies' first pass, the windows'
+  ** cold and warm counts */
+  lsim_pctl_pass(lat);
+  if ((rc = lsim__tscan_run(db, st, &T, 1, lat, NULL, eb)) ||
+      (rc = lsim_pctl_end(lat, eb)))
     goto done;
+  /* the matched windows, and what the cold comparison asks */
+  for (int t = 0; t < nt; t++)
+    for (int w = 0; w < W; w++) {
+      int m = T.wcount[LSIM__WIN(t, w, 1)] > 0 &&
+              T.wcount[LSIM__WIN(t, w, 0)] > 0;
+      T.matched[t * W + w] = (unsigned char)m;
+      for (int c = 0; c < 2; c++) {
+        int *ti = &win_t[LSIM__WIN(t, w, c)];
+        *ti = -1;
+        if (m && (*ti = lsim_pctl_want(cold, LSIM__WIN(t, w, c), 50)) < 0) {
+          rc = lsim_fail(eb, LSIM_E_NOMEM, "out of memory for tenant figures");
+          goto done;
+        }
+      }
+    }
+  for (int r = 0; r <= nt; r++)
+    for (int c = 0; c < 2; c++)
+      if ((pool_t[r * 2 + c] =
+               lsim_pctl_want(cold, LSIM__POOL(nt, r, c), 50)) < 0) {
+        rc = lsim_fail(eb, LSIM_E_NOMEM, "out of memory for tenant figures");
+        goto done;
+      }
+  /* further scans while either selection needs one */
+  for (;;) {
+    int pl = lsim_pctl_pass(lat), pc = lsim_pctl_pass(cold);
+    if (!pl && !pc)
+      break;
+    if ((rc = lsim__tscan_run(db, st, &T, 0, pl ? lat : NULL,
+                              pc ? cold : NULL, eb)) ||
+        (pl && (rc = lsim_pctl_end(lat, eb))) ||
+        (pc && (rc = lsim_pctl_end(cold, eb))))
+      goto done;
   }
-  /* latencies: one buffer reused for every row and metric */
-  if (n > 0 && !(buf = malloc((size_t)n * 2 * sizeof *buf))) {
-    rc = lsim_fail(eb, LSIM_E_NOMEM, "out of memory for tenant figures");
-    goto done;
+  /* latencies: count, sum and percentiles per row */
+  for (int r = 0; r <= nt; r++)
+    for (int m = 0; m < 3; m++) {
+      int64_t k = lsim_pctl_count(lat, LSIM__LAT(r, m));
+      int64_t *cnt = m == 0 ? &out[r].n_ttft
+                     : m == 1 ? &out[r].n_tbt
+                              : &out[r].n_e2e;
+      double *sp = m == 0 ? &out[r].sum_ttft
+                   : m == 1 ? &out[r].sum_tbt
+                            : &out[r].sum_e2e;
+      *cnt = k;
+      *sp = T.lsum[r][m];
+      for (int i = 0; i < 3; i++)
+        out[r].v[first_fig[m] + i] =
+            lsim_pctl_value(lat, lat_t[(r * 3 + m) * 3 + i]) * ms;
+    }
+  /* Cold vs warm TTFT of each tenant within matched windows: the windows
+  ** (arrival_tick / window) in which the tenant had at least one completed
+  ** cold request and one completed warm one, both with a first token.  The
+  ** cost is the mean over those windows of (p50 cold - p50 warm) in the
+  ** window, weighted by the window's cold requests: pooled medians would
+  ** compare early cold requests with later warm ones, and under a growing
+  ** queue that flips the sign.  Windows in (tenant, window) order. */
+  for (int r = 0; r <= nt; r++) {
+    double diff = 0;
+    for (int t = 0; t < nt; t++) {
+      if (r < nt && t != r)
+        continue;
+      for (int w = 0; w < W; w++) {
+        if (!T.matched[t * W + w])
+          continue;
+        double gc = lsim_pctl_value(cold, win_t[LSIM__WIN(t, w, 1)]);
+        double gw = lsim_pctl_value(cold, win_t[LSIM__WIN(t, w, 0)]);
+        diff += (double)T.wcount[LSIM__WIN(t, w, 1)] * (gc - gw);
+      }
+    }
+    int64_t nc = lsim_pctl_count(cold, LSIM__POOL(nt, r, 1)),
+            nw = lsim_pctl_count(cold, LSIM__POOL(nt, r, 0));
+    out[r].v[LSIM_TF_COLD_COMPARED] = (double)nc;
+    out[r].v[LSIM_TF_WARM_COMPARED] = (double)nw;
+    out[r].v[LSIM_TF_TTFT_COLD_P50] = lsim_pctl_value(cold, pool_t[r * 2 + 1]) * ms;
+    out[r].v[LSIM_TF_TTFT_WARM_P50] = lsim_pctl_value(cold, pool_t[r * 2]) * ms;
+    out[r].v[LSIM_TF_COLD_TTFT_COST] = nc && nw ? diff / (double)nc * ms : NAN;
   }
-  for (int which = 0; which < 3; which++)
-    lsim__latency(d, n, nt, which, buf, ms, out);
-  /* cold vs warm: only requests with a first token take part */
-  int64_t k = 0;
-  for (int64_t i = 0; i < n; i++)
-    if (d[i].ttft >= 0)
-      d[k++] = d[i];
-  if (k > 1)
-    qsort(d, (size_t)k, sizeof *d, lsim__cmp_done);
-  lsim__cold(d, k, nt, buf, buf + n, ms, out);
   /* means of the breakdown over completed requests; service and demand */
   double svc_all = 0;
   for (int t = 0; t < nt; t++)
     svc_all += (double)service[t];
   for (int r = 0; r <= nt; r++) {
     double *v = out[r].v, c = v[LSIM_TF_COMPLETED];
-    v[LSIM_TF_QUEUE_WAIT_MEAN] = c > 0 ? (double)sum[r][S_QUEUE] / c * ms : NAN;
-    v[LSIM_TF_LOAD_WAIT_MEAN] = c > 0 ? (double)sum[r][S_LOAD] / c * ms : NAN;
-    v[LSIM_TF_PREFILL_MEAN] = c > 0 ? (double)sum[r][S_PREFILL] / c * ms : NAN;
-    v[LSIM_TF_DECODE_MEAN] = c > 0 ? (double)sum[r][S_DECODE] / c * ms : NAN;
+    v[LSIM_TF_QUEUE_WAIT_MEAN] =
+        c > 0 ? (double)T.sum[r][LSIM__S_QUEUE] / c * ms : NAN;
+    v[LSIM_TF_LOAD_WAIT_MEAN] =
+        c > 0 ? (double)T.sum[r][LSIM__S_LOAD] / c * ms : NAN;
+    v[LSIM_TF_PREFILL_MEAN] =
+        c > 0 ? (double)T.sum[r][LSIM__S_PREFILL] / c * ms : NAN;
+    v[LSIM_TF_DECODE_MEAN] =
+        c > 0 ? (double)T.sum[r][LSIM__S_DECODE] / c * ms : NAN;
     v[LSIM_TF_SERVICE] = r < nt ? (double)service[r] : svc_all;
     v[LSIM_TF_SERVICE_SHARE] =
         svc_all > 0 ? v[LSIM_TF_SERVICE] / svc_all : NAN;
@@ -333,9 +366,14 @@ lsim_err lsim_tenants_compute(sqlite3 *db, const lsim_scenario *sc,
   }
 done:
   sqlite3_finalize(st);
-  free(sum);
-  free(d);
-  free(buf);
+  free(T.sum);
+  free(T.lsum);
+  free(T.wcount);
+  free(T.matched);
+  free(lat_t);
+  free(win_t);
+  lsim_pctl_free(lat);
+  lsim_pctl_free(cold);
   return rc;
 }
 

@@ -98,8 +98,9 @@ const char *lsim_tenants_name(const lsim_scenario *sc,
 ** figures per tenant: completed service (service[ntenants]), the longest
 ** service-starvation interval in ticks (svc_longest[ntenants], INT64_MIN
 ** for none) and the starved ones among them (svc_starved[ntenants]), and
-** the count of completed requests (completed: the size of one
-** allocation). */
+** the count of completed requests (completed: the rows must not exceed
+** it, or it is LSIM_E_BUG).  Memory stays within the percentile budget of
+** sim/pctl.h whatever the run's length. */
 lsim_err lsim_tenants_compute(sqlite3 *db, const lsim_scenario *sc,
                               const int64_t *service, int64_t completed,
                               const int64_t *svc_longest,
