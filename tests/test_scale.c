@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../sim/pctl.h"
 #include "../traces/trace.h"
@@ -215,6 +216,15 @@ Test(scale, summaries_are_exact_in_the_smallest_budget) {
   static char a[1 << 16], b[1 << 16];
   for (int i = 0; i < 3; i++) {
     char args[1024], da[512], db[512];
+    /* fault_slice reads the Azure trace of ../shared (absent from a clean
+    ** clone; tools/fetch-traces.sh): checked when it is there */
+    if (i == 1 && access(LSIM_SOURCE_DIR "/../shared/data/traces/"
+                         "azure-llm-2023/AzureLLMInferenceTrace_conv.csv",
+                         R_OK) != 0) {
+      fprintf(stderr, "scale: %s skipped, its Azure trace is not here\n",
+              sc[i]);
+      continue;
+    }
     snprintf(args, sizeof args, "replay '%s' --db big.db --no-plots --quiet",
              sc[i]);
     cr_assert_eq(lorasim(args), 0, "%s", out);
