@@ -71,7 +71,7 @@
 #include "runid.h"
 
 /* PRAGMA user_version of the schema below; bump on any schema change. */
-#define LSIM__SCHEMA_VERSION 6
+#define LSIM__SCHEMA_VERSION 7
 #define LSIM__RUN_ID 1 /* the INSERTs below spell it as the literal 1 */
 #define LSIM__ROWS 64       /* request rows per multi-row INSERT */
 #define LSIM__VT_ROWS 1024  /* event, iteration, starvation rows per INSERT .. SELECT */
@@ -97,12 +97,37 @@ typedef struct lsim__req_row {
 ** result code, start and end ticks, prefill and decode rows,
 ** prefill_reqs << 32 | decode_reqs, distinct_adapters << 32 | segments,
 ** true and padded rank rows, backend_ns, model_ns, measured_ns,
-** ctx_tokens (LSIM_NONE stored as NULL in the last four). */
-#define LSIM__IT_COLS 14
-#define LSIM__IT_OPT 10 /* the first column that may be NULL */
+** ctx_tokens, then the seqs of its iteration_selected and
+** iteration_completed events and its debits (a reference into the text
+** arena, LSIM__TEXT_REF); LSIM_NONE stored as NULL from backend_ns on. */
+#define LSIM__IT_COLS 17
+#define LSIM__IT_OPT 10    /* the first column that may be NULL */
+#define LSIM__IT_SEL 14    /* sel_seq */
+#define LSIM__IT_DONE 15   /* done_seq */
+#define LSIM__IT_DEBITS 16 /* debits, the text column */
 typedef struct lsim__it_row {
   int64_t v[LSIM__IT_COLS];
 } lsim__it_row;
+
+/* The debits of one iteration are a JSON array of arrays, at most
+** LSIM__DEBITS_MAX bytes (a debit that would not fit is written as an
+** event_log row instead); the buffered rows' texts share an arena of
+** LSIM__ARENA bytes (the buffer is written when it is full).  A row
+** refers to its text as offset << 24 | length. */
+#define LSIM__DEBITS_MAX 65536
+#define LSIM__ARENA (1 << 20)
+#define LSIM__DEBIT_LEN 128 /* longest element: 6 integers and punctuation */
+#define LSIM__TEXT_REF(off, len) ((int64_t)(off) << 24 | (int64_t)(len))
+_Static_assert(LSIM__DEBITS_MAX < (1 << 24) && LSIM__ARENA >= LSIM__DEBITS_MAX,
+               "a text reference holds any length; the arena holds any text");
+
+/* A worker's iteration_selected event, kept back until its iteration's
+** row is written (it then goes into that row) or a commit comes first
+** (it then goes to event_log). */
+typedef struct lsim__held {
+  int64_t seq, tick, iter, value;
+  int set;
+} lsim__held;
 
 /* A starvation interval as starvation_log stores it: worker << 32 |
 ** entity, start and end ticks, starved << 32 | closed_by code << 16 |
@@ -137,10 +162,12 @@ typedef struct lsim__bound {
 
 /* The rows the `lsim_rows` virtual table shows while one INSERT .. SELECT
 ** runs: n rows of `stride` integers from v, column c being v[c] of each
-** row; columns from `opt` on give NULL for LSIM_NONE. */
+** row; columns from `opt` on give NULL for LSIM_NONE.  Column tcol (-1:
+** none) is text: its integer is a LSIM__TEXT_REF into `text`. */
 typedef struct lsim__src {
   const int64_t *v;
-  int n, stride, opt;
+  int n, stride, opt, tcol;
+  const char *text;
 } lsim__src;
 
 struct lsim_db {
@@ -176,6 +203,18 @@ struct lsim_db {
   int nivpend;        /* buffered starvation intervals */
   lsim__iv_row ivpend[LSIM__VT_ROWS];
   lsim__src src;      /* the rows lsim_rows shows to the statement running */
+  /* the iteration-bound events (lsim__pack_event) */
+  lsim__held *held;   /* [nheld]: one per worker */
+  int nheld, nheld_set;
+  int open;           /* orow is the last iteration row, not yet buffered:
+                         its completion events may still come */
+  lsim__it_row orow;
+  int64_t o_rows;     /* its prefill + decode rows */
+  const char *o_result; /* its result (a static string, db.h) */
+  char *otext;        /* its debits so far, a JSON array without its ']' */
+  size_t olen;
+  char *arena;        /* the debits of the buffered iteration rows */
+  size_t alen;
   sqlite3_stmt *vev;  /* events from lsim_rows, seq given */
   sqlite3_stmt *vea;  /* events from lsim_rows, seq assigned as the rowid */
   sqlite3_stmt *vit;  /* iterations from lsim_rows */
@@ -276,7 +315,11 @@ static const char lsim__schema[] =
     " backend_ns,"
     " model_ns,"
     " measured_ns,"
-    " ctx_tokens);"
+    " ctx_tokens,"
+    /* version 7: the iteration's own events (see the events view) */
+    " sel_seq,"
+    " done_seq,"
+    " debits);"
     /* version 6: every copy the world timed, with both times */
     "CREATE TABLE loads("
     " run_id INTEGER NOT NULL,"
@@ -323,7 +366,28 @@ static const char lsim__schema[] =
     " e.pages AS pages, e.bytes AS bytes, e.value AS value,"
     " (SELECT d.word FROM words AS d"
     "  WHERE d.code = e.kind_detail >> 16) AS detail"
-    " FROM event_log AS e;"
+    " FROM event_log AS e"
+    /* version 7: an iteration's iteration_selected, iteration_completed
+    ** and completed_service_debited events, kept in its iteration_log row
+    ** when they say nothing the row does not (lsim__pack_event) */
+    " UNION ALL SELECT"
+    " 1, i.sel_seq, i.start_tick, 6, nullif(i.worker_result >> 32, -1),"
+    " NULL, NULL, NULL, i.iter, 0, 0, 0, i.prefill_rows + i.decode_rows, NULL"
+    " FROM iteration_log AS i WHERE i.sel_seq IS NOT NULL"
+    " UNION ALL SELECT"
+    " 1, i.done_seq, i.end_tick, 7, nullif(i.worker_result >> 32, -1),"
+    " NULL, NULL, NULL, i.iter, 0, 0, 0,"
+    " CASE d.word WHEN 'ok' THEN i.prefill_rows + i.decode_rows ELSE 0 END,"
+    " d.word"
+    " FROM iteration_log AS i JOIN words AS d"
+    "  ON d.code = i.worker_result & 4294967295"
+    " WHERE i.done_seq IS NOT NULL"
+    " UNION ALL SELECT"
+    " 1, i.done_seq + (j.value ->> 0), i.end_tick, 8,"
+    " nullif(i.worker_result >> 32, -1), j.value ->> 1, j.value ->> 2,"
+    " j.value ->> 3, i.iter, 0, 0, 0, j.value ->> 4,"
+    " (SELECT d.word FROM words AS d WHERE d.code = j.value ->> 5)"
+    " FROM iteration_log AS i, json_each(i.debits) AS j;"
     "CREATE VIEW iterations AS SELECT"
     " 1 AS run_id, i.iter AS iter,"
     " nullif(i.worker_result >> 32, -1) AS worker,"
@@ -626,7 +690,7 @@ static void lsim__bind_request(sqlite3_stmt *st, lsim__bound *b, int k,
 ** one sqlite3_result_int64 instead of a sqlite3_bind_int64 per parameter
 ** (which unbinds the old value and checks the statement first), and the
 ** statement's program is one loop instead of a 64-row VALUES list. */
-#define LSIM__VT_COLS 14 /* the widest source row (iteration_log) */
+#define LSIM__VT_COLS 17 /* the widest source row (iteration_log) */
 _Static_assert(LSIM__IT_COLS <= LSIM__VT_COLS &&
                    LSIM__EV_V + 1 <= LSIM__VT_COLS &&
                    LSIM__IV_COLS <= LSIM__VT_COLS,
@@ -647,7 +711,8 @@ static int lsim__vt_connect(sqlite3 *h, void *aux, int argc,
                             char **err) {
   (void)argc, (void)argv, (void)err;
   int rc = sqlite3_declare_vtab(
-      h, "CREATE TABLE x(c0,c1,c2,c3,c4,c5,c6,c7,c8,c9,c10,c11,c12,c13)");
+      h, "CREATE TABLE x(c0,c1,c2,c3,c4,c5,c6,c7,c8,c9,c10,c11,c12,c13,c14,"
+         "c15,c16)");
   if (rc != SQLITE_OK)
     return rc;
   lsim__vt *vt = sqlite3_malloc(sizeof *vt);
@@ -709,6 +774,9 @@ static int lsim__vt_column(sqlite3_vtab_cursor *c, sqlite3_context *ctx,
   int64_t v = src->v[(size_t)((lsim__vt_cur *)c)->row * src->stride + col];
   if (col >= src->opt && v == LSIM_NONE)
     sqlite3_result_null(ctx);
+  else if (col == src->tcol) /* the arena outlives the statement's step */
+    sqlite3_result_text(ctx, src->text + (v >> 24), (int)(v & 0xffffff),
+                        SQLITE_STATIC);
   else
     sqlite3_result_int64(ctx, v);
   return SQLITE_OK;
@@ -742,7 +810,12 @@ static lsim_err lsim__insert_src(lsim_db *db, sqlite3_stmt *st,
                                  int opt, const char *what) {
   if (n == 0)
     return 0;
-  db->src = (lsim__src){.v = v, .n = n, .stride = stride, .opt = opt};
+  db->src = (lsim__src){
+      .v = v, .n = n, .stride = stride, .opt = opt, .tcol = -1};
+  if (st == db->vit) {
+    db->src.tcol = LSIM__IT_DEBITS;
+    db->src.text = db->arena;
+  }
   lsim_err rc = lsim__step(db, st, what);
   db->src = (lsim__src){0};
   return rc;
@@ -809,8 +882,11 @@ static void lsim__bind_request_v(sqlite3_stmt *st, lsim__bound *b, int k,
 static lsim_err lsim__flush_iters(lsim_db *db) {
   int n = db->nitpend;
   db->nitpend = 0;
-  return lsim__insert_src(db, db->vit, db->itpend[0].v, n, LSIM__IT_COLS,
-                          LSIM__IT_OPT, "insert iterations");
+  lsim_err rc = lsim__insert_src(db, db->vit, db->itpend[0].v, n,
+                                 LSIM__IT_COLS, LSIM__IT_OPT,
+                                 "insert iterations");
+  db->alen = 0;
+  return rc;
 }
 
 static lsim_err lsim__flush_requests(lsim_db *db) {
@@ -829,6 +905,67 @@ static lsim_err lsim__flush_intervals(lsim_db *db) {
                           LSIM__IV_COLS, "insert starvation intervals");
 }
 
+/* Two ints in one column: hi in the upper 32 bits, lo in the lower, each
+** as 32-bit two's complement; the events view takes them apart with
+** arithmetic shifts (LSIM_NONE, -1, comes back as NULL). */
+static int64_t lsim__pair(int hi, int lo) {
+  return (int64_t)((uint64_t)(uint32_t)hi << 32 | (uint32_t)lo);
+}
+
+/* Append one stored event row to the buffer; a full buffer is written. */
+static lsim_err lsim__push_event(lsim_db *db, const lsim__ev_row *r) {
+  db->pend[db->npend++] = *r;
+  return db->npend == LSIM__VT_ROWS ? lsim__flush_events(db) : 0;
+}
+
+/* Worker w's held iteration_selected goes to event_log after all, as
+** lsim_db_event would have stored it (lsim__hold_selected only holds an
+** event whose other fields are these). */
+static lsim_err lsim__spill(lsim_db *db, int w) {
+  lsim__held *h = &db->held[w];
+  h->set = 0;
+  db->nheld_set--;
+  lsim__ev_row r = {h->seq,
+                    {h->tick, LSIM_EV_ITERATION_SELECTED,
+                     lsim__pair(w, LSIM_NONE), lsim__pair(0, LSIM_NONE),
+                     LSIM_NONE, h->iter, 0, 0, h->value}};
+  return lsim__push_event(db, &r);
+}
+
+/* The open iteration row is complete: into the iteration buffer, with
+** its debits' text (closed) copied into the arena. */
+static lsim_err lsim__close_open(lsim_db *db) {
+  if (!db->open)
+    return 0;
+  db->open = 0;
+  int64_t *v = db->orow.v;
+  v[LSIM__IT_DEBITS] = LSIM_NONE;
+  lsim_err rc;
+  if (db->olen > 0) {
+    db->otext[db->olen++] = ']';
+    if (db->alen + db->olen > LSIM__ARENA && (rc = lsim__flush_iters(db)))
+      return rc;
+    memcpy(db->arena + db->alen, db->otext, db->olen);
+    v[LSIM__IT_DEBITS] = LSIM__TEXT_REF(db->alen, db->olen);
+    db->alen += db->olen;
+    db->olen = 0;
+  }
+  db->itpend[db->nitpend++] = db->orow;
+  return db->nitpend == LSIM__VT_ROWS ? lsim__flush_iters(db) : 0;
+}
+
+/* Before a commit, a report query or close: the open iteration row is
+** buffered, and every held iteration_selected goes to event_log, so that
+** what is committed holds every event appended so far (a crash keeps a
+** prefix of the log, as without packing). */
+static lsim_err lsim__settle(lsim_db *db) {
+  lsim_err rc = lsim__close_open(db);
+  for (int w = 0; !rc && db->nheld_set > 0 && w < db->nheld; w++)
+    if (db->held[w].set)
+      rc = lsim__spill(db, w);
+  return rc;
+}
+
 /* Write every buffered row: events, iterations, requests, starvation
 ** intervals.  Each table keeps its own append order (D2); the tables are
 ** independent, so the order between them does not matter.  A full buffer
@@ -836,8 +973,11 @@ static lsim_err lsim__flush_intervals(lsim_db *db) {
 ** (before a commit, a report query, or close).  Buffers are emptied even
 ** on failure (the spine is broken from then on). */
 static lsim_err lsim__flush(lsim_db *db) {
-  lsim_err rc = lsim__flush_events(db);
+  lsim_err rc = lsim__settle(db);
+  if (!rc)
+    rc = lsim__flush_events(db);
   if (rc) {
+    db->npend = 0;
     db->nitpend = db->nrqpend = db->nivpend = 0;
     return rc;
   }
@@ -853,7 +993,8 @@ static lsim_err lsim__flush(lsim_db *db) {
 }
 
 static int lsim__pending(const lsim_db *db) {
-  return db->npend + db->nitpend + db->nrqpend + db->nivpend;
+  return db->npend + db->nitpend + db->nrqpend + db->nivpend + db->open +
+         db->nheld_set;
 }
 
 static lsim_err lsim__commit_batch(lsim_db *db) {
@@ -966,9 +1107,10 @@ static lsim_err lsim__setup(lsim_db *db, lsim_errbuf *eb) {
                           "INSERT INTO iteration_log(iter,worker_result,"
                           "start_tick,end_tick,prefill_rows,decode_rows,reqs,"
                           "adapters_segments,true_rank_rows,padded_rank_rows,"
-                          "backend_ns,model_ns,measured_ns,ctx_tokens) "
+                          "backend_ns,model_ns,measured_ns,ctx_tokens,"
+                          "sel_seq,done_seq,debits) "
                           "SELECT c0,c1,c2,c3,c4,c5,c6,c7,c8,c9,c10,c11,c12,"
-                          "c13 FROM lsim_rows",
+                          "c13,c14,c15,c16 FROM lsim_rows",
                           &db->vit, eb)) ||
       (rc = lsim__prepare(db,
                           "INSERT INTO starvation_log(worker_entity,"
@@ -1039,7 +1181,12 @@ lsim_err lsim_db_open(lsim_db **out, const char *path, lsim_errbuf *eb) {
   db->max_seq = LSIM__NO_SEQ;
   size_t n = strlen(path) + 1;
   db->path = malloc(n);
-  if (!db->path) {
+  db->otext = malloc(LSIM__DEBITS_MAX);
+  db->arena = malloc(LSIM__ARENA);
+  if (!db->path || !db->otext || !db->arena) {
+    free(db->path);
+    free(db->otext);
+    free(db->arena);
     free(db);
     return lsim_fail(eb, LSIM_E_NOMEM, "%s: out of memory", path);
   }
@@ -1092,6 +1239,9 @@ void lsim_db_close(lsim_db *db) {
   for (int i = 0; i < db->nwords; i++)
     free(db->words[i]);
   free(db->words);
+  free(db->held);
+  free(db->otext);
+  free(db->arena);
   free(db->path);
   free(db);
 }
@@ -1151,6 +1301,12 @@ lsim_err lsim_db_begin_identified(lsim_db *db, const lsim_run_info *info,
     return LSIM_BUG(eb, "lsim_db_begin_run without a database or run info");
   if (db->state != LSIM__OPEN)
     return LSIM_BUG(eb, "lsim_db_begin_run called twice");
+  /* one held iteration_selected per worker (lsim__hold_selected); a
+  ** worker past info->workers, or none, only means nothing is held */
+  if (info->workers > 0 &&
+      !(db->held = calloc((size_t)info->workers, sizeof *db->held)))
+    return lsim_fail(eb, LSIM_E_NOMEM, "%s: out of memory", db->path);
+  db->nheld = db->held ? info->workers : 0;
   sqlite3_stmt *st = NULL;
   lsim_err rc = lsim__prepare(
       db,
@@ -1203,13 +1359,6 @@ lsim_err lsim_db_begin_identified(lsim_db *db, const lsim_run_info *info,
   db->state = LSIM__RUNNING;
   db->batch_rows = 0;
   return 0;
-}
-
-/* Two ints in one column: hi in the upper 32 bits, lo in the lower, each
-** as 32-bit two's complement; the events view takes them apart with
-** arithmetic shifts (LSIM_NONE, -1, comes back as NULL). */
-static int64_t lsim__pair(int hi, int lo) {
-  return (int64_t)((uint64_t)(uint32_t)hi << 32 | (uint32_t)lo);
 }
 
 /* The code of word w in the words table, from 1, assigned in order of
@@ -1290,6 +1439,112 @@ static lsim_err lsim__cached_code(lsim_db *db, const char *w, int is_static,
   return 0;
 }
 
+/* ---- iteration-bound events ----------------------------------------------
+**
+** Two events of every iteration and one per request it served say nothing
+** its iteration_log row does not, beyond their seq: iteration_selected
+** (tick = start_tick, value = prefill + decode rows), iteration_completed
+** (tick = end_tick, value = those rows or 0 when failed, detail =
+** result) and completed_service_debited (tick = end_tick; request,
+** tenant, adapter, value and detail vary).  They go into the row:
+** sel_seq, done_seq, and debits, a JSON array of [seq - done_seq,
+** request, tenant, adapter, value, detail code] (null for an absent
+** value); the events view gives them back.  An event goes there only when
+** the view gives back exactly what it was (every field is compared
+** below); any other goes to event_log as before.  Fewer SQLite rows per
+** event is what the writer's speed needed (docs/BENCHMARKS.md).
+**
+** The row of an iteration is appended just before its iteration_completed
+** (sim/replay.c), its debits follow within the same engine call, and its
+** iteration_selected came at launch: that one is held per worker until
+** the row comes.  lsim__settle, before every commit, buffers the open row
+** and sends the held events to event_log. */
+
+/* ev, an iteration_selected, held for its iteration's row. */
+static lsim_err lsim__hold_selected(lsim_db *db, const lsim_event *ev,
+                                    int *packed) {
+  int w = ev->worker;
+  if (w < 0 || w >= db->nheld || ev->request != LSIM_NONE ||
+      ev->tenant != LSIM_NONE || ev->adapter != LSIM_NONE ||
+      ev->attempt != 0 || ev->pages != 0 || ev->bytes != 0 ||
+      ev->value < 0 || ev->generation < 0 || ev->detail)
+    return 0;
+  lsim_err rc;
+  if (db->held[w].set && (rc = lsim__spill(db, w)))
+    return rc;
+  db->held[w] = (lsim__held){ev->seq, ev->tick, ev->generation, ev->value, 1};
+  db->nheld_set++;
+  *packed = 1;
+  return 0;
+}
+
+/* v as JSON: null for LSIM_NONE. */
+static char *lsim__json_int(char *p, int64_t v) {
+  if (v == LSIM_NONE) {
+    memcpy(p, "null", 4);
+    return p + 4;
+  }
+  char tmp[24];
+  int n = 0;
+  uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+  do
+    tmp[n++] = (char)('0' + u % 10);
+  while ((u /= 10) > 0);
+  if (v < 0)
+    *p++ = '-';
+  while (n > 0)
+    *p++ = tmp[--n];
+  return p;
+}
+
+/* ev, an iteration_completed or completed_service_debited, into the open
+** row when it is that row's (its worker, iteration and tick). */
+static lsim_err lsim__pack_done(lsim_db *db, const lsim_event *ev,
+                                int *packed) {
+  int64_t *v = db->orow.v;
+  if ((int64_t)ev->worker != v[1] >> 32 || ev->generation != v[0] ||
+      ev->tick != v[3] || ev->attempt != 0 || ev->pages != 0 ||
+      ev->bytes != 0 || !ev->detail)
+    return 0;
+  if (ev->kind == LSIM_EV_ITERATION_COMPLETED) {
+    if (v[LSIM__IT_DONE] != LSIM_NONE || ev->request != LSIM_NONE ||
+        ev->tenant != LSIM_NONE || ev->adapter != LSIM_NONE ||
+        !db->o_result || strcmp(ev->detail, db->o_result) != 0 ||
+        ev->value != (strcmp(ev->detail, "ok") == 0 ? db->o_rows : 0) ||
+        ev->seq < 0)
+      return 0;
+    v[LSIM__IT_DONE] = ev->seq;
+    *packed = 1;
+    return 0;
+  }
+  /* a debit: after its iteration_completed, and room for it */
+  if (v[LSIM__IT_DONE] == LSIM_NONE || ev->seq <= v[LSIM__IT_DONE] ||
+      db->olen + LSIM__DEBIT_LEN + 1 > LSIM__DEBITS_MAX)
+    return 0;
+  int64_t code = 0;
+  lsim_err rc = lsim__cached_code(db, ev->detail, 1, &code);
+  if (rc)
+    return rc;
+  char *p = db->otext + db->olen;
+  *p++ = db->olen == 0 ? '[' : ',';
+  *p++ = '[';
+  p = lsim__json_int(p, ev->seq - v[LSIM__IT_DONE]);
+  *p++ = ',';
+  p = lsim__json_int(p, ev->request);
+  *p++ = ',';
+  p = lsim__json_int(p, ev->tenant);
+  *p++ = ',';
+  p = lsim__json_int(p, ev->adapter);
+  *p++ = ',';
+  p = lsim__json_int(p, ev->value);
+  *p++ = ',';
+  p = lsim__json_int(p, code);
+  *p++ = ']';
+  db->olen = (size_t)(p - db->otext);
+  *packed = 1;
+  return 0;
+}
+
 lsim_err lsim_db_event(void *ud, const lsim_event *ev) {
   lsim_db *db = ud;
   lsim_err rc = lsim__append_ok(db, "lsim_db_event");
@@ -1300,6 +1555,18 @@ lsim_err lsim_db_event(void *ud, const lsim_event *ev) {
              "bug: event seq %lld has unknown kind %d (%s)",
              (long long)ev->seq, ev->kind, db->path);
     return LSIM_E_BUG;
+  }
+  int packed = 0;
+  if (ev->kind == LSIM_EV_ITERATION_SELECTED)
+    rc = lsim__hold_selected(db, ev, &packed);
+  else if (db->open && (ev->kind == LSIM_EV_ITERATION_COMPLETED ||
+                        ev->kind == LSIM_EV_COMPLETED_SERVICE_DEBITED))
+    rc = lsim__pack_done(db, ev, &packed);
+  if (rc)
+    return rc;
+  if (packed) {
+    db->events++;
+    return lsim__count_row(db);
   }
   int64_t code = 0;
   if (ev->detail && (rc = lsim__cached_code(db, ev->detail, 1, &code)))
@@ -1368,7 +1635,10 @@ lsim_err lsim_db_iteration(lsim_db *db, const lsim_iter_record *it) {
   int64_t code = 0;
   if (it->result && (rc = lsim__cached_code(db, it->result, 1, &code)))
     return rc;
-  int64_t *v = db->itpend[db->nitpend++].v;
+  if ((rc = lsim__close_open(db)))
+    return rc;
+  lsim__it_row row;
+  int64_t *v = row.v;
   v[0] = it->iter;
   v[1] = lsim__pair(it->worker, (int)code);
   v[2] = it->start_tick;
@@ -1383,8 +1653,37 @@ lsim_err lsim_db_iteration(lsim_db *db, const lsim_iter_record *it) {
   v[11] = it->model_ns;
   v[12] = it->measured_ns;
   v[13] = it->ctx_tokens;
-  if (db->nitpend == LSIM__VT_ROWS && (rc = lsim__flush_iters(db)))
-    return rc;
+  v[LSIM__IT_SEL] = v[LSIM__IT_DONE] = v[LSIM__IT_DEBITS] = LSIM_NONE;
+  /* its events may go into it when the view can give them back: an
+  ** iteration number that is not NULL, rows that add up */
+  int64_t rows = 0;
+  int packs = it->iter >= 0 &&
+              !__builtin_add_overflow(it->prefill_rows, it->decode_rows,
+                                      &rows) &&
+              rows >= 0;
+  int w = it->worker;
+  if (w >= 0 && w < db->nheld && db->held[w].set) {
+    const lsim__held *h = &db->held[w];
+    if (packs && h->iter == it->iter && h->tick == it->start_tick &&
+        h->value == rows) {
+      v[LSIM__IT_SEL] = h->seq;
+      db->held[w].set = 0;
+      db->nheld_set--;
+    } else if ((rc = lsim__spill(db, w))) {
+      return rc;
+    }
+  }
+  if (packs) {
+    db->orow = row;
+    db->open = 1;
+    db->o_rows = rows;
+    db->o_result = it->result;
+    db->olen = 0;
+  } else {
+    db->itpend[db->nitpend++] = row;
+    if (db->nitpend == LSIM__VT_ROWS && (rc = lsim__flush_iters(db)))
+      return rc;
+  }
   return lsim__count_row(db);
 }
 

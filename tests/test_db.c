@@ -251,7 +251,7 @@ Test(db, round_trip) {
 
   sqlite3 *h = ro_open(t.db);
   char s[256];
-  cr_assert_eq(q_int(h, "PRAGMA user_version"), 6); /* 6: both clocks */
+  cr_assert_eq(q_int(h, "PRAGMA user_version"), 7); /* 7: packed events */
 
   /* the run row */
   q_text(h, "SELECT status FROM runs WHERE run_id=1", s, sizeof s);
