@@ -183,6 +183,7 @@ typedef struct lsim__src {
   const int64_t *v;
   int n, stride, opt, tcol;
   const char *text;
+  const unsigned char *autoseq; /* NULL, or per row: column 0 is NULL */
 } lsim__src;
 
 struct lsim_db {
@@ -231,8 +232,8 @@ struct lsim_db {
   size_t olen;
   char *arena;        /* the debits of the buffered iteration rows */
   size_t alen;
-  sqlite3_stmt *vev;  /* events from lsim_rows, seq given */
-  sqlite3_stmt *vea;  /* events from lsim_rows, seq assigned as the rowid */
+  sqlite3_stmt *vev;  /* events from lsim_rows */
+  unsigned char autoseq[LSIM__VT_ROWS]; /* per buffered event: seq NULL */
   sqlite3_stmt *vit;  /* iterations from lsim_rows */
   sqlite3_stmt *viv;  /* starvation intervals from lsim_rows */
   char err[512];      /* message of the last failed append */
@@ -800,8 +801,11 @@ static int lsim__vt_eof(sqlite3_vtab_cursor *c) {
 static int lsim__vt_column(sqlite3_vtab_cursor *c, sqlite3_context *ctx,
                            int col) {
   const lsim__src *src = ((lsim__vt *)c->pVtab)->src;
-  int64_t v = src->v[(size_t)((lsim__vt_cur *)c)->row * src->stride + col];
-  if (col >= src->opt && v == LSIM_NONE)
+  int row = ((lsim__vt_cur *)c)->row;
+  int64_t v = src->v[(size_t)row * src->stride + col];
+  if (col == 0 && src->autoseq && src->autoseq[row])
+    sqlite3_result_null(ctx);
+  else if (col >= src->opt && v == LSIM_NONE)
     sqlite3_result_null(ctx);
   else if (col == src->tcol) /* the arena outlives the statement's step */
     sqlite3_result_text(ctx, src->text + (v >> 24), (int)(v & 0xffffff),
@@ -844,38 +848,39 @@ static lsim_err lsim__insert_src(lsim_db *db, sqlite3_stmt *st,
   if (st == db->vit) {
     db->src.tcol = LSIM__IT_DEBITS;
     db->src.text = db->arena;
+  } else if (st == db->vev) {
+    db->src.autoseq = db->autoseq;
   }
   lsim_err rc = lsim__step(db, st, what);
   db->src = (lsim__src){0};
   return rc;
 }
 
-/* Write the buffered events in one INSERT .. SELECT: without the seq
-** column when the seqs continue the table without a gap (SQLite's next
-** rowid is then exactly each row's seq, and it skips the per-row
-** existence check of an explicit rowid), with it otherwise (the first
-** batch of a run, or a stream with gaps). */
+/* Write the buffered events in one INSERT .. SELECT.  A row whose seq is
+** one past the largest in the table gets a NULL seq: SQLite then assigns
+** max(rowid) + 1, which is that seq, and its existence check finds the
+** cursor already at the end; an explicit rowid costs a search of the
+** B-tree (about 130 ns a row).  Rows after a gap (an event kept in its
+** iteration's row, the first of a run) give their seq. */
 static lsim_err lsim__flush_events(lsim_db *db) {
   int n = db->npend;
   const lsim__ev_row *p = db->pend;
   db->npend = 0;
   if (n == 0)
     return 0;
-  int contiguous = db->max_seq != LSIM__NO_SEQ &&
-                   db->max_seq < INT64_MAX - LSIM__VT_ROWS;
-  for (int i = 0; i < n && contiguous; i++)
-    contiguous = p[i].seq == db->max_seq + 1 + i;
+  int64_t max = db->max_seq;
+  for (int i = 0; i < n; i++) {
+    db->autoseq[i] = max != LSIM__NO_SEQ && max < INT64_MAX &&
+                     p[i].seq == max + 1;
+    if (max == LSIM__NO_SEQ || p[i].seq > max)
+      max = p[i].seq;
+  }
   _Static_assert(sizeof(lsim__ev_row) == (LSIM__EV_V + 1) * sizeof(int64_t),
                  "an event row is seq then v, unpadded");
-  lsim_err rc =
-      contiguous
-          ? lsim__insert_src(db, db->vea, p[0].v, n, LSIM__EV_V + 1, 4,
-                             "insert events")
-          : lsim__insert_src(db, db->vev, &p[0].seq, n, LSIM__EV_V + 1, 5,
-                             "insert events");
-  for (int i = 0; i < n && !rc; i++)
-    if (db->max_seq == LSIM__NO_SEQ || p[i].seq > db->max_seq)
-      db->max_seq = p[i].seq;
+  lsim_err rc = lsim__insert_src(db, db->vev, &p[0].seq, n, LSIM__EV_V + 1,
+                                 5, "insert events");
+  if (!rc)
+    db->max_seq = max;
   return rc;
 }
 
@@ -1127,12 +1132,6 @@ static lsim_err lsim__setup(lsim_db *db, lsim_errbuf *eb) {
                           "c7,c8,c9 FROM lsim_rows",
                           &db->vev, eb)) ||
       (rc = lsim__prepare(db,
-                          "INSERT INTO event_log(tick,kind_detail,"
-                          "worker_tenant,attempt_adapter,request,generation,"
-                          "pages,bytes,value) SELECT c0,c1,c2,c3,c4,c5,c6,"
-                          "c7,c8 FROM lsim_rows",
-                          &db->vea, eb)) ||
-      (rc = lsim__prepare(db,
                           "INSERT INTO iteration_log(iter,worker_result,"
                           "start_tick,end_tick,prefill_rows,decode_rows,reqs,"
                           "adapters_segments,true_rank_rows,padded_rank_rows,"
@@ -1260,7 +1259,6 @@ void lsim_db_close(lsim_db *db) {
     sqlite3_finalize(db->lod);
     sqlite3_finalize(db->det);
     sqlite3_finalize(db->vev);
-    sqlite3_finalize(db->vea);
     sqlite3_finalize(db->vit);
     sqlite3_finalize(db->viv);
     sqlite3_close_v2(db->h);
