@@ -73,9 +73,7 @@
 /* PRAGMA user_version of the schema below; bump on any schema change. */
 #define LSIM__SCHEMA_VERSION 7
 #define LSIM__RUN_ID 1 /* the INSERTs below spell it as the literal 1 */
-#define LSIM__ROWS 64       /* request rows per multi-row INSERT */
 #define LSIM__VT_ROWS 1024  /* event, iteration, starvation rows per INSERT .. SELECT */
-#define LSIM__MAX_COLS 18   /* bound columns of the widest row (requests) */
 #define LSIM__PAGE_SIZE 8192
 #define LSIM__DCACHE 64     /* word pointer cache slots (a power of 2) */
 #define LSIM__MAX_WORDS 65535 /* codes fit 16 bits (starvation_log.codes) */
@@ -86,12 +84,20 @@ enum { LSIM__OPEN = 0, LSIM__RUNNING = 1, LSIM__ENDED = 2 };
 #define LSIM__NO_SEQ INT64_MIN /* max_seq of an empty event_log */
 #define LSIM__WORD 24          /* longest buffered outcome / interval word + 1 */
 
-/* A buffered request row: the record with its outcome copied, since the
-** caller's string only has to live for the call. */
+/* A buffered request row as requests stores it: request, tenant,
+** adapter, worker, arrival, first token and finish ticks, prompt and
+** output tokens, loads waited, the outcome (a LSIM__TEXT_REF to the copy
+** in this row, offset from the start of the buffer; LSIM_NONE: NULL),
+** then the time breakdown (queue wait .. requested tokens).  The outcome
+** is copied, since the caller's string only has to live for the call. */
+#define LSIM__RQ_COLS 18
+#define LSIM__RQ_OUTCOME 10
 typedef struct lsim__req_row {
-  lsim_request_record r;
+  int64_t v[LSIM__RQ_COLS];
   char outcome[LSIM__WORD];
 } lsim__req_row;
+_Static_assert(sizeof(lsim__req_row) % sizeof(int64_t) == 0,
+               "request rows are read as int64_t strides");
 
 /* An iteration row as iteration_log stores it: iter, worker << 32 |
 ** result code, start and end ticks, prefill and decode rows,
@@ -163,25 +169,15 @@ typedef struct lsim__ev_row {
   int64_t v[LSIM__EV_V];
 } lsim__ev_row;
 
-/* What a multi-row statement has bound, parameter by parameter: SQLite
-** keeps bindings across sqlite3_reset, so a parameter whose value is the
-** same as in the previous batch is not bound again (about a third of the
-** event parameters: attempts, NULL ids, zero quantities, the same detail
-** word).  Each parameter always goes through the same binding function, so
-** an equal value means an identical binding; a detail is compared by
-** pointer (static strings, see event.h). */
-typedef struct lsim__bound {
-  int primed; /* 0 until every parameter was bound once */
-  int64_t v[LSIM__ROWS * LSIM__MAX_COLS];
-} lsim__bound;
-
 /* The rows the `lsim_rows` virtual table shows while one INSERT .. SELECT
 ** runs: n rows of `stride` integers from v, column c being v[c] of each
-** row; columns from `opt` on give NULL for LSIM_NONE.  Column tcol (-1:
-** none) is text: its integer is a LSIM__TEXT_REF into `text`. */
+** row; a column whose bit is set in `nulls` gives NULL for LSIM_NONE.
+** Column tcol (-1: none) is text: its integer is a LSIM__TEXT_REF into
+** `text`. */
 typedef struct lsim__src {
   const int64_t *v;
-  int n, stride, opt, tcol;
+  int n, stride, tcol;
+  uint32_t nulls;
   const char *text;
   const unsigned char *autoseq; /* NULL, or per row: column 0 is NULL */
 } lsim__src;
@@ -189,8 +185,7 @@ typedef struct lsim__src {
 struct lsim_db {
   sqlite3 *h;
   char *path;
-  sqlite3_stmt *req;
-  sqlite3_stmt *reqn; /* LSIM__ROWS request rows */
+  sqlite3_stmt *req;  /* one request row, its outcome too long to buffer */
   sqlite3_stmt *sum;
   sqlite3_stmt *val;
   sqlite3_stmt *lod;  /* INSERT INTO loads */
@@ -211,11 +206,10 @@ struct lsim_db {
   char **words;       /* the words table: words[c - 1] has code c */
   int nwords, capwords;
   sqlite3_stmt *det;  /* INSERT INTO words */
-  lsim__bound req_b, reqn_b; /* what req and reqn have bound */
   int nitpend;        /* buffered iteration rows */
   lsim__it_row itpend[LSIM__VT_ROWS];
   int nrqpend;        /* buffered request rows */
-  lsim__req_row rqpend[LSIM__ROWS];
+  lsim__req_row rqpend[LSIM__VT_ROWS];
   int nivpend;        /* buffered starvation intervals */
   lsim__iv_row ivpend[LSIM__VT_ROWS];
   lsim__src src;      /* the rows lsim_rows shows to the statement running */
@@ -235,6 +229,7 @@ struct lsim_db {
   sqlite3_stmt *vev;  /* events from lsim_rows */
   unsigned char autoseq[LSIM__VT_ROWS]; /* per buffered event: seq NULL */
   sqlite3_stmt *vit;  /* iterations from lsim_rows */
+  sqlite3_stmt *vrq;  /* requests from lsim_rows */
   sqlite3_stmt *viv;  /* starvation intervals from lsim_rows */
   char err[512];      /* message of the last failed append */
 };
@@ -508,12 +503,12 @@ static const struct {
 ** `eva` form leaves seq out: SQLite then assigns the rowid max(seq) + 1,
 ** which is the next event's seq whenever the stream is contiguous (see
 ** lsim__flush_events). */
-#define LSIM__RQ_COLS 18 /* bound columns per request row */
-#define LSIM__RQ_SQL_COLS                                                  \
+#define LSIM__RQ_SQL_COLS_ONLY                                             \
   "INSERT INTO requests(run_id,request,tenant,adapter,worker,arrival_tick," \
   "first_token_tick,finish_tick,prompt_tokens,output_tokens,loads_waited," \
   "outcome,queue_wait_ticks,load_wait_ticks,prefill_ticks,decode_ticks,"   \
-  "preemptions,cold,requested_tokens) VALUES"
+  "preemptions,cold,requested_tokens)"
+#define LSIM__RQ_SQL_COLS LSIM__RQ_SQL_COLS_ONLY " VALUES"
 #define LSIM__RQ_SQL_ROW "(1,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
 
 /* ---- helpers -------------------------------------------------------------- */
@@ -577,29 +572,6 @@ static lsim_err lsim__prepare(lsim_db *db, const char *sql,
   return 0;
 }
 
-/* Prepare `head` followed by LSIM__ROWS copies of `row`, comma-separated:
-** one INSERT of LSIM__ROWS rows. */
-static lsim_err lsim__prepare_multi(lsim_db *db, const char *head,
-                                    const char *row, sqlite3_stmt **st,
-                                    lsim_errbuf *eb) {
-  size_t hl = strlen(head), rl = strlen(row);
-  char *sql = malloc(hl + LSIM__ROWS * (rl + 1) + 1);
-  if (!sql)
-    return lsim_fail(eb, LSIM_E_NOMEM, "%s: out of memory", db->path);
-  memcpy(sql, head, hl);
-  size_t len = hl;
-  for (int i = 0; i < LSIM__ROWS; i++) {
-    if (i)
-      sql[len++] = ',';
-    memcpy(sql + len, row, rl);
-    len += rl;
-  }
-  sql[len] = '\0';
-  lsim_err rc = lsim__prepare(db, sql, st, eb);
-  free(sql);
-  return rc;
-}
-
 /* An id or quantity: LSIM_NONE becomes NULL. */
 static void lsim__bind_opt(sqlite3_stmt *st, int i, int64_t v) {
   if (v == LSIM_NONE)
@@ -652,25 +624,6 @@ static lsim_err lsim__unlink_check(const char *base, const char *suffix,
   return lsim_out_check(p, eb);
 }
 
-static int lsim__same(lsim__bound *b, int i, int64_t v) {
-  if (b->primed && b->v[i - 1] == v)
-    return 1;
-  b->v[i - 1] = v;
-  return 0;
-}
-
-static void lsim__rebind_int(sqlite3_stmt *st, lsim__bound *b, int i,
-                             int64_t v) {
-  if (!lsim__same(b, i, v))
-    sqlite3_bind_int64(st, i, v);
-}
-
-static void lsim__rebind_opt(sqlite3_stmt *st, lsim__bound *b, int i,
-                             int64_t v) {
-  if (!lsim__same(b, i, v))
-    lsim__bind_opt(st, i, v);
-}
-
 static lsim_err lsim__step(lsim_db *db, sqlite3_stmt *st, const char *what) {
   int rc = sqlite3_step(st);
   sqlite3_reset(st);
@@ -679,33 +632,19 @@ static lsim_err lsim__step(lsim_db *db, sqlite3_stmt *st, const char *what) {
   return 0;
 }
 
-_Static_assert(LSIM__RQ_COLS <= LSIM__MAX_COLS,
-               "lsim__bound holds the widest row");
-
-/* Bind request row q as the k-th row of a (multi-row) INSERT.  The outcome
-** is a copy in the buffer slot, so it is compared by content. */
-static void lsim__bind_request(sqlite3_stmt *st, lsim__bound *b, int k,
-                               const lsim__req_row *q) {
-  const lsim_request_record *rec = &q->r;
-  int o = k * LSIM__RQ_COLS;
-  lsim__rebind_int(st, b, o + 1, rec->request);
-  lsim__rebind_opt(st, b, o + 2, rec->tenant);
-  lsim__rebind_opt(st, b, o + 3, rec->adapter);
-  lsim__rebind_opt(st, b, o + 4, rec->worker);
-  lsim__rebind_int(st, b, o + 5, rec->arrival_tick);
-  lsim__rebind_opt(st, b, o + 6, rec->first_token_tick);
-  lsim__rebind_opt(st, b, o + 7, rec->finish_tick);
-  lsim__rebind_int(st, b, o + 8, rec->prompt_tokens);
-  lsim__rebind_int(st, b, o + 9, rec->output_tokens);
-  lsim__rebind_int(st, b, o + 10, rec->loads_waited);
-  lsim__bind_str(st, o + 11, rec->outcome);
-  lsim__rebind_int(st, b, o + 12, rec->queue_wait_ticks);
-  lsim__rebind_int(st, b, o + 13, rec->load_wait_ticks);
-  lsim__rebind_int(st, b, o + 14, rec->prefill_ticks);
-  lsim__rebind_int(st, b, o + 15, rec->decode_ticks);
-  lsim__rebind_int(st, b, o + 16, rec->preemptions);
-  lsim__rebind_int(st, b, o + 17, rec->cold);
-  lsim__rebind_int(st, b, o + 18, rec->requested_tokens);
+/* Bind request row q (its outcome copied in the row, or too long: then
+** `outcome`) to the one-row INSERT. */
+static void lsim__bind_request(sqlite3_stmt *st, const lsim__req_row *q,
+                               const char *outcome) {
+  static const uint32_t opt = 1u << 1 | 1u << 2 | 1u << 3 | 1u << 5 | 1u << 6;
+  for (int c = 0; c < LSIM__RQ_COLS; c++) {
+    if (c == LSIM__RQ_OUTCOME)
+      lsim__bind_str(st, c + 1, outcome);
+    else if (opt >> c & 1)
+      lsim__bind_opt(st, c + 1, q->v[c]);
+    else
+      sqlite3_bind_int64(st, c + 1, q->v[c]);
+  }
 }
 
 /* ---- lsim_rows: buffered rows as a virtual table ----------------------------
@@ -720,10 +659,11 @@ static void lsim__bind_request(sqlite3_stmt *st, lsim__bound *b, int k,
 ** one sqlite3_result_int64 instead of a sqlite3_bind_int64 per parameter
 ** (which unbinds the old value and checks the statement first), and the
 ** statement's program is one loop instead of a 64-row VALUES list. */
-#define LSIM__VT_COLS 17 /* the widest source row (iteration_log) */
+#define LSIM__VT_COLS 18 /* the widest source row (requests) */
 _Static_assert(LSIM__IT_COLS <= LSIM__VT_COLS &&
                    LSIM__EV_V + 1 <= LSIM__VT_COLS &&
-                   LSIM__IV_COLS <= LSIM__VT_COLS,
+                   LSIM__IV_COLS <= LSIM__VT_COLS &&
+                   LSIM__RQ_COLS <= LSIM__VT_COLS,
                "lsim_rows declares a column for every source column");
 
 typedef struct lsim__vt {
@@ -742,7 +682,7 @@ static int lsim__vt_connect(sqlite3 *h, void *aux, int argc,
   (void)argc, (void)argv, (void)err;
   int rc = sqlite3_declare_vtab(
       h, "CREATE TABLE x(c0,c1,c2,c3,c4,c5,c6,c7,c8,c9,c10,c11,c12,c13,c14,"
-         "c15,c16)");
+         "c15,c16,c17)");
   if (rc != SQLITE_OK)
     return rc;
   lsim__vt *vt = sqlite3_malloc(sizeof *vt);
@@ -805,7 +745,7 @@ static int lsim__vt_column(sqlite3_vtab_cursor *c, sqlite3_context *ctx,
   int64_t v = src->v[(size_t)row * src->stride + col];
   if (col == 0 && src->autoseq && src->autoseq[row])
     sqlite3_result_null(ctx);
-  else if (col >= src->opt && v == LSIM_NONE)
+  else if (v == LSIM_NONE && (src->nulls >> col & 1))
     sqlite3_result_null(ctx);
   else if (col == src->tcol) /* the arena outlives the statement's step */
     sqlite3_result_text(ctx, src->text + (v >> 24), (int)(v & 0xffffff),
@@ -837,20 +777,18 @@ static const sqlite3_module lsim__vt_module = {
 };
 
 /* Insert n rows of `stride` integers from v with st (an INSERT .. SELECT
-** from lsim_rows); columns from opt on are NULL where LSIM_NONE. */
+** from lsim_rows); the columns in the bitmask nulls are NULL where
+** LSIM_NONE; tcol, when not -1, is text in `text`. */
 static lsim_err lsim__insert_src(lsim_db *db, sqlite3_stmt *st,
                                  const int64_t *v, int n, int stride,
-                                 int opt, const char *what) {
+                                 uint32_t nulls, int tcol, const char *text,
+                                 const char *what) {
   if (n == 0)
     return 0;
-  db->src = (lsim__src){
-      .v = v, .n = n, .stride = stride, .opt = opt, .tcol = -1};
-  if (st == db->vit) {
-    db->src.tcol = LSIM__IT_DEBITS;
-    db->src.text = db->arena;
-  } else if (st == db->vev) {
+  db->src = (lsim__src){.v = v, .n = n, .stride = stride, .nulls = nulls,
+                        .tcol = tcol, .text = text};
+  if (st == db->vev)
     db->src.autoseq = db->autoseq;
-  }
   lsim_err rc = lsim__step(db, st, what);
   db->src = (lsim__src){0};
   return rc;
@@ -877,48 +815,22 @@ static lsim_err lsim__flush_events(lsim_db *db) {
   }
   _Static_assert(sizeof(lsim__ev_row) == (LSIM__EV_V + 1) * sizeof(int64_t),
                  "an event row is seq then v, unpadded");
+  /* request .. value may be NULL (seq is, by autoseq) */
   lsim_err rc = lsim__insert_src(db, db->vev, &p[0].seq, n, LSIM__EV_V + 1,
-                                 5, "insert events");
+                                 ~0u << 5 & 0x3ffu, -1, NULL,
+                                 "insert events");
   if (!rc)
     db->max_seq = max;
   return rc;
 }
 
-/* Write one buffer of `n` rows: one multi-row INSERT when it is full, row by
-** row otherwise.  fb and ob: what `full` and `one` have bound. */
-static lsim_err lsim__flush_rows(lsim_db *db, int n, sqlite3_stmt *full,
-                                 lsim__bound *fb, sqlite3_stmt *one,
-                                 lsim__bound *ob, const void *rows,
-                                 size_t size,
-                                 void (*bind)(sqlite3_stmt *, lsim__bound *,
-                                              int, const void *),
-                                 const char *what) {
-  const char *r = rows;
-  if (n == LSIM__ROWS) {
-    for (int i = 0; i < n; i++)
-      bind(full, fb, i, r + (size_t)i * size);
-    fb->primed = 1;
-    return lsim__step(db, full, what);
-  }
-  lsim_err rc = 0;
-  for (int i = 0; i < n && !rc; i++) {
-    bind(one, ob, 0, r + (size_t)i * size);
-    ob->primed = 1;
-    rc = lsim__step(db, one, what);
-  }
-  return rc;
-}
-
-static void lsim__bind_request_v(sqlite3_stmt *st, lsim__bound *b, int k,
-                                 const void *row) {
-  lsim__bind_request(st, b, k, row);
-}
 static lsim_err lsim__flush_iters(lsim_db *db) {
   int n = db->nitpend;
   db->nitpend = 0;
-  lsim_err rc = lsim__insert_src(db, db->vit, db->itpend[0].v, n,
-                                 LSIM__IT_COLS, LSIM__IT_OPT,
-                                 "insert iterations");
+  lsim_err rc = lsim__insert_src(
+      db, db->vit, db->itpend[0].v, n, LSIM__IT_COLS,
+      ~0u << LSIM__IT_OPT & ((1u << LSIM__IT_COLS) - 1), LSIM__IT_DEBITS,
+      db->arena, "insert iterations");
   db->alen = 0;
   return rc;
 }
@@ -926,9 +838,12 @@ static lsim_err lsim__flush_iters(lsim_db *db) {
 static lsim_err lsim__flush_requests(lsim_db *db) {
   int n = db->nrqpend;
   db->nrqpend = 0;
-  return lsim__flush_rows(db, n, db->reqn, &db->reqn_b, db->req, &db->req_b,
-                          db->rqpend,
-                          sizeof db->rqpend[0], lsim__bind_request_v,
+  /* tenant, adapter, worker, first token and finish tick may be NULL */
+  return lsim__insert_src(db, db->vrq, db->rqpend[0].v, n,
+                          sizeof db->rqpend[0] / sizeof(int64_t),
+                          1u << 1 | 1u << 2 | 1u << 3 | 1u << 5 | 1u << 6 |
+                              1u << LSIM__RQ_OUTCOME,
+                          LSIM__RQ_OUTCOME, (const char *)db->rqpend,
                           "insert requests");
 }
 
@@ -936,7 +851,7 @@ static lsim_err lsim__flush_intervals(lsim_db *db) {
   int n = db->nivpend;
   db->nivpend = 0;
   return lsim__insert_src(db, db->viv, db->ivpend[0].v, n, LSIM__IV_COLS,
-                          LSIM__IV_COLS, "insert starvation intervals");
+                          0, -1, NULL, "insert starvation intervals");
 }
 
 /* Two ints in one column: hi in the upper 32 bits, lo in the lower, each
@@ -1148,8 +1063,11 @@ static lsim_err lsim__setup(lsim_db *db, lsim_errbuf *eb) {
     return rc;
   if ((rc = lsim__prepare(db, LSIM__RQ_SQL_COLS LSIM__RQ_SQL_ROW, &db->req,
                           eb)) ||
-      (rc = lsim__prepare_multi(db, LSIM__RQ_SQL_COLS, LSIM__RQ_SQL_ROW,
-                                &db->reqn, eb)) ||
+      (rc = lsim__prepare(db,
+                          LSIM__RQ_SQL_COLS_ONLY " SELECT 1,c0,c1,c2,c3,c4,c5,"
+                          "c6,c7,c8,c9,c10,c11,c12,c13,c14,c15,c16,c17 "
+                          "FROM lsim_rows",
+                          &db->vrq, eb)) ||
       (rc = lsim__prepare(db,
                           "INSERT INTO validations(run_id,iter,backend,"
                           "reference,max_abs_err,max_rel_err,exact) "
@@ -1251,7 +1169,7 @@ void lsim_db_close(lsim_db *db) {
          sqlite3_exec(db->h, "COMMIT", NULL, NULL, NULL) != SQLITE_OK))
       sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);
     sqlite3_finalize(db->req);
-    sqlite3_finalize(db->reqn);
+    sqlite3_finalize(db->vrq);
     sqlite3_finalize(db->sum);
     sqlite3_finalize(db->ten);
     sqlite3_finalize(db->adp);
@@ -1649,19 +1567,37 @@ lsim_err lsim_db_request(void *ud, const lsim_request_record *rec) {
   ** not outlive the call); a word too long for the slot goes in at once,
   ** after the rows buffered before it */
   lsim__req_row *q = &db->rqpend[db->nrqpend];
-  q->r = *rec;
+  int64_t *v = q->v;
+  v[0] = rec->request;
+  v[1] = rec->tenant;
+  v[2] = rec->adapter;
+  v[3] = rec->worker;
+  v[4] = rec->arrival_tick;
+  v[5] = rec->first_token_tick;
+  v[6] = rec->finish_tick;
+  v[7] = rec->prompt_tokens;
+  v[8] = rec->output_tokens;
+  v[9] = rec->loads_waited;
+  v[11] = rec->queue_wait_ticks;
+  v[12] = rec->load_wait_ticks;
+  v[13] = rec->prefill_ticks;
+  v[14] = rec->decode_ticks;
+  v[15] = rec->preemptions;
+  v[16] = rec->cold;
+  v[17] = rec->requested_tokens;
   if (!lsim__word(q->outcome, rec->outcome)) {
     if ((rc = lsim__flush_requests(db)))
       return rc;
-    lsim__req_row one = {*rec, {0}};
-    db->req_b.primed = 0; /* bound outside the shadow */
-    lsim__bind_request(db->req, &db->req_b, 0, &one);
+    lsim__bind_request(db->req, q, rec->outcome);
     if ((rc = lsim__step(db, db->req, "insert request")))
       return rc;
     return lsim__count_row(db);
   }
-  q->r.outcome = rec->outcome ? q->outcome : NULL;
-  if (++db->nrqpend == LSIM__ROWS && (rc = lsim__flush_requests(db)))
+  v[LSIM__RQ_OUTCOME] =
+      rec->outcome ? LSIM__TEXT_REF(q->outcome - (const char *)db->rqpend,
+                                    strlen(q->outcome))
+                   : LSIM_NONE;
+  if (++db->nrqpend == LSIM__VT_ROWS && (rc = lsim__flush_requests(db)))
     return rc;
   return lsim__count_row(db);
 }
