@@ -224,6 +224,14 @@ struct lsim_db {
   int o_ok;           /* that result is "ok" */
   char *otext;        /* its debits so far, a JSON object without its '}' */
   size_t olen;
+  struct {            /* the last debit put in otext (lsim__pack_done) */
+    int set;
+    int64_t seq, request;
+    int tenant, adapter;
+    size_t at;        /* where its member's value starts in otext */
+  } last;
+  lsim_event kv;      /* a kv_released held for its request_finished */
+  int kv_set, kv_shift; /* kv.bytes == kv.pages << kv_shift */
   char *arena;        /* the debits of the buffered iteration rows */
   size_t alen;
   sqlite3_stmt *vev;  /* events from lsim_rows */
@@ -403,16 +411,44 @@ static const char lsim__schema[] =
     "  ON d.code = i.worker_result & 4294967295"
     " WHERE i.done_seq IS NOT NULL"
     /* a debit: the member's name is the request, its value the rest
-    ** (LSIM__DEBIT_*) */
+    ** (LSIM__DEBIT_*), or [rest, fin] when the request finished */
+#define LSIM__REST "coalesce(j.atom, j.value ->> 0)"
     " UNION ALL SELECT"
-    " 1, CAST(i.done_seq + ((j.atom >> 6) & 1023) AS INTEGER),"
+    " 1, CAST(i.done_seq + ((" LSIM__REST " >> 6) & 1023) AS INTEGER),"
     " CAST(i.end_tick AS INTEGER), 8, nullif(i.worker_result >> 32, -1),"
-    " CAST(j.key AS INTEGER), nullif((j.atom >> 16) & 1023, 1023),"
-    " nullif((j.atom >> 26) & 1048575, 1048575),"
+    " CAST(j.key AS INTEGER), nullif((" LSIM__REST " >> 16) & 1023, 1023),"
+    " nullif((" LSIM__REST " >> 26) & 1048575, 1048575),"
     " CAST(i.iter AS INTEGER), 0, CAST(0 AS INTEGER), CAST(0 AS INTEGER),"
-    " CAST(j.atom >> 46 AS INTEGER),"
-    " (SELECT d.word FROM words AS d WHERE d.code = j.atom & 63)"
-    " FROM iteration_log AS i, json_each(i.debits) AS j;"
+    " CAST(" LSIM__REST " >> 46 AS INTEGER),"
+    " (SELECT d.word FROM words AS d WHERE d.code = " LSIM__REST " & 63)"
+    " FROM iteration_log AS i, json_each(i.debits) AS j"
+    /* its kv_released and request_finished (lsim__pack_finished) */
+#define LSIM__FIN "(j.value ->> 1)"
+    " UNION ALL SELECT"
+    " 1, CAST(i.done_seq + (((j.value ->> 0) >> 6) & 1023) + 1 AS INTEGER),"
+    " CAST(i.end_tick AS INTEGER), 16, nullif(i.worker_result >> 32, -1),"
+    " CAST(j.key AS INTEGER), nullif(((j.value ->> 0) >> 16) & 1023, 1023),"
+    " nullif(((j.value ->> 0) >> 26) & 1048575, 1048575),"
+    " CAST((" LSIM__FIN " >> 16) & 65535 AS INTEGER), 0,"
+    " CAST(" LSIM__FIN " & 65535 AS INTEGER),"
+    " CAST((" LSIM__FIN " & 65535) << ((" LSIM__FIN " >> 48) & 31)"
+    "  AS INTEGER),"
+    " CAST(0 AS INTEGER), CAST(NULL AS TEXT)"
+    " FROM iteration_log AS i, json_each(i.debits) AS j"
+    " WHERE j.type = 'array'"
+    " UNION ALL SELECT"
+    " 1, CAST(i.done_seq + (((j.value ->> 0) >> 6) & 1023) + 2 AS INTEGER),"
+    " CAST(i.end_tick AS INTEGER), 17, nullif(i.worker_result >> 32, -1),"
+    " CAST(j.key AS INTEGER), nullif(((j.value ->> 0) >> 16) & 1023, 1023),"
+    " nullif(((j.value ->> 0) >> 26) & 1048575, 1048575),"
+    " CAST((" LSIM__FIN " >> 16) & 65535 AS INTEGER), 0,"
+    " CAST(0 AS INTEGER), CAST(0 AS INTEGER),"
+    " CAST((" LSIM__FIN " >> 32) & 65535 AS INTEGER),"
+    " (SELECT d.word FROM words AS d WHERE d.code = " LSIM__FIN " >> 53)"
+    " FROM iteration_log AS i, json_each(i.debits) AS j"
+    " WHERE j.type = 'array';"
+#undef LSIM__REST
+#undef LSIM__FIN
     "CREATE VIEW iterations AS SELECT"
     " 1 AS run_id, i.iter AS iter,"
     " nullif(i.worker_result >> 32, -1) AS worker,"
@@ -861,6 +897,8 @@ static int64_t lsim__pair(int hi, int lo) {
   return (int64_t)((uint64_t)(uint32_t)hi << 32 | (uint32_t)lo);
 }
 
+static lsim_err lsim__log_event(lsim_db *db, const lsim_event *ev);
+
 /* Append one stored event row to the buffer; a full buffer is written. */
 static lsim_err lsim__push_event(lsim_db *db, const lsim__ev_row *r) {
   db->pend[db->npend++] = *r;
@@ -884,12 +922,18 @@ static lsim_err lsim__spill(lsim_db *db, int w) {
 /* The open iteration row is complete: into the iteration buffer, with
 ** its debits' text (closed) copied into the arena. */
 static lsim_err lsim__close_open(lsim_db *db) {
+  lsim_err rc;
+  if (db->kv_set) { /* its request_finished did not come in time */
+    db->kv_set = 0;
+    if ((rc = lsim__log_event(db, &db->kv)))
+      return rc;
+  }
   if (!db->open)
     return 0;
   db->open = 0;
+  db->last.set = 0;
   int64_t *v = db->orow.v;
   v[LSIM__IT_DEBITS] = LSIM_NONE;
-  lsim_err rc;
   if (db->olen > 0) {
     db->otext[db->olen++] = '}';
     if (db->alen + db->olen > LSIM__ARENA && (rc = lsim__flush_iters(db)))
@@ -943,7 +987,7 @@ static lsim_err lsim__flush(lsim_db *db) {
 
 static int lsim__pending(const lsim_db *db) {
   return db->npend + db->nitpend + db->nrqpend + db->nivpend + db->open +
-         db->nheld_set;
+         db->nheld_set + db->kv_set;
 }
 
 static lsim_err lsim__commit_batch(lsim_db *db) {
@@ -1496,8 +1540,88 @@ static lsim_err lsim__pack_done(lsim_db *db, const lsim_event *ev,
   p = lsim__decimal(p, ev->request);
   *p++ = '"';
   *p++ = ':';
+  db->last.set = 1;
+  db->last.seq = ev->seq;
+  db->last.request = ev->request;
+  db->last.tenant = ev->tenant;
+  db->last.adapter = ev->adapter;
+  db->last.at = (size_t)(p - db->otext);
   p = lsim__decimal(p, rest);
   db->olen = (size_t)(p - db->otext);
+  *packed = 1;
+  return 0;
+}
+
+/* A request that finished in this iteration: its kv_released and
+** request_finished come right after its debit (engine/engine.c) and say
+** little more: the KV pages freed (bytes = pages << a shift), the slot
+** generation, the tokens produced and the detail.  They go into the
+** debit's member, whose value becomes [rest, fin] with
+**
+**   fin = pages | generation << 16 | tokens << 32 | shift << 48 |
+**         detail code << 53
+**
+** kv_released is held (db->kv) until its request_finished shows that both
+** fit; anything else first sends it to event_log. */
+#define LSIM__FIN_MAX 65535 /* pages, generation, tokens: 16 bits each */
+
+/* ev, a kv_released right after the last debit, held. */
+static void lsim__hold_kv(lsim_db *db, const lsim_event *ev, int *packed) {
+  const int64_t *v = db->orow.v;
+  if (!db->last.set || ev->seq != db->last.seq + 1 ||
+      ev->request != db->last.request || ev->tenant != db->last.tenant ||
+      ev->adapter != db->last.adapter || (int64_t)ev->worker != v[1] >> 32 ||
+      ev->tick != v[3] || ev->attempt != 0 || ev->value != 0 || ev->detail ||
+      ev->generation < 0 || ev->generation > LSIM__FIN_MAX ||
+      ev->pages < 0 || ev->pages > LSIM__FIN_MAX || ev->bytes < 0)
+    return;
+  int shift = 0;
+  if (ev->pages == 0 ? ev->bytes != 0 : ev->bytes % ev->pages != 0)
+    return;
+  if (ev->pages > 0) {
+    int64_t unit = ev->bytes / ev->pages;
+    while (shift < 31 && (INT64_C(1) << shift) < unit)
+      shift++;
+    if ((INT64_C(1) << shift) != unit)
+      return; /* not a power of two */
+  }
+  db->kv = *ev;
+  db->kv_shift = shift;
+  db->kv_set = 1;
+  *packed = 1;
+}
+
+/* ev, a request_finished: with the held kv_released into the last
+** debit's member when both fit. */
+static lsim_err lsim__pack_finished(lsim_db *db, const lsim_event *ev,
+                                    int *packed) {
+  const lsim_event *kv = &db->kv;
+  if (ev->seq != kv->seq + 1 || ev->request != kv->request ||
+      ev->tenant != kv->tenant || ev->adapter != kv->adapter ||
+      ev->worker != kv->worker || ev->tick != kv->tick ||
+      ev->generation != kv->generation || ev->attempt != 0 ||
+      ev->pages != 0 || ev->bytes != 0 || ev->value < 0 ||
+      ev->value > LSIM__FIN_MAX || !ev->detail ||
+      db->olen + LSIM__DEBIT_LEN > LSIM__DEBITS_MAX)
+    return 0;
+  int64_t code = 0;
+  lsim_err rc = lsim__cached_code(db, ev->detail, 1, &code);
+  if (rc || code > LSIM__DEBIT_CODE)
+    return rc;
+  int64_t fin = kv->pages | kv->generation << 16 | ev->value << 32 |
+                (int64_t)db->kv_shift << 48 | code << 53;
+  /* the member's value is the last thing in otext: rest -> [rest,fin] */
+  char *at = db->otext + db->last.at;
+  size_t n = db->olen - db->last.at;
+  memmove(at + 1, at, n);
+  *at = '[';
+  char *p = at + 1 + n;
+  *p++ = ',';
+  p = lsim__decimal(p, fin);
+  *p++ = ']';
+  db->olen = (size_t)(p - db->otext);
+  db->last.set = 0;
+  db->kv_set = 0;
   *packed = 1;
   return 0;
 }
@@ -1514,18 +1638,37 @@ lsim_err lsim_db_event(void *ud, const lsim_event *ev) {
     return LSIM_E_BUG;
   }
   int packed = 0;
-  if (ev->kind == LSIM_EV_ITERATION_SELECTED)
+  if (db->kv_set) {
+    if (ev->kind == LSIM_EV_REQUEST_FINISHED &&
+        (rc = lsim__pack_finished(db, ev, &packed)))
+      return rc;
+    if (db->kv_set) { /* not its request_finished: the held one is a row */
+      db->kv_set = 0;
+      if ((rc = lsim__log_event(db, &db->kv)))
+        return rc;
+    }
+  }
+  if (packed)
+    ;
+  else if (ev->kind == LSIM_EV_ITERATION_SELECTED)
     rc = lsim__hold_selected(db, ev, &packed);
   else if (db->open && (ev->kind == LSIM_EV_ITERATION_COMPLETED ||
                         ev->kind == LSIM_EV_COMPLETED_SERVICE_DEBITED))
     rc = lsim__pack_done(db, ev, &packed);
+  else if (db->open && ev->kind == LSIM_EV_KV_RELEASED)
+    lsim__hold_kv(db, ev, &packed);
+  if (!rc && !packed)
+    rc = lsim__log_event(db, ev);
   if (rc)
     return rc;
-  if (packed) {
-    db->events++;
-    return lsim__count_row(db);
-  }
+  db->events++;
+  return lsim__count_row(db);
+}
+
+/* ev as an event_log row in the buffer. */
+static lsim_err lsim__log_event(lsim_db *db, const lsim_event *ev) {
   int64_t code = 0;
+  lsim_err rc;
   if (ev->detail && (rc = lsim__cached_code(db, ev->detail, 1, &code)))
     return rc;
   lsim__ev_row *r = &db->pend[db->npend++];
@@ -1539,10 +1682,7 @@ lsim_err lsim_db_event(void *ud, const lsim_event *ev) {
   r->v[6] = ev->pages;
   r->v[7] = ev->bytes;
   r->v[8] = ev->value;
-  db->events++;
-  if (db->npend == LSIM__VT_ROWS && (rc = lsim__flush_events(db)))
-    return rc;
-  return lsim__count_row(db);
+  return db->npend == LSIM__VT_ROWS ? lsim__flush_events(db) : 0;
 }
 
 /* Copy word w into a buffer slot; 0 when it does not fit. */

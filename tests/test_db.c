@@ -875,9 +875,28 @@ Test(db, iteration_events_packed) {
           fits = 0;
         }
         pk_emit(db, &s, d, !packs || !fits);
-        if (pk_rand(&s, 3) == 0) { /* a request finished */
-          pk_emit(db, &s, pk_plain(&s, LSIM_EV_KV_RELEASED, now, w), 1);
-          pk_emit(db, &s, pk_plain(&s, LSIM_EV_REQUEST_FINISHED, now, w), 1);
+        if (pk_rand(&s, 3) == 0) { /* its request finished */
+          int64_t pages = (int64_t)pk_rand(&s, 200);
+          lsim_event kv = {0, now, LSIM_EV_KV_RELEASED, w, d.request,
+                           d.tenant, d.adapter, (int64_t)pk_rand(&s, 100),
+                           0, pages, pages * 2097152, 0, NULL};
+          lsim_event fin = {0, now, LSIM_EV_REQUEST_FINISHED, w, d.request,
+                            d.tenant, d.adapter, kv.generation, 0, 0, 0,
+                            (int64_t)pk_rand(&s, 500), "ok"};
+          int between = 0, in = !packs || !fits;
+          switch (pk_rand(&s, 20)) { /* what cannot go in the member */
+          case 0: kv.bytes = pages * 3000000, in |= pages > 0; break;
+          case 1: fin.value = 70000, in = 1; break;
+          case 2: between = 1, in = 1; break;
+          case 3: fin.generation++, in = 1; break;
+          case 4: kv.attempt = 1, in = 1; break;
+          case 5: kv.generation = 70000, fin.generation = 70000, in = 1;
+            break;
+          }
+          pk_emit(db, &s, kv, in);
+          if (between)
+            pk_emit(db, &s, pk_plain(&s, LSIM_EV_QUEUE_ENQUEUED, now, w), 1);
+          pk_emit(db, &s, fin, in);
         }
       }
       wk[w].busy = 0;
@@ -963,6 +982,9 @@ Test(db, iteration_events_packed) {
   cr_assert_gt(q_int(h, "SELECT count(*) FROM iteration_log AS i, "
                         "json_each(i.debits)"),
                q_int(h, "SELECT count(*) FROM events WHERE kind = 8") / 2);
+  cr_assert_gt(q_int(h, "SELECT count(*) FROM iteration_log AS i, "
+                        "json_each(i.debits) AS j WHERE j.type = 'array'"),
+               q_int(h, "SELECT count(*) FROM events WHERE kind = 17") / 3);
   /* the view's other uses agree with the table */
   cr_assert_eq(q_int(h, "SELECT count(*) FROM events_named"), s.n);
   cr_assert_eq(q_int(h, "SELECT count(*) FROM (SELECT seq FROM events "
