@@ -34,23 +34,24 @@
 ** docs/BENCHMARKS.md).  Earlier, measured open..close on one core of an
 ** EPYC VM: about 0.9M events/s one row per statement, 1.3-1.4M/s with 64
 ** rows per statement; page sizes 4K..32K were within noise of each other,
-** 64K was slower; synchronous OFF vs NORMAL within noise.  Iteration and
-** starvation rows are buffered and written the same way, request rows
-** (text outcome) 64 at a time with a multi-row INSERT; each buffer is
-** written on its own when it fills.  Rows are stored narrow (docs/SCHEMA.md, "How
-** the rows are stored"): SQLite's cost per row grows with its
-** columns, so pairs of ints share a column and words (event details,
-** iteration results, starvation words) are codes into the words table,
-** assigned when first appended; the views events, iterations and
-** starvation give back the version-1 columns.  Request outcomes are
-** copied into the buffer.  `seq` is
-** event_log's rowid (INTEGER PRIMARY KEY): appends in seq order go to
+** 64K was slower; synchronous OFF vs NORMAL within noise.  Iteration,
+** starvation and request rows are buffered and written the same way (a
+** request's outcome is a text column pointing into its buffered row);
+** each buffer is written on its own when it fills.  Rows are stored
+** narrow (docs/SCHEMA.md, "How the rows are stored"): SQLite's cost per
+** row grows with its columns, so pairs of ints share a column and words
+** (event details, iteration results, starvation words) are codes into the
+** words table, assigned when first appended; the views events,
+** iterations and starvation give back the version-1 columns.  Fewer rows
+** mattered most: since schema 7 an iteration's own events are kept in its
+** iteration_log row ("iteration-bound events" below), which took the
+** bench shape from about 1.1 to about 1.5 M events per CPU-second.  `seq`
+** is event_log's rowid (INTEGER PRIMARY KEY): appends in seq order go to
 ** the right edge of one B-tree, and no separate (run_id, seq) index is
 ** needed -- building that index at end of run cost more than half of the
-** insert time again.  A buffer whose seqs continue the table is
-** inserted without the seq column (SQLite's next rowid is then the seq:
-** 1.74M against 1.42M rows/s), and request parameters equal to the
-** previous batch's are not bound again (lsim__bound).
+** insert time again.  An event whose seq continues the table is inserted
+** with a NULL seq (SQLite's next rowid is then the seq, without the
+** B-tree search an explicit rowid costs).
 **
 ** Errors.  lsim_db_open, lsim_db_begin_run and lsim_db_end_run report
 ** through the errbuf.  The append functions have no errbuf: they return
@@ -213,7 +214,7 @@ struct lsim_db {
   int nivpend;        /* buffered starvation intervals */
   lsim__iv_row ivpend[LSIM__VT_ROWS];
   lsim__src src;      /* the rows lsim_rows shows to the statement running */
-  /* the iteration-bound events (lsim__pack_event) */
+  /* the iteration-bound events ("iteration-bound events" below) */
   lsim__held *held;   /* [nheld]: one per worker */
   int nheld, nheld_set;
   int open;           /* orow is the last iteration row, not yet buffered:
@@ -388,8 +389,10 @@ static const char lsim__schema[] =
     "  WHERE d.code = e.kind_detail >> 16) AS detail"
     " FROM event_log AS e"
     /* version 7: an iteration's iteration_selected, iteration_completed
-    ** and completed_service_debited events, kept in its iteration_log row
-    ** when they say nothing the row does not (lsim__pack_event) */
+    ** and completed_service_debited events, and the kv_released and
+    ** request_finished of a request it finished, kept in its
+    ** iteration_log row when the row says all they say ("iteration-bound
+    ** events" below) */
     /* Every arm gives each column the affinity the first gives it (the
     ** CASTs to INTEGER, a CAST of NULL to TEXT), so that SQLite can flatten
     ** the view into a query: ORDER BY seq then merges the arms, reading
@@ -535,10 +538,8 @@ static const struct {
 #undef LSIM__KROW
 };
 
-/* Row templates of the multi-row INSERTs (run_id is the literal 1).  The
-** `eva` form leaves seq out: SQLite then assigns the rowid max(seq) + 1,
-** which is the next event's seq whenever the stream is contiguous (see
-** lsim__flush_events). */
+/* The request INSERT: its columns (the INSERT .. SELECT from lsim_rows),
+** and the one-row form (run_id is the literal 1). */
 #define LSIM__RQ_SQL_COLS_ONLY                                             \
   "INSERT INTO requests(run_id,request,tenant,adapter,worker,arrival_tick," \
   "first_token_tick,finish_tick,prompt_tokens,output_tokens,loads_waited," \
@@ -685,13 +686,15 @@ static void lsim__bind_request(sqlite3_stmt *st, const lsim__req_row *q,
 
 /* ---- lsim_rows: buffered rows as a virtual table ----------------------------
 **
-** Events, iterations and starvation intervals reach their tables through
-** `INSERT INTO t(...) SELECT c0, c1, ... FROM lsim_rows`, one statement per
-** buffer of up to LSIM__VT_ROWS rows.  lsim_rows is an eponymous virtual
-** table of this connection only (nothing of it is stored in the file): it
-** shows db->src, the buffer being written, row by row in buffer order, so
-** the rows reach the table in append order (D2) and the values stored are
-** exactly those the multi-row INSERTs bound.  SQLite reads each value with
+** Events, iterations, starvation intervals and requests reach their tables
+** through `INSERT INTO t(...) SELECT c0, c1, ... FROM lsim_rows`, one
+** statement per buffer of up to LSIM__VT_ROWS rows.  lsim_rows is an
+** eponymous virtual table of this connection only (nothing of it is stored
+** in the file): it shows db->src, the buffer being written, row by row in
+** buffer order, so the rows reach the table in append order (D2) and the
+** values stored are exactly those a bound INSERT would store (integers,
+** NULL for LSIM_NONE where the column allows it, and the text of a text
+** column).  SQLite reads each value with
 ** one sqlite3_result_int64 instead of a sqlite3_bind_int64 per parameter
 ** (which unbinds the old value and checks the statement first), and the
 ** statement's program is one loop instead of a 64-row VALUES list. */
@@ -1435,19 +1438,21 @@ static lsim_err lsim__cached_code(lsim_db *db, const char *w, int is_static,
 ** (tick = start_tick, value = prefill + decode rows), iteration_completed
 ** (tick = end_tick, value = those rows or 0 when failed, detail =
 ** result) and completed_service_debited (tick = end_tick; request,
-** tenant, adapter, value and detail vary).  They go into the row:
-** sel_seq, done_seq, and debits, a JSON array of [seq - done_seq,
-** request, tenant, adapter, value, detail code] (null for an absent
-** value); the events view gives them back.  An event goes there only when
-** the view gives back exactly what it was (every field is compared
-** below); any other goes to event_log as before.  Fewer SQLite rows per
-** event is what the writer's speed needed (docs/BENCHMARKS.md).
+** tenant, adapter, value and detail vary), and a request the iteration
+** finished adds its kv_released and request_finished.  They go into the
+** row: sel_seq, done_seq, and debits, a JSON object with one member per
+** debit (LSIM__DEBIT_*, lsim__pack_finished); the events view gives them
+** back.  An event goes there only when the view gives back exactly what
+** it was (every field is compared below); any other goes to event_log as
+** before.  Fewer SQLite rows per event is what the writer's speed needed
+** (docs/BENCHMARKS.md).
 **
 ** The row of an iteration is appended just before its iteration_completed
 ** (sim/replay.c), its debits follow within the same engine call, and its
 ** iteration_selected came at launch: that one is held per worker until
 ** the row comes.  lsim__settle, before every commit, buffers the open row
-** and sends the held events to event_log. */
+** and sends the held events to event_log (D2 then holds for what is
+** committed: every event up to some seq). */
 
 /* ev, an iteration_selected, held for its iteration's row. */
 static lsim_err lsim__hold_selected(lsim_db *db, const lsim_event *ev,
