@@ -107,11 +107,12 @@ _Static_assert(sizeof(lsim__req_row) % sizeof(int64_t) == 0,
 ** ctx_tokens, then the seqs of its iteration_selected and
 ** iteration_completed events and its debits (a reference into the text
 ** arena, LSIM__TEXT_REF); LSIM_NONE stored as NULL from backend_ns on. */
-#define LSIM__IT_COLS 17
+#define LSIM__IT_COLS 18
 #define LSIM__IT_OPT 10    /* the first column that may be NULL */
 #define LSIM__IT_SEL 14    /* sel_seq */
 #define LSIM__IT_DONE 15   /* done_seq */
-#define LSIM__IT_DEBITS 16 /* debits, the text column */
+#define LSIM__IT_DEBITS 16 /* debits, a text column */
+#define LSIM__IT_FINS 17   /* fins, a text column */
 typedef struct lsim__it_row {
   int64_t v[LSIM__IT_COLS];
 } lsim__it_row;
@@ -140,7 +141,8 @@ typedef struct lsim__it_row {
 #define LSIM__DEBIT_ADAPTER 1048575 /* 20 bits, from bit 26; all ones: none */
 #define LSIM__DEBIT_VALUE 131071  /* 17 bits, from bit 46 */
 #define LSIM__TEXT_REF(off, len) ((int64_t)(off) << 24 | (int64_t)(len))
-_Static_assert(LSIM__DEBITS_MAX < (1 << 24) && LSIM__ARENA >= LSIM__DEBITS_MAX,
+_Static_assert(LSIM__DEBITS_MAX < (1 << 24) &&
+                   LSIM__ARENA >= 2 * LSIM__DEBITS_MAX,
                "a text reference holds any length; the arena holds any text");
 
 /* A worker's iteration_selected event, kept back until its iteration's
@@ -173,12 +175,12 @@ typedef struct lsim__ev_row {
 /* The rows the `lsim_rows` virtual table shows while one INSERT .. SELECT
 ** runs: n rows of `stride` integers from v, column c being v[c] of each
 ** row; a column whose bit is set in `nulls` gives NULL for LSIM_NONE.
-** Column tcol (-1: none) is text: its integer is a LSIM__TEXT_REF into
-** `text`. */
+** A column whose bit is set in `tcols` is text: its integer is a
+** LSIM__TEXT_REF into `text`. */
 typedef struct lsim__src {
   const int64_t *v;
-  int n, stride, tcol;
-  uint32_t nulls;
+  int n, stride;
+  uint32_t nulls, tcols;
   const char *text;
   const unsigned char *autoseq; /* NULL, or per row: column 0 is NULL */
 } lsim__src;
@@ -225,11 +227,12 @@ struct lsim_db {
   int o_ok;           /* that result is "ok" */
   char *otext;        /* its debits so far, a JSON object without its '}' */
   size_t olen;
+  char *ftext;        /* its fins so far, the same */
+  size_t flen;
   struct {            /* the last debit put in otext (lsim__pack_done) */
     int set;
-    int64_t seq, request;
+    int64_t seq, request, rest;
     int tenant, adapter;
-    size_t at;        /* where its member's value starts in otext */
   } last;
   lsim_event kv;      /* a kv_released held for its request_finished */
   int kv_set, kv_shift; /* kv.bytes == kv.pages << kv_shift */
@@ -340,7 +343,8 @@ static const char lsim__schema[] =
     /* version 7: the iteration's own events (see the events view) */
     " sel_seq,"
     " done_seq,"
-    " debits);"
+    " debits,"
+    " fins);"
     /* version 6: every copy the world timed, with both times */
     "CREATE TABLE loads("
     " run_id INTEGER NOT NULL,"
@@ -385,9 +389,9 @@ static const char lsim__schema[] =
     " e.generation AS generation,"
     " nullif(e.attempt_adapter >> 32, -1) AS attempt,"
     " e.pages AS pages, e.bytes AS bytes, e.value AS value,"
-    " (SELECT d.word FROM words AS d"
-    "  WHERE d.code = e.kind_detail >> 16) AS detail"
+    " d.word AS detail"
     " FROM event_log AS e"
+    " LEFT JOIN words AS d ON d.code = e.kind_detail >> 16"
     /* version 7: an iteration's iteration_selected, iteration_completed
     ** and completed_service_debited events, and the kv_released and
     ** request_finished of a request it finished, kept in its
@@ -396,7 +400,10 @@ static const char lsim__schema[] =
     /* Every arm gives each column the affinity the first gives it (the
     ** CASTs to INTEGER, a CAST of NULL to TEXT), so that SQLite can flatten
     ** the view into a query: ORDER BY seq then merges the arms, reading
-    ** event_log in rowid order, and a WHERE term is tested per arm. */
+    ** event_log in rowid order, and a WHERE term is tested per arm.  Words
+    ** come by a join, not a scalar subquery: an aggregate over the view
+    ** computes every column of every arm, and the subquery cost about
+    ** 0.5 us a row more. */
     " UNION ALL SELECT"
     " 1, CAST(i.sel_seq AS INTEGER), CAST(i.start_tick AS INTEGER), 6,"
     " nullif(i.worker_result >> 32, -1), CAST(NULL AS INTEGER), NULL, NULL,"
@@ -414,8 +421,8 @@ static const char lsim__schema[] =
     "  ON d.code = i.worker_result & 4294967295"
     " WHERE i.done_seq IS NOT NULL"
     /* a debit: the member's name is the request, its value the rest
-    ** (LSIM__DEBIT_*), or [rest, fin] when the request finished */
-#define LSIM__REST "coalesce(j.atom, j.value ->> 0)"
+    ** (LSIM__DEBIT_*) */
+#define LSIM__REST "j.atom"
     " UNION ALL SELECT"
     " 1, CAST(i.done_seq + ((" LSIM__REST " >> 6) & 1023) AS INTEGER),"
     " CAST(i.end_tick AS INTEGER), 8, nullif(i.worker_result >> 32, -1),"
@@ -423,9 +430,11 @@ static const char lsim__schema[] =
     " nullif((" LSIM__REST " >> 26) & 1048575, 1048575),"
     " CAST(i.iter AS INTEGER), 0, CAST(0 AS INTEGER), CAST(0 AS INTEGER),"
     " CAST(" LSIM__REST " >> 46 AS INTEGER),"
-    " (SELECT d.word FROM words AS d WHERE d.code = " LSIM__REST " & 63)"
+    " d.word"
     " FROM iteration_log AS i, json_each(i.debits) AS j"
-    /* its kv_released and request_finished (lsim__pack_finished) */
+    " LEFT JOIN words AS d ON d.code = " LSIM__REST " & 63"
+    /* a finished request's kv_released and request_finished: a member of
+    ** fins, [rest, fin] (lsim__pack_finished) */
 #define LSIM__FIN "(j.value ->> 1)"
     " UNION ALL SELECT"
     " 1, CAST(i.done_seq + (((j.value ->> 0) >> 6) & 1023) + 1 AS INTEGER),"
@@ -437,8 +446,7 @@ static const char lsim__schema[] =
     " CAST((" LSIM__FIN " & 65535) << ((" LSIM__FIN " >> 48) & 31)"
     "  AS INTEGER),"
     " CAST(0 AS INTEGER), CAST(NULL AS TEXT)"
-    " FROM iteration_log AS i, json_each(i.debits) AS j"
-    " WHERE j.type = 'array'"
+    " FROM iteration_log AS i, json_each(i.fins) AS j"
     " UNION ALL SELECT"
     " 1, CAST(i.done_seq + (((j.value ->> 0) >> 6) & 1023) + 2 AS INTEGER),"
     " CAST(i.end_tick AS INTEGER), 17, nullif(i.worker_result >> 32, -1),"
@@ -447,9 +455,9 @@ static const char lsim__schema[] =
     " CAST((" LSIM__FIN " >> 16) & 65535 AS INTEGER), 0,"
     " CAST(0 AS INTEGER), CAST(0 AS INTEGER),"
     " CAST((" LSIM__FIN " >> 32) & 65535 AS INTEGER),"
-    " (SELECT d.word FROM words AS d WHERE d.code = " LSIM__FIN " >> 53)"
-    " FROM iteration_log AS i, json_each(i.debits) AS j"
-    " WHERE j.type = 'array';"
+    " d.word"
+    " FROM iteration_log AS i, json_each(i.fins) AS j"
+    " LEFT JOIN words AS d ON d.code = " LSIM__FIN " >> 53;"
 #undef LSIM__REST
 #undef LSIM__FIN
     "CREATE VIEW iterations AS SELECT"
@@ -786,7 +794,7 @@ static int lsim__vt_column(sqlite3_vtab_cursor *c, sqlite3_context *ctx,
     sqlite3_result_null(ctx);
   else if (v == LSIM_NONE && (src->nulls >> col & 1))
     sqlite3_result_null(ctx);
-  else if (col == src->tcol) /* the arena outlives the statement's step */
+  else if (src->tcols >> col & 1) /* the text outlives the statement's step */
     sqlite3_result_text(ctx, src->text + (v >> 24), (int)(v & 0xffffff),
                         SQLITE_STATIC);
   else
@@ -817,15 +825,16 @@ static const sqlite3_module lsim__vt_module = {
 
 /* Insert n rows of `stride` integers from v with st (an INSERT .. SELECT
 ** from lsim_rows); the columns in the bitmask nulls are NULL where
-** LSIM_NONE; tcol, when not -1, is text in `text`. */
+** LSIM_NONE; the columns in tcols are text in `text`. */
 static lsim_err lsim__insert_src(lsim_db *db, sqlite3_stmt *st,
                                  const int64_t *v, int n, int stride,
-                                 uint32_t nulls, int tcol, const char *text,
+                                 uint32_t nulls, uint32_t tcols,
+                                 const char *text,
                                  const char *what) {
   if (n == 0)
     return 0;
   db->src = (lsim__src){.v = v, .n = n, .stride = stride, .nulls = nulls,
-                        .tcol = tcol, .text = text};
+                        .tcols = tcols, .text = text};
   if (st == db->vev)
     db->src.autoseq = db->autoseq;
   lsim_err rc = lsim__step(db, st, what);
@@ -856,7 +865,7 @@ static lsim_err lsim__flush_events(lsim_db *db) {
                  "an event row is seq then v, unpadded");
   /* request .. value may be NULL (seq is, by autoseq) */
   lsim_err rc = lsim__insert_src(db, db->vev, &p[0].seq, n, LSIM__EV_V + 1,
-                                 ~0u << 5 & 0x3ffu, -1, NULL,
+                                 ~0u << 5 & 0x3ffu, 0, NULL,
                                  "insert events");
   if (!rc)
     db->max_seq = max;
@@ -868,8 +877,9 @@ static lsim_err lsim__flush_iters(lsim_db *db) {
   db->nitpend = 0;
   lsim_err rc = lsim__insert_src(
       db, db->vit, db->itpend[0].v, n, LSIM__IT_COLS,
-      ~0u << LSIM__IT_OPT & ((1u << LSIM__IT_COLS) - 1), LSIM__IT_DEBITS,
-      db->arena, "insert iterations");
+      ~0u << LSIM__IT_OPT & ((1u << LSIM__IT_COLS) - 1),
+      1u << LSIM__IT_DEBITS | 1u << LSIM__IT_FINS, db->arena,
+      "insert iterations");
   db->alen = 0;
   return rc;
 }
@@ -882,7 +892,7 @@ static lsim_err lsim__flush_requests(lsim_db *db) {
                           sizeof db->rqpend[0] / sizeof(int64_t),
                           1u << 1 | 1u << 2 | 1u << 3 | 1u << 5 | 1u << 6 |
                               1u << LSIM__RQ_OUTCOME,
-                          LSIM__RQ_OUTCOME, (const char *)db->rqpend,
+                          1u << LSIM__RQ_OUTCOME, (const char *)db->rqpend,
                           "insert requests");
 }
 
@@ -890,7 +900,7 @@ static lsim_err lsim__flush_intervals(lsim_db *db) {
   int n = db->nivpend;
   db->nivpend = 0;
   return lsim__insert_src(db, db->viv, db->ivpend[0].v, n, LSIM__IV_COLS,
-                          0, -1, NULL, "insert starvation intervals");
+                          0, 0, NULL, "insert starvation intervals");
 }
 
 /* Two ints in one column: hi in the upper 32 bits, lo in the lower, each
@@ -936,15 +946,21 @@ static lsim_err lsim__close_open(lsim_db *db) {
   db->open = 0;
   db->last.set = 0;
   int64_t *v = db->orow.v;
-  v[LSIM__IT_DEBITS] = LSIM_NONE;
-  if (db->olen > 0) {
-    db->otext[db->olen++] = '}';
-    if (db->alen + db->olen > LSIM__ARENA && (rc = lsim__flush_iters(db)))
-      return rc;
-    memcpy(db->arena + db->alen, db->otext, db->olen);
-    v[LSIM__IT_DEBITS] = LSIM__TEXT_REF(db->alen, db->olen);
-    db->alen += db->olen;
-    db->olen = 0;
+  if (db->alen + db->olen + db->flen + 2 > LSIM__ARENA &&
+      (rc = lsim__flush_iters(db)))
+    return rc;
+  char *text[2] = {db->otext, db->ftext};
+  size_t *len[2] = {&db->olen, &db->flen};
+  for (int k = 0; k < 2; k++) {
+    v[k ? LSIM__IT_FINS : LSIM__IT_DEBITS] = LSIM_NONE;
+    if (*len[k] == 0)
+      continue;
+    text[k][(*len[k])++] = '}';
+    memcpy(db->arena + db->alen, text[k], *len[k]);
+    v[k ? LSIM__IT_FINS : LSIM__IT_DEBITS] =
+        LSIM__TEXT_REF(db->alen, *len[k]);
+    db->alen += *len[k];
+    *len[k] = 0;
   }
   db->itpend[db->nitpend++] = db->orow;
   return db->nitpend == LSIM__VT_ROWS ? lsim__flush_iters(db) : 0;
@@ -1098,9 +1114,9 @@ static lsim_err lsim__setup(lsim_db *db, lsim_errbuf *eb) {
                           "start_tick,end_tick,prefill_rows,decode_rows,reqs,"
                           "adapters_segments,true_rank_rows,padded_rank_rows,"
                           "backend_ns,model_ns,measured_ns,ctx_tokens,"
-                          "sel_seq,done_seq,debits) "
+                          "sel_seq,done_seq,debits,fins) "
                           "SELECT c0,c1,c2,c3,c4,c5,c6,c7,c8,c9,c10,c11,c12,"
-                          "c13,c14,c15,c16 FROM lsim_rows",
+                          "c13,c14,c15,c16,c17 FROM lsim_rows",
                           &db->vit, eb)) ||
       (rc = lsim__prepare(db,
                           "INSERT INTO starvation_log(worker_entity,"
@@ -1175,10 +1191,12 @@ lsim_err lsim_db_open(lsim_db **out, const char *path, lsim_errbuf *eb) {
   size_t n = strlen(path) + 1;
   db->path = malloc(n);
   db->otext = malloc(LSIM__DEBITS_MAX);
+  db->ftext = malloc(LSIM__DEBITS_MAX);
   db->arena = malloc(LSIM__ARENA);
-  if (!db->path || !db->otext || !db->arena) {
+  if (!db->path || !db->otext || !db->ftext || !db->arena) {
     free(db->path);
     free(db->otext);
+    free(db->ftext);
     free(db->arena);
     free(db);
     return lsim_fail(eb, LSIM_E_NOMEM, "%s: out of memory", path);
@@ -1233,6 +1251,7 @@ void lsim_db_close(lsim_db *db) {
   free(db->words);
   free(db->held);
   free(db->otext);
+  free(db->ftext);
   free(db->arena);
   free(db->path);
   free(db);
@@ -1548,9 +1567,9 @@ static lsim_err lsim__pack_done(lsim_db *db, const lsim_event *ev,
   db->last.set = 1;
   db->last.seq = ev->seq;
   db->last.request = ev->request;
+  db->last.rest = rest;
   db->last.tenant = ev->tenant;
   db->last.adapter = ev->adapter;
-  db->last.at = (size_t)(p - db->otext);
   p = lsim__decimal(p, rest);
   db->olen = (size_t)(p - db->otext);
   *packed = 1;
@@ -1561,7 +1580,9 @@ static lsim_err lsim__pack_done(lsim_db *db, const lsim_event *ev,
 ** request_finished come right after its debit (engine/engine.c) and say
 ** little more: the KV pages freed (bytes = pages << a shift), the slot
 ** generation, the tokens produced and the detail.  They go into the
-** debit's member, whose value becomes [rest, fin] with
+** row's fins, a JSON object like debits (NULL in most rows, so that a
+** reader's json_each over it is short) whose member for the request is
+** [rest, fin]: the debit's rest, and
 **
 **   fin = pages | generation << 16 | tokens << 32 | shift << 48 |
 **         detail code << 53
@@ -1607,7 +1628,7 @@ static lsim_err lsim__pack_finished(lsim_db *db, const lsim_event *ev,
       ev->generation != kv->generation || ev->attempt != 0 ||
       ev->pages != 0 || ev->bytes != 0 || ev->value < 0 ||
       ev->value > LSIM__FIN_MAX || !ev->detail ||
-      db->olen + LSIM__DEBIT_LEN > LSIM__DEBITS_MAX)
+      db->flen + 2 * LSIM__DEBIT_LEN + 1 > LSIM__DEBITS_MAX)
     return 0;
   int64_t code = 0;
   lsim_err rc = lsim__cached_code(db, ev->detail, 1, &code);
@@ -1615,16 +1636,18 @@ static lsim_err lsim__pack_finished(lsim_db *db, const lsim_event *ev,
     return rc;
   int64_t fin = kv->pages | kv->generation << 16 | ev->value << 32 |
                 (int64_t)db->kv_shift << 48 | code << 53;
-  /* the member's value is the last thing in otext: rest -> [rest,fin] */
-  char *at = db->otext + db->last.at;
-  size_t n = db->olen - db->last.at;
-  memmove(at + 1, at, n);
-  *at = '[';
-  char *p = at + 1 + n;
+  char *p = db->ftext + db->flen;
+  *p++ = db->flen == 0 ? '{' : ',';
+  *p++ = '"';
+  p = lsim__decimal(p, ev->request);
+  *p++ = '"';
+  *p++ = ':';
+  *p++ = '[';
+  p = lsim__decimal(p, db->last.rest);
   *p++ = ',';
   p = lsim__decimal(p, fin);
   *p++ = ']';
-  db->olen = (size_t)(p - db->otext);
+  db->flen = (size_t)(p - db->ftext);
   db->last.set = 0;
   db->kv_set = 0;
   *packed = 1;
@@ -1773,7 +1796,8 @@ lsim_err lsim_db_iteration(lsim_db *db, const lsim_iter_record *it) {
   v[11] = it->model_ns;
   v[12] = it->measured_ns;
   v[13] = it->ctx_tokens;
-  v[LSIM__IT_SEL] = v[LSIM__IT_DONE] = v[LSIM__IT_DEBITS] = LSIM_NONE;
+  v[LSIM__IT_SEL] = v[LSIM__IT_DONE] = v[LSIM__IT_DEBITS] =
+      v[LSIM__IT_FINS] = LSIM_NONE;
   /* its events may go into it when the view can give them back: an
   ** iteration number that is not NULL, rows that add up */
   int64_t rows = 0;
@@ -1799,7 +1823,7 @@ lsim_err lsim_db_iteration(lsim_db *db, const lsim_iter_record *it) {
     db->o_rows = rows;
     db->o_result = it->result;
     db->o_ok = it->result && strcmp(it->result, "ok") == 0;
-    db->olen = 0;
+    db->olen = db->flen = 0;
   } else {
     db->itpend[db->nitpend++] = row;
     if (db->nitpend == LSIM__VT_ROWS && (rc = lsim__flush_iters(db)))
