@@ -100,6 +100,18 @@ typedef struct lsim__req_row {
 _Static_assert(sizeof(lsim__req_row) % sizeof(int64_t) == 0,
                "request rows are read as int64_t strides");
 
+/* A buffered loads row: load, kind (a LSIM__TEXT_REF to the copy in this
+** row), worker, adapter, attempt, request, bytes, disk bytes, start and
+** end ticks, model_ns, measured_ns. */
+#define LSIM__LD_COLS 12
+#define LSIM__LD_KIND 1
+typedef struct lsim__ld_row {
+  int64_t v[LSIM__LD_COLS];
+  char kind[LSIM__WORD];
+} lsim__ld_row;
+_Static_assert(sizeof(lsim__ld_row) % sizeof(int64_t) == 0,
+               "load rows are read as int64_t strides");
+
 /* An iteration row as iteration_log stores it: iter, worker << 32 |
 ** result code, start and end ticks, prefill and decode rows,
 ** prefill_reqs << 32 | decode_reqs, distinct_adapters << 32 | segments,
@@ -213,6 +225,8 @@ struct lsim_db {
   lsim__it_row itpend[LSIM__VT_ROWS];
   int nrqpend;        /* buffered request rows */
   lsim__req_row rqpend[LSIM__VT_ROWS];
+  int nldpend;        /* buffered loads rows */
+  lsim__ld_row ldpend[LSIM__VT_ROWS];
   int nivpend;        /* buffered starvation intervals */
   lsim__iv_row ivpend[LSIM__VT_ROWS];
   lsim__src src;      /* the rows lsim_rows shows to the statement running */
@@ -242,6 +256,7 @@ struct lsim_db {
   unsigned char autoseq[LSIM__VT_ROWS]; /* per buffered event: seq NULL */
   sqlite3_stmt *vit;  /* iterations from lsim_rows */
   sqlite3_stmt *vrq;  /* requests from lsim_rows */
+  sqlite3_stmt *vld;  /* loads from lsim_rows */
   sqlite3_stmt *viv;  /* starvation intervals from lsim_rows */
   char err[512];      /* message of the last failed append */
 };
@@ -896,6 +911,18 @@ static lsim_err lsim__flush_requests(lsim_db *db) {
                           "insert requests");
 }
 
+static lsim_err lsim__flush_loads(lsim_db *db) {
+  int n = db->nldpend;
+  db->nldpend = 0;
+  /* worker, adapter, attempt, request and measured_ns may be NULL */
+  return lsim__insert_src(db, db->vld, db->ldpend[0].v, n,
+                          sizeof db->ldpend[0] / sizeof(int64_t),
+                          1u << 2 | 1u << 3 | 1u << 4 | 1u << 5 | 1u << 11 |
+                              1u << LSIM__LD_KIND,
+                          1u << LSIM__LD_KIND, (const char *)db->ldpend,
+                          "insert loads");
+}
+
 static lsim_err lsim__flush_intervals(lsim_db *db) {
   int n = db->nivpend;
   db->nivpend = 0;
@@ -990,14 +1017,18 @@ static lsim_err lsim__flush(lsim_db *db) {
     rc = lsim__flush_events(db);
   if (rc) {
     db->npend = 0;
-    db->nitpend = db->nrqpend = db->nivpend = 0;
+    db->nitpend = db->nrqpend = db->nldpend = db->nivpend = 0;
     return rc;
   }
   if ((rc = lsim__flush_iters(db))) {
-    db->nrqpend = db->nivpend = 0;
+    db->nrqpend = db->nldpend = db->nivpend = 0;
     return rc;
   }
   if ((rc = lsim__flush_requests(db))) {
+    db->nldpend = db->nivpend = 0;
+    return rc;
+  }
+  if ((rc = lsim__flush_loads(db))) {
     db->nivpend = 0;
     return rc;
   }
@@ -1005,7 +1036,8 @@ static lsim_err lsim__flush(lsim_db *db) {
 }
 
 static int lsim__pending(const lsim_db *db) {
-  return db->npend + db->nitpend + db->nrqpend + db->nivpend + db->open +
+  return db->npend + db->nitpend + db->nrqpend + db->nldpend + db->nivpend +
+         db->open +
          db->nheld_set + db->kv_set;
 }
 
@@ -1143,6 +1175,13 @@ static lsim_err lsim__setup(lsim_db *db, lsim_errbuf *eb) {
                           "VALUES(1,?,?,?,?,?,?,?,?,?,?,?,?)",
                           &db->lod, eb)) ||
       (rc = lsim__prepare(db,
+                          "INSERT INTO loads(run_id,load,kind,worker,adapter,"
+                          "attempt,request,bytes,disk_bytes,start_tick,"
+                          "end_tick,model_ns,measured_ns) "
+                          "SELECT 1,c0,c1,c2,c3,c4,c5,c6,c7,c8,c9,c10,c11 "
+                          "FROM lsim_rows",
+                          &db->vld, eb)) ||
+      (rc = lsim__prepare(db,
                           "INSERT INTO words(code,word) VALUES(?,?)",
                           &db->det, eb)) ||
       (rc = lsim__prepare(db,
@@ -1235,6 +1274,7 @@ void lsim_db_close(lsim_db *db) {
       sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);
     sqlite3_finalize(db->req);
     sqlite3_finalize(db->vrq);
+    sqlite3_finalize(db->vld);
     sqlite3_finalize(db->sum);
     sqlite3_finalize(db->ten);
     sqlite3_finalize(db->adp);
@@ -1848,11 +1888,35 @@ lsim_err lsim_db_validation(lsim_db *db, const lsim_validation_record *v) {
   return lsim__count_row(db);
 }
 
-/* Loads are few beside events (one per copy), so one row per statement,
-** in the open batch like every other row. */
+/* Buffered and written through lsim_rows like the other rows (one
+** statement per row cost about 11,000 instructions a load); a kind word
+** too long for the row's slot goes in at once, after the rows buffered
+** before it. */
 lsim_err lsim_db_load(lsim_db *db, const lsim_load_record *l) {
   lsim_err rc = lsim__append_ok(db, "lsim_db_load");
   if (rc)
+    return rc;
+  lsim__ld_row *q = &db->ldpend[db->nldpend];
+  if (l->kind && lsim__word(q->kind, l->kind)) {
+    int64_t *v = q->v;
+    v[0] = l->load;
+    v[LSIM__LD_KIND] = LSIM__TEXT_REF(q->kind - (const char *)db->ldpend,
+                                      strlen(q->kind));
+    v[2] = l->worker;
+    v[3] = l->adapter;
+    v[4] = l->attempt;
+    v[5] = l->request;
+    v[6] = l->bytes;
+    v[7] = l->disk_bytes;
+    v[8] = l->start_tick;
+    v[9] = l->end_tick;
+    v[10] = l->model_ns;
+    v[11] = l->measured_ns;
+    if (++db->nldpend == LSIM__VT_ROWS && (rc = lsim__flush_loads(db)))
+      return rc;
+    return lsim__count_row(db);
+  }
+  if ((rc = lsim__flush_loads(db)))
     return rc;
   sqlite3_stmt *st = db->lod;
   sqlite3_bind_int64(st, 1, l->load);
