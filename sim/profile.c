@@ -144,8 +144,10 @@ static lsim_err lsim__v2(const lsim_json_rd *rd, const cJSON *root,
     return rc;
   const char *const *terms = lsim_cost_terms();
   for (int i = 0; i < LSIM_COST_NTERMS; i++) {
-    /* the decode rank-row term came later: a profile without it has 0 */
-    if (i == LSIM_COST_LORA_DECODE_ELEM &&
+    /* the decode rank-row and adapter terms came later: a profile
+    ** without them has 0 */
+    if ((i == LSIM_COST_LORA_DECODE_ELEM ||
+         i == LSIM_COST_LORA_ADAPTER_ELEM) &&
         !lsim_json_get(coef, terms[i])) {
       p->coef.c[i] = 0;
       continue;

@@ -205,11 +205,14 @@ lsim_err lsim_prof_csv_read(const char *path, lsim_prof_row **rows, int *n,
     r->point = (int)v[1];
     r->rep = (int)v[4];
     r->f = (lsim_cost_feat){v[5],  v[6],  v[7],  v[8], v[9],
-                            v[10], v[12], v[13], (int)v[11], v[20]};
+                            v[10], v[12], v[13], (int)v[11], v[20], 0};
     r->lora_modules = v[14];
     r->lora_elems = v[15];
     r->adapters = (int)v[16];
     r->max_rank = (int)v[17];
+    /* the point's distinct adapters at its (one) rank, as
+    ** lsim_cost_plan_features counts them */
+    r->f.adapter_ranks = r->f.lora ? v[16] * v[17] : 0;
     r->bytes = v[18];
     r->ns = v[19];
     cnt++;
@@ -371,7 +374,8 @@ static const int lsim__lin[] = {
     LSIM_COST_FIXED,       LSIM_COST_GEMM,         LSIM_COST_LM_HEAD,
     LSIM_COST_TOKEN,       LSIM_COST_DECODE_ROW,   LSIM_COST_DECODE_CTX,
     LSIM_COST_PREFILL_SEQ, LSIM_COST_PREFILL_PAIR, LSIM_COST_LORA_MODULE,
-    LSIM_COST_LORA_SEGMENT, LSIM_COST_LORA_ELEM, LSIM_COST_LORA_DECODE_ELEM};
+    LSIM_COST_LORA_SEGMENT, LSIM_COST_LORA_ELEM, LSIM_COST_LORA_DECODE_ELEM,
+    LSIM_COST_LORA_ADAPTER_ELEM};
 #define LSIM__NLIN ((int)(sizeof lsim__lin / sizeof lsim__lin[0]))
 
 static double lsim__roof(int64_t n, double knee) {
@@ -392,6 +396,7 @@ static void lsim__features(const lsim_prof_row *r, double knee, double *x) {
   x[9] = (double)f->lora_segments * (double)r->lora_modules;
   x[10] = (double)f->rank_rows * (double)r->lora_elems;
   x[11] = (double)f->decode_rank_rows * (double)r->lora_elems;
+  x[12] = (double)f->adapter_ranks * (double)r->lora_elems;
 }
 
 /* Solve at knee K: coefficients into k (ns), the weighted residual sum of

@@ -150,29 +150,32 @@ Test(profile, predictions_are_monotone_in_tokens_and_context) {
                eb.msg);
   /* the fixture predates the decode rank-row term: give it one */
   cr_assert_eq(p.coef.c[LSIM_COST_LORA_DECODE_ELEM], 0);
+  cr_assert_eq(p.coef.c[LSIM_COST_LORA_ADAPTER_ELEM], 0);
   p.coef.c[LSIM_COST_LORA_DECODE_ELEM] = 4e-4;
+  p.coef.c[LSIM_COST_LORA_ADAPTER_ELEM] = 2e-3;
   lsim_cost_prof c;
   cr_assert_eq(lsim_cost_prof_bind(&p.coef, 16, 4, 12288, &c, &eb), 0, "%s",
                eb.msg);
   cr_assert_gt(c.lora_decode_rank_row_ps, 0);
+  cr_assert_gt(c.lora_adapter_rank_ps, 0);
   /* every feature grown alone, from several starting points, across the
   ** knee (160 tokens) */
-  static const int64_t base[][9] = {
-      {1, 1, 1, 0, 0, 0, 0, 0, 0},       {100, 1, 0, 0, 1, 5050, 1, 800, 0},
-      {300, 44, 44, 20000, 1, 32896, 3, 2400, 352},
-      {8192, 1, 0, 0, 1, 33558528, 1, 65536, 0}};
+  static const int64_t base[][10] = {
+      {1, 1, 1, 0, 0, 0, 0, 0, 0, 0},    {100, 1, 0, 0, 1, 5050, 1, 800, 0, 8},
+      {300, 44, 44, 20000, 1, 32896, 3, 2400, 352, 24},
+      {8192, 1, 0, 0, 1, 33558528, 1, 65536, 0, 8}};
   for (size_t b = 0; b < sizeof base / sizeof base[0]; b++)
-    for (int k = 0; k < 9; k++)
+    for (int k = 0; k < 10; k++)
       for (int64_t step = 1; step <= 100000; step *= 7) {
         lsim_cost_feat f0 = {base[b][0], base[b][1], base[b][2], base[b][3],
                              base[b][4], base[b][5], base[b][6], base[b][7],
-                             base[b][6] > 0, base[b][8]};
+                             base[b][6] > 0, base[b][8], base[b][9]};
         lsim_cost_feat f1 = f0;
-        int64_t *fld[9] = {&f1.tokens,       &f1.sampled,
-                           &f1.decode_rows,  &f1.decode_ctx,
-                           &f1.prefill_seqs, &f1.prefill_pairs,
-                           &f1.lora_segments, &f1.rank_rows,
-                           &f1.decode_rank_rows};
+        int64_t *fld[10] = {&f1.tokens,       &f1.sampled,
+                            &f1.decode_rows,  &f1.decode_ctx,
+                            &f1.prefill_seqs, &f1.prefill_pairs,
+                            &f1.lora_segments, &f1.rank_rows,
+                            &f1.decode_rank_rows, &f1.adapter_ranks};
         *fld[k] += step;
         f1.lora = f1.lora_segments > 0;
         int64_t t0 = lsim_cost_prof_ns(&c, &f0), t1 = lsim_cost_prof_ns(&c, &f1);
@@ -261,7 +264,11 @@ Test(profile, replay_with_a_profile_uses_it_and_is_deterministic) {
     int64_t r = sqlite3_column_int64(st, 0);
     lsim_cost_feat f = {r, 1, 0, 0, 1, r * (r + 1) / 2,
                         sqlite3_column_int64(st, 1),
-                        sqlite3_column_int64(st, 2), 1, 0};
+                        sqlite3_column_int64(st, 2), 1, 0,
+                        /* one adapter at the request's rank */
+                        sqlite3_column_int64(st, 1) > 0
+                            ? sqlite3_column_int64(st, 2) / r
+                            : 0};
     int64_t want = lsim_cost_prof_ns(&c, &f);
     cr_assert_eq(sqlite3_column_int64(st, 3), want, "rows %lld",
                  (long long)r);
