@@ -738,6 +738,25 @@ Test(profile, the_gate_reports_what_the_databases_hold, .timeout = 120) {
   fclose(f);
   cr_assert_eq(seen, 1);
   cr_assert_eq(lats, 4);
+  /* -r: the same gate from the recorded measured run (--clock-from), no
+  ** measuring backend: the same table to the last digit */
+  snprintf(cmd, sizeof cmd,
+           "cd '%s' && sh '%s/tools/fidelity_gate.sh' -b '%s' -o regate -r "
+           "gate '%s/small-1b.json' > regate.out 2>&1 && cmp gate/gate.csv "
+           "regate/gate.csv",
+           tmpdir, LSIM_SOURCE_DIR, LSIM_BIN, FIX);
+  st = system(cmd);
+  cr_assert(WIFEXITED(st) && (WEXITSTATUS(st) == 0 || WEXITSTATUS(st) == 1),
+            "regate exit %d", st);
+  snprintf(cmd, sizeof cmd, "cd '%s' && cmp gate/gate.csv regate/gate.csv",
+           tmpdir);
+  cr_assert_eq(system(cmd), 0, "the recorded gate differs");
+  snprintf(cmd, sizeof cmd,
+           "cd '%s' && grep -q 'clock-from' regate/small-1b/measured.log || "
+           "sqlite3 regate/small-1b/measured.db \"SELECT 1 FROM run_inputs "
+           "WHERE role = 'clock-from'\" | grep -q 1",
+           tmpdir);
+  cr_assert_eq(system(cmd), 0, "the regate did not replay the recorded run");
 }
 
 /* The committed profiles (profiles/CLASS/PRESET.json) are fits of the
