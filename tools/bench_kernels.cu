@@ -421,7 +421,9 @@ enum {
   COMP_FORKPDL,
   COMP_SIDE,
   COMP_SEQPDL,
-  COMP_DIAG /* not a composition: the GEMM beside the shrink alone */
+  COMP_DIAG, /* not a composition: the GEMM beside the shrink alone */
+  COMP_GEMM1 /* one pass: the shrink, then lsim_cuda_lora_run_gemm (the
+             ** GEMM with the expand in its epilogue; issue 23) */
 };
 
 /* Y[i] += D[i] over n rows of d_out (bf16, fp32 sum rounded once) */
@@ -448,6 +450,8 @@ __global__ void add_rows_kernel(uint16_t *Y, const uint16_t *D, int n,
 struct CompVar {
   std::string label;
   int kind, path, splits, prio, chunks;
+  int gcs = 0, gbm = 0, gpf = 1; /* gemm1: tune gemm_cs, gemm_bm, prefetch */
+  float beta = 0.f;              /* gemm1: Y = beta Y + X W^T + delta */
 };
 
 #define COMP_MAXCH 8
@@ -546,13 +550,31 @@ struct Comp {
                 std::string *why) {
     lsim_cuda_lora_tune t = tune0;
     t.shrink_splits = v.splits;
+    t.gemm_cs = v.gcs;
+    t.gemm_bm = v.gbm;
+    t.gemm_prefetch = v.gpf;
     lsim_cuda_lora_set_tune(C, &t);
     lsim_errbuf eb = LSIM_ERRBUF_INIT;
-    if (lsim_cuda_lora_plan(C, p, v.path, &eb)) {
+    int path = v.path;
+    if (v.kind == COMP_GEMM1 && path == LSIM_CUDA_PATH_AUTO) {
+      int rmax = 0;
+      for (int i = 0; i < p->nseg; i++)
+        rmax = std::max(rmax, p->seg_rank[i]);
+      if (!lsim_cuda_gemm_choose(p, rmax, 0, 0, &path)) {
+        *why = "the chooser takes no one-pass GEMM here";
+        return false;
+      }
+    }
+    if (lsim_cuda_lora_plan(C, p, path, &eb)) {
       *why = eb.msg;
       return false;
     }
-    if (v.kind != COMP_SEQ && v.kind != COMP_SIDE &&
+    const char *gw = "";
+    if (v.kind == COMP_GEMM1 && !lsim_cuda_lora_gemm_ok(C, &gw)) {
+      *why = gw;
+      return false;
+    }
+    if (v.kind != COMP_SEQ && v.kind != COMP_SIDE && v.kind != COMP_GEMM1 &&
         lsim_cuda_lora_path(C) == LSIM_CUDA_PATH_FUSED &&
         lsim_cuda_lora_plan(C, p, LSIM_CUDA_PATH_SGMV_MMA, &eb)) {
       *why = eb.msg;
@@ -655,6 +677,12 @@ struct Comp {
     }
     case COMP_SEQPDL:
       fn = [&] { return gemm(s, 0, N, 0.f) && part(L, 4, X, ldx, Y, ldy); };
+      break;
+    case COMP_GEMM1:
+      fn = [&] {
+        return lsim_cuda_lora_run_gemm(L, X, ldx, W, d_in, Y, ldy, v.beta,
+                                       NULL) == 0;
+      };
       break;
     case COMP_SIDE:
     case COMP_DIAG: {
@@ -1472,6 +1500,146 @@ static int bench(int sweep, int reps, const char *outdir, int compose) {
         }
         comp.release_chunks();
       }
+      /* the base projection and the branch in one pass (issue 23): the
+      ** chooser's pick and its variants (the shrink's path, K ranges per
+      ** cluster, rows per block, the B^T prefetch), and the one-pass GEMM
+      ** with no adapter rows (its GEMM alone); every one checked once
+      ** against the cuBLAS GEMM plus the float64 delta, then timed */
+      if (have_blas && N <= LSIM_CUDA_GEMM_MAX_ROWS) {
+        CompRef ref;
+        ref.d_in = H;
+        ref.d_out = H;
+        ref.N = N;
+        ref.ldx = H;
+        ref.ldy = H;
+        ref.X = &hX;
+        ref.row_ad = ad_of_row;
+        ref.rk = &rk;
+        ref.sc = &sc;
+        ref.A = &hA;
+        ref.B = &hB;
+        for (int i = 0; i < N; i += std::max(1, N / 24))
+          ref.sample.push_back(i);
+        ref.prepare();
+        std::vector<uint16_t> hG((size_t)N * H), hY((size_t)N * H);
+        CK(cudaStreamSynchronize(s));
+        if (!blas.run(N, H, H, dX, dW, dYb))
+          printf("base gemm failed\n");
+        CK(cudaStreamSynchronize(s));
+        CK(cudaMemcpy(hG.data(), dYb, hG.size() * 2, cudaMemcpyDeviceToHost));
+        int maxseg = 0;
+        for (int t = 0; t < p.nseg; t++)
+          maxseg = std::max(maxseg, p.seg_offsets[t + 1] - p.seg_offsets[t]);
+        std::vector<CompVar> cv;
+        auto g1 = [&](const std::string &l, int path, int gcs, int gbm,
+                      int gpf) {
+          CompVar v{"gemm1 " + l, COMP_GEMM1, path, 0, 0, 0};
+          v.gcs = gcs;
+          v.gbm = gbm;
+          v.gpf = gpf;
+          cv.push_back(v);
+        };
+        g1("auto", LSIM_CUDA_PATH_AUTO, 0, 0, 1);
+        g1("auto prefetch=0", LSIM_CUDA_PATH_AUTO, 0, 0, 0);
+        for (int path : {LSIM_CUDA_PATH_DECODE, LSIM_CUDA_PATH_SGMV,
+                         LSIM_CUDA_PATH_SGMV_MMA}) {
+          if (path == LSIM_CUDA_PATH_DECODE && maxseg > 1)
+            continue;
+          for (int c : {0, 2, 4, 8})
+            g1(std::string(lsim_cuda_path_name(path)) + " cs=" +
+                   std::to_string(c),
+               path, c, 0, 1);
+        }
+        if (N <= 64)
+          for (int bm : {128, 256})
+            g1("auto bm=" + std::to_string(bm), LSIM_CUDA_PATH_AUTO, 0, bm,
+               1);
+        for (const CompVar &v : cv) {
+          Row r;
+          r.wl = W.name;
+          r.rank = rname;
+          r.path = "base + " + v.label;
+          std::string why;
+          cudaGraphExec_t ge;
+          if (!comp.prepare(v, &p, e, N, &why) ||
+              !comp.build(v, N, H, H, dX, H, dW, dYb, H, &ge, &why)) {
+            r.note = "skipped: " + why;
+            rows.push_back(r);
+            cudaGetLastError();
+            continue;
+          }
+          char gd[256];
+          lsim_cuda_lora_gemm_describe(comp.L, gd, sizeof gd);
+          r.geom = gd;
+          CK(cudaMemsetAsync(dYb, 0xff, (size_t)N * H * 2, s)); /* NaN */
+          CK(cudaGraphLaunch(ge, s));
+          CK(cudaStreamSynchronize(s));
+          CK(cudaMemcpy(hY.data(), dYb, hY.size() * 2,
+                        cudaMemcpyDeviceToHost));
+          double rel = 0, worst = ref.compare(hY, hG, &rel);
+          r.relerr = rel;
+          char nb[96];
+          snprintf(nb, sizeof nb, "err/bound %.2f", worst);
+          if (!(worst <= 1.0)) {
+            comp_failures++;
+            printf("GEMM1 FAIL %s r=%s %s: %s\n", W.name, rname,
+                   v.label.c_str(), nb);
+          }
+          r.us = tm.median([&] { CK(cudaGraphLaunch(ge, s)); });
+          cudaGraphExecDestroy(ge);
+          r.xbase = r.us / base_us;
+          r.note = std::string(r.xbase <= 1.3 ? "MET " : "MISSED ") +
+                   "(<= 1.3x) " + nb;
+          rows.push_back(r);
+        }
+        /* the one-pass GEMM with no adapter rows: its GEMM alone */
+        {
+          std::vector<lsim_plan_entry> e0;
+          for (int i = 0; i < N; i++)
+            e0.push_back(ent(i, LSIM_BASE, 0, LSIM_PHASE_DECODE, 1));
+          lsim_rowplan p0{};
+          LK(lsim_rowplan_build(&p0, e0.data(), (int)e0.size(), NULL, 0, eb));
+          CompVar v{"gemm1 no adapter rows", COMP_GEMM1,
+                    LSIM_CUDA_PATH_SGMV, 0, 0, 0};
+          Row r;
+          r.wl = W.name;
+          r.rank = rname;
+          r.path = "gemm1 alone (no adapter rows)";
+          std::string why;
+          cudaGraphExec_t ge;
+          if (comp.prepare(v, &p0, e0, N, &why) &&
+              comp.build(v, N, H, H, dX, H, dW, dYb, H, &ge, &why)) {
+            CK(cudaMemsetAsync(dYb, 0xff, (size_t)N * H * 2, s));
+            CK(cudaGraphLaunch(ge, s));
+            CK(cudaStreamSynchronize(s));
+            CK(cudaMemcpy(hY.data(), dYb, hY.size() * 2,
+                          cudaMemcpyDeviceToHost));
+            /* against the cuBLAS GEMM alone: the same bound with no delta */
+            double worst = 0;
+            for (size_t i = 0; i < hY.size(); i++) {
+              const double y = bf(hY[i]), g0 = bf(hG[i]);
+              const double err = fabs(y - g0) / (ldexp(fabs(g0), -7) + 1e-30);
+              worst = y == y ? std::max(worst, err) : INFINITY;
+            }
+            if (!(worst <= 1.0)) {
+              comp_failures++;
+              printf("GEMM1 FAIL %s r=%s no adapter rows: err/bound %.2f\n",
+                     W.name, rname, worst);
+            }
+            r.us = tm.median([&] { CK(cudaGraphLaunch(ge, s)); });
+            cudaGraphExecDestroy(ge);
+            r.xbase = r.us / base_us;
+            char nb[64];
+            snprintf(nb, sizeof nb, "err/bound %.2f", worst);
+            r.note = nb;
+          } else {
+            r.note = "skipped: " + why;
+            cudaGetLastError();
+          }
+          rows.push_back(r);
+          lsim_rowplan_release(&p0);
+        }
+      }
       pg.release();
       lsim_rowplan_release(&p);
       fflush(stdout);
@@ -1607,6 +1775,45 @@ static int bench(int sweep, int reps, const char *outdir, int compose) {
              best[3], best[4], top, top_is.c_str(), top / base, best[0] / base,
              top / base <= lim ? "MET" : "MISSED");
     }
+  /* the base projection and the branch in one pass (issue 23) */
+  printf("\nbase GEMM + branch in one pass (issue 23; us; ratio to the cuBLAS "
+         "GEMM alone; targets <= 1.3x at decode64 and mixed256):\n");
+  printf("%-12s %-5s %8s %8s %8s %9s %8s %8s %8s  %s\n", "workload", "rank",
+         "gemm", "seq", "gemm1", "gemm1/gm", "best1", "best1/gm", "alone",
+         "best one-pass variant");
+  for (int ri = 0; ri < 4; ri++)
+    for (int wi = 0; wi < 2; wi++) {
+      char rb[16];
+      const std::string rk = rset_name(RSET[ri], rb);
+      const double base = find(WORKS[wi].name, rk, "base_gemm (cuBLAS)");
+      const double seq = find(WORKS[wi].name, rk, "base + auto");
+      const double one = find(WORKS[wi].name, rk, "base + gemm1 auto");
+      const double alone =
+          find(WORKS[wi].name, rk, "gemm1 alone (no adapter rows)");
+      double top = NAN;
+      std::string top_is;
+      for (const Row &q : rows)
+        if (q.wl == WORKS[wi].name && q.rank == rk &&
+            q.path.rfind("base + gemm1", 0) == 0 && q.us == q.us &&
+            !(q.us >= top)) {
+          top = q.us;
+          top_is = q.path.substr(13);
+        }
+      printf("%-12s %-5s %8.2f %8.2f %8.2f %9.2f %8.2f %8.2f %8.2f  %s %s\n",
+             WORKS[wi].name, rk.c_str(), base, seq, one, one / base, top,
+             top / base, alone, top_is.c_str(),
+             RSET[ri] > 0 && RSET[ri] != 30
+                 ? (one / base <= 1.3 ? "(chosen: MET)" : "(chosen: MISSED)")
+                 : "");
+    }
+  printf("mixed ranks through the one-pass GEMM (chosen), 8-64 vs mean rank "
+         "30:");
+  for (int wi = 0; wi < 2; wi++) {
+    const double a = find(WORKS[wi].name, "8-64", "base + gemm1 auto"),
+                 b = find(WORKS[wi].name, "30", "base + gemm1 auto");
+    printf("  %s %.2f / %.2f = %.2f", WORKS[wi].name, a, b, a / b);
+  }
+  printf("\n");
   if (comp_failures)
     printf("compositions: %d outside the bf16 bound\n", comp_failures);
   else
@@ -2011,7 +2218,7 @@ static void check_compose(Checker &ck) {
     CK(cudaStreamDestroy(s));
     return;
   }
-  int nvar = 0;
+  int nvar = 0, ngemm_run = 0, ngemm_refused = 0;
   double worst_all = 0;
   for (int cs = 0; cs < 3; cs++) {
     Rng r(4242 + cs);
@@ -2156,26 +2363,81 @@ static void check_compose(Checker &ck) {
     for (int c : {2, 3, 8})
       cv.push_back({"chunk" + std::to_string(c), COMP_CHUNK,
                     LSIM_CUDA_PATH_AUTO, c == 3 ? 1 : 0, 1, c});
+    /* the one pass (issue 23): every shrink path it takes, cluster sizes,
+    ** rows per block, with and without the prefetch, beta 0 and 1 (Y
+    ** preset to G: the result must be 2 G + delta); refused (E_USAGE) on
+    ** the fused and indexed paths and above 256 rows */
+    const int ngemm0 = (int)cv.size();
+    for (int path : {LSIM_CUDA_PATH_AUTO, LSIM_CUDA_PATH_DECODE,
+                     LSIM_CUDA_PATH_SGMV, LSIM_CUDA_PATH_SGMV_MMA,
+                     LSIM_CUDA_PATH_INDEXED, LSIM_CUDA_PATH_FUSED})
+      for (int gcs : {0, 1, 2, 8})
+        for (float beta : {0.f, 1.f}) {
+          if ((path == LSIM_CUDA_PATH_INDEXED ||
+               path == LSIM_CUDA_PATH_FUSED) &&
+              (gcs || beta != 0.f))
+            continue;
+          CompVar v{std::string("gemm1 ") + lsim_cuda_path_name(path) +
+                        " cs=" + std::to_string(gcs) +
+                        (beta != 0.f ? " beta=1" : ""),
+                    COMP_GEMM1, path, 0, 0, 0};
+          v.gcs = gcs;
+          v.gpf = gcs != 2;
+          v.beta = beta;
+          cv.push_back(v);
+        }
+    for (int gbm : {128, 256}) {
+      CompVar v{"gemm1 auto bm=" + std::to_string(gbm), COMP_GEMM1,
+                LSIM_CUDA_PATH_AUTO, 0, 0, 0};
+      v.gbm = gbm;
+      cv.push_back(v);
+    }
+    std::vector<uint16_t> hG2(hG.size());
+    for (size_t i = 0; i < hG.size(); i++) /* 2 G: exact in bf16 */
+      hG2[i] = lsim_cuda_from_float(LSIM_CUDA_BF16, 2.f * bf(hG[i]));
+    int vi = -1;
     for (const CompVar &v : cv) {
       std::string why;
       cudaGraphExec_t ge;
       ck.runs++;
       nvar++;
+      vi++;
+      const bool g1 = vi >= ngemm0;
+      const bool refuse = g1 && (N > LSIM_CUDA_GEMM_MAX_ROWS ||
+                                 v.path == LSIM_CUDA_PATH_INDEXED ||
+                                 v.path == LSIM_CUDA_PATH_FUSED);
       if (!comp.prepare(v, &p, e, N, &why) ||
           !comp.build(v, N, d_in, d_out, dX, ldx, dW, dY, ldy, &ge, &why)) {
+        if (refuse) {
+          ngemm_refused++;
+          cudaGetLastError();
+          continue;
+        }
         ck.fail("compose case %d %s: %s", cs, v.label.c_str(), why.c_str());
         cudaGetLastError();
         continue;
       }
+      if (refuse) {
+        ck.fail("compose case %d %s: ran, but a plan of %d rows on this "
+                "path should be refused", cs, v.label.c_str(), N);
+        cudaGraphExecDestroy(ge);
+        continue;
+      }
+      if (g1)
+        ngemm_run++;
       for (int k = 0; k < 2; k++) {
-        CK(cudaMemsetAsync(dY, 0xff, hG.size() * 2, s));
+        if (v.beta != 0.f)
+          CK(cudaMemcpyAsync(dY, hG.data(), hG.size() * 2,
+                             cudaMemcpyHostToDevice, s));
+        else
+          CK(cudaMemsetAsync(dY, 0xff, hG.size() * 2, s));
         CK(cudaGraphLaunch(ge, s));
         CK(cudaStreamSynchronize(s));
         CK(cudaMemcpy(k ? hY2.data() : hY.data(), dY, hG.size() * 2,
                       cudaMemcpyDeviceToHost));
       }
       cudaGraphExecDestroy(ge);
-      double rel, worst = ref.compare(hY, hG, &rel);
+      double rel, worst = ref.compare(hY, v.beta != 0.f ? hG2 : hG, &rel);
       if (!(worst <= 1.0))
         ck.fail("compose case %d (N %d, %dx%d) %s: error %.3g x the bf16 "
                 "bound%s",
@@ -2200,10 +2462,10 @@ static void check_compose(Checker &ck) {
   }
   printf("compose: %d compositions over 3 batches (seq, fork on every "
          "two-launch path x 3 priorities, forkpdl x 2, side x 4 paths x 2, "
-         "seqpdl, beta1, chunk2/3/8), "
-         "worst error "
+         "seqpdl, beta1, chunk2/3/8, the one-pass gemm1: %d run, %d "
+         "refused as they should be), worst error "
          "%.2f of the bf16 bound\n",
-         nvar, worst_all);
+         nvar, ngemm_run, ngemm_refused, worst_all);
   CK(cudaStreamDestroy(s));
 }
 

@@ -29,6 +29,7 @@
 #include "common.cuh"
 #include "expand.cuh"
 #include "fused.cuh"
+#include "lgemm.cuh"
 #include "shrink.cuh"
 
 struct lsim_cuda_lora {
@@ -61,6 +62,13 @@ struct lsim_cuda_lora {
   int nlayers; /* layered plan (lsim_cuda_lora_plan_layers): tables in
                   the metadata, one per layer, nent entries each; 1 else */
   const lsim__adapter_dev *table0; /* the first layer's table */
+  /* the one-pass GEMM (lsim_cuda_lora_run_gemm, lgemm.cuh): set up by
+  ** every plan of at most LSIM__GEMM_MAXM rows on a perm-ordered path */
+  int gemm_ok;              /* 0: run_gemm refuses, gemm_why says why */
+  const char *gemm_why;
+  int gemm_bm, gemm_cs, gemm_klen, gemm_tpos, netiles, gemm_T;
+  size_t gemm_smem;
+  size_t o_erows, o_etiles; /* ints into the metadata buffer */
 };
 
 static const char *const lsim__path_names[LSIM_CUDA_PATH__COUNT] = {
@@ -180,6 +188,7 @@ extern "C" lsim_err lsim_cuda_lora_open(lsim_cuda_lora **out,
   L->tune.split_t = 1;
   L->tune.fused_prefetch = 1;
   L->tune.fused_preload = 1;
+  L->tune.gemm_prefetch = 1;
   L->h_table = (lsim__adapter_dev *)calloc((size_t)cfg->max_adapters,
                                            sizeof *L->h_table);
   L->mem = (void **)calloc((size_t)cfg->max_adapters, sizeof *L->mem);
@@ -202,6 +211,7 @@ extern "C" lsim_err lsim_cuda_lora_open(lsim_cuda_lora **out,
   LSIM_CUDA_TRY(lsim__shrink_init(), eb);
   LSIM_CUDA_TRY(lsim__expand_init(), eb);
   LSIM_CUDA_TRY(lsim__fused_init(), eb);
+  LSIM_CUDA_TRY(lsim__gemm_init(), eb);
   if (cfg->stream) {
     L->stream = (cudaStream_t)cfg->stream;
   } else {
@@ -450,13 +460,58 @@ struct lsim__paged_src {
   int nlayers; /* >= 1 */
 };
 
+/*
+** The one-pass GEMM's launch geometry for a plan of T rows (its epilogue
+** tiles are in h_meta): rows per block (the smallest of 64, 128, 256 that
+** holds T, or the tune's), blocks per cluster (the tune's, else doubled
+** while the grid stays under about one wave -- two blocks per SM at 64
+** rows -- and each block keeps at least 256 columns of K), the K range per
+** block, the t positions a block stages, and the shared memory.
+*/
+static void lsim__gemm_geometry(lsim_cuda_lora *L, int T, int rmax) {
+  const int N = L->cfg.d_out, K = L->cfg.d_in;
+  const int fit = T <= 64 ? 64 : T <= 128 ? 128 : 256;
+  int bm = L->tune.gemm_bm, cs = L->tune.gemm_cs, tpos = 0;
+  if ((bm != 64 && bm != 128 && bm != 256) || bm < T)
+    bm = fit;
+  const int ct = lsim__cdiv(N, LSIM__GEMM_BN), occ = bm == 64 ? 2 : 1;
+  if (cs != 1 && cs != 2 && cs != 4 && cs != 8)
+    for (cs = 1; cs < LSIM__GEMM_MAXCS && ct * cs * 2 <= occ * L->sms + ct &&
+                 K / (2 * cs) >= 256;
+         cs *= 2)
+      ;
+  const int *et = L->h_meta + L->o_etiles;
+  for (int c = 0; c < cs; c++) {
+    const int t0 = (int)((int64_t)L->netiles * c / cs);
+    const int t1 = (int)((int64_t)L->netiles * (c + 1) / cs);
+    if (t1 > t0) {
+      const int n = et[4 * (t1 - 1) + 1] + et[4 * (t1 - 1) + 2] - et[4 * t0 + 1];
+      if (n > tpos)
+        tpos = n;
+    }
+  }
+  L->gemm_bm = bm;
+  L->gemm_cs = cs;
+  L->gemm_klen = lsim__cdiv(lsim__cdiv(K, cs), 64) * 64;
+  L->gemm_tpos = tpos;
+  L->gemm_T = T;
+  L->gemm_smem = lsim__gemm_smem(bm, tpos, L->args.ws_ld);
+  if (rmax > LSIM__GEMM_MAXR) {
+    L->gemm_ok = 0;
+    L->gemm_why = "a rank above 128";
+  } else if (L->gemm_smem > (size_t)227 * 1024) {
+    L->gemm_ok = 0;
+    L->gemm_why = "the epilogue does not fit shared memory";
+  }
+}
+
 static lsim_err lsim__plan(lsim_cuda_lora *L, const lsim_rowplan *p, int path,
                            const lsim__paged_src *pg, lsim_errbuf *eb) {
   lsim_err rc;
   int rmax = 0, kind, mt, nlist, ngroups, ntiles = 0, decode;
   const int *list, *offsets, *gad;
   size_t o_tab, o_tiles, o_list, o_off, o_gad, o_radp, need;
-  int splits, split_len, nb, full;
+  int splits, split_len, nb, full, netiles;
   size_t wsn;
 
   if (!p)
@@ -560,6 +615,26 @@ static lsim_err lsim__plan(lsim_cuda_lora *L, const lsim_rowplan *p, int path,
   o_gad = o_off + lsim__al4((size_t)ngroups + 1);
   o_radp = o_gad + lsim__al4((size_t)ngroups);
   need = o_radp + lsim__al4(decode ? (size_t)p->T : 0);
+  /* the one-pass GEMM's epilogue rows and tiles (lgemm.cuh): every row of
+  ** the plan, the active ones in list order (so that an index is also the
+  ** workspace row), then the base rows; tiles of up to EMT rows of one
+  ** adapter (-1: base) */
+  L->gemm_ok = 0;
+  L->gemm_why = "the plan has more than 256 rows";
+  netiles = 0;
+  if (list != p->perm)
+    L->gemm_why = "the path's row list is not perm (indexed paths)";
+  else if (kind == LSIM__KIND_FUSED)
+    L->gemm_why = "the fused path has no separate shrink";
+  else if (p->T >= 1 && p->T <= LSIM__GEMM_MAXM) {
+    for (int g = 0; g < ngroups; g++)
+      netiles += lsim__cdiv(offsets[g + 1] - offsets[g], LSIM__GEMM_EMT);
+    netiles += lsim__cdiv(p->T - p->nactive, LSIM__GEMM_EMT);
+    L->gemm_ok = 1;
+  }
+  L->o_erows = need;
+  L->o_etiles = L->o_erows + lsim__al4(L->gemm_ok ? (size_t)p->T : 0);
+  need = L->o_etiles + (L->gemm_ok ? 4 * (size_t)netiles : 0);
   if (need < 4)
     need = 4;
 
@@ -609,6 +684,31 @@ static lsim_err lsim__plan(lsim_cuda_lora *L, const lsim_rowplan *p, int path,
     memcpy(h + o_gad, gad, (size_t)ngroups * sizeof(int));
     if (decode)
       memcpy(h + o_radp, p->row_adapter, (size_t)p->T * sizeof(int));
+    if (L->gemm_ok) {
+      int *er = h + L->o_erows, *et = h + L->o_etiles, ne = 0, k = 0;
+      memcpy(er, p->perm, (size_t)p->nactive * sizeof(int));
+      for (int g = 0; g < ngroups; g++)
+        for (int j = offsets[g]; j < offsets[g + 1]; j += LSIM__GEMM_EMT) {
+          et[4 * ne] = gad[g];
+          et[4 * ne + 1] = j;
+          et[4 * ne + 2] = offsets[g + 1] - j < LSIM__GEMM_EMT
+                               ? offsets[g + 1] - j
+                               : LSIM__GEMM_EMT;
+          ne++;
+        }
+      k = p->nactive;
+      for (int row = 0; row < p->T; row++)
+        if (p->row_adapter[row] == LSIM_BASE)
+          er[k++] = row;
+      for (int j = p->nactive; j < p->T; j += LSIM__GEMM_EMT) {
+        et[4 * ne] = -1;
+        et[4 * ne + 1] = j;
+        et[4 * ne + 2] = p->T - j < LSIM__GEMM_EMT ? p->T - j
+                                                   : LSIM__GEMM_EMT;
+        ne++;
+      }
+      L->netiles = ne;
+    }
   }
   LSIM_CUDA_RET(cudaMemcpyAsync(L->d_meta, L->h_meta, need * sizeof(int),
                                 cudaMemcpyHostToDevice, L->stream),
@@ -723,6 +823,8 @@ static lsim_err lsim__plan(lsim_cuda_lora *L, const lsim_rowplan *p, int path,
       L->simt_smem = (size_t)mt * (size_t)ws_ld * sizeof(float);
     }
   }
+  if (L->gemm_ok)
+    lsim__gemm_geometry(L, p->T, rmax);
   /* programmatic dependent launch: on by default (measured with the split
   ** rule above it gains 1 to 2 us on every workload; with 4 ranges at rank
   ** class 64 prefill4096 lost 20 us with it, which the rule avoids) */
@@ -908,4 +1010,142 @@ extern "C" lsim_err lsim_cuda_lora_poison(lsim_cuda_lora *L, lsim_errbuf *eb) {
                 eb);
   LSIM_CUDA_RET(cudaStreamSynchronize(L->stream), eb);
   return 0;
+}
+
+/* ---- the base projection and the branch in one pass (lgemm.cuh) -------------- */
+
+/*
+** Which composition of the base GEMM and the branch a plan should run
+** (docs/CUDA.md "Base projection and branch in one pass"; measured in
+** docs/BENCHMARKS.md, issue 23): the one-pass GEMM for batches of at most
+** 256 rows at ranks <= 128, whose shrink is the per-row decode kernel when
+** every segment is one row and the tensor-core tiles otherwise; else the
+** caller's base GEMM, then the branch on the chooser's path.
+*/
+extern "C" int lsim_cuda_gemm_choose(const lsim_rowplan *p, int rmax,
+                                     int d_in, int d_out, int *branch_path) {
+  int maxseg = 0;
+  (void)d_in;
+  (void)d_out;
+  for (int t = 0; t < p->nseg; t++)
+    if (p->seg_offsets[t + 1] - p->seg_offsets[t] > maxseg)
+      maxseg = p->seg_offsets[t + 1] - p->seg_offsets[t];
+  if (p->T < 1 || p->T > LSIM__GEMM_MAXM || rmax > LSIM__GEMM_MAXR) {
+    if (branch_path)
+      *branch_path = LSIM_CUDA_PATH_AUTO;
+    return 0;
+  }
+  if (branch_path)
+    *branch_path = maxseg <= 1 ? LSIM_CUDA_PATH_DECODE
+                               : LSIM_CUDA_PATH_SGMV_MMA;
+  return 1;
+}
+
+extern "C" int lsim_cuda_lora_gemm_ok(const lsim_cuda_lora *L,
+                                      const char **why) {
+  if (why)
+    *why = !L || !L->planned ? "no prepared plan"
+           : L->gemm_ok       ? ""
+                              : L->gemm_why;
+  return L && L->planned && L->gemm_ok;
+}
+
+extern "C" void lsim_cuda_lora_gemm_describe(const lsim_cuda_lora *L,
+                                             char *buf, size_t n) {
+  if (!L || !L->planned || !L->gemm_ok) {
+    snprintf(buf, n, "one-pass gemm: not available (%s)",
+             !L || !L->planned ? "no plan" : L->gemm_why);
+    return;
+  }
+  snprintf(buf, n,
+           "one-pass gemm: shrink %s, %d rows per block, clusters of %d (K "
+           "%d per block), %d column tiles, %d epilogue tiles, %d t "
+           "positions, %zu B shared, prefetch %d",
+           lsim_cuda_path_name(L->path), L->gemm_bm, L->gemm_cs,
+           L->gemm_klen, lsim__cdiv(L->cfg.d_out, LSIM__GEMM_BN), L->netiles,
+           L->gemm_tpos, L->gemm_smem, L->tune.gemm_prefetch);
+}
+
+extern "C" lsim_err lsim_cuda_lora_run_gemm_layer(
+    lsim_cuda_lora *L, int layer, const void *X, int ldx, const void *W,
+    int ldw, void *Y, int ldy, float beta, lsim_errbuf *eb) {
+  cudaError_t e;
+  if (!L || !L->planned)
+    return lsim_fail(eb, LSIM_E_STATE, "lora run gemm: no prepared plan");
+  if (layer < 0 || layer >= L->nlayers)
+    return lsim_fail(eb, LSIM_E_USAGE,
+                     "lora run gemm: layer %d of a plan of %d layers", layer,
+                     L->nlayers);
+  if (!L->gemm_ok)
+    return lsim_fail(eb, LSIM_E_USAGE,
+                     "lora run gemm: no one-pass GEMM for this plan (%s)",
+                     L->gemm_why);
+  if (!X || !W || !Y || ((uintptr_t)X & 15) || ((uintptr_t)W & 15) ||
+      ((uintptr_t)Y & 15) || ldx < L->cfg.d_in || ldw < L->cfg.d_in ||
+      ldy < L->cfg.d_out || (ldx & 7) || (ldw & 7) || (ldy & 7) ||
+      !isfinite(beta))
+    return lsim_fail(eb, LSIM_E_USAGE,
+                     "lora run gemm: X, W and Y must be 16-byte aligned "
+                     "with strides >= d_in, d_in, d_out in multiples of 8 "
+                     "(ldx %d, ldw %d, ldy %d) and beta finite",
+                     ldx, ldw, ldy);
+  const lsim__adapter_dev *table =
+      L->table0 + (size_t)layer * (size_t)L->args.table_n;
+  const int lora = L->nactive > 0;
+  if (lora) {
+    L->args.X = (const uint16_t *)X;
+    L->args.Y = (uint16_t *)Y;
+    L->args.ldx = ldx;
+    L->args.ldy = ldy;
+    L->args.shrink_pdl = 0;
+    L->args.y_late = 0;
+    L->args.table = table;
+    e = lsim__shrink_launch(L->cfg.dtype, L->kind, L->rc, L->args,
+                            L->g_shrink, L->stream);
+    L->args.table = L->table0;
+    if (e != cudaSuccess)
+      return lsim_fail(eb, LSIM_E_BACKEND, "cuda: shrink launch (%s): %s",
+                       lsim_cuda_path_name(L->path), cudaGetErrorString(e));
+  }
+  lsim__gemm_args g;
+  memset(&g, 0, sizeof g);
+  g.X = (const uint16_t *)X;
+  g.W = (const uint16_t *)W;
+  g.Y = (uint16_t *)Y;
+  g.ldx = ldx;
+  g.ldw = ldw;
+  g.ldy = ldy;
+  g.M = L->gemm_T;
+  g.N = L->cfg.d_out;
+  g.K = L->cfg.d_in;
+  g.beta = beta;
+  g.cs = L->gemm_cs;
+  g.k_len = L->gemm_klen;
+  g.etiles = (const int4 *)(L->d_meta + L->o_etiles);
+  g.netiles = L->netiles;
+  g.erows = L->d_meta + L->o_erows;
+  g.lora = lora;
+  g.table = table;
+  g.table_n = L->args.table_n;
+  g.ldb = L->args.ldb;
+  g.ws = L->ws;
+  g.ws_ld = L->args.ws_ld;
+  g.splits = L->args.splits;
+  g.nlist = L->args.nlist;
+  g.flags = L->tune.gemm_prefetch ? 1 : 0;
+  g.tpos = L->gemm_tpos;
+  e = lsim__gemm_launch(L->cfg.dtype, L->gemm_bm, g, L->gemm_smem,
+                        lora && L->pdl, L->stream);
+  if (e != cudaSuccess)
+    return lsim_fail(eb, LSIM_E_BACKEND, "cuda: one-pass gemm launch: %s",
+                     cudaGetErrorString(e));
+  return 0;
+}
+
+extern "C" lsim_err lsim_cuda_lora_run_gemm(lsim_cuda_lora *L, const void *X,
+                                            int ldx, const void *W, int ldw,
+                                            void *Y, int ldy, float beta,
+                                            lsim_errbuf *eb) {
+  return lsim_cuda_lora_run_gemm_layer(L, 0, X, ldx, W, ldw, Y, ldy, beta,
+                                       eb);
 }
