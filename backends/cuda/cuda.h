@@ -164,10 +164,12 @@ typedef struct lsim_cuda_lora_tune {
   int gemm_bm;       /* one-pass GEMM: rows per block (64, 128, 256, at
                      ** least the plan's rows); 0 (default): the smallest
                      ** that holds them */
-  int gemm_cs;       /* one-pass GEMM: blocks per cluster, the K ranges
-                     ** (1, 2, 4, 8); 0 (default): by shape */
+  int gemm_cs;       /* one-pass GEMM: K ranges per column tile (1..16);
+                     ** 0 (default): by shape */
   int gemm_prefetch; /* one-pass GEMM: 1 (default): each block asks L2 for
                      ** its epilogue's B^T ranges before the main loop */
+  int gemm_probe;    /* benchmarks only, results wrong: 1 the one-pass
+                     ** GEMM's loads without MMAs, 2 no epilogue, 3 both */
 } lsim_cuda_lora_tune;
 
 typedef struct lsim_cuda_lora lsim_cuda_lora; /* opaque */

@@ -1,9 +1,10 @@
 /*
 ** lgemm.cu: Y = beta Y + X W^T + delta in one launch (lgemm.cuh).
 **
-** Block (column tile ct, cluster rank c) owns output columns
-** n0 = ct * BN .. n0 + BN - 1 of every row (the launch has at most BM >= M
-** rows) and the K range c * k_len .. (c + 1) * k_len - 1.
+** Block (column tile ct, K range c) owns output columns n0 = ct * BN ..
+** n0 + BN - 1 of every row (the launch has at most BM >= M rows) and the
+** K range c * k_len .. (c + 1) * k_len - 1; the cs blocks of a column tile
+** are adjacent in the grid, so they run at about the same time.
 **
 ** Main loop.  64-column stages (128 bytes per row) through an NS-stage
 ** cp.async pipeline: the BM rows of X (rows past M zero-filled) and the BN
@@ -15,39 +16,35 @@
 ** Eight warps in a WM x WN grid, each an (BM / WM) x (BN / WN) tile of
 ** m16n8k16 MMAs.
 **
-** Epilogue.  Each block stores its fp32 partial tile in its own shared
-** memory and arrives on a cluster barrier (release).  Block c owns the
-** epilogue tiles c * netiles / cs .. (c + 1) * netiles / cs - 1: it reads
-** their adapters' rank and scale, waits for the shrink grid
+** Epilogue.  The block stores its fp32 partial tile in shared memory and
+** adds the delta of its share of the rows: the epilogue tiles c * netiles
+** / cs .. (c + 1) * netiles / cs - 1 (up to 8 rows of one adapter each).
+** It reads their adapters' rank and scale, waits for the shrink grid
 ** (griddepcontrol.wait; the launch is the shrink's programmatic
-** dependent), sums the shrink's d_in ranges of t for its rows in order,
-** times s, into shared memory, and waits on the cluster barrier
-** (acquire).  An item is 8 output columns of one epilogue tile (up to 8
-** rows of one adapter): the cs partials of each row summed in the order
-** c = 0 .. cs-1 through distributed shared memory, plus beta Y, then for
-** each rank row k one 16-byte B^T load shared by the tile's rows and 8 x m
-** fused multiply-adds, and one rounding to Y's type.  A last cluster
-** barrier keeps every block's partial alive until no block reads it.
-** Before the main loop each block asks L2 for the B^T ranges of its
-** epilogue tiles (flag 1), so the epilogue's factor reads hit L2.
+** dependent, so everything before this point overlaps the shrink), sums
+** the shrink's d_in ranges of t for its rows in order, times s, into
+** shared memory; an item is 4 columns of one tile: per rank row one 8-byte
+** B^T load shared by the tile's rows and 4 x m fused multiply-adds into
+** the partial.  Before the main loop the block asked L2 for those B^T
+** ranges (flag 1), so these reads hit L2.
 **
-** Everything is summed in a fixed order: the result is deterministic.
+** With one K range the partial goes straight to Y (plus beta Y, one
+** rounding).  Otherwise each block writes it to its slot of the partial
+** workspace, fences, and counts itself in with an atomic on the tile's
+** counter; the last block to arrive sums the cs slots in the order
+** 0 .. cs-1 (whichever block that is), adds beta Y, rounds once, writes Y
+** and resets the counter.  No block waits for another, so any number of
+** blocks may be resident; every sum is in a fixed order, so the result is
+** deterministic.  (A first version reduced through distributed shared
+** memory in clusters of the K ranges: clusters of 8 could not all be
+** resident, and the cluster barriers left most threads waiting; it ran at
+** half the speed, docs/BENCHMARKS.md.)
 */
-#include <cooperative_groups.h>
-
 #include "lgemm.cuh"
-
-namespace cg = cooperative_groups;
 
 #define LSIM__GEMM_KC 64
 #define LSIM__GEMM_PLD (LSIM__GEMM_BN + 4) /* partial tile row, floats */
 
-__device__ __forceinline__ void lsim__gcl_arrive() {
-  asm volatile("barrier.cluster.arrive.release;\n" ::: "memory");
-}
-__device__ __forceinline__ void lsim__gcl_wait() {
-  asm volatile("barrier.cluster.wait.acquire;\n" ::: "memory");
-}
 
 __device__ __forceinline__ uint32_t lsim__gswz(int row, int ch) {
   return (uint32_t)(row * 128 + ((ch ^ (row & 7)) << 4));
@@ -75,7 +72,7 @@ __global__ void __launch_bounds__(LSIM__GEMM_THREADS, lsim__gcfg<BM>::MINB)
   constexpr int NS = lsim__gcfg<BM>::NS;
   constexpr int STAGE = (BM + BN) * 128, XB = BM * 128;
   constexpr int WTM = BM / WM, WTN = BN / WN, MI = WTM / 16, NI = WTN / 8;
-  constexpr int PLD = LSIM__GEMM_PLD, EMT = LSIM__GEMM_EMT, NV = BN / 8;
+  constexpr int PLD = LSIM__GEMM_PLD, EMT = LSIM__GEMM_EMT;
   static_assert(WM * WN == LSIM__GEMM_THREADS / 32, "eight warps");
   static_assert(NI % 2 == 0, "n8 tiles in pairs");
 
@@ -171,6 +168,8 @@ __global__ void __launch_bounds__(LSIM__GEMM_THREADS, lsim__gcfg<BM>::MINB)
       lsim__cp_commit();
     }
     const uint32_t sx = sbase + (kc % NS) * STAGE, sw = sx + XB;
+    if (flags & 2) /* timing probe: the loads alone */
+      continue;
 #pragma unroll
     for (int ks = 0; ks < KC / 16; ks++) {
       uint32_t af[MI][4];
@@ -209,25 +208,27 @@ __global__ void __launch_bounds__(LSIM__GEMM_THREADS, lsim__gcfg<BM>::MINB)
             make_float2(acc[mi][ni][2], acc[mi][ni][3]);
       }
   }
-  if (cs > 1)
-    lsim__gcl_arrive(); /* this block's partial is written */
+  if (flags & 4) /* timing probe: no epilogue after the partial */
+    return;
 
-  /* t of this block's rows: rank and scale per position, then the
-  ** shrink's ranges summed in order, times s */
-  float *ts = part + BM * PLD;                  /* [tpos][ws_ld] */
-  int *prank = reinterpret_cast<int *>(ts + (size_t)tpos * g.ws_ld);
-  float *pscale = reinterpret_cast<float *>(prank + tpos);
-  const int e_lo = t1 > t0 ? g.etiles[t0].y : 0;
-  const int e_hi = t1 > t0 ? g.etiles[t1 - 1].y + g.etiles[t1 - 1].z : 0;
+  /* the delta of this block's rows (epilogue tiles t0 .. t1-1) into its
+  ** partial: t staged (rank and scale per position, the shrink's ranges
+  ** summed in order, times s), then per item -- 4 columns of one tile --
+  ** one B^T load per rank row shared by the tile's rows */
   if (g.lora) {
+    float *ts = part + BM * PLD; /* [tpos][ws_ld] */
+    int *prank = reinterpret_cast<int *>(ts + (size_t)tpos * g.ws_ld);
+    float *pscale = reinterpret_cast<float *>(prank + tpos);
+    const int e_lo = t1 > t0 ? g.etiles[t0].y : 0;
+    const int e_hi = t1 > t0 ? g.etiles[t1 - 1].y + g.etiles[t1 - 1].z : 0;
     for (int j = t0 + tid; j < t1; j += LSIM__GEMM_THREADS) {
       const int4 tl = g.etiles[j];
       const bool act = tl.x >= 0 && tl.x < g.table_n;
       const int r = act ? g.table[tl.x].rank : 0;
-      const float s = act ? g.table[tl.x].scale : 0.f;
+      const float sc = act ? g.table[tl.x].scale : 0.f;
       for (int i = 0; i < tl.z; i++) {
         prank[tl.y + i - e_lo] = r;
-        pscale[tl.y + i - e_lo] = s;
+        pscale[tl.y + i - e_lo] = sc;
       }
     }
     __syncthreads();
@@ -256,106 +257,142 @@ __global__ void __launch_bounds__(LSIM__GEMM_THREADS, lsim__gcfg<BM>::MINB)
           ts[i] = sum[u] * pscale[i / g.ws_ld];
         }
     }
-  }
-  __syncthreads(); /* t, and (cs == 1) the partial, written by this block */
-  if (cs > 1)
-    lsim__gcl_wait(); /* every partial of the cluster is visible */
-
-  cg::cluster_group cl = cg::this_cluster();
-  const int nit = (t1 - t0) * NV;
-  for (int it = tid; it < nit; it += LSIM__GEMM_THREADS) {
-    const int4 tl = g.etiles[t0 + it / NV];
-    const int v = it % NV, n = n0 + 8 * v, m = tl.z;
-    if (n >= g.N)
-      continue;
-    float y[EMT][8];
-    int rows[EMT];
-#pragma unroll
-    for (int i = 0; i < EMT; i++) {
-      rows[i] = i < m ? g.erows[tl.y + i] : 0;
-#pragma unroll
-      for (int e = 0; e < 8; e++)
-        y[i][e] = 0.f;
-    }
-    for (int c = 0; c < cs; c++) {
-      const float *pc = c == crank ? part : cl.map_shared_rank(part, c);
-#pragma unroll
-      for (int i = 0; i < EMT; i++)
-        if (i < m) {
-          const float4 a =
-              *reinterpret_cast<const float4 *>(pc + rows[i] * PLD + 8 * v);
-          const float4 b = *reinterpret_cast<const float4 *>(
-              pc + rows[i] * PLD + 8 * v + 4);
-          y[i][0] += a.x;
-          y[i][1] += a.y;
-          y[i][2] += a.z;
-          y[i][3] += a.w;
-          y[i][4] += b.x;
-          y[i][5] += b.y;
-          y[i][6] += b.z;
-          y[i][7] += b.w;
-        }
-    }
-    const int nn = min(8, g.N - n);
-    if (g.beta != 0.f) {
-#pragma unroll
-      for (int i = 0; i < EMT; i++)
-        if (i < m) {
-          const uint16_t *yp = g.Y + (size_t)rows[i] * g.ldy + n;
-          const uint4 yv = nn == 8 ? *reinterpret_cast<const uint4 *>(yp)
-                                   : lsim__ld_partial(yp, nn);
-          float yf[8];
-          lsim__unpack8<T>(yv, yf);
-#pragma unroll
-          for (int e = 0; e < 8; e++)
-            y[i][e] = fmaf(g.beta, yf[e], y[i][e]);
-        }
-    }
-    if (g.lora && tl.x >= 0 && tl.x < g.table_n) {
+    __syncthreads();
+    constexpr int NV4 = BN / 4;
+    const int nit = (t1 - t0) * NV4;
+    for (int it = tid; it < nit; it += LSIM__GEMM_THREADS) {
+      const int4 tl = g.etiles[t0 + it / NV4];
+      if (tl.x < 0 || tl.x >= g.table_n)
+        continue;
+      const int v = it % NV4, m = tl.z;
       const lsim__adapter_dev ad = g.table[tl.x];
       const int r = ad.rank;
       const float *tr = ts + (size_t)(tl.y - e_lo) * g.ws_ld;
+      float d[EMT][4];
+#pragma unroll
+      for (int i = 0; i < EMT; i++)
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+          d[i][e] = 0.f;
       for (int kb = 0; kb < r; kb += 8) {
-        uint4 bv[8];
+        uint2 bv[8];
 #pragma unroll
         for (int u = 0; u < 8; u++)
-          bv[u] = kb + u < r ? lsim__ldf16(lsim__brow_rt(ad, kb + u, g.ldb) + n)
-                             : make_uint4(0, 0, 0, 0);
+          bv[u] = kb + u < r
+                      ? __ldcs(reinterpret_cast<const uint2 *>(
+                            lsim__brow_rt(ad, kb + u, g.ldb) + n0 + 4 * v))
+                      : make_uint2(0, 0);
 #pragma unroll
         for (int u = 0; u < 8; u++) {
           if (kb + u < r) {
-            float bf[8];
-            lsim__unpack8<T>(bv[u], bf);
+            const float b0 = lsim__dt<T>::lo(bv[u].x),
+                        b1 = lsim__dt<T>::hi(bv[u].x),
+                        b2 = lsim__dt<T>::lo(bv[u].y),
+                        b3 = lsim__dt<T>::hi(bv[u].y);
 #pragma unroll
             for (int i = 0; i < EMT; i++)
               if (i < m) {
                 const float tk = tr[i * g.ws_ld + kb + u];
-#pragma unroll
-                for (int e = 0; e < 8; e++)
-                  y[i][e] = fmaf(tk, bf[e], y[i][e]);
+                d[i][0] = fmaf(tk, b0, d[i][0]);
+                d[i][1] = fmaf(tk, b1, d[i][1]);
+                d[i][2] = fmaf(tk, b2, d[i][2]);
+                d[i][3] = fmaf(tk, b3, d[i][3]);
               }
           }
         }
       }
+#pragma unroll
+      for (int i = 0; i < EMT; i++)
+        if (i < m) {
+          float4 *pp = reinterpret_cast<float4 *>(
+              &part[g.erows[tl.y + i] * PLD + 4 * v]);
+          float4 p = *pp;
+          p.x += d[i][0];
+          p.y += d[i][1];
+          p.z += d[i][2];
+          p.w += d[i][3];
+          *pp = p;
+        }
     }
+  }
+  __syncthreads(); /* the partial (with this block's deltas) is complete */
+
+  /* rows M and columns N of the tile: with one K range, straight to Y;
+  ** else to this block's slot of the partial workspace, and the last
+  ** block of the tile to arrive sums the slots in the order 0 .. cs-1 */
+  constexpr int NV4 = BN / 4;
+  const int ct = (int)(blockIdx.x / (unsigned)cs);
+  const int nitems = g.M * NV4;
+  float *slots = g.part + (size_t)ct * cs * BM * BN;
+  if (cs > 1) {
+    float *mine = slots + (size_t)crank * BM * BN;
+    for (int it = tid; it < nitems; it += LSIM__GEMM_THREADS) {
+      const int row = it / NV4, v = it % NV4;
+      __stcg(reinterpret_cast<float4 *>(mine + row * BN + 4 * v),
+             *reinterpret_cast<const float4 *>(&part[row * PLD + 4 * v]));
+    }
+    __threadfence();
+    __syncthreads();
+    __shared__ int last;
+    if (tid == 0)
+      last = atomicAdd(&g.count[ct], 1) == cs - 1;
+    __syncthreads();
+    if (!last)
+      return;
+    __threadfence();
+  }
+  for (int it0 = tid; it0 < nitems; it0 += 4 * LSIM__GEMM_THREADS) {
+    float4 y[4];
 #pragma unroll
-    for (int i = 0; i < EMT; i++)
-      if (i < m) {
-        uint16_t *yp = g.Y + (size_t)rows[i] * g.ldy + n;
-        if (nn == 8) {
-          *reinterpret_cast<uint4 *>(yp) = lsim__pack8<T>(y[i]);
-        } else {
-#pragma unroll
-          for (int e = 0; e < 8; e++)
-            if (e < nn)
-              yp[e] = lsim__dt<T>::from_f(y[i][e]);
+    for (int u = 0; u < 4; u++) {
+      const int it = it0 + u * LSIM__GEMM_THREADS;
+      const int row = it / NV4, v = it % NV4;
+      y[u] = make_float4(0.f, 0.f, 0.f, 0.f);
+      if (it >= nitems)
+        continue;
+      if (cs == 1) {
+        y[u] = *reinterpret_cast<const float4 *>(&part[row * PLD + 4 * v]);
+      } else {
+        for (int c = 0; c < cs; c++) {
+          const float4 pc = __ldcg(reinterpret_cast<const float4 *>(
+              slots + ((size_t)c * BM + row) * BN + 4 * v));
+          y[u].x += pc.x;
+          y[u].y += pc.y;
+          y[u].z += pc.z;
+          y[u].w += pc.w;
         }
       }
+    }
+#pragma unroll
+    for (int u = 0; u < 4; u++) {
+      const int it = it0 + u * LSIM__GEMM_THREADS;
+      const int row = it / NV4, n = n0 + 4 * (it % NV4);
+      if (it >= nitems || n >= g.N)
+        continue;
+      uint16_t *yp = g.Y + (size_t)row * g.ldy + n;
+      const int nn = min(4, g.N - n);
+      float f[4] = {y[u].x, y[u].y, y[u].z, y[u].w};
+      if (g.beta != 0.f) {
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+          if (e < nn)
+            f[e] = fmaf(g.beta, lsim__dt<T>::to_f(yp[e]), f[e]);
+      }
+      if (nn == 4) {
+        uint2 o;
+        o.x = lsim__dt<T>::pack(f[0], f[1]);
+        o.y = lsim__dt<T>::pack(f[2], f[3]);
+        *reinterpret_cast<uint2 *>(yp) = o;
+      } else {
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+          if (e < nn)
+            yp[e] = lsim__dt<T>::from_f(f[e]);
+      }
+    }
   }
-  if (cs > 1) { /* no block leaves while another may read its partial */
-    lsim__gcl_arrive();
-    lsim__gcl_wait();
-  }
+  if (cs > 1 && tid == 0)
+    g.count[ct] = 0; /* ready for the next launch (stream order) */
 }
 
 /* ---- host side ---------------------------------------------------------- */
@@ -404,13 +441,6 @@ static cudaError_t lsim__gemm_go(K kernel, const lsim__gemm_args &g,
   cfg.blockDim = dim3(LSIM__GEMM_THREADS);
   cfg.dynamicSmemBytes = smem;
   cfg.stream = s;
-  if (g.cs > 1) {
-    at[na].id = cudaLaunchAttributeClusterDimension;
-    at[na].val.clusterDim.x = (unsigned)g.cs;
-    at[na].val.clusterDim.y = 1;
-    at[na].val.clusterDim.z = 1;
-    na++;
-  }
   if (pdl) {
     at[na].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     at[na].val.programmaticStreamSerializationAllowed = 1;

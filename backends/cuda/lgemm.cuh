@@ -31,7 +31,7 @@
 #define LSIM__GEMM_BN 128   /* output columns per block */
 #define LSIM__GEMM_EMT 8    /* rows per epilogue tile */
 #define LSIM__GEMM_THREADS 256
-#define LSIM__GEMM_MAXCS 8  /* blocks per cluster (K ranges) */
+#define LSIM__GEMM_MAXCS 16 /* blocks per column tile (K ranges) */
 #define LSIM__GEMM_MAXR 128 /* largest rank of the epilogue */
 
 struct lsim__gemm_args {
@@ -52,8 +52,14 @@ struct lsim__gemm_args {
   int ldb;
   const float *ws; /* [splits][nlist][ws_ld] */
   int ws_ld, splits, nlist;
-  int flags; /* 1: ask L2 for the epilogue's B^T ranges first */
+  int flags; /* 1: ask L2 for the epilogue's B^T ranges first; timing
+             ** probes (results wrong): 2 no MMAs, 4 no epilogue */
   int tpos;  /* positions of t staged per block (lsim__gemm_smem) */
+  /* cs > 1: each block's fp32 partial tile [ct][cs][BM][BN], and one
+  ** arrival counter per column tile (zero before a launch; the last block
+  ** to arrive sums the partials and resets it) */
+  float *part;
+  int *count;
 };
 
 /* Dynamic shared memory of configuration bm (64, 128, 256): the larger of
@@ -62,8 +68,8 @@ struct lsim__gemm_args {
 size_t lsim__gemm_smem(int bm, int tpos, int ws_ld);
 /* Raise the kernels' shared-memory limits and allow clusters (once). */
 cudaError_t lsim__gemm_init(void);
-/* Launch: grid ceil(N / BN) x cs blocks in clusters of cs; pdl: as the
-** programmatic dependent of the launch before it (the shrink). */
+/* Launch: grid ceil(N / BN) x cs blocks; pdl: as the programmatic
+** dependent of the launch before it (the shrink). */
 cudaError_t lsim__gemm_launch(int dtype, int bm, const lsim__gemm_args &g,
                               size_t smem, int pdl, cudaStream_t stream);
 

@@ -69,6 +69,10 @@ struct lsim_cuda_lora {
   int gemm_bm, gemm_cs, gemm_klen, gemm_tpos, netiles, gemm_T;
   size_t gemm_smem;
   size_t o_erows, o_etiles; /* ints into the metadata buffer */
+  float *gpart;             /* the K ranges' partial tiles */
+  size_t gpart_cap;         /* floats */
+  int *gcount;              /* arrival counters, zero between launches */
+  int gcount_cap;
 };
 
 static const char *const lsim__path_names[LSIM_CUDA_PATH__COUNT] = {
@@ -255,6 +259,10 @@ extern "C" void lsim_cuda_lora_close(lsim_cuda_lora *L) {
     cudaFreeHost(L->h_meta);
   if (L->ws)
     cudaFree(L->ws);
+  if (L->gpart)
+    cudaFree(L->gpart);
+  if (L->gcount)
+    cudaFree(L->gcount);
   if (L->meta_done)
     cudaEventDestroy(L->meta_done);
   if (L->own_stream && L->stream)
@@ -468,14 +476,15 @@ struct lsim__paged_src {
 ** rows -- and each block keeps at least 256 columns of K), the K range per
 ** block, the t positions a block stages, and the shared memory.
 */
-static void lsim__gemm_geometry(lsim_cuda_lora *L, int T, int rmax) {
+static lsim_err lsim__gemm_geometry(lsim_cuda_lora *L, int T, int rmax,
+                                    lsim_errbuf *eb) {
   const int N = L->cfg.d_out, K = L->cfg.d_in;
   const int fit = T <= 64 ? 64 : T <= 128 ? 128 : 256;
   int bm = L->tune.gemm_bm, cs = L->tune.gemm_cs, tpos = 0;
   if ((bm != 64 && bm != 128 && bm != 256) || bm < T)
     bm = fit;
   const int ct = lsim__cdiv(N, LSIM__GEMM_BN), occ = bm == 64 ? 2 : 1;
-  if (cs != 1 && cs != 2 && cs != 4 && cs != 8)
+  if (cs < 1 || cs > LSIM__GEMM_MAXCS)
     for (cs = 1; cs < LSIM__GEMM_MAXCS && ct * cs * 2 <= occ * L->sms + ct &&
                  K / (2 * cs) >= 256;
          cs *= 2)
@@ -499,10 +508,36 @@ static void lsim__gemm_geometry(lsim_cuda_lora *L, int T, int rmax) {
   if (rmax > LSIM__GEMM_MAXR) {
     L->gemm_ok = 0;
     L->gemm_why = "a rank above 128";
-  } else if (L->gemm_smem > (size_t)227 * 1024) {
+    return 0;
+  }
+  if (L->gemm_smem > (size_t)227 * 1024) {
     L->gemm_ok = 0;
     L->gemm_why = "the epilogue does not fit shared memory";
+    return 0;
   }
+  if (cs > 1) {
+    const size_t np = (size_t)ct * (size_t)cs * (size_t)bm * LSIM__GEMM_BN;
+    if (np > L->gpart_cap) {
+      if (L->gpart)
+        cudaFree(L->gpart);
+      L->gpart = NULL;
+      L->gpart_cap = 0;
+      LSIM_CUDA_RET(cudaMalloc((void **)&L->gpart, np * sizeof(float)), eb);
+      L->gpart_cap = np;
+    }
+    if (ct > L->gcount_cap) {
+      if (L->gcount)
+        cudaFree(L->gcount); /* synchronizes with launches using it */
+      L->gcount = NULL;
+      L->gcount_cap = 0;
+      LSIM_CUDA_RET(cudaMalloc((void **)&L->gcount, (size_t)ct * sizeof(int)),
+                    eb);
+      LSIM_CUDA_RET(cudaMemset(L->gcount, 0, (size_t)ct * sizeof(int)), eb);
+      LSIM_CUDA_RET(cudaDeviceSynchronize(), eb);
+      L->gcount_cap = ct;
+    }
+  }
+  return 0;
 }
 
 static lsim_err lsim__plan(lsim_cuda_lora *L, const lsim_rowplan *p, int path,
@@ -823,8 +858,8 @@ static lsim_err lsim__plan(lsim_cuda_lora *L, const lsim_rowplan *p, int path,
       L->simt_smem = (size_t)mt * (size_t)ws_ld * sizeof(float);
     }
   }
-  if (L->gemm_ok)
-    lsim__gemm_geometry(L, p->T, rmax);
+  if (L->gemm_ok && (rc = lsim__gemm_geometry(L, p->T, rmax, eb)))
+    return rc;
   /* programmatic dependent launch: on by default (measured with the split
   ** rule above it gains 1 to 2 us on every workload; with 4 ranges at rank
   ** class 64 prefill4096 lost 20 us with it, which the rule avoids) */
@@ -1058,7 +1093,7 @@ extern "C" void lsim_cuda_lora_gemm_describe(const lsim_cuda_lora *L,
     return;
   }
   snprintf(buf, n,
-           "one-pass gemm: shrink %s, %d rows per block, clusters of %d (K "
+           "one-pass gemm: shrink %s, %d rows per block, %d K ranges (K "
            "%d per block), %d column tiles, %d epilogue tiles, %d t "
            "positions, %zu B shared, prefetch %d",
            lsim_cuda_path_name(L->path), L->gemm_bm, L->gemm_cs,
@@ -1132,8 +1167,10 @@ extern "C" lsim_err lsim_cuda_lora_run_gemm_layer(
   g.ws_ld = L->args.ws_ld;
   g.splits = L->args.splits;
   g.nlist = L->args.nlist;
-  g.flags = L->tune.gemm_prefetch ? 1 : 0;
+  g.flags = (L->tune.gemm_prefetch ? 1 : 0) | ((L->tune.gemm_probe & 3) << 1);
   g.tpos = L->gemm_tpos;
+  g.part = L->gpart;
+  g.count = L->gcount;
   e = lsim__gemm_launch(L->cfg.dtype, L->gemm_bm, g, L->gemm_smem,
                         lora && L->pdl, L->stream);
   if (e != cudaSuccess)
