@@ -242,10 +242,10 @@ static double run_one(const ocase *c, lsim_cuda_lora *L, int path, int cs,
   /* Y with a guard row after it; every element of the T rows NaN (beta
   ** 0) or Y0 (beta 1), the padding and the guard row canaries */
   const size_t ny = (size_t)(c->T + 1) * c->ldy;
-  uint16_t *hy = malloc(ny * 2), *h2 = malloc(ny * 2);
+  uint16_t *h0 = malloc(ny * 2), *hy = malloc(ny * 2), *h2 = malloc(ny * 2);
   for (size_t i = 0; i < ny; i++) {
     const int row = (int)(i / (size_t)c->ldy), col = (int)(i % c->ldy);
-    hy[i] = row < c->T && col < c->d_out ? (beta != 0.f ? c->Y0[i] : 0x7fc1)
+    h0[i] = row < c->T && col < c->d_out ? (beta != 0.f ? c->Y0[i] : 0x7fc1)
                                          : (uint16_t)(0x1234 + col);
   }
   void *dx, *dw, *dy;
@@ -256,7 +256,7 @@ static double run_one(const ocase *c, lsim_cuda_lora *L, int path, int cs,
   OK(lsim_cuda_h2d(dw, c->W, (size_t)c->d_out * c->ldw * 2, eb));
   double worst = 0;
   for (int run = 0; run < 2; run++) {
-    OK(lsim_cuda_h2d(dy, hy, ny * 2, eb));
+    OK(lsim_cuda_h2d(dy, h0, ny * 2, eb)); /* the same Y before each run */
     OK(lsim_cuda_lora_run_gemm(L, dx, c->ldx, dw, c->ldw, dy, c->ldy, beta,
                                eb));
     OK(lsim_cuda_lora_sync(L, eb));
@@ -294,7 +294,7 @@ static double run_one(const ocase *c, lsim_cuda_lora *L, int path, int cs,
       }
   }
   lsim_cuda_free(dx), lsim_cuda_free(dw), lsim_cuda_free(dy);
-  free(hy), free(h2);
+  free(h0), free(hy), free(h2);
   return worst;
 }
 
@@ -321,10 +321,12 @@ Test(onepass, gemm_plus_delta_within_the_bf16_bound_on_every_shrink_path,
     int rmax = 0;
     for (int a = 0; a < c.nad; a++)
       rmax = c.rank[a] > rmax ? c.rank[a] : rmax;
+    /* the shrink path a one-pass plan of this shape would take */
     int chosen = -1;
-    cr_assert(lsim_cuda_gemm_choose(&c.p, rmax, c.d_in, c.d_out, &chosen),
-              "seed %d: %d rows at rank %d: the chooser refuses", seed, c.T,
-              rmax);
+    lsim_cuda_gemm_choose(&c.p, rmax, c.d_in, c.d_out, &chosen);
+    cr_assert(chosen == LSIM_CUDA_PATH_DECODE ||
+                  chosen == LSIM_CUDA_PATH_SGMV_MMA,
+              "seed %d: %d rows at rank %d: no shrink path", seed, c.T, rmax);
     for (int k = 0; k < 4; k++) {
       const int path = k < 3 ? paths[k] : chosen;
       for (int beta = 0; beta < 2; beta++) {
@@ -447,17 +449,21 @@ static int gemm_chosen(int nseg, int rows, int r, int *bp) {
   return one;
 }
 
+/* The measured rule (docs/BENCHMARKS.md, issue 23): the one pass lost to
+** cuBLAS then the branch at every workload, so it is taken nowhere; the
+** shrink path it would use is still named for the shapes it can run. */
 Test(choose, the_one_pass_where_it_won) {
   int bp = -1;
-  cr_assert(gemm_chosen(64, 1, 16, &bp)); /* decode64 */
+  cr_assert_not(gemm_chosen(64, 1, 16, &bp)); /* decode64 */
   cr_assert_eq(bp, LSIM_CUDA_PATH_DECODE);
-  cr_assert(gemm_chosen(64, 1, 64, &bp));
+  cr_assert_not(gemm_chosen(64, 1, 64, &bp));
   cr_assert_eq(bp, LSIM_CUDA_PATH_DECODE);
-  cr_assert(gemm_chosen(32, 8, 16, &bp)); /* mixed256 */
+  cr_assert_not(gemm_chosen(32, 8, 16, &bp)); /* mixed256 */
   cr_assert_eq(bp, LSIM_CUDA_PATH_SGMV_MMA);
   cr_assert_not(gemm_chosen(8, 512, 16, &bp)); /* prefill4096 */
   cr_assert_eq(bp, LSIM_CUDA_PATH_AUTO);
   cr_assert_not(gemm_chosen(2, 1, 200, &bp)); /* past rank 128 */
+  cr_assert_eq(bp, LSIM_CUDA_PATH_AUTO);
 }
 
 #else

@@ -561,8 +561,11 @@ struct Comp {
       int rmax = 0;
       for (int i = 0; i < p->nseg; i++)
         rmax = std::max(rmax, p->seg_rank[i]);
-      if (!lsim_cuda_gemm_choose(p, rmax, 0, 0, &path)) {
-        *why = "the chooser takes no one-pass GEMM here";
+      /* the shrink path a one-pass plan takes (the composition chooser
+      ** itself takes the one pass nowhere: measured slower) */
+      lsim_cuda_gemm_choose(p, rmax, 0, 0, &path);
+      if (path == LSIM_CUDA_PATH_AUTO) {
+        *why = "no one-pass GEMM for this shape";
         return false;
       }
     }
@@ -1236,6 +1239,14 @@ static int bench(int sweep, int reps, const char *outdir, int compose) {
         t = tune0;
         t.split_t = 0;
         vars.push_back({LSIM_CUDA_PATH_SGMV_MMA, t, "sgmv_mma split_t=0"});
+        /* the tensor-core shrink's rank split (16 rank columns per block)
+        ** forced off and on: the chooser's rule against both */
+        for (int rs = 1; rs <= 2; rs++) {
+          t = tune0;
+          t.shrink_rsplit = rs;
+          vars.push_back({LSIM_CUDA_PATH_AUTO, t,
+                          "auto rsplit=" + std::to_string(rs)});
+        }
         t = tune0;
         t.pdl = 0;
         vars.push_back({LSIM_CUDA_PATH_SGMV_MMA, t, "sgmv_mma pdl=0"});
@@ -1393,8 +1404,8 @@ static int bench(int sweep, int reps, const char *outdir, int compose) {
           r.us = tm.median([&] { CK(cudaGraphLaunch(ge, s)); });
           cudaGraphExecDestroy(ge);
           r.xbase = r.us / base_us;
-          r.note = W.prefill ? "target <= 1.15x base" : "target <= 1.5x base";
-          r.note = std::string(r.xbase <= (W.prefill ? 1.15 : 1.5) ? "MET "
+          r.note = W.prefill ? "target <= 1.08x base" : "target <= 1.3x base";
+          r.note = std::string(r.xbase <= (W.prefill ? 1.08 : 1.3) ? "MET "
                                                                    : "MISSED ") +
                    r.note;
           rows.push_back(r);
@@ -1519,7 +1530,7 @@ static int bench(int sweep, int reps, const char *outdir, int compose) {
           r.us = tm.median([&] { CK(cudaGraphLaunch(ge, s)); });
           cudaGraphExecDestroy(ge);
           r.xbase = r.us / base_us;
-          r.note = std::string(r.xbase <= (W.prefill ? 1.15 : 1.5) ? "MET "
+          r.note = std::string(r.xbase <= (W.prefill ? 1.08 : 1.3) ? "MET "
                                                                    : "MISSED ") +
                    nb;
           rows.push_back(r);
@@ -1689,7 +1700,7 @@ static int bench(int sweep, int reps, const char *outdir, int compose) {
 
   /* mixed-rank ratio: the chosen path at 8-64 against the same at 30 */
   printf("\nmixed-rank batch (ranks 8,16,32,64 by adapter) vs every adapter "
-         "at the mean rank 30, chosen path (target <= 1.2x):\n");
+         "at the mean rank 30, chosen path (target <= 1.15x):\n");
   for (int wi = 0; wi < 3; wi++) {
     double mix = NAN, mean = NAN;
     for (const Row &r : rows)
@@ -1701,7 +1712,7 @@ static int bench(int sweep, int reps, const char *outdir, int compose) {
       }
     printf("  %-12s mixed %.2f us, mean-rank %.2f us, ratio %.2f %s\n",
            WORKS[wi].name, mix, mean, mix / mean,
-           mix / mean <= 1.2 ? "MET" : "MISSED");
+           mix / mean <= 1.15 ? "MET" : "MISSED");
   }
   printf("\n");
   print_table(rows, stdout, bw, peak, 0);
@@ -1726,7 +1737,7 @@ static int bench(int sweep, int reps, const char *outdir, int compose) {
     snprintf(bst, sizeof bst, r.best == r.best ? "%.1f" : "-", r.best);
     snprintf(xb, sizeof xb, r.best == r.best ? "%.2f" : "-", r.us / r.best);
     snprintf(bbs, sizeof bbs, bb == bb ? "%.2fx (<= %.2fx %s)" : "-", bb,
-             pre ? 1.15 : 1.5, bb <= (pre ? 1.15 : 1.5) ? "MET" : "MISSED");
+             pre ? 1.08 : 1.3, bb <= (pre ? 1.08 : 1.3) ? "MET" : "MISSED");
     printf("%-12s %-5s %-22s %9.2f %7.0f %7.2f %7.2f %8s %6s %8s  %s\n",
            r.wl.c_str(), r.rank.c_str(), r.path.c_str() + 8, r.us, r.gbs,
            r.xfloor, r.xbase, bst, xb, tgt, bbs);
@@ -1777,7 +1788,7 @@ static int bench(int sweep, int reps, const char *outdir, int compose) {
   }
   /* base GEMM plus branch: every composition against the GEMM alone */
   printf("\nbase GEMM + branch, one graph (us; ratio to the GEMM alone; "
-         "targets <= 1.5x decode shapes, <= 1.15x prefill):\n");
+         "issue 23 targets <= 1.3x decode shapes, <= 1.08x prefill):\n");
   printf("%-12s %-5s %8s %8s %8s %8s %8s %8s %8s %8s  %s\n", "workload",
          "rank", "gemm", "branch", "seq", "fork", "side", "beta1", "chunk",
          "best", "best is");
@@ -1799,12 +1810,14 @@ static int bench(int sweep, int reps, const char *outdir, int compose) {
         for (int k = 0; k < 5; k++)
           if (q.path.rfind(pre[k], 0) == 0 && !(q.us >= best[k]))
             best[k] = q.us;
-        if (q.path.rfind("base + ", 0) == 0 && !(q.us >= top)) {
+        if (q.path.rfind("base + ", 0) == 0 &&
+            q.path.find("timing only") == std::string::npos &&
+            !(q.us >= top)) {
           top = q.us;
           top_is = q.path.substr(7);
         }
       }
-      const double lim = wi == 2 ? 1.15 : 1.5;
+      const double lim = wi == 2 ? 1.08 : 1.3;
       printf("%-12s %-5s %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f  %s "
              "(%.2fx; seq %.2fx) %s\n",
              WORKS[wi].name, rk.c_str(), base, br, best[0], best[1], best[2],
@@ -1831,6 +1844,7 @@ static int bench(int sweep, int reps, const char *outdir, int compose) {
       for (const Row &q : rows)
         if (q.wl == WORKS[wi].name && q.rank == rk &&
             q.path.rfind("base + gemm1", 0) == 0 && q.us == q.us &&
+            q.path.find("timing only") == std::string::npos &&
             !(q.us >= top)) {
           top = q.us;
           top_is = q.path.substr(13);
@@ -1839,7 +1853,8 @@ static int bench(int sweep, int reps, const char *outdir, int compose) {
              WORKS[wi].name, rk.c_str(), base, seq, one, one / base, top,
              top / base, alone, top_is.c_str(),
              RSET[ri] > 0 && RSET[ri] != 30
-                 ? (one / base <= 1.3 ? "(chosen: MET)" : "(chosen: MISSED)")
+                 ? (one / base <= 1.3 ? "(one pass: MET)"
+                                      : "(one pass: MISSED)")
                  : "");
     }
   printf("mixed ranks through the one-pass GEMM (chosen), 8-64 vs mean rank "

@@ -168,6 +168,9 @@ typedef struct lsim_cuda_lora_tune {
                      ** 0 (default): by shape */
   int gemm_prefetch; /* one-pass GEMM: 1 (default): each block asks L2 for
                      ** its epilogue's B^T ranges before the main loop */
+  int shrink_rsplit; /* _mma shrink, the rank split (16 rank columns per
+                     ** block): 0 (default) for short tiles of mixed rank
+                     ** classes, 1 never, 2 always */
   int gemm_probe;    /* benchmarks only, results wrong: 1 the one-pass
                      ** GEMM's loads without MMAs, 2 no epilogue, 3 both */
 } lsim_cuda_lora_tune;

@@ -928,7 +928,7 @@ extern "C" lsim_err lsim_fwd_run(lsim_fwd *F, const lsim_fwd_batch *b,
         rmax = b->ad[id].rank;
     const int ch = lsim_cuda_gemm_choose(b->rp, rmax, F->H, F->H, &bp);
     if (b->path == LSIM_CUDA_PATH_AUTO && (ch || b->onepass > 0)) {
-      F->onepass = ch;
+      F->onepass = 1; /* the plans below say whether it can */
       bpath = bp;
     } else if (b->onepass > 0) {
       F->onepass = 1; /* the plans below say whether it can */

@@ -265,6 +265,8 @@ __global__ void __launch_bounds__(LSIM__GEMM_THREADS, lsim__gcfg<BM>::MINB)
       if (tl.x < 0 || tl.x >= g.table_n)
         continue;
       const int v = it % NV4, m = tl.z;
+      if (n0 + 4 * v >= g.N)
+        continue;
       const lsim__adapter_dev ad = g.table[tl.x];
       const int r = ad.rank;
       const float *tr = ts + (size_t)(tl.y - e_lo) * g.ws_ld;
@@ -274,16 +276,16 @@ __global__ void __launch_bounds__(LSIM__GEMM_THREADS, lsim__gcfg<BM>::MINB)
 #pragma unroll
         for (int e = 0; e < 4; e++)
           d[i][e] = 0.f;
-      for (int kb = 0; kb < r; kb += 8) {
-        uint2 bv[8];
+      for (int kb = 0; kb < r; kb += 16) {
+        uint2 bv[16]; /* 16 loads in flight: one round trip at rank 16 */
 #pragma unroll
-        for (int u = 0; u < 8; u++)
+        for (int u = 0; u < 16; u++)
           bv[u] = kb + u < r
                       ? __ldcs(reinterpret_cast<const uint2 *>(
                             lsim__brow_rt(ad, kb + u, g.ldb) + n0 + 4 * v))
                       : make_uint2(0, 0);
 #pragma unroll
-        for (int u = 0; u < 8; u++) {
+        for (int u = 0; u < 16; u++) {
           if (kb + u < r) {
             const float b0 = lsim__dt<T>::lo(bv[u].x),
                         b1 = lsim__dt<T>::hi(bv[u].x),
@@ -414,7 +416,7 @@ size_t lsim__gemm_smem(int bm, int tpos, int ws_ld) {
 template <typename K> static cudaError_t lsim__gemm_attr(K kernel) {
   return cudaFuncSetAttribute(kernel,
                               cudaFuncAttributeMaxDynamicSharedMemorySize,
-                              227 * 1024);
+                              (int)LSIM__GEMM_MAXSMEM);
 }
 
 template <typename T> static cudaError_t lsim__gemm_init_t() {

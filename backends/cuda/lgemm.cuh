@@ -33,6 +33,9 @@
 #define LSIM__GEMM_THREADS 256
 #define LSIM__GEMM_MAXCS 16 /* blocks per column tile (K ranges) */
 #define LSIM__GEMM_MAXR 128 /* largest rank of the epilogue */
+/* dynamic shared memory at most: the 227 KB a block may have, less room
+** for the kernel's few static bytes (static + dynamic must fit) */
+#define LSIM__GEMM_MAXSMEM ((size_t)227 * 1024 - 256)
 
 struct lsim__gemm_args {
   const uint16_t *X, *W;

@@ -46,6 +46,8 @@ struct lsim_cuda_lora {
   lsim_cuda_lora_tune tune;
   /* the prepared plan */
   int planned, path, kind, rc, nactive;
+  int src; /* the mma shrink's rank class: rc, or 16 with grid.y rank
+              groups (the rank split) */
   int *h_meta, *d_meta;
   size_t meta_cap; /* ints */
   cudaEvent_t meta_done;
@@ -489,15 +491,26 @@ static lsim_err lsim__gemm_geometry(lsim_cuda_lora *L, int T, int rmax,
                  K / (2 * cs) >= 256;
          cs *= 2)
       ;
+  /* t positions a block stages; with few K ranges, many rows and high
+  ** ranks they may not fit shared memory: then more K ranges (a range
+  ** past K only contributes zeros), so each block stages fewer rows */
   const int *et = L->h_meta + L->o_etiles;
-  for (int c = 0; c < cs; c++) {
-    const int t0 = (int)((int64_t)L->netiles * c / cs);
-    const int t1 = (int)((int64_t)L->netiles * (c + 1) / cs);
-    if (t1 > t0) {
-      const int n = et[4 * (t1 - 1) + 1] + et[4 * (t1 - 1) + 2] - et[4 * t0 + 1];
-      if (n > tpos)
-        tpos = n;
+  for (;;) {
+    tpos = 0;
+    for (int c = 0; c < cs; c++) {
+      const int t0 = (int)((int64_t)L->netiles * c / cs);
+      const int t1 = (int)((int64_t)L->netiles * (c + 1) / cs);
+      if (t1 > t0) {
+        const int n =
+            et[4 * (t1 - 1) + 1] + et[4 * (t1 - 1) + 2] - et[4 * t0 + 1];
+        if (n > tpos)
+          tpos = n;
+      }
     }
+    if (cs >= LSIM__GEMM_MAXCS ||
+        lsim__gemm_smem(bm, tpos, L->args.ws_ld) <= LSIM__GEMM_MAXSMEM)
+      break;
+    cs = cs * 2 > LSIM__GEMM_MAXCS ? LSIM__GEMM_MAXCS : cs * 2;
   }
   L->gemm_bm = bm;
   L->gemm_cs = cs;
@@ -510,7 +523,7 @@ static lsim_err lsim__gemm_geometry(lsim_cuda_lora *L, int T, int rmax,
     L->gemm_why = "a rank above 128";
     return 0;
   }
-  if (L->gemm_smem > (size_t)227 * 1024) {
+  if (L->gemm_smem > LSIM__GEMM_MAXSMEM) {
     L->gemm_ok = 0;
     L->gemm_why = "the epilogue does not fit shared memory";
     return 0;
@@ -753,6 +766,7 @@ static lsim_err lsim__plan(lsim_cuda_lora *L, const lsim_rowplan *p, int path,
 
   /* launch geometry */
   L->rc = lsim__rank_class(rmax > 128 ? 128 : rmax);
+  L->src = L->rc;
   if (kind == LSIM__KIND_FUSED) {
     /* blocks per cluster: the tune's, else double while the grid stays
     ** within about four blocks per SM and each block keeps at least 256
@@ -769,6 +783,25 @@ static lsim_err lsim__plan(lsim_cuda_lora *L, const lsim_rowplan *p, int path,
   nb = kind == LSIM__KIND_MMA ? ntiles
                               : ntiles * lsim__cdiv(rmax, LSIM__SIMT_KR);
   full = nactive_tiles_rows(p, ntiles) >= 32;
+  /* the rank split (tensor-core shrink): for a batch of short tiles whose
+  ** ranks fall in different rank classes, every block computes 16 rank
+  ** columns (a rank-64 tile is four blocks), so the blocks of the highest
+  ** rank no longer set the launch's length (issue 23; measured in
+  ** docs/BENCHMARKS.md); tune shrink_rsplit 1 never, 2 always */
+  if (kind == LSIM__KIND_MMA) {
+    int rmin = rmax;
+    for (int t = 0; t < p->nseg; t++)
+      if (p->seg_rank[t] < rmin)
+        rmin = p->seg_rank[t];
+    const int rc0 = lsim__rank_class(rmax > 128 ? 128 : rmax);
+    const int rs = L->tune.shrink_rsplit;
+    if (rs == 2 || (rs != 1 && !full && rc0 >= 32 && pg == NULL &&
+                    L->cfg.pad_rank == 0 &&
+                    lsim__rank_class(rmin) < rc0)) {
+      L->src = 16;
+      nb = ntiles * (rc0 / 16);
+    }
+  }
   if (L->tune.shrink_splits > 0) {
     splits = L->tune.shrink_splits;
   } else {
@@ -844,7 +877,8 @@ static lsim_err lsim__plan(lsim_cuda_lora *L, const lsim_rowplan *p, int path,
       }
       a->col_len = lsim__cdiv(lsim__cdiv(L->cfg.d_out, cc), 64) * 64;
       cc = lsim__cdiv(L->cfg.d_out, a->col_len);
-      L->g_shrink = dim3((unsigned)ntiles, 1, (unsigned)splits);
+      L->g_shrink = dim3((unsigned)ntiles, (unsigned)(L->rc / L->src),
+                         (unsigned)splits);
       L->g_expand = dim3((unsigned)ntiles, (unsigned)cc, 1);
       L->simt_smem = 0;
     } else {
@@ -1009,7 +1043,7 @@ extern "C" lsim_err lsim_cuda_lora_run(lsim_cuda_lora *L, const void *X,
   L->args.shrink_pdl = L->tune.only == 4;
   L->args.y_late = L->tune.only == 3 || L->tune.only == 4;
   if (L->tune.only != 2 && L->tune.only != 3) {
-    e = lsim__shrink_launch(L->cfg.dtype, L->kind, L->rc, L->args,
+    e = lsim__shrink_launch(L->cfg.dtype, L->kind, L->src, L->args,
                             L->g_shrink, L->stream);
     if (e != cudaSuccess)
       return lsim_fail(eb, LSIM_E_BACKEND, "cuda: shrink launch (%s): %s",
@@ -1052,10 +1086,14 @@ extern "C" lsim_err lsim_cuda_lora_poison(lsim_cuda_lora *L, lsim_errbuf *eb) {
 /*
 ** Which composition of the base GEMM and the branch a plan should run
 ** (docs/CUDA.md "Base projection and branch in one pass"; measured in
-** docs/BENCHMARKS.md, issue 23): the one-pass GEMM for batches of at most
-** 256 rows at ranks <= 128, whose shrink is the per-row decode kernel when
-** every segment is one row and the tensor-core tiles otherwise; else the
-** caller's base GEMM, then the branch on the chooser's path.
+** docs/BENCHMARKS.md, issue 23): the caller's base GEMM (cuBLAS), then the
+** branch on the chooser's path, at every shape.  The one-pass GEMM lost
+** wherever it was measured on the H100 (decode64 r16 46.6 us against 33.5
+** for cuBLAS then the branch, mixed256 r16 67.8 against 44.4; its W stream
+** alone ran at 28 us where cuBLAS's whole GEMM took 21.5), so the rule
+** takes it nowhere; *branch_path is the shrink path a one-pass plan would
+** use (the per-row decode kernel when every segment is one row, the
+** tensor-core tiles otherwise), for callers that ask for it anyway.
 */
 extern "C" int lsim_cuda_gemm_choose(const lsim_rowplan *p, int rmax,
                                      int d_in, int d_out, int *branch_path) {
@@ -1073,7 +1111,7 @@ extern "C" int lsim_cuda_gemm_choose(const lsim_rowplan *p, int rmax,
   if (branch_path)
     *branch_path = maxseg <= 1 ? LSIM_CUDA_PATH_DECODE
                                : LSIM_CUDA_PATH_SGMV_MMA;
-  return 1;
+  return 0;
 }
 
 extern "C" int lsim_cuda_lora_gemm_ok(const lsim_cuda_lora *L,
@@ -1135,7 +1173,7 @@ extern "C" lsim_err lsim_cuda_lora_run_gemm_layer(
     L->args.shrink_pdl = 0;
     L->args.y_late = 0;
     L->args.table = table;
-    e = lsim__shrink_launch(L->cfg.dtype, L->kind, L->rc, L->args,
+    e = lsim__shrink_launch(L->cfg.dtype, L->kind, L->src, L->args,
                             L->g_shrink, L->stream);
     L->args.table = L->table0;
     if (e != cudaSuccess)
