@@ -91,6 +91,11 @@ typedef struct lsim_cost_feat {
   int64_t rank_rows;     /* R: true-rank rows (padded-rank rows when the
                             plan has a slot_rank) */
   int lora;              /* 1 when any row carries an adapter */
+  int64_t decode_rank_rows; /* R_D: the part of R on decode rows (last, so
+                            that older positional initialisers read 0) */
+  int64_t adapter_ranks; /* U: distinct adapters x the batch's largest rank
+                            (the slot rank with padded-rank slots): the
+                            factor rows streamed once per adapter */
 } lsim_cost_feat;
 
 /* The fitted coefficients as a profile gives them (ns, real numbers;
@@ -119,6 +124,13 @@ enum {
   LSIM_COST_LORA_ELEM,   /* lora_rank_elem_ns: per rank-row and element of
                             d_in + d_out, summed over the adapted modules
                             and layers */
+  LSIM_COST_LORA_DECODE_ELEM, /* lora_decode_elem_ns: the same per rank-row
+                            of a decode row, on top (optional in a profile,
+                            0 when absent) */
+  LSIM_COST_LORA_ADAPTER_ELEM, /* lora_adapter_elem_ns: per distinct
+                            adapter, rank and element of d_in + d_out over
+                            the adapted modules and layers (its factors
+                            streamed; optional, 0 when absent) */
   LSIM_COST_NTERMS
 };
 typedef struct lsim_cost_coef {
@@ -141,6 +153,8 @@ typedef struct lsim_cost_prof {
   int64_t lora_segment_ps; /* lora_segment_ns x adapted modules x layers */
   int64_t lora_rank_row_ps;/* lora_rank_elem_ns x sum (d_in + d_out) x
                               layers */
+  int64_t lora_decode_rank_row_ps; /* lora_decode_elem_ns, bound alike */
+  int64_t lora_adapter_rank_ps;    /* lora_adapter_elem_ns, bound alike */
 } lsim_cost_prof;
 
 /* Bind coefficients to a model: `modules` adapted modules per layer,

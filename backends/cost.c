@@ -76,7 +76,7 @@ static const char *const lsim__terms[LSIM_COST_NTERMS + 1] = {
     "lm_head_ns",       "token_ns",        "decode_row_ns",
     "decode_ctx_ns",    "prefill_seq_ns",  "prefill_pair_ns",
     "lora_module_ns",   "lora_segment_ns", "lora_rank_elem_ns",
-    NULL};
+    "lora_decode_elem_ns", "lora_adapter_elem_ns", NULL};
 
 const char *const *lsim_cost_terms(void) { return lsim__terms; }
 
@@ -109,6 +109,10 @@ lsim_err lsim_cost_prof_bind(const lsim_cost_coef *k, int layers, int modules,
       {LSIM_COST_LORA_SEGMENT, 1e3 * lm, &p.lora_segment_ps},
       {LSIM_COST_LORA_ELEM, 1e3 * (double)layers * (double)elems,
        &p.lora_rank_row_ps},
+      {LSIM_COST_LORA_DECODE_ELEM, 1e3 * (double)layers * (double)elems,
+       &p.lora_decode_rank_row_ps},
+      {LSIM_COST_LORA_ADAPTER_ELEM, 1e3 * (double)layers * (double)elems,
+       &p.lora_adapter_rank_ps},
   };
   for (size_t i = 0; i < sizeof b / sizeof b[0]; i++) {
     if (lsim__bind1(c[b[i].term], b[i].scale, b[i].dst))
@@ -148,7 +152,13 @@ void lsim_cost_plan_features(const lsim_plan *p, lsim_cost_feat *f) {
     }
     prev = e->adapter;
   }
-  f->rank_rows = p->slot_rank > 0 ? p->padded_rank_rows : p->true_rank_rows;
+  /* The adapter branch runs every row of the batch at the batch's largest
+  ** rank (the slot rank with padded-rank slots): the row plan pads to it
+  ** (engine/rowplan.c, phys_rank), so that is the work the GPU does. */
+  f->rank_rows = p->padded_rank_rows;
+  int rank = p->slot_rank > 0 ? p->slot_rank : p->max_rank;
+  f->decode_rank_rows = f->decode_rows * rank;
+  f->adapter_ranks = (int64_t)p->distinct_adapters * rank;
 }
 
 /* a * b, saturated at INT64_MAX (a, b >= 0) */
@@ -185,6 +195,8 @@ int64_t lsim_cost_prof_ns(const lsim_cost_prof *c, const lsim_cost_feat *f) {
       f->lora ? c->lora_fixed_ps : 0,
       lsim__mul(c->lora_segment_ps, f->lora_segments),
       lsim__mul(c->lora_rank_row_ps, f->rank_rows),
+      lsim__mul(c->lora_decode_rank_row_ps, f->decode_rank_rows),
+      lsim__mul(c->lora_adapter_rank_ps, f->adapter_ranks),
   };
   int64_t ps = 0;
   for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)

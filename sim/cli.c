@@ -16,7 +16,7 @@ static const struct {
     {LSIM_E_USAGE, LSIM_E_USAGE, "usage"},
     {LSIM_E_FILE_MISSING, LSIM_E_FILE_MISSING, "an input file not there"},
     {LSIM_E_BACKEND + 1, LSIM_E_SCN_JSON, "scenario and trace input"},
-    {LSIM_E_FID_NOT_RUN, LSIM_E_FID_NO_MEASURED, "a fidelity input"},
+    {LSIM_E_FID_RECORDED, LSIM_E_FID_NO_MEASURED, "a fidelity input"},
     {-559, LSIM_E_CMP_LAPACK - 1, "a compressed collection as given"},
     {LSIM_E_CMP_LAPACK + 1, LSIM_E_CMP_JSON, "a compressed collection as given"},
     {LSIM_E_OUT_SYMLINK, LSIM_E_OUT_SYMLINK, "an output path refused"},

@@ -121,6 +121,10 @@ static void lsim__usage_replay(FILE *f) {
       "                     iteration and copy, deterministic; 'measured'\n"
       "                     (with cpu_ref or cuda): the backend's measured\n"
       "                     times do ($.clock; docs/FIDELITY.md)\n"
+      "  --clock-from DB    the measured clock with the spans a measured run\n"
+      "                     recorded in DB (its iterations and loads): the\n"
+      "                     same run again without the GPU, each span also\n"
+      "                     priced by this run's cost model (model_ns)\n"
       "  --profile FILE     iteration cost from a cost profile (lorasim\n"
       "                     profile, or lorasim calibrate) instead of $.cost\n"
       "  --resume DB        finish the run recorded in DB (killed or\n"
@@ -189,7 +193,7 @@ static int lsim__parse_seed(const char *s, uint64_t *out) {
 static int lsim__cmd_replay(int argc, char **argv) {
   enum { O_DB = 256, O_SEED, O_SCHED, O_EVICT, O_PREFETCH, O_BACKEND,
          O_NOPLOTS, O_QUIET, O_VERIFY, O_SKIP, O_PROFILE, O_RESUME,
-         O_TSHAPE, O_TLAYERS, O_SET, O_JSON, O_EXECUTE, O_CLOCK,
+         O_TSHAPE, O_TLAYERS, O_SET, O_JSON, O_EXECUTE, O_CLOCK, O_CLOCKFROM,
          O_SUMMARY };
   static const struct option opts[] = {
       {"db", required_argument, NULL, O_DB},
@@ -210,13 +214,14 @@ static int lsim__cmd_replay(int argc, char **argv) {
       {"json", required_argument, NULL, O_JSON},
       {"execute", required_argument, NULL, O_EXECUTE},
       {"clock", required_argument, NULL, O_CLOCK},
+      {"clock-from", required_argument, NULL, O_CLOCKFROM},
       {"summary-only", no_argument, NULL, O_SUMMARY},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
   const char *db = NULL, *sched = NULL, *evict = NULL, *prefetch = NULL,
              *backend = NULL, *seed_s = NULL, *profile = NULL,
              *resume = NULL, *tlayers_s = NULL, *json = NULL,
-             *execute_s = NULL, *clock_s = NULL;
+             *execute_s = NULL, *clock_s = NULL, *clock_from = NULL;
   int plots = 1, quiet = 0, verify = 0, skip = 0, summary_only = 0, c;
   int tmodel = 0, tlayers = 0, nsets = 0;
   const char *sets[LSIM_SCENARIO_MAX_SETS];
@@ -237,6 +242,7 @@ static int lsim__cmd_replay(int argc, char **argv) {
     case O_JSON: json = optarg; break;
     case O_EXECUTE: execute_s = optarg; break;
     case O_CLOCK: clock_s = optarg; break;
+    case O_CLOCKFROM: clock_from = optarg; break;
     case O_SUMMARY: summary_only = 1; break;
     case O_SET:
       if (nsets == LSIM_SCENARIO_MAX_SETS) {
@@ -282,7 +288,7 @@ static int lsim__cmd_replay(int argc, char **argv) {
     /* the run's own choices come from DB; only output options combine */
     if (optind != argc || db || sched || evict || prefetch || backend ||
         seed_s || verify || skip || tmodel || tlayers || nsets || json ||
-        execute_s || clock_s || summary_only) {
+        execute_s || clock_s || clock_from || summary_only) {
       fprintf(stderr, "lorasim replay: error: E_USAGE: --resume DB takes no "
                       "scenario and no run options (they come from DB)\n");
       return 2;
@@ -321,6 +327,16 @@ static int lsim__cmd_replay(int argc, char **argv) {
     sc.execute = execute;
   if (clock >= 0)
     sc.clock = clock;
+  if (clock_from) {
+    if (clock == LSIM_CLOCK_MODEL)
+      return lsim_cli_fail("replay", LSIM_E_USAGE,
+                           "--clock-from drives the clock with recorded "
+                           "times: it cannot go with --clock model");
+    if (strlen(clock_from) >= sizeof sc.clock_from)
+      return lsim_cli_fail("replay", LSIM_E_USAGE, "--clock-from: path too long");
+    snprintf(sc.clock_from, sizeof sc.clock_from, "%s", clock_from);
+    sc.clock = LSIM_CLOCK_MEASURED;
+  }
   if (skip)
     sc.trace_skip_bad_rows = 1;
   if (profile && (rc = lsim_runid_apply_profile(&sc, profile, &eb))) {
@@ -382,7 +398,7 @@ static int lsim__cmd_replay(int argc, char **argv) {
                              i ? " " : "lorasim ", argv[i]);
 
   /* the options that override the scenario, recorded for --resume */
-  const char *ropts[2 * (15 + LSIM_SCENARIO_MAX_SETS) + 1];
+  const char *ropts[2 * (16 + LSIM_SCENARIO_MAX_SETS) + 1];
   char setnames[LSIM_SCENARIO_MAX_SETS][16];
   int nr = 0;
 #define LSIM__ROPT(cond, name, value) \
@@ -402,6 +418,7 @@ static int lsim__cmd_replay(int argc, char **argv) {
   LSIM__ROPT(tlayers, "tensor-layers", tlayers_s)
   LSIM__ROPT(execute_s, "execute", execute_s)
   LSIM__ROPT(clock_s, "clock", clock_s)
+  LSIM__ROPT(clock_from, "clock-from", clock_from)
   for (int i = 0; i < nsets; i++) {
     lsim_runid_set_name(i, setnames[i]);
     LSIM__ROPT(1, setnames[i], sets[i])

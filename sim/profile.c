@@ -143,10 +143,19 @@ static lsim_err lsim__v2(const lsim_json_rd *rd, const cJSON *root,
   if ((rc = lsim__obj(rd, root, "$", "coefficients", 1, &coef)))
     return rc;
   const char *const *terms = lsim_cost_terms();
-  for (int i = 0; i < LSIM_COST_NTERMS; i++)
+  for (int i = 0; i < LSIM_COST_NTERMS; i++) {
+    /* the decode rank-row and adapter terms came later: a profile
+    ** without them has 0 */
+    if ((i == LSIM_COST_LORA_DECODE_ELEM ||
+         i == LSIM_COST_LORA_ADAPTER_ELEM) &&
+        !lsim_json_get(coef, terms[i])) {
+      p->coef.c[i] = 0;
+      continue;
+    }
     if ((rc = lsim__num(rd, coef, "$.coefficients", terms[i], 0,
                         i == LSIM_COST_KNEE, 1e12, &p->coef.c[i])))
       return rc;
+  }
   if (p->coef.c[LSIM_COST_KNEE] < 1e-3)
     return lsim_json_fail(rd->eb, LSIM_E_DEV_PROFILE, rd->file,
                           "$.coefficients.knee_tokens",

@@ -161,13 +161,13 @@ static lsim_err lsim__grid_build(const lsim__opts *o, lsim__grid *g,
   static const int pre_quick[] = {1, 128, 512, 2048, 8192};
   static const int64_t pctx_full[] = {0, 2048, 8192, 32768};
   static const int64_t pctx_quick[] = {0, 8192};
-  static const int dec_full[] = {1, 4, 16, 32, 64, 128, 256};
+  static const int dec_full[] = {1, 2, 4, 8, 16, 32, 64, 128, 256};
   static const int dec_quick[] = {1, 16, 64, 256};
   static const int64_t dctx_full[] = {128, 512, 2048, 8192, 32768};
   static const int64_t dctx_quick[] = {128, 2048, 8192};
-  static const int mix_dec[] = {16, 64, 128};
+  static const int mix_dec[] = {4, 16, 64, 128};
   static const int64_t mix_ctx[] = {1024, 4096};
-  static const int mix_pre[] = {128, 1024, 4096};
+  static const int mix_pre[] = {128, 512, 1024, 4096};
   static const int nads_full[] = {1, 4, 16, 64};
   static const int nads_quick[] = {1, 8, 64};
   static const int ranks_full[] = {8, 16, 32, 64, 128};
@@ -209,16 +209,18 @@ static lsim_err lsim__grid_build(const lsim__opts *o, lsim__grid *g,
   for (int d = 0; d < LSIM__N(mix_dec) && !rc; d++)
     for (int c = 0; c < LSIM__N(mix_ctx) && !rc; c++)
       for (int p = 0; p < LSIM__N(mix_pre) && !rc; p++) {
-        if (q && (d == 0) != (p == 2))
-          continue; /* quick: 16 decodes with 4096, the others with 128/1024 */
+        /* quick: 16 decodes with 4096, 64 and 128 with 128 and 1024 */
+        if (q && (d == 0 || (d == 1) != (p == 3) || p == 1))
+          continue;
         rc = lsim__add(g, (lsim__gp){LSIM_PROF_MIXED, 0, 1, mix_pre[p],
                                      c ? 4096 : 0, mix_dec[d], mix_ctx[c], 0,
                                      0},
                        eb);
       }
-  /* adapters: per target set, three base shapes (quick: the mixed one) x
+  /* adapters: per target set, four base shapes (quick: the mixed one) x
   ** adapters x ranks; the adapters go round robin over the sequences */
   static const lsim__gp lbase[] = {
+      {LSIM_PROF_LORA, 0, 0, 0, 0, 8, 1024, 0, 0},
       {LSIM_PROF_LORA, 0, 0, 0, 0, 64, 1024, 0, 0},
       {LSIM_PROF_LORA, 0, 8, 256, 0, 0, 0, 0, 0},
       {LSIM_PROF_LORA, 0, 1, 512, 0, 32, 1024, 0, 0},
@@ -226,7 +228,7 @@ static lsim_err lsim__grid_build(const lsim__opts *o, lsim__grid *g,
   int nna = q ? LSIM__N(nads_quick) : LSIM__N(nads_full);
   int nr = q ? LSIM__N(ranks_quick) : LSIM__N(ranks_full);
   for (int t = 0; t < o->ntsets && !rc; t++)
-    for (int b = q ? 2 : 0; b < LSIM__N(lbase) && !rc; b++)
+    for (int b = q ? 3 : 0; b < LSIM__N(lbase) && !rc; b++)
       for (int a = 0; a < nna && !rc; a++)
         for (int r = 0; r < nr && !rc; r++) {
           lsim__gp p = lbase[b];

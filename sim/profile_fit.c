@@ -50,7 +50,7 @@ lsim_err lsim_prof_csv_write(const char *path, const lsim_prof_row *rows,
     lsim_csv_field(tg, sizeof tg, r->targets);
     fprintf(of.fp,
             "%s,%d,%s,%s,%d,%lld,%lld,%lld,%lld,%lld,%lld,%d,%lld,%lld,%lld,"
-            "%lld,%d,%d,%lld,%lld\n",
+            "%lld,%d,%d,%lld,%lld,%lld\n",
             r->kind == LSIM_PROF_COPY ? "copy" : "iter", r->point,
             r->kind == LSIM_PROF_COPY ? lsim__ccls[r->cls == LSIM_PROF_STAGE]
                                       : lsim_prof_class_name(r->cls),
@@ -60,13 +60,14 @@ lsim_err lsim_prof_csv_write(const char *path, const lsim_prof_row *rows,
             r->f.lora, (long long)r->f.lora_segments,
             (long long)r->f.rank_rows, (long long)r->lora_modules,
             (long long)r->lora_elems, r->adapters, r->max_rank,
-            (long long)r->bytes, (long long)r->ns);
+            (long long)r->bytes, (long long)r->ns,
+            (long long)r->f.decode_rank_rows);
   }
   return lsim_out_commit(&of, eb);
 }
 
 #define LSIM__MAX_ROWS 1000000
-#define LSIM__NCOL 20
+#define LSIM__NCOL 21
 
 static lsim_err lsim__bad(lsim_errbuf *eb, const char *path, long line,
                           int col, const char *what) {
@@ -75,7 +76,8 @@ static lsim_err lsim__bad(lsim_errbuf *eb, const char *path, long line,
       "rep",          "tokens",       "sampled",       "decode_rows",
       "decode_ctx",   "prefill_seqs", "prefill_pairs", "lora",
       "lora_segments", "rank_rows",   "lora_modules",  "lora_elems",
-      "adapters",     "max_rank",     "bytes",         "ns"};
+      "adapters",     "max_rank",     "bytes",         "ns",
+      "decode_rank_rows"};
   return lsim_fail(eb, LSIM_E_DEV_PROFILE, "measurements %s:%ld: %s%s%s", path,
                    line, col >= 0 ? "column " : "",
                    col >= 0 ? names[col] : "", what);
@@ -93,6 +95,7 @@ lsim_err lsim_prof_csv_read(const char *path, lsim_prof_row **rows, int *n,
   lsim_prof_row *out = NULL;
   int cnt = 0, cap = 0;
   long line = 0;
+  int ncol = LSIM__NCOL; /* 20 in a file with the older header */
   const char *p = text, *end = text + len;
   *rows = NULL;
   *n = 0;
@@ -111,7 +114,9 @@ lsim_err lsim_prof_csv_read(const char *path, lsim_prof_row **rows, int *n,
       buf[--ll] = 0;
     p = nl ? nl + 1 : end;
     if (line == 1) {
-      if (strcmp(buf, LSIM_PROF_CSV_HEADER) != 0)
+      if (strcmp(buf, LSIM_PROF_CSV_HEADER_V1) == 0)
+        ncol = LSIM__NCOL - 1;
+      else if (strcmp(buf, LSIM_PROF_CSV_HEADER) != 0)
         rc = lsim__bad(eb, path, line, -1,
                        "not a lorasim profile measurement file (header "
                        "expected: " LSIM_PROF_CSV_HEADER ")");
@@ -138,7 +143,7 @@ lsim_err lsim_prof_csv_read(const char *path, lsim_prof_row **rows, int *n,
     const char *q = buf;
     char fld[64];
     int64_t v[LSIM__NCOL] = {0};
-    for (int c = 0; c < LSIM__NCOL && !rc; c++) {
+    for (int c = 0; c < ncol && !rc; c++) {
       int st = lsim_csv_next(&q, fld, sizeof fld);
       if (st != 1) {
         rc = lsim__bad(eb, path, line, c,
@@ -177,7 +182,9 @@ lsim_err lsim_prof_csv_read(const char *path, lsim_prof_row **rows, int *n,
       }
     }
     if (!rc && *q && *q != '\r')
-      rc = lsim__bad(eb, path, line, -1, "more than 20 columns");
+      rc = lsim__bad(eb, path, line, -1, ncol == LSIM__NCOL
+                                             ? "more than 21 columns"
+                                             : "more than 20 columns");
     if (rc)
       break;
     if (v[1] > INT32_MAX || v[4] > INT32_MAX || v[11] > 1 ||
@@ -187,6 +194,10 @@ lsim_err lsim_prof_csv_read(const char *path, lsim_prof_row **rows, int *n,
                      "not 0 or 1");
       break;
     }
+    if (v[20] > v[13]) {
+      rc = lsim__bad(eb, path, line, 20, ": more than rank_rows");
+      break;
+    }
     if (v[19] < 1) {
       rc = lsim__bad(eb, path, line, 19, ": a measured time must be >= 1 ns");
       break;
@@ -194,11 +205,14 @@ lsim_err lsim_prof_csv_read(const char *path, lsim_prof_row **rows, int *n,
     r->point = (int)v[1];
     r->rep = (int)v[4];
     r->f = (lsim_cost_feat){v[5],  v[6],  v[7],  v[8], v[9],
-                            v[10], v[12], v[13], (int)v[11]};
+                            v[10], v[12], v[13], (int)v[11], v[20], 0};
     r->lora_modules = v[14];
     r->lora_elems = v[15];
     r->adapters = (int)v[16];
     r->max_rank = (int)v[17];
+    /* the point's distinct adapters at its (one) rank, as
+    ** lsim_cost_plan_features counts them */
+    r->f.adapter_ranks = r->f.lora ? v[16] * v[17] : 0;
     r->bytes = v[18];
     r->ns = v[19];
     cnt++;
@@ -360,7 +374,8 @@ static const int lsim__lin[] = {
     LSIM_COST_FIXED,       LSIM_COST_GEMM,         LSIM_COST_LM_HEAD,
     LSIM_COST_TOKEN,       LSIM_COST_DECODE_ROW,   LSIM_COST_DECODE_CTX,
     LSIM_COST_PREFILL_SEQ, LSIM_COST_PREFILL_PAIR, LSIM_COST_LORA_MODULE,
-    LSIM_COST_LORA_SEGMENT, LSIM_COST_LORA_ELEM};
+    LSIM_COST_LORA_SEGMENT, LSIM_COST_LORA_ELEM, LSIM_COST_LORA_DECODE_ELEM,
+    LSIM_COST_LORA_ADAPTER_ELEM};
 #define LSIM__NLIN ((int)(sizeof lsim__lin / sizeof lsim__lin[0]))
 
 static double lsim__roof(int64_t n, double knee) {
@@ -380,6 +395,8 @@ static void lsim__features(const lsim_prof_row *r, double knee, double *x) {
   x[8] = f->lora ? (double)r->lora_modules : 0;
   x[9] = (double)f->lora_segments * (double)r->lora_modules;
   x[10] = (double)f->rank_rows * (double)r->lora_elems;
+  x[11] = (double)f->decode_rank_rows * (double)r->lora_elems;
+  x[12] = (double)f->adapter_ranks * (double)r->lora_elems;
 }
 
 /* Solve at knee K: coefficients into k (ns), the weighted residual sum of

@@ -23,6 +23,12 @@
 #define LSIM_PROF_CSV_HEADER                                                \
   "kind,point,class,targets,rep,tokens,sampled,decode_rows,decode_ctx,"     \
   "prefill_seqs,prefill_pairs,lora,lora_segments,rank_rows,lora_modules,"   \
+  "lora_elems,adapters,max_rank,bytes,ns,decode_rank_rows"
+/* The header of files written before decode_rank_rows was recorded; they
+** are read with that feature 0 (docs/PROFILE.md) */
+#define LSIM_PROF_CSV_HEADER_V1                                             \
+  "kind,point,class,targets,rep,tokens,sampled,decode_rows,decode_ctx,"     \
+  "prefill_seqs,prefill_pairs,lora,lora_segments,rank_rows,lora_modules,"   \
   "lora_elems,adapters,max_rank,bytes,ns"
 
 enum { LSIM_PROF_ITER = 0, LSIM_PROF_COPY = 1 };

@@ -81,6 +81,7 @@
 #include "db.h"
 #include "outfile.h"
 #include "queue.h"
+#include "recclock.h"
 #include "../base/rng.h"
 #include "runid.h"
 #include "sumjson.h"
@@ -158,6 +159,7 @@ typedef struct lsim__world {
   int64_t step_serial;     /* lsim__on_step calls so far */
   int64_t loads_logged;    /* rows of the loads table */
   lsim_replay_clock clk;   /* what drove the clock, counted */
+  lsim_recclock *rec;      /* --clock-from: the recorded spans, or NULL */
 } lsim__world;
 
 /* ---- the fan-out sink: database first, then metrics --------------------- */
@@ -654,8 +656,21 @@ static lsim_err lsim__on_step(lsim__world *W, int w, lsim_errbuf *eb) {
     }
     if (measured_ns > LSIM__MAX_SPAN_NS)
       measured_ns = -1;
-    ns = lsim__drive(W, model_ns, measured_ns, &W->clk.loads_measured,
-                     &W->clk.loads_model);
+    if (W->rec) {
+      /* --clock-from: the copy the recorded run made here, and its span */
+      if ((rc = lsim_recclock_load(W->rec, loads[i].restore ? "restore"
+                                                             : "load",
+                                   w, loads[i].adapter, &ns, &measured_ns,
+                                   eb)))
+        return rc;
+      if (measured_ns >= 0)
+        W->clk.loads_measured++;
+      else
+        W->clk.loads_model++;
+    } else {
+      ns = lsim__drive(W, model_ns, measured_ns, &W->clk.loads_measured,
+                       &W->clk.loads_model);
+    }
     if (sc->h2d_slowdown > 1 && start >= sc->h2d_slowdown_from_tick &&
         (sc->h2d_slowdown_until_tick == 0 ||
          start < sc->h2d_slowdown_until_tick)) {
@@ -751,8 +766,21 @@ static lsim_err lsim__on_step(lsim__world *W, int w, lsim_errbuf *eb) {
                      "$.cost: an iteration's modelled time passes the end of "
                      "the ns clock (cost.link_gbps too small?)");
   W->model_ns[w] = ins;
-  int64_t drive = lsim__drive(W, ins, W->measured_ns[w],
-                              &W->clk.iters_measured, &W->clk.iters_model);
+  int64_t drive;
+  if (W->rec) {
+    /* --clock-from: this iteration as the recorded run ran it */
+    if ((rc = lsim_recclock_iter(W->rec, p->iter, w, p->start_tick,
+                                 p->prefill_rows, p->decode_rows, &drive,
+                                 &W->measured_ns[w], eb)))
+      return rc;
+    if (W->measured_ns[w] >= 0)
+      W->clk.iters_measured++;
+    else
+      W->clk.iters_model++;
+  } else {
+    drive = lsim__drive(W, ins, W->measured_ns[w], &W->clk.iters_measured,
+                        &W->clk.iters_model);
+  }
   if ((rc = lsim__span_end(W->sc, W->now, drive,
                            drive == ins ? "$.cost" : "--clock measured", &end,
                            eb)))
@@ -821,12 +849,20 @@ static lsim_err lsim__on_hotswap(lsim__world *W, int i, lsim_errbuf *eb) {
   for (int k = 0; !rc && k < n; k++) {
     int w = copies[k].worker;
     lsim_tick start = W->copy_free_at[w] > W->now ? W->copy_free_at[w] : W->now;
-    int64_t ns = 0;
+    int64_t ns = 0, mns = 0, drive = 0, meas = -1;
     lsim_tick done = 0;
-    if ((rc = lsim__copy_ns(sc, copies[k].bytes, &ns, eb)) ||
-        (rc = lsim__span_end(sc, start, ns, "$.workers.h2d_gbps", &done, eb)) ||
+    if ((rc = lsim__copy_ns(sc, copies[k].bytes, &mns, eb)))
+      break;
+    drive = mns;
+    /* --clock-from: the span the recorded run gave this copy */
+    if (W->rec && (rc = lsim_recclock_load(W->rec, "hotswap", w,
+                                           copies[k].adapter, &drive, &meas,
+                                           eb)))
+      break;
+    ns = drive;
+    if ((rc = lsim__span_end(sc, start, ns, "$.workers.h2d_gbps", &done, eb)) ||
         (rc = lsim__log_load(W, "hotswap", w, copies[k].adapter, -1, -1,
-                             copies[k].bytes, 0, start, done, ns, -1, eb)))
+                             copies[k].bytes, 0, start, done, mns, meas, eb)))
       break;
     if (W->clk.measured)
       W->clk.other_model++; /* a shadow copy is staged by no backend */
@@ -1245,6 +1281,16 @@ static lsim_err lsim__setup(lsim__world *W, lsim_errbuf *eb) {
   W->follows = lsim_backend_follows(&W->be);
   W->executes = (W->be.ops->flags & LSIM_BACKEND_EXECUTES) != 0;
   W->clk.measured = sc->clock == LSIM_CLOCK_MEASURED;
+  if (sc->clock_from[0]) {
+    W->clk.recorded = 1;
+    lsim_err rrc = lsim_recclock_open(&W->rec, sc->clock_from, eb);
+    if (rrc) {
+      free(rank);
+      free(bytes);
+      free(pages);
+      return rrc;
+    }
+  }
   W->nobj = bcfg.objects;
   if (W->follows &&
       !(W->staged_at = calloc((size_t)sc->workers * (size_t)W->nobj,
@@ -1406,6 +1452,8 @@ static void lsim__teardown(lsim__world *W) {
   free(W->backend_ns);
   free(W->model_ns);
   free(W->measured_ns);
+  lsim_recclock_close(W->rec);
+  W->rec = NULL;
   free(W->ctx_tokens);
   free(W->staged_at);
   free(W->ring);
@@ -1492,8 +1540,18 @@ lsim_err lsim_replay_check_modes(const lsim_scenario *sc, lsim_errbuf *eb) {
       return frc;
 #endif
   }
+  if (sc->clock_from[0]) {
+    /* the recorded run opens and is whole before any file is written */
+    lsim_recclock *r = NULL;
+    lsim_err rrc = lsim_recclock_open(&r, sc->clock_from, eb);
+    lsim_recclock_close(r);
+    if (rrc)
+      return rrc;
+  }
   if (sc->clock == LSIM_CLOCK_MEASURED) {
-    if (!(lsim_backend_flags(sc->backend) & LSIM_BACKEND_EXECUTES))
+    /* --clock-from brings its measured times with it: any backend */
+    if (!sc->clock_from[0] &&
+        !(lsim_backend_flags(sc->backend) & LSIM_BACKEND_EXECUTES))
       return lsim_fail(eb, LSIM_E_SCN_MODE_BACKEND,
                        "--clock measured ($.clock) needs a backend that "
                        "executes and times the iterations (cpu_ref or "
@@ -1584,6 +1642,8 @@ lsim_err lsim_replay_run(const lsim_scenario *sc, const lsim_replay_opts *o,
   }
   if (!rc && W.eng && !lsim_engine_check(W.eng))
     rc = LSIM_BUG(eb, "page conservation violated at the end of the run");
+  if (!rc && W.rec) /* --clock-from: the recorded run was used up exactly */
+    rc = lsim_recclock_finish(W.rec, eb);
   if (!rc && W.follows) {
     /* the backend holds nothing the engine did not publish, and its page
     ** map is the engine's */

@@ -337,6 +337,10 @@ int lsim_report_claim_clock(const lsim_summary *s) {
   const lsim_replay_clock *k = &s->clock;
   if (!k->measured)
     return LSIM_CLAIM_CLOCK_MODEL;
+  /* a recorded clock: this process measured nothing, so its times claim
+  ** no more than modeled (the recorded run holds the measured evidence) */
+  if (k->recorded)
+    return LSIM_CLAIM_CLOCK_MIXED;
   return k->iters_model || k->loads_model || k->other_model
              ? LSIM_CLAIM_CLOCK_MIXED
              : LSIM_CLAIM_CLOCK_MEASURED;
@@ -525,19 +529,26 @@ void lsim_report_print(FILE *f, const lsim_scenario *sc,
             lsim_console_str(shown, sizeof shown, s->trace_first_skipped));
   if (s->clock.measured) {
     const lsim_replay_clock *k = &s->clock;
-    fprintf(f, "  clock       measured: %lld iterations and %lld loads ended "
-               "at the backend's measured time; %lld iterations, %lld loads "
+    fprintf(f, "  clock       measured%s: %lld iterations and %lld loads ended "
+               "at the %s measured time; %lld iterations, %lld loads "
                "and %lld other copies (disk reads, hotswaps) at the model's\n",
+            k->recorded ? " (recorded, --clock-from)" : "",
             (long long)k->iters_measured, (long long)k->loads_measured,
+            k->recorded ? "recorded run's" : "backend's",
             (long long)k->iters_model, (long long)k->loads_model,
             (long long)k->other_model);
-    fprintf(f, "  evidence    counts exact (this run's event log); times "
-               "%s (simulated clock driven by %s's measured times); "
-               "runs_evidence\n",
-            lsim_report_claim_clock(s) == LSIM_CLAIM_CLOCK_MEASURED
-                ? "measured"
-                : "modeled (some spans at the model's time)",
-            sc->backend);
+    if (k->recorded)
+      fprintf(f, "  evidence    counts exact (this run's event log); times "
+                 "modeled here (spans replayed from a recorded run, which "
+                 "holds their evidence); runs_evidence\n");
+    else
+      fprintf(f, "  evidence    counts exact (this run's event log); times "
+                 "%s (simulated clock driven by %s's measured times); "
+                 "runs_evidence\n",
+              lsim_report_claim_clock(s) == LSIM_CLAIM_CLOCK_MEASURED
+                  ? "measured"
+                  : "modeled (some spans at the model's time)",
+              sc->backend);
   } else {
     fprintf(f, "  evidence    counts exact (this run's event log); times "
                "modeled (simulated clock, cost model); runs_evidence\n");

@@ -130,6 +130,8 @@ void lsim_metrics_release(lsim_metrics *m);
 ** disk reads, hotswap shadow copies).  All zero under the model clock. */
 typedef struct lsim_replay_clock {
   int measured; /* 1: --clock measured */
+  int recorded; /* 1: --clock-from: the measured spans are a recorded
+                   run's, not this process's (their claims are modeled) */
   int64_t iters_measured, iters_model;
   int64_t loads_measured, loads_model;
   int64_t other_model;

@@ -172,6 +172,13 @@ lsim_err lsim_resume_scenario(const lsim_resume_info *ri, lsim_scenario *sc,
     sc->execute = execute;
   if (clock >= 0)
     sc->clock = clock;
+  const char *cf = lsim_runid_get(&ri->id, "clock-from");
+  if (cf) {
+    if (strlen(cf) >= sizeof sc->clock_from)
+      return lsim_fail(eb, LSIM_E_RUN_IDENTITY, "clock-from: path too long");
+    snprintf(sc->clock_from, sizeof sc->clock_from, "%s", cf);
+    sc->clock = LSIM_CLOCK_MEASURED;
+  }
   /* the scenario so rebuilt must read what the run read, no more */
   static lsim_runid now;
   if ((rc = lsim_runid_collect(sc, &now, eb)))

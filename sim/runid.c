@@ -256,6 +256,9 @@ lsim_err lsim_runid_collect(const lsim_scenario *sc, lsim_runid *id,
   if (sc->cost_profile[0] &&
       (rc = lsim__add(id, "profile", sc->cost_profile, eb)))
     return rc;
+  if (sc->clock_from[0] &&
+      (rc = lsim__add(id, "clock-from", sc->clock_from, eb)))
+    return rc;
   if (sc->compression.on && sc->compression.bundle[0] &&
       (rc = lsim__add(id, "bundle", sc->compression.bundle, eb)))
     return rc;

@@ -2754,8 +2754,9 @@ int64_t lsim_scenario_starvation_ticks(const lsim_scenario *sc, int *derived) {
     int64_t t = sc->max_batch_tokens, r = sc->max_batch_requests;
     int64_t d = r < t ? r : t, per = t / r > 0 ? t / r : 1;
     lsim_cost_feat fp = {t, r, 0, 0, r, r * (per * (per + 1) / 2), r,
-                         t * rmax, 1};
-    lsim_cost_feat fd = {d, d, d, d * (t + 1), 0, 0, d, d * rmax, 1};
+                         t * rmax, 1, 0, r * rmax};
+    lsim_cost_feat fd = {d, d, d, d * (t + 1), 0, 0, d, d * rmax, 1,
+                         d * rmax, d * rmax};
     prefill = (double)lsim_cost_prof_ns(&sc->cost_prof, &fp);
     decode = (double)lsim_cost_prof_ns(&sc->cost_prof, &fd);
   }

@@ -91,6 +91,10 @@ typedef struct lsim_scenario {
   ** lsim_replay_check_modes (sim/replay.h), after the overrides. */
   int execute;
   int clock;
+  /* `replay --clock-from DB`: a run database whose recorded spans drive
+  ** the clock (docs/FIDELITY.md, "Replaying a recorded clock"); "" when
+  ** not given.  Implies clock LSIM_CLOCK_MEASURED. */
+  char clock_from[LSIM_PATH_MAX];
   char scheduler[LSIM_NAME_MAX]; /* "fcfs" */
   char evict[LSIM_NAME_MAX];     /* "lru" */
   char prefetch[LSIM_NAME_MAX];  /* "none" */

@@ -747,7 +747,7 @@ Test(forward, one_layer_end_to_end_matches_float64) {
   lsim_fwd_seq sq[4];
   for (int j = 0; j < 4; j++)
     sq[j] = to_seq(&SEQS[j]);
-  lsim_fwd_batch b = {0, 4, sq, NULL, NULL, 0, 0};
+  lsim_fwd_batch b = {0, 4, sq, NULL, NULL, 0, 0, 0};
   int64_t ns = -1;
   lsim_errbuf eb = LSIM_ERRBUF_INIT;
   cr_assert_eq(lsim_fwd_run(W.F, &b, &ns, &eb), 0, "%s", eb.msg);
@@ -856,20 +856,26 @@ Test(forward, adapters_on_every_module_match_float64_deltas) {
   for (int i = 0; i < T * 256; i++)
     dd += (hr[i] - h0[i]) * (hr[i] - h0[i]), rr += hr[i] * hr[i];
   cr_assert_gt(sqrt(dd / rr), 0.1, "the deltas must matter");
-  /* every path of the deltas (the chooser's and each explicit one) */
-  static const int paths[] = {LSIM_CUDA_PATH_AUTO, LSIM_CUDA_PATH_DECODE,
-                              LSIM_CUDA_PATH_SGMV, LSIM_CUDA_PATH_SGMV_MMA,
-                              LSIM_CUDA_PATH_FUSED};
+  /* every path of the deltas (the chooser's and each explicit one), the
+  ** cuBLAS GEMMs then the branches (onepass -1), and the projections and
+  ** deltas in one pass (issue 23) on each path that has a shrink of its
+  ** own (the chooser takes it at these 10 rows) */
+  static const int paths[] = {LSIM_CUDA_PATH_AUTO,     LSIM_CUDA_PATH_DECODE,
+                              LSIM_CUDA_PATH_SGMV,     LSIM_CUDA_PATH_SGMV_MMA,
+                              LSIM_CUDA_PATH_FUSED,    LSIM_CUDA_PATH_AUTO,
+                              LSIM_CUDA_PATH_DECODE,   LSIM_CUDA_PATH_SGMV,
+                              LSIM_CUDA_PATH_SGMV_MMA};
+  static const int onepass[] = {-1, -1, -1, -1, -1, 0, 1, 1, 1};
   for (size_t p = 0; p < sizeof paths / sizeof paths[0]; p++) {
     up(lsim_fwd_pool(W.F, 0), W.pool, (size_t)(W.pages * W.pb));
-    lsim_fwd_batch b = {0, 4, sq, &rp, ad, 2, paths[p]};
+    lsim_fwd_batch b = {0, 4, sq, &rp, ad, 2, paths[p], onepass[p]};
     int64_t ns = -1;
     cr_assert_eq(lsim_fwd_run(W.F, &b, &ns, &eb), 0, "%s", eb.msg);
     uint16_t hg[10 * 256];
     down(hg, lsim_fwd_hidden(W.F), sizeof hg);
     double err = rel_err(hr, hg, (size_t)T * 256);
-    cr_assert(err <= 1.5e-2, "path %s: relative error %g",
-              lsim_cuda_path_name(paths[p]), err);
+    cr_assert(err <= 1.5e-2, "path %s, onepass %d: relative error %g",
+              lsim_cuda_path_name(paths[p]), onepass[p], err);
     cr_assert_eq(lsim_fwd_tokens(W.F, tg, 4, &ng, NULL), 0);
     cr_assert_eq(ng, 3);
     for (int k = 0; k < 3; k++)
@@ -931,7 +937,7 @@ Test(forward, refusals_and_fit) {
   /* a batch beyond its pages is refused before any launch */
   int64_t pg[1] = {3};
   lsim_fwd_seq q = {1, 6, 0, 1, 7, pg, 1}; /* 6 tokens, one page of 4 */
-  lsim_fwd_batch b = {0, 1, &q, NULL, NULL, 0, 0};
+  lsim_fwd_batch b = {0, 1, &q, NULL, NULL, 0, 0, 0};
   cr_assert_eq(lsim_fwd_run(F, &b, NULL, &eb), LSIM_E_USAGE);
   cr_assert(strstr(eb.msg, "KV pages"), "%s", eb.msg);
   lsim_fwd_close(F);

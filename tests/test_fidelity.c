@@ -759,3 +759,125 @@ Test(fidelity, recorded_pair_against) {
   sqlite3_close(b);
   cJSON_Delete(j);
 }
+
+/* ---- a recorded clock (replay --clock-from) --------------------------------------- */
+
+/* Every row of b's table equals a's (the same multiset, the same count). */
+static void same_rows(const char *a, const char *b, const char *cols,
+                      const char *table) {
+  sqlite3 *h = NULL;
+  char sql[1400];
+  cr_assert_eq(sqlite3_open_v2(a, &h, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+  snprintf(sql, sizeof sql, "ATTACH '%s' AS b", b);
+  cr_assert_eq(sqlite3_exec(h, sql, NULL, NULL, NULL), SQLITE_OK, "%s",
+               sqlite3_errmsg(h));
+  snprintf(sql, sizeof sql,
+           "SELECT (SELECT count(*) FROM main.%s) - (SELECT count(*) FROM "
+           "b.%s) + (SELECT count(*) FROM (SELECT %s FROM main.%s EXCEPT "
+           "SELECT %s FROM b.%s)) + (SELECT count(*) FROM (SELECT %s FROM "
+           "b.%s EXCEPT SELECT %s FROM main.%s))",
+           table, table, cols, table, cols, table, cols, table, cols, table);
+  cr_assert_eq(q_int(h, sql), 0, "%s differs between %s and %s", table, a, b);
+  cr_assert_gt(q_int(h, "SELECT 1"), 0);
+  sqlite3_close(h);
+}
+
+static void same_run(const char *a, const char *b) {
+  same_rows(a, b, "*", "events");
+  same_rows(a, b, "*", "requests");
+  same_rows(a, b, "*", "loads");
+  same_rows(a, b, "*", "starvation");
+  /* every column but backend_ns, which is the backend's own */
+  same_rows(a, b,
+            "iter, worker, start_tick, end_tick, prefill_rows, decode_rows, "
+            "prefill_reqs, decode_reqs, distinct_adapters, segments, "
+            "true_rank_rows, padded_rank_rows, result, model_ns, measured_ns, "
+            "ctx_tokens",
+            "iterations");
+}
+
+/* The GPU's measured run of full_tiny, replayed on the CPU with the model
+** backend and the recorded clock: the same run, row for row; with another
+** cost model the same rows again (the recorded spans drive the clock),
+** each span priced anew in model_ns. */
+Test(clock, recorded_clock_replays_the_gpu_run) {
+  const char *x = LSIM_TEST_DIR
+      "/fixtures/fidelity/full_tiny-h100-measured-clock.db";
+  char cmd[1400], rdb[600], sdb[600];
+  snprintf(cmd, sizeof cmd,
+           "replay '" LSIM_TEST_DIR "/fixtures/replay/full_tiny.json' "
+           "--clock-from '%s' --db r.db --quiet --no-plots",
+           x);
+  cr_assert_eq(lorasim(cmd), 0, "%s", out);
+  snprintf(rdb, sizeof rdb, "%s/r.db", tmpdir);
+  same_run(x, rdb);
+  sqlite3 *h = open_db("r.db");
+  char s[64];
+  q_text(h, "SELECT backend FROM runs", s, sizeof s);
+  cr_assert_str_eq(s, "model");
+  q_text(h, "SELECT clock FROM runs", s, sizeof s);
+  cr_assert_str_eq(s, "measured");
+  /* its times claim no more than modeled: this process measured nothing */
+  q_text(h, "SELECT class FROM runs_evidence WHERE key = 'ttft_p50_ms'", s,
+         sizeof s);
+  cr_assert_str_eq(s, "modeled");
+  cr_assert_gt(q_int(h, "SELECT count(*) FROM run_inputs WHERE role = "
+                        "'clock-from'"),
+               0);
+  sqlite3_close(h);
+  /* doubled per-iteration cost: the same run, every model_ns larger */
+  snprintf(cmd, sizeof cmd,
+           "replay '" LSIM_TEST_DIR "/fixtures/replay/full_tiny.json' "
+           "--clock-from '%s' --set '$.cost.iter_fixed_ns=400000' --db s.db "
+           "--quiet --no-plots",
+           x);
+  cr_assert_eq(lorasim(cmd), 0, "%s", out);
+  snprintf(sdb, sizeof sdb, "%s/s.db", tmpdir);
+  same_rows(x, sdb, "*", "events");
+  same_rows(x, sdb, "iter, start_tick, end_tick, measured_ns", "iterations");
+  h = open_db("s.db");
+  char at[700];
+  snprintf(at, sizeof at, "ATTACH '%s' AS x", x);
+  cr_assert_eq(sqlite3_exec(h, at, NULL, NULL, NULL), SQLITE_OK);
+  cr_assert_eq(q_int(h, "SELECT count(*) FROM main.iterations AS a JOIN "
+                        "x.iterations AS b USING (iter) WHERE a.model_ns != "
+                        "b.model_ns + 200000"),
+               0, "model_ns must be the recorded one plus the added 200 us");
+  cr_assert_gt(q_int(h, "SELECT count(*) FROM main.iterations"), 100);
+  sqlite3_close(h);
+}
+
+/* A measured run made here (cpu_ref, GMP on the host) replays the same
+** through its recorded clock; a replay that departs from it (seed 8, not
+** the scenario's 7) stops at the first iteration that differs, and is not
+** ok. */
+Test(clock, recorded_clock_of_a_cpu_run_and_a_departure) {
+  cr_assert_eq(lorasim("replay " FIX " --backend cpu_ref --clock measured "
+                       "--db m.db --quiet --no-plots"),
+               0, "%s", out);
+  cr_assert_eq(lorasim("replay " FIX " --clock-from m.db --db r.db --quiet "
+                       "--no-plots"),
+               0, "%s", out);
+  char m[600], r[600];
+  snprintf(m, sizeof m, "%s/m.db", tmpdir);
+  snprintf(r, sizeof r, "%s/r.db", tmpdir);
+  same_run(m, r);
+  cr_assert_eq(lorasim("replay " FIX " --clock-from m.db --seed 8 --db d.db "
+                       "--quiet --no-plots"),
+               2, "%s", out);
+  cr_assert_not_null(strstr(out, "E_FID_RECORDED"), "%s", out);
+  cr_assert_not_null(strstr(out, "departs from the recorded run"), "%s", out);
+  sqlite3 *h = open_db("d.db");
+  char s[64];
+  q_text(h, "SELECT status FROM runs", s, sizeof s);
+  cr_assert_str_eq(s, "failed");
+  sqlite3_close(h);
+}
+
+Test(clock, recorded_clock_bad_input_is_refused_before_any_file) {
+  refused("replay " FIX " --clock-from nothere.db --db r.db",
+          "E_FILE_MISSING");
+  refused("replay " FIX " --clock-from " FIX " --db r.db", "E_FID_NOT_RUN");
+  refused("replay " FIX " --clock-from " FIX " --clock model --db r.db",
+          "E_USAGE");
+}

@@ -148,26 +148,34 @@ Test(profile, predictions_are_monotone_in_tokens_and_context) {
   lsim_errbuf eb = LSIM_ERRBUF_INIT;
   cr_assert_eq(lsim_profile_read(FIX "/synthetic-1b.json", &p, &eb), 0, "%s",
                eb.msg);
+  /* the fixture predates the decode rank-row term: give it one */
+  cr_assert_eq(p.coef.c[LSIM_COST_LORA_DECODE_ELEM], 0);
+  cr_assert_eq(p.coef.c[LSIM_COST_LORA_ADAPTER_ELEM], 0);
+  p.coef.c[LSIM_COST_LORA_DECODE_ELEM] = 4e-4;
+  p.coef.c[LSIM_COST_LORA_ADAPTER_ELEM] = 2e-3;
   lsim_cost_prof c;
   cr_assert_eq(lsim_cost_prof_bind(&p.coef, 16, 4, 12288, &c, &eb), 0, "%s",
                eb.msg);
+  cr_assert_gt(c.lora_decode_rank_row_ps, 0);
+  cr_assert_gt(c.lora_adapter_rank_ps, 0);
   /* every feature grown alone, from several starting points, across the
   ** knee (160 tokens) */
-  static const int64_t base[][8] = {
-      {1, 1, 1, 0, 0, 0, 0, 0},          {100, 1, 0, 0, 1, 5050, 1, 800},
-      {300, 44, 44, 20000, 1, 32896, 3, 2400},
-      {8192, 1, 0, 0, 1, 33558528, 1, 65536}};
+  static const int64_t base[][10] = {
+      {1, 1, 1, 0, 0, 0, 0, 0, 0, 0},    {100, 1, 0, 0, 1, 5050, 1, 800, 0, 8},
+      {300, 44, 44, 20000, 1, 32896, 3, 2400, 352, 24},
+      {8192, 1, 0, 0, 1, 33558528, 1, 65536, 0, 8}};
   for (size_t b = 0; b < sizeof base / sizeof base[0]; b++)
-    for (int k = 0; k < 8; k++)
+    for (int k = 0; k < 10; k++)
       for (int64_t step = 1; step <= 100000; step *= 7) {
         lsim_cost_feat f0 = {base[b][0], base[b][1], base[b][2], base[b][3],
                              base[b][4], base[b][5], base[b][6], base[b][7],
-                             base[b][6] > 0};
+                             base[b][6] > 0, base[b][8], base[b][9]};
         lsim_cost_feat f1 = f0;
-        int64_t *fld[8] = {&f1.tokens,       &f1.sampled,
-                           &f1.decode_rows,  &f1.decode_ctx,
-                           &f1.prefill_seqs, &f1.prefill_pairs,
-                           &f1.lora_segments, &f1.rank_rows};
+        int64_t *fld[10] = {&f1.tokens,       &f1.sampled,
+                            &f1.decode_rows,  &f1.decode_ctx,
+                            &f1.prefill_seqs, &f1.prefill_pairs,
+                            &f1.lora_segments, &f1.rank_rows,
+                            &f1.decode_rank_rows, &f1.adapter_ranks};
         *fld[k] += step;
         f1.lora = f1.lora_segments > 0;
         int64_t t0 = lsim_cost_prof_ns(&c, &f0), t1 = lsim_cost_prof_ns(&c, &f1);
@@ -256,7 +264,11 @@ Test(profile, replay_with_a_profile_uses_it_and_is_deterministic) {
     int64_t r = sqlite3_column_int64(st, 0);
     lsim_cost_feat f = {r, 1, 0, 0, 1, r * (r + 1) / 2,
                         sqlite3_column_int64(st, 1),
-                        sqlite3_column_int64(st, 2), 1};
+                        sqlite3_column_int64(st, 2), 1, 0,
+                        /* one adapter at the request's rank */
+                        sqlite3_column_int64(st, 1) > 0
+                            ? sqlite3_column_int64(st, 2) / r
+                            : 0};
     int64_t want = lsim_cost_prof_ns(&c, &f);
     cr_assert_eq(sqlite3_column_int64(st, 3), want, "rows %lld",
                  (long long)r);
@@ -557,22 +569,32 @@ Test(profile, the_grid_runs_through_the_residency_protocol, .timeout = 120) {
 Test(profile, bad_measurement_files_name_line_and_column) {
   static const char *cases[][2] = {
       {"kind,point\n", "header expected"},
-      {LSIM_PROF_CSV_HEADER "\nwalk,0,prefill,qv,0,1,1,0,0,1,1,0,0,0,2,4,0,0,"
+      {LSIM_PROF_CSV_HEADER_V1 "\nwalk,0,prefill,qv,0,1,1,0,0,1,1,0,0,0,2,4,0,0,"
                             "0,10\n",
        ":2: column kind"},
-      {LSIM_PROF_CSV_HEADER "\niter,0,prefill,qv,0,1,1,0,0,1,1,0,0,0,2,4,0,0,"
+      {LSIM_PROF_CSV_HEADER_V1 "\niter,0,prefill,qv,0,1,1,0,0,1,1,0,0,0,2,4,0,0,"
                             "0,10\niter,0,lunch,qv,0,1,1,0,0,1,1,0,0,0,2,4,0,"
                             "0,0,10\n",
        ":3: column class"},
-      {LSIM_PROF_CSV_HEADER "\niter,0,prefill,qv,0,-1,1,0,0,1,1,0,0,0,2,4,0,0,"
+      {LSIM_PROF_CSV_HEADER_V1 "\niter,0,prefill,qv,0,-1,1,0,0,1,1,0,0,0,2,4,0,0,"
                             "0,10\n",
        ":2: column tokens"},
-      {LSIM_PROF_CSV_HEADER "\niter,0,prefill,qv,0,1,1,0,0,1,1,0,0,0,2,4,0,0,"
+      {LSIM_PROF_CSV_HEADER_V1 "\niter,0,prefill,qv,0,1,1,0,0,1,1,0,0,0,2,4,0,0,"
                             "0\n",
        ":2: column ns"},
-      {LSIM_PROF_CSV_HEADER "\niter,0,prefill,qv,0,1,1,0,0,1,1,0,0,0,2,4,0,0,"
+      {LSIM_PROF_CSV_HEADER_V1 "\niter,0,prefill,qv,0,1,1,0,0,1,1,0,0,0,2,4,0,0,"
                             "0,10,7\n",
        ":2: more than 20 columns"},
+      /* the current header: 21 columns, the last one checked too */
+      {LSIM_PROF_CSV_HEADER "\niter,0,decode,qv,0,1,1,1,1,0,0,0,0,0,2,4,0,0,"
+                            "0,10\n",
+       ":2: column decode_rank_rows: missing"},
+      {LSIM_PROF_CSV_HEADER "\niter,0,decode,qv,0,1,1,1,1,0,0,1,1,8,2,4,1,8,"
+                            "0,10,9\n",
+       ":2: column decode_rank_rows: more than rank_rows"},
+      {LSIM_PROF_CSV_HEADER "\niter,0,decode,qv,0,1,1,1,1,0,0,1,1,8,2,4,1,8,"
+                            "0,10,8,1\n",
+       ":2: more than 21 columns"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     write_file("m.csv", cases[i][0]);
@@ -716,4 +738,56 @@ Test(profile, the_gate_reports_what_the_databases_hold, .timeout = 120) {
   fclose(f);
   cr_assert_eq(seen, 1);
   cr_assert_eq(lats, 4);
+  /* -r: the same gate from the recorded measured run (--clock-from), no
+  ** measuring backend: the same table to the last digit */
+  snprintf(cmd, sizeof cmd,
+           "cd '%s' && sh '%s/tools/fidelity_gate.sh' -b '%s' -o regate -r "
+           "gate '%s/small-1b.json' > regate.out 2>&1 && cmp gate/gate.csv "
+           "regate/gate.csv",
+           tmpdir, LSIM_SOURCE_DIR, LSIM_BIN, FIX);
+  st = system(cmd);
+  cr_assert(WIFEXITED(st) && (WEXITSTATUS(st) == 0 || WEXITSTATUS(st) == 1),
+            "regate exit %d", st);
+  snprintf(cmd, sizeof cmd, "cd '%s' && cmp gate/gate.csv regate/gate.csv",
+           tmpdir);
+  cr_assert_eq(system(cmd), 0, "the recorded gate differs");
+  snprintf(cmd, sizeof cmd,
+           "cd '%s' && grep -q 'clock-from' regate/small-1b/measured.log || "
+           "sqlite3 regate/small-1b/measured.db \"SELECT 1 FROM run_inputs "
+           "WHERE role = 'clock-from'\" | grep -q 1",
+           tmpdir);
+  cr_assert_eq(system(cmd), 0, "the regate did not replay the recorded run");
+}
+
+/* The committed profiles (profiles/CLASS/PRESET.json) are fits of the
+** measurement files beside them: refitting each file gives its
+** coefficients back exactly (the fit is deterministic), the decode
+** rank-row term is identified by the real measurements (> 0), and the
+** profile loads for its preset. */
+Test(profile, committed_profiles_refit_from_their_measurements) {
+  static const char *presets[] = {"llama-3-8b", "llama-3.2-1b"};
+  for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++) {
+    char a[1024], pj[512];
+    snprintf(pj, sizeof pj, LSIM_TEST_DIR "/../profiles/h100/%s.json",
+             presets[i]);
+    snprintf(a, sizeof a,
+             "profile --model %s --fit '" LSIM_TEST_DIR
+             "/../profiles/h100/%s.csv' --gpu h100 --out refit.json",
+             presets[i], presets[i]);
+    cr_assert_eq(lorasim(a), 0, "%s", out);
+    lsim_profile c, r;
+    lsim_errbuf eb = LSIM_ERRBUF_INIT;
+    cr_assert_eq(lsim_profile_read(pj, &c, &eb), 0, "%s", eb.msg);
+    char rj[512];
+    snprintf(rj, sizeof rj, "%s/refit.json", tmpdir);
+    cr_assert_eq(lsim_profile_read(rj, &r, &eb), 0, "%s", eb.msg);
+    for (int k = 0; k < LSIM_COST_NTERMS; k++)
+      cr_assert(fabs(c.coef.c[k] - r.coef.c[k]) <=
+                    1e-12 * fabs(c.coef.c[k]),
+                "%s %s: committed %.17g, refit %.17g", presets[i],
+                lsim_cost_terms()[k], c.coef.c[k], r.coef.c[k]);
+    cr_assert_gt(c.coef.c[LSIM_COST_LORA_DECODE_ELEM], 0, "%s", presets[i]);
+    cr_assert(c.copy_on && fabs(c.copy_gbps - r.copy_gbps) <=
+                               1e-12 * c.copy_gbps);
+  }
 }

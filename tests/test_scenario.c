@@ -22,7 +22,9 @@
 
 #include "sim/scenario.h"
 
-#define QUICKSTART LSIM_SOURCE_DIR "/scenarios/quickstart.json"
+/* the quickstart as it was before it took the measured profile: the
+** hand-set linear $.cost and explicit targets, which these cases edit */
+#define QUICKSTART LSIM_SOURCE_DIR "/tests/fixtures/quickstart-linear.json"
 #define FIXTURES LSIM_TEST_DIR "/fixtures/scenarios"
 
 /* ---- helpers ------------------------------------------------------------- */
@@ -244,13 +246,42 @@ static void remove_all(const char *const *files, const char *const *dirs) {
 
 /* ---- a valid scenario ---------------------------------------------------- */
 
+/* The shipped quickstart is the linear one above at the Llama-3-8B shape,
+** priced by the committed H100 profile instead of the hand-set $.cost. */
+Test(scenario, shipped_quickstart_uses_the_measured_profile) {
+  static lsim_scenario lin, sc;
+  lsim_errbuf eb = LSIM_ERRBUF_INIT;
+  cr_assert_eq(lsim_scenario_load(&lin, QUICKSTART, &eb), 0, "%s", eb.msg);
+  cr_assert_eq(lsim_scenario_load(&sc, LSIM_SOURCE_DIR
+                                   "/scenarios/quickstart.json", &eb),
+               0, "%s", eb.msg);
+  cr_expect_str_eq(sc.name, "quickstart");
+  cr_assert(sc.cost_prof.on, "the quickstart must be priced by a profile");
+  cr_assert(!lin.cost_prof.on);
+  cr_expect_str_eq(sc.model.preset, "llama-3-8b");
+  cr_assert_eq(sc.ntargets, lin.ntargets);
+  for (int i = 0; i < sc.ntargets; i++) {
+    cr_expect_str_eq(sc.targets[i].name, lin.targets[i].name);
+    cr_expect_eq(sc.targets[i].d_in, lin.targets[i].d_in);
+    cr_expect_eq(sc.targets[i].d_out, lin.targets[i].d_out);
+  }
+  cr_expect_eq(sc.layers, lin.layers);
+  cr_expect_eq(sc.kv_heads, lin.kv_heads);
+  cr_expect_eq(sc.head_dim, lin.head_dim);
+  cr_expect_eq(sc.adapters, lin.adapters);
+  cr_expect_eq(sc.pool_pages, lin.pool_pages);
+  /* the profile's copy model replaces h2d_gbps and load_fixed_us */
+  cr_expect(sc.copy_prof);
+  cr_expect_str_eq(sc.gpu, "h100");
+}
+
 Test(scenario, quickstart_loads) {
   lsim_scenario sc;
   lsim_errbuf eb = LSIM_ERRBUF_INIT;
   lsim_err err = lsim_scenario_load(&sc, QUICKSTART, &eb);
   cr_assert_eq(err, 0, "load failed: %s", eb.msg);
 
-  cr_expect_str_eq(sc.name, "quickstart");
+  cr_expect_str_eq(sc.name, "quickstart-linear");
   cr_expect_str_eq(sc.path, QUICKSTART);
   cr_expect_eq(sc.seed, 42);
   cr_expect_eq(sc.ns_per_tick, 1000);

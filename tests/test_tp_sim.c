@@ -17,7 +17,9 @@
 
 static char *quickstart_json(size_t *len) {
   char path[512];
-  snprintf(path, sizeof path, "%s/scenarios/quickstart.json", LSIM_SOURCE_DIR);
+  /* the linear-cost quickstart: TP is priced by $.cost, not a profile */
+  snprintf(path, sizeof path, "%s/tests/fixtures/quickstart-linear.json",
+           LSIM_SOURCE_DIR);
   FILE *f = fopen(path, "rb");
   cr_assert_not_null(f);
   char *buf = malloc(1 << 16);

@@ -421,7 +421,9 @@ enum {
   COMP_FORKPDL,
   COMP_SIDE,
   COMP_SEQPDL,
-  COMP_DIAG /* not a composition: the GEMM beside the shrink alone */
+  COMP_DIAG, /* not a composition: the GEMM beside the shrink alone */
+  COMP_GEMM1 /* one pass: the shrink, then lsim_cuda_lora_run_gemm (the
+             ** GEMM with the expand in its epilogue; issue 23) */
 };
 
 /* Y[i] += D[i] over n rows of d_out (bf16, fp32 sum rounded once) */
@@ -448,6 +450,8 @@ __global__ void add_rows_kernel(uint16_t *Y, const uint16_t *D, int n,
 struct CompVar {
   std::string label;
   int kind, path, splits, prio, chunks;
+  int gcs = 0, gbm = 0, gpf = 1; /* gemm1: tune gemm_cs, gemm_bm, prefetch */
+  float beta = 0.f;              /* gemm1: Y = beta Y + X W^T + delta */
 };
 
 #define COMP_MAXCH 8
@@ -546,13 +550,35 @@ struct Comp {
                 std::string *why) {
     lsim_cuda_lora_tune t = tune0;
     t.shrink_splits = v.splits;
+    t.gemm_cs = v.gcs;
+    t.gemm_bm = v.gbm;
+    t.gemm_prefetch = v.gpf;
+    t.gemm_probe = v.kind == COMP_GEMM1 ? v.prio : 0;
     lsim_cuda_lora_set_tune(C, &t);
     lsim_errbuf eb = LSIM_ERRBUF_INIT;
-    if (lsim_cuda_lora_plan(C, p, v.path, &eb)) {
+    int path = v.path;
+    if (v.kind == COMP_GEMM1 && path == LSIM_CUDA_PATH_AUTO) {
+      int rmax = 0;
+      for (int i = 0; i < p->nseg; i++)
+        rmax = std::max(rmax, p->seg_rank[i]);
+      /* the shrink path a one-pass plan takes (the composition chooser
+      ** itself takes the one pass nowhere: measured slower) */
+      lsim_cuda_gemm_choose(p, rmax, 0, 0, &path);
+      if (path == LSIM_CUDA_PATH_AUTO) {
+        *why = "no one-pass GEMM for this shape";
+        return false;
+      }
+    }
+    if (lsim_cuda_lora_plan(C, p, path, &eb)) {
       *why = eb.msg;
       return false;
     }
-    if (v.kind != COMP_SEQ && v.kind != COMP_SIDE &&
+    const char *gw = "";
+    if (v.kind == COMP_GEMM1 && !lsim_cuda_lora_gemm_ok(C, &gw)) {
+      *why = gw;
+      return false;
+    }
+    if (v.kind != COMP_SEQ && v.kind != COMP_SIDE && v.kind != COMP_GEMM1 &&
         lsim_cuda_lora_path(C) == LSIM_CUDA_PATH_FUSED &&
         lsim_cuda_lora_plan(C, p, LSIM_CUDA_PATH_SGMV_MMA, &eb)) {
       *why = eb.msg;
@@ -655,6 +681,12 @@ struct Comp {
     }
     case COMP_SEQPDL:
       fn = [&] { return gemm(s, 0, N, 0.f) && part(L, 4, X, ldx, Y, ldy); };
+      break;
+    case COMP_GEMM1:
+      fn = [&] {
+        return lsim_cuda_lora_run_gemm(L, X, ldx, W, d_in, Y, ldy, v.beta,
+                                       NULL) == 0;
+      };
       break;
     case COMP_SIDE:
     case COMP_DIAG: {
@@ -874,6 +906,29 @@ static void print_table(const std::vector<Row> &rows, FILE *f, double bw,
   }
 }
 
+/* --gemm1: only the one-pass GEMM rows at decode64 and mixed256, r16 and
+** r64, with timing probes (a quick round, and what ncu is pointed at) */
+static int g_quick = 0;
+/* BENCH_GEMM1_ONLY=WORKLOAD:RANK:LABEL (each part may be empty): only the
+** one-pass rows of that workload, rank and label substring -- one kernel
+** under ncu */
+static bool g1_only(const char *wl, const char *rank, const std::string &l) {
+  const char *f = getenv("BENCH_GEMM1_ONLY");
+  if (!f || !*f)
+    return true;
+  std::string a(f), parts[3];
+  int k = 0;
+  for (char ch : a) {
+    if (ch == ':' && k < 2)
+      k++;
+    else
+      parts[k] += ch;
+  }
+  return (parts[0].empty() || parts[0] == wl) &&
+         (parts[1].empty() || parts[1] == rank) &&
+         (parts[2].empty() || l.find(parts[2]) != std::string::npos);
+}
+
 static int bench(int sweep, int reps, const char *outdir, int compose) {
   cudaStream_t s;
   CK(cudaSetDevice(0));
@@ -997,8 +1052,8 @@ static int bench(int sweep, int reps, const char *outdir, int compose) {
   bool pdl_graph_ok = true;
   std::string pdl_why;
 
-  for (int ri = 0; ri < (compose ? 2 : 4); ri++) {
-    for (int wi = 0; wi < 3; wi++) {
+  for (int ri = 0; ri < (compose || g_quick ? 2 : 4); ri++) {
+    for (int wi = 0; wi < (g_quick ? 2 : 3); wi++) {
       const Work &W = WORKS[wi];
       const int rset = RSET[ri];
       char rb[16];
@@ -1139,11 +1194,12 @@ static int bench(int sweep, int reps, const char *outdir, int compose) {
         int layout = 0; /* 0 contiguous, 1 paged, 2 padded slots */
       };
       std::vector<Var> vars;
-      for (int path = 1; path < LSIM_CUDA_PATH__COUNT && !compose; path++)
+      for (int path = 1;
+           path < LSIM_CUDA_PATH__COUNT && !compose && !g_quick; path++)
         vars.push_back({path, tune0, lsim_cuda_path_name(path)});
       /* every path again through the page tables, and on the mixed batch
       ** in padded slots */
-      for (int lay = 1; lay <= 2 && !compose; lay++) {
+      for (int lay = 1; lay <= 2 && !compose && !g_quick; lay++) {
         if (lay == 2 && rset >= 0)
           continue;
         for (int path = 0; path < LSIM_CUDA_PATH__COUNT; path++) {
@@ -1156,7 +1212,8 @@ static int bench(int sweep, int reps, const char *outdir, int compose) {
       }
       /* the chosen path, and its variants */
       vars.push_back({LSIM_CUDA_PATH_AUTO, tune0, "auto"});
-      if (compose) {
+      if (g_quick) {
+      } else if (compose) {
         /* the branch alone and each of its launches alone */
         for (int path : {LSIM_CUDA_PATH_SGMV_MMA, LSIM_CUDA_PATH_DECODE}) {
           if (path == LSIM_CUDA_PATH_DECODE && W.prefill)
@@ -1182,6 +1239,14 @@ static int bench(int sweep, int reps, const char *outdir, int compose) {
         t = tune0;
         t.split_t = 0;
         vars.push_back({LSIM_CUDA_PATH_SGMV_MMA, t, "sgmv_mma split_t=0"});
+        /* the tensor-core shrink's rank split (16 rank columns per block)
+        ** forced off and on: the chooser's rule against both */
+        for (int rs = 1; rs <= 2; rs++) {
+          t = tune0;
+          t.shrink_rsplit = rs;
+          vars.push_back({LSIM_CUDA_PATH_AUTO, t,
+                          "auto rsplit=" + std::to_string(rs)});
+        }
         t = tune0;
         t.pdl = 0;
         vars.push_back({LSIM_CUDA_PATH_SGMV_MMA, t, "sgmv_mma pdl=0"});
@@ -1339,8 +1404,8 @@ static int bench(int sweep, int reps, const char *outdir, int compose) {
           r.us = tm.median([&] { CK(cudaGraphLaunch(ge, s)); });
           cudaGraphExecDestroy(ge);
           r.xbase = r.us / base_us;
-          r.note = W.prefill ? "target <= 1.15x base" : "target <= 1.5x base";
-          r.note = std::string(r.xbase <= (W.prefill ? 1.15 : 1.5) ? "MET "
+          r.note = W.prefill ? "target <= 1.08x base" : "target <= 1.3x base";
+          r.note = std::string(r.xbase <= (W.prefill ? 1.08 : 1.3) ? "MET "
                                                                    : "MISSED ") +
                    r.note;
           rows.push_back(r);
@@ -1351,7 +1416,7 @@ static int bench(int sweep, int reps, const char *outdir, int compose) {
       /* base + branch, composed as a serving engine would (Comp): each
       ** composition checked once against the GEMM's own output plus the
       ** float64 delta (the bf16 bound), then timed */
-      if (have_blas && (rset == 16 || rset == 64)) {
+      if (have_blas && (rset == 16 || rset == 64) && !g_quick) {
         CompRef ref;
         ref.d_in = H;
         ref.d_out = H;
@@ -1465,12 +1530,162 @@ static int bench(int sweep, int reps, const char *outdir, int compose) {
           r.us = tm.median([&] { CK(cudaGraphLaunch(ge, s)); });
           cudaGraphExecDestroy(ge);
           r.xbase = r.us / base_us;
-          r.note = std::string(r.xbase <= (W.prefill ? 1.15 : 1.5) ? "MET "
+          r.note = std::string(r.xbase <= (W.prefill ? 1.08 : 1.3) ? "MET "
                                                                    : "MISSED ") +
                    nb;
           rows.push_back(r);
         }
         comp.release_chunks();
+      }
+      /* the base projection and the branch in one pass (issue 23): the
+      ** chooser's pick and its variants (the shrink's path, K ranges per
+      ** cluster, rows per block, the B^T prefetch), and the one-pass GEMM
+      ** with no adapter rows (its GEMM alone); every one checked once
+      ** against the cuBLAS GEMM plus the float64 delta, then timed */
+      if (have_blas && N <= LSIM_CUDA_GEMM_MAX_ROWS) {
+        CompRef ref;
+        ref.d_in = H;
+        ref.d_out = H;
+        ref.N = N;
+        ref.ldx = H;
+        ref.ldy = H;
+        ref.X = &hX;
+        ref.row_ad = ad_of_row;
+        ref.rk = &rk;
+        ref.sc = &sc;
+        ref.A = &hA;
+        ref.B = &hB;
+        for (int i = 0; i < N; i += std::max(1, N / 24))
+          ref.sample.push_back(i);
+        ref.prepare();
+        std::vector<uint16_t> hG((size_t)N * H), hY((size_t)N * H);
+        CK(cudaStreamSynchronize(s));
+        if (!blas.run(N, H, H, dX, dW, dYb))
+          printf("base gemm failed\n");
+        CK(cudaStreamSynchronize(s));
+        CK(cudaMemcpy(hG.data(), dYb, hG.size() * 2, cudaMemcpyDeviceToHost));
+        int maxseg = 0;
+        for (int t = 0; t < p.nseg; t++)
+          maxseg = std::max(maxseg, p.seg_offsets[t + 1] - p.seg_offsets[t]);
+        std::vector<CompVar> cv;
+        auto g1 = [&](const std::string &l, int path, int gcs, int gbm,
+                      int gpf) {
+          CompVar v{"gemm1 " + l, COMP_GEMM1, path, 0, 0, 0};
+          v.gcs = gcs;
+          v.gbm = gbm;
+          v.gpf = gpf;
+          cv.push_back(v);
+        };
+        g1("auto", LSIM_CUDA_PATH_AUTO, 0, 0, 1);
+        g1("auto prefetch=0", LSIM_CUDA_PATH_AUTO, 0, 0, 0);
+        for (int pr = 1; pr <= 3; pr++) {
+          g1("auto probe=" + std::to_string(pr) + " (timing only)",
+             LSIM_CUDA_PATH_AUTO, 0, 0, 1);
+          cv.back().prio = pr; /* carried to tune.gemm_probe */
+        }
+        for (int path : {LSIM_CUDA_PATH_DECODE, LSIM_CUDA_PATH_SGMV,
+                         LSIM_CUDA_PATH_SGMV_MMA}) {
+          if (path == LSIM_CUDA_PATH_DECODE && maxseg > 1)
+            continue;
+          for (int c : {0, 2, 4, 8})
+            g1(std::string(lsim_cuda_path_name(path)) + " cs=" +
+                   std::to_string(c),
+               path, c, 0, 1);
+        }
+        if (N <= 64)
+          for (int bm : {128, 256})
+            g1("auto bm=" + std::to_string(bm), LSIM_CUDA_PATH_AUTO, 0, bm,
+               1);
+        for (const CompVar &v : cv) {
+          if (!g1_only(W.name, rname, v.label))
+            continue;
+          Row r;
+          r.wl = W.name;
+          r.rank = rname;
+          r.path = "base + " + v.label;
+          std::string why;
+          cudaGraphExec_t ge;
+          if (!comp.prepare(v, &p, e, N, &why) ||
+              !comp.build(v, N, H, H, dX, H, dW, dYb, H, &ge, &why)) {
+            r.note = "skipped: " + why;
+            rows.push_back(r);
+            cudaGetLastError();
+            continue;
+          }
+          char gd[256];
+          lsim_cuda_lora_gemm_describe(comp.L, gd, sizeof gd);
+          r.geom = gd;
+          CK(cudaMemsetAsync(dYb, 0xff, (size_t)N * H * 2, s)); /* NaN */
+          CK(cudaGraphLaunch(ge, s));
+          CK(cudaStreamSynchronize(s));
+          CK(cudaMemcpy(hY.data(), dYb, hY.size() * 2,
+                        cudaMemcpyDeviceToHost));
+          double rel = 0, worst = v.prio ? 0.0 : ref.compare(hY, hG, &rel);
+          r.relerr = rel;
+          char nb[96];
+          snprintf(nb, sizeof nb, "err/bound %.2f", worst);
+          if (!(worst <= 1.0)) {
+            comp_failures++;
+            printf("GEMM1 FAIL %s r=%s %s: %s\n", W.name, rname,
+                   v.label.c_str(), nb);
+          }
+          r.us = tm.median([&] { CK(cudaGraphLaunch(ge, s)); });
+          cudaGraphExecDestroy(ge);
+          r.xbase = r.us / base_us;
+          r.note = std::string(r.xbase <= 1.3 ? "MET " : "MISSED ") +
+                   "(<= 1.3x) " + nb;
+          rows.push_back(r);
+        }
+        /* the one-pass GEMM with no adapter rows: its GEMM alone */
+        if (g1_only(W.name, rname, "gemm1 no adapter rows")) {
+          std::vector<lsim_plan_entry> e0;
+          for (int i = 0; i < N; i++)
+            e0.push_back(ent(i, LSIM_BASE, 0, LSIM_PHASE_DECODE, 1));
+          lsim_rowplan p0{};
+          LK(lsim_rowplan_build(&p0, e0.data(), (int)e0.size(), NULL, 0, eb));
+          CompVar v{"gemm1 no adapter rows", COMP_GEMM1,
+                    LSIM_CUDA_PATH_SGMV, 0, 0, 0};
+          Row r;
+          r.wl = W.name;
+          r.rank = rname;
+          r.path = "gemm1 alone (no adapter rows)";
+          std::string why;
+          cudaGraphExec_t ge;
+          if (comp.prepare(v, &p0, e0, N, &why) &&
+              comp.build(v, N, H, H, dX, H, dW, dYb, H, &ge, &why)) {
+            CK(cudaMemsetAsync(dYb, 0xff, (size_t)N * H * 2, s));
+            CK(cudaGraphLaunch(ge, s));
+            CK(cudaStreamSynchronize(s));
+            CK(cudaMemcpy(hY.data(), dYb, hY.size() * 2,
+                          cudaMemcpyDeviceToHost));
+            /* against the cuBLAS GEMM alone (W is not on the host here,
+            ** so no per-element fp32 term: the relative error over all
+            ** rows, two bf16 roundings at most, 2^-8) */
+            double e2 = 0, g2 = 0;
+            for (size_t i = 0; i < hY.size(); i++) {
+              const double y = bf(hY[i]), g0 = bf(hG[i]);
+              e2 += (y - g0) * (y - g0);
+              g2 += g0 * g0;
+            }
+            const double worst = sqrt(e2 / g2) / ldexp(1.0, -8);
+            if (!(worst <= 1.0)) {
+              comp_failures++;
+              printf("GEMM1 FAIL %s r=%s no adapter rows: rel/2^-8 %.2f\n",
+                     W.name, rname, worst);
+            }
+            r.us = tm.median([&] { CK(cudaGraphLaunch(ge, s)); });
+            cudaGraphExecDestroy(ge);
+            r.xbase = r.us / base_us;
+            char nb[64];
+            snprintf(nb, sizeof nb, "rel err / 2^-8 %.2f", worst);
+            r.note = nb;
+          } else {
+            r.note = "skipped: " + why;
+            cudaGetLastError();
+          }
+          rows.push_back(r);
+          lsim_rowplan_release(&p0);
+        }
       }
       pg.release();
       lsim_rowplan_release(&p);
@@ -1485,7 +1700,7 @@ static int bench(int sweep, int reps, const char *outdir, int compose) {
 
   /* mixed-rank ratio: the chosen path at 8-64 against the same at 30 */
   printf("\nmixed-rank batch (ranks 8,16,32,64 by adapter) vs every adapter "
-         "at the mean rank 30, chosen path (target <= 1.2x):\n");
+         "at the mean rank 30, chosen path (target <= 1.15x):\n");
   for (int wi = 0; wi < 3; wi++) {
     double mix = NAN, mean = NAN;
     for (const Row &r : rows)
@@ -1497,7 +1712,7 @@ static int bench(int sweep, int reps, const char *outdir, int compose) {
       }
     printf("  %-12s mixed %.2f us, mean-rank %.2f us, ratio %.2f %s\n",
            WORKS[wi].name, mix, mean, mix / mean,
-           mix / mean <= 1.2 ? "MET" : "MISSED");
+           mix / mean <= 1.15 ? "MET" : "MISSED");
   }
   printf("\n");
   print_table(rows, stdout, bw, peak, 0);
@@ -1522,7 +1737,7 @@ static int bench(int sweep, int reps, const char *outdir, int compose) {
     snprintf(bst, sizeof bst, r.best == r.best ? "%.1f" : "-", r.best);
     snprintf(xb, sizeof xb, r.best == r.best ? "%.2f" : "-", r.us / r.best);
     snprintf(bbs, sizeof bbs, bb == bb ? "%.2fx (<= %.2fx %s)" : "-", bb,
-             pre ? 1.15 : 1.5, bb <= (pre ? 1.15 : 1.5) ? "MET" : "MISSED");
+             pre ? 1.08 : 1.3, bb <= (pre ? 1.08 : 1.3) ? "MET" : "MISSED");
     printf("%-12s %-5s %-22s %9.2f %7.0f %7.2f %7.2f %8s %6s %8s  %s\n",
            r.wl.c_str(), r.rank.c_str(), r.path.c_str() + 8, r.us, r.gbs,
            r.xfloor, r.xbase, bst, xb, tgt, bbs);
@@ -1573,7 +1788,7 @@ static int bench(int sweep, int reps, const char *outdir, int compose) {
   }
   /* base GEMM plus branch: every composition against the GEMM alone */
   printf("\nbase GEMM + branch, one graph (us; ratio to the GEMM alone; "
-         "targets <= 1.5x decode shapes, <= 1.15x prefill):\n");
+         "issue 23 targets <= 1.3x decode shapes, <= 1.08x prefill):\n");
   printf("%-12s %-5s %8s %8s %8s %8s %8s %8s %8s %8s  %s\n", "workload",
          "rank", "gemm", "branch", "seq", "fork", "side", "beta1", "chunk",
          "best", "best is");
@@ -1595,18 +1810,61 @@ static int bench(int sweep, int reps, const char *outdir, int compose) {
         for (int k = 0; k < 5; k++)
           if (q.path.rfind(pre[k], 0) == 0 && !(q.us >= best[k]))
             best[k] = q.us;
-        if (q.path.rfind("base + ", 0) == 0 && !(q.us >= top)) {
+        if (q.path.rfind("base + ", 0) == 0 &&
+            q.path.find("timing only") == std::string::npos &&
+            !(q.us >= top)) {
           top = q.us;
           top_is = q.path.substr(7);
         }
       }
-      const double lim = wi == 2 ? 1.15 : 1.5;
+      const double lim = wi == 2 ? 1.08 : 1.3;
       printf("%-12s %-5s %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f  %s "
              "(%.2fx; seq %.2fx) %s\n",
              WORKS[wi].name, rk.c_str(), base, br, best[0], best[1], best[2],
              best[3], best[4], top, top_is.c_str(), top / base, best[0] / base,
              top / base <= lim ? "MET" : "MISSED");
     }
+  /* the base projection and the branch in one pass (issue 23) */
+  printf("\nbase GEMM + branch in one pass (issue 23; us; ratio to the cuBLAS "
+         "GEMM alone; targets <= 1.3x at decode64 and mixed256):\n");
+  printf("%-12s %-5s %8s %8s %8s %9s %8s %8s %8s  %s\n", "workload", "rank",
+         "gemm", "seq", "gemm1", "gemm1/gm", "best1", "best1/gm", "alone",
+         "best one-pass variant");
+  for (int ri = 0; ri < 4; ri++)
+    for (int wi = 0; wi < 2; wi++) {
+      char rb[16];
+      const std::string rk = rset_name(RSET[ri], rb);
+      const double base = find(WORKS[wi].name, rk, "base_gemm (cuBLAS)");
+      const double seq = find(WORKS[wi].name, rk, "base + auto");
+      const double one = find(WORKS[wi].name, rk, "base + gemm1 auto");
+      const double alone =
+          find(WORKS[wi].name, rk, "gemm1 alone (no adapter rows)");
+      double top = NAN;
+      std::string top_is;
+      for (const Row &q : rows)
+        if (q.wl == WORKS[wi].name && q.rank == rk &&
+            q.path.rfind("base + gemm1", 0) == 0 && q.us == q.us &&
+            q.path.find("timing only") == std::string::npos &&
+            !(q.us >= top)) {
+          top = q.us;
+          top_is = q.path.substr(13);
+        }
+      printf("%-12s %-5s %8.2f %8.2f %8.2f %9.2f %8.2f %8.2f %8.2f  %s %s\n",
+             WORKS[wi].name, rk.c_str(), base, seq, one, one / base, top,
+             top / base, alone, top_is.c_str(),
+             RSET[ri] > 0 && RSET[ri] != 30
+                 ? (one / base <= 1.3 ? "(one pass: MET)"
+                                      : "(one pass: MISSED)")
+                 : "");
+    }
+  printf("mixed ranks through the one-pass GEMM (chosen), 8-64 vs mean rank "
+         "30:");
+  for (int wi = 0; wi < 2; wi++) {
+    const double a = find(WORKS[wi].name, "8-64", "base + gemm1 auto"),
+                 b = find(WORKS[wi].name, "30", "base + gemm1 auto");
+    printf("  %s %.2f / %.2f = %.2f", WORKS[wi].name, a, b, a / b);
+  }
+  printf("\n");
   if (comp_failures)
     printf("compositions: %d outside the bf16 bound\n", comp_failures);
   else
@@ -2011,7 +2269,7 @@ static void check_compose(Checker &ck) {
     CK(cudaStreamDestroy(s));
     return;
   }
-  int nvar = 0;
+  int nvar = 0, ngemm_run = 0, ngemm_refused = 0;
   double worst_all = 0;
   for (int cs = 0; cs < 3; cs++) {
     Rng r(4242 + cs);
@@ -2156,26 +2414,81 @@ static void check_compose(Checker &ck) {
     for (int c : {2, 3, 8})
       cv.push_back({"chunk" + std::to_string(c), COMP_CHUNK,
                     LSIM_CUDA_PATH_AUTO, c == 3 ? 1 : 0, 1, c});
+    /* the one pass (issue 23): every shrink path it takes, cluster sizes,
+    ** rows per block, with and without the prefetch, beta 0 and 1 (Y
+    ** preset to G: the result must be 2 G + delta); refused (E_USAGE) on
+    ** the fused and indexed paths and above 256 rows */
+    const int ngemm0 = (int)cv.size();
+    for (int path : {LSIM_CUDA_PATH_AUTO, LSIM_CUDA_PATH_DECODE,
+                     LSIM_CUDA_PATH_SGMV, LSIM_CUDA_PATH_SGMV_MMA,
+                     LSIM_CUDA_PATH_INDEXED, LSIM_CUDA_PATH_FUSED})
+      for (int gcs : {0, 1, 2, 8})
+        for (float beta : {0.f, 1.f}) {
+          if ((path == LSIM_CUDA_PATH_INDEXED ||
+               path == LSIM_CUDA_PATH_FUSED) &&
+              (gcs || beta != 0.f))
+            continue;
+          CompVar v{std::string("gemm1 ") + lsim_cuda_path_name(path) +
+                        " cs=" + std::to_string(gcs) +
+                        (beta != 0.f ? " beta=1" : ""),
+                    COMP_GEMM1, path, 0, 0, 0};
+          v.gcs = gcs;
+          v.gpf = gcs != 2;
+          v.beta = beta;
+          cv.push_back(v);
+        }
+    for (int gbm : {128, 256}) {
+      CompVar v{"gemm1 auto bm=" + std::to_string(gbm), COMP_GEMM1,
+                LSIM_CUDA_PATH_AUTO, 0, 0, 0};
+      v.gbm = gbm;
+      cv.push_back(v);
+    }
+    std::vector<uint16_t> hG2(hG.size());
+    for (size_t i = 0; i < hG.size(); i++) /* 2 G: exact in bf16 */
+      hG2[i] = lsim_cuda_from_float(LSIM_CUDA_BF16, 2.f * bf(hG[i]));
+    int vi = -1;
     for (const CompVar &v : cv) {
       std::string why;
       cudaGraphExec_t ge;
       ck.runs++;
       nvar++;
+      vi++;
+      const bool g1 = vi >= ngemm0;
+      const bool refuse = g1 && (N > LSIM_CUDA_GEMM_MAX_ROWS ||
+                                 v.path == LSIM_CUDA_PATH_INDEXED ||
+                                 v.path == LSIM_CUDA_PATH_FUSED);
       if (!comp.prepare(v, &p, e, N, &why) ||
           !comp.build(v, N, d_in, d_out, dX, ldx, dW, dY, ldy, &ge, &why)) {
+        if (refuse) {
+          ngemm_refused++;
+          cudaGetLastError();
+          continue;
+        }
         ck.fail("compose case %d %s: %s", cs, v.label.c_str(), why.c_str());
         cudaGetLastError();
         continue;
       }
+      if (refuse) {
+        ck.fail("compose case %d %s: ran, but a plan of %d rows on this "
+                "path should be refused", cs, v.label.c_str(), N);
+        cudaGraphExecDestroy(ge);
+        continue;
+      }
+      if (g1)
+        ngemm_run++;
       for (int k = 0; k < 2; k++) {
-        CK(cudaMemsetAsync(dY, 0xff, hG.size() * 2, s));
+        if (v.beta != 0.f)
+          CK(cudaMemcpyAsync(dY, hG.data(), hG.size() * 2,
+                             cudaMemcpyHostToDevice, s));
+        else
+          CK(cudaMemsetAsync(dY, 0xff, hG.size() * 2, s));
         CK(cudaGraphLaunch(ge, s));
         CK(cudaStreamSynchronize(s));
         CK(cudaMemcpy(k ? hY2.data() : hY.data(), dY, hG.size() * 2,
                       cudaMemcpyDeviceToHost));
       }
       cudaGraphExecDestroy(ge);
-      double rel, worst = ref.compare(hY, hG, &rel);
+      double rel, worst = ref.compare(hY, v.beta != 0.f ? hG2 : hG, &rel);
       if (!(worst <= 1.0))
         ck.fail("compose case %d (N %d, %dx%d) %s: error %.3g x the bf16 "
                 "bound%s",
@@ -2200,10 +2513,10 @@ static void check_compose(Checker &ck) {
   }
   printf("compose: %d compositions over 3 batches (seq, fork on every "
          "two-launch path x 3 priorities, forkpdl x 2, side x 4 paths x 2, "
-         "seqpdl, beta1, chunk2/3/8), "
-         "worst error "
+         "seqpdl, beta1, chunk2/3/8, the one-pass gemm1: %d run, %d "
+         "refused as they should be), worst error "
          "%.2f of the bf16 bound\n",
-         nvar, worst_all);
+         nvar, ngemm_run, ngemm_refused, worst_all);
   CK(cudaStreamDestroy(s));
 }
 
@@ -2270,6 +2583,8 @@ int main(int argc, char **argv) {
       sweep = 1;
     else if (!strcmp(argv[i], "--compose"))
       compose = 1;
+    else if (!strcmp(argv[i], "--gemm1"))
+      g_quick = 1;
     else if (!strcmp(argv[i], "--reps") && i + 1 < argc)
       reps = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--out") && i + 1 < argc)

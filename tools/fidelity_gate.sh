@@ -3,7 +3,7 @@
 # "The fidelity gate"; issue 20 part 3).
 #
 #   tools/fidelity_gate.sh [-b LORASIM] [-o DIR] [-p PROFILE_DIR] [-g CLASS]
-#                          [-t SECONDS] [-m OPTIONS] [SCENARIO...]
+#                          [-t SECONDS] [-m OPTIONS] [-r DIR] [SCENARIO...]
 #
 # For each held-out scenario (default: scenarios/fidelity/quickstart.json,
 # azure-2k.json and mooncake-long.json) it replays
@@ -32,7 +32,11 @@
 # traces from ../shared (docs/TRACES.md); one whose trace is missing is
 # skipped with a message.  -t caps each replay (timeout(1)).  -m replaces
 # the measured replay's "--backend cuda --execute full" (tests use
-# "--backend cpu_ref": the same gate over CPU times, no GPU).
+# "--backend cpu_ref": the same gate over CPU times, no GPU).  -r DIR
+# takes each measured run from DIR/NAME/measured.db (a gate's earlier
+# output) and replays it with `--backend model --clock-from` instead of
+# running it again: the same spans, priced by the profile given now, no GPU
+# (docs/FIDELITY.md, "Replaying a recorded clock").
 #
 # Output: DIR/gate.csv (scenario,metric,value_pct,target_pct,pass), a
 # markdown table on stdout and in DIR/gate.md, one folder per scenario
@@ -45,7 +49,8 @@ pdir=
 gpu=
 tmax=0
 mopts="--backend cuda --execute full"
-while getopts b:o:p:g:t:m:h opt; do
+recdir=
+while getopts b:o:p:g:t:m:r:h opt; do
   case $opt in
   b) bin=$OPTARG ;;
   o) out=$OPTARG ;;
@@ -53,6 +58,7 @@ while getopts b:o:p:g:t:m:h opt; do
   g) gpu=$OPTARG ;;
   t) tmax=$OPTARG ;;
   m) mopts=$OPTARG ;;
+  r) recdir=$OPTARG ;;
   h)
     sed -n '2,40p' "$0" | sed 's/^# \{0,1\}//'
     exit 0
@@ -111,7 +117,26 @@ for scn in "$@"; do
   name=$(basename "$scn" .json)
   d=$out/$name
   mkdir -p "$d" || exit 2
-  rm -f "$d/model.db" "$d/measured.db"
+  if [ -n "$recdir" ]; then
+    # the recorded run is an input: copied aside first, so -r may be -o
+    rec=$recdir/$name/measured.db
+    if [ ! -f "$rec" ]; then
+      echo "fidelity_gate: $name: no recorded run $rec"
+      status=1
+      continue
+    fi
+    if [ "$rec" != "$d/recorded.db" ]; then
+      rm -f "$d/recorded.db-wal" "$d/recorded.db-shm"
+      cp "$rec" "$d/recorded.db.tmp" || exit 2
+      for x in wal shm; do
+        [ -f "$rec-$x" ] && { cp "$rec-$x" "$d/recorded.db.tmp-$x" || exit 2; }
+      done
+      for x in "" -wal -shm; do
+        [ -f "$d/recorded.db.tmp$x" ] && mv "$d/recorded.db.tmp$x" "$d/recorded.db$x"
+      done
+    fi
+  fi
+  rm -f "$d/model.db" "$d/measured.db" "$d/measured.db-wal" "$d/measured.db-shm"
   echo "fidelity_gate: $name: model clock (backend model)"
   # shellcheck disable=SC2086 # $setgpu is empty or one --set
   if ! run "$d/model.log" "$bin" replay "$scn" $setgpu --db "$d/model.db" --quiet --no-plots; then
@@ -123,9 +148,15 @@ for scn in "$@"; do
     status=1
     continue
   fi
-  echo "fidelity_gate: $name: measured clock ($mopts)"
-  # shellcheck disable=SC2086 # $mopts: options, split on purpose
-  if ! run "$d/measured.log" "$bin" replay "$scn" $setgpu $mopts \
+  if [ -n "$recdir" ]; then
+    echo "fidelity_gate: $name: measured clock (recorded, --clock-from $rec)"
+    set -- --backend model --clock-from "$d/recorded.db"
+  else
+    echo "fidelity_gate: $name: measured clock ($mopts)"
+    # shellcheck disable=SC2086 # $mopts: options, split on purpose
+    set -- $mopts
+  fi
+  if ! run "$d/measured.log" "$bin" replay "$scn" $setgpu "$@" \
     --clock measured --db "$d/measured.db" --quiet --no-plots; then
     echo "fidelity_gate: $name: measured-clock replay failed: $(tail -1 "$d/measured.log")"
     status=1

@@ -22,7 +22,8 @@
 # measurements (CSV), the profiles, the gate's CSV, logs and fidelity
 # reports (the databases too with GATE_DBS=1).  Budgets: PROFILE_S seconds
 # of measuring for the 8B shape (default 100; the small shape gets half),
-# GATE_S seconds per gate replay (default 100); the call as a whole stays
+# GATE_S seconds per gate replay (default 100), POOL_GIB the profiling
+# pool (default lorasim profile's 24 GiB); the call as a whole stays
 # under ten minutes with them.  To split it over two calls: GATE=0 first,
 # then copy the returned profile-llama-3-8b.json to
 # CARRY/profiles/CLASS/llama-3-8b.json and run
@@ -81,6 +82,8 @@ quick=--quick
 [ "${FULL:-0}" = 1 ] && quick=
 pbudget=${PROFILE_S:-100}
 gbudget=${GATE_S:-100}
+pool=
+[ -n "${POOL_GIB:-}" ] && pool="--pool-gib $POOL_GIB"
 work=$OUT/work
 mkdir -p "$work/profiles" || exit 1
 # the scenarios read ../../shared/data/traces from scenarios/
@@ -104,8 +107,8 @@ fi
   for m in $models; do
     b=$pbudget
     [ "$m" = llama-3-8b ] || b=$((pbudget / 2))
-    echo "== lorasim profile --model $m $quick --budget-s $b"
-    if "$bin" profile --model "$m" $quick --budget-s "$b" --commit "$commit" \
+    echo "== lorasim profile --model $m $quick --budget-s $b $pool"
+    if "$bin" profile --model "$m" $quick --budget-s "$b" --commit "$commit" $pool \
       --out "$work/profile-$m.json" --csv "$work/profile-$m.csv"; then
       c=$(sed -n 's/^[[:space:]]*"class":[[:space:]]*"\([a-z0-9._-]*\)".*/\1/p' "$work/profile-$m.json" | head -1)
       [ -n "$c" ] || c=gpu

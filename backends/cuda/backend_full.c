@@ -83,6 +83,8 @@ struct lsim_full {
   size_t hy_cap;
   int64_t nverified;
   char vref[128];
+  int onepass; /* lsim_fwd_batch.onepass: LSIM_CUDA_ONEPASS (auto 0, on 1,
+                  off -1) */
 };
 
 static lsim_err lsim__nomem(lsim_errbuf *eb) {
@@ -177,6 +179,20 @@ lsim_err lsim_full_open(lsim_full **out, const lsim_backend_cfg *cfg,
     return lsim__nomem(eb);
   f->cfg = *cfg;
   f->shape = *cfg->shape;
+  /* LSIM_CUDA_ONEPASS: the adapted projections' composition, a study knob
+  ** like LSIM_CUDA_PATH (docs/CUDA.md): auto (the chooser), on, off */
+  {
+    const char *op = getenv("LSIM_CUDA_ONEPASS");
+    if (op && *op && strcmp(op, "auto") && strcmp(op, "on") &&
+        strcmp(op, "off")) {
+      free(f);
+      return lsim_fail(eb, LSIM_E_BACKEND,
+                       "LSIM_CUDA_ONEPASS: unknown value '%s' (auto, on, "
+                       "off)", op);
+    }
+    f->onepass = op && !strcmp(op, "on") ? 1 : op && !strcmp(op, "off") ? -1
+                                                                        : 0;
+  }
   f->cfg.shape = &f->shape;
   f->cfg.adapter_rank = NULL;
   f->cfg.target_d_in = f->cfg.target_d_out = NULL;
@@ -522,7 +538,7 @@ static lsim_err lsim__run(lsim_full *f, const lsim_plan *plan,
                                k ? k->n : 0};
   }
   lsim_fwd_batch b = {w, n, f->seq, f->rp.nactive > 0 ? &f->rp : NULL,
-                      f->ad, nd, LSIM_CUDA_PATH_AUTO};
+                      f->ad, nd, LSIM_CUDA_PATH_AUTO, f->onepass};
   int64_t ns = -1;
   if ((rc = lsim_fwd_run(f->F, &b, &ns, eb)))
     return rc;

@@ -161,6 +161,18 @@ typedef struct lsim_cuda_lora_tune {
                      ** range before the shrink; 0: no prefetch */
   int fused_preload; /* fused: 1 (default): each thread loads its Y and
                      ** first 8 B rows before the shrink; 0: after it */
+  int gemm_bm;       /* one-pass GEMM: rows per block (64, 128, 256, at
+                     ** least the plan's rows); 0 (default): the smallest
+                     ** that holds them */
+  int gemm_cs;       /* one-pass GEMM: K ranges per column tile (1..16);
+                     ** 0 (default): by shape */
+  int gemm_prefetch; /* one-pass GEMM: 1 (default): each block asks L2 for
+                     ** its epilogue's B^T ranges before the main loop */
+  int shrink_rsplit; /* _mma shrink, the rank split (16 rank columns per
+                     ** block): 0 (default) for short tiles of mixed rank
+                     ** classes, 1 never, 2 always */
+  int gemm_probe;    /* benchmarks only, results wrong: 1 the one-pass
+                     ** GEMM's loads without MMAs, 2 no epilogue, 3 both */
 } lsim_cuda_lora_tune;
 
 typedef struct lsim_cuda_lora lsim_cuda_lora; /* opaque */
@@ -279,6 +291,43 @@ lsim_err lsim_cuda_lora_sync(lsim_cuda_lora *L, lsim_errbuf *eb);
 void lsim_cuda_lora_get_tune(const lsim_cuda_lora *L, lsim_cuda_lora_tune *t);
 /* Takes effect at the next lsim_cuda_lora_plan. */
 void lsim_cuda_lora_set_tune(lsim_cuda_lora *L, const lsim_cuda_lora_tune *t);
+
+/*
+** The base projection and the branch in one pass (issue 23; lgemm.cuh,
+** docs/CUDA.md "Base projection and branch in one pass"):
+**
+**     Y = beta Y + X W^T + delta            for all T rows of the plan
+**
+** W [d_out][ldw] row-major (16-bit, the context's type), X [T][ldx], Y
+** [T][ldy] in packed row order; base rows get the GEMM alone.  The plan's
+** shrink, then one tensor-core GEMM launch (its programmatic dependent)
+** that adds the delta in its epilogue: fp32 accumulation, one rounding to
+** Y's type.  Available for plans of at most LSIM_CUDA_GEMM_MAX_ROWS rows
+** and ranks <= 128 on the decode, sgmv or sgmv_mma path (the others have
+** no separate shrink or another row list): lsim_cuda_lora_gemm_ok says,
+** with the reason; run_gemm refuses with E_USAGE otherwise.  Errors as
+** lsim_cuda_lora_run (E_STATE, E_USAGE for pointers and strides, E_BACKEND).
+*/
+#define LSIM_CUDA_GEMM_MAX_ROWS 256
+lsim_err lsim_cuda_lora_run_gemm(lsim_cuda_lora *L, const void *X, int ldx,
+                                 const void *W, int ldw, void *Y, int ldy,
+                                 float beta, lsim_errbuf *eb);
+/* The same for one layer of a layered plan. */
+lsim_err lsim_cuda_lora_run_gemm_layer(lsim_cuda_lora *L, int layer,
+                                       const void *X, int ldx, const void *W,
+                                       int ldw, void *Y, int ldy, float beta,
+                                       lsim_errbuf *eb);
+/* 1 when the prepared plan can run lsim_cuda_lora_run_gemm; else 0 and
+** *why (if given) says why. */
+int lsim_cuda_lora_gemm_ok(const lsim_cuda_lora *L, const char **why);
+/* One line: the one-pass GEMM's geometry for the prepared plan. */
+void lsim_cuda_lora_gemm_describe(const lsim_cuda_lora *L, char *buf,
+                                  size_t n);
+/* The composition for plan p (largest rank rmax) on a d_in x d_out module
+** (host only): 1 the one-pass GEMM, with *branch_path the path to plan
+** for it; 0 the caller's base GEMM then the branch (*branch_path AUTO). */
+int lsim_cuda_gemm_choose(const lsim_rowplan *p, int rmax, int d_in,
+                          int d_out, int *branch_path);
 
 /* Test hook: fill the shrink workspace with NaN bit patterns, so that a
 ** value the shrink should have written and did not poisons Y. */

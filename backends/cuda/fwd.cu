@@ -355,6 +355,7 @@ struct lsim_fwd {
   cudaEvent_t e0, e1;
   int T, S; /* the last run's rows and sampled rows */
   int lora_on; /* the last run prepared adapter plans */
+  int onepass; /* the last run's adapted projections run in one pass */
   /* host scratch */
   int32_t *ctx, *qstart, *btbuf;
   const int32_t **bt;
@@ -816,6 +817,17 @@ static lsim_err lsim__delta(lsim_fwd *F, int m, int l, const void *X, int ldx,
   return rc;
 }
 
+/* Module m's base projection and delta in one pass (lsim_cuda_lora_run_gemm):
+** Y = beta Y + X W^T + delta, W [d_out][ldw] the module's rows. */
+static lsim_err lsim__gemm1(lsim_fwd *F, int m, int l, const void *X,
+                            int ldx, const void *W, int ldw, void *Y, int ldy,
+                            float beta, lsim_errbuf *eb) {
+  lsim_err rc = lsim_cuda_lora_run_gemm_layer(F->lora[m], l, X, ldx, W, ldw,
+                                              Y, ldy, beta, eb);
+  lsim__mark(F, LSIM__P_GEMM);
+  return rc;
+}
+
 static lsim_err lsim__gemm(lsim_fwd *F, int T, int N, int K, const void *X,
                            int ldx, const void *W, void *Y, int ldy,
                            float beta, lsim_errbuf *eb) {
@@ -904,6 +916,24 @@ extern "C" lsim_err lsim_fwd_run(lsim_fwd *F, const lsim_fwd_batch *b,
     return rc;
   int lora_on = b->rp && b->rp->nactive > 0 && c->mods;
   F->lora_on = 0;
+  F->onepass = 0;
+  int bpath = b->path;
+  if (lora_on && b->onepass >= 0 && b->ad) {
+    /* the composition: the chooser's, for an AUTO batch; with onepass 1
+    ** wherever the plan allows it, on the batch's path (the chooser's
+    ** shrink path when AUTO) */
+    int rmax = 0, bp = LSIM_CUDA_PATH_AUTO;
+    for (int id = 0; id < b->nad; id++)
+      if (b->ad[id].ptab && b->ad[id].rank > rmax)
+        rmax = b->ad[id].rank;
+    const int ch = lsim_cuda_gemm_choose(b->rp, rmax, F->H, F->H, &bp);
+    if (b->path == LSIM_CUDA_PATH_AUTO && (ch || b->onepass > 0)) {
+      F->onepass = 1; /* the plans below say whether it can */
+      bpath = bp;
+    } else if (b->onepass > 0) {
+      F->onepass = 1; /* the plans below say whether it can */
+    }
+  }
   if (lora_on) {
     if (!b->ad || b->nad < 1 || b->nad > c->max_ids)
       return lsim_fail(eb, LSIM_E_USAGE,
@@ -922,9 +952,11 @@ extern "C" lsim_err lsim_fwd_run(lsim_fwd *F, const lsim_fwd_batch *b,
           e->rank = a->rank;
           e->scale = a->scale;
         }
-      rc = lsim_cuda_lora_plan_layers(F->lora[m], b->rp, b->path,
+      rc = lsim_cuda_lora_plan_layers(F->lora[m], b->rp, bpath,
                                       F->pool[b->pool], LSIM_FWD_UNIT / 2,
                                       F->ent, b->nad, F->L, eb);
+      if (!rc && !lsim_cuda_lora_gemm_ok(F->lora[m], NULL))
+        F->onepass = 0; /* every adapted module, or none */
     }
     if (rc)
       return rc;
@@ -947,20 +979,34 @@ extern "C" lsim_err lsim_fwd_run(lsim_fwd *F, const lsim_fwd_batch *b,
     if ((rc = (x)))                                                          \
       return rc;                                                             \
   } while (0)
+  const int one = F->onepass && lora_on;
   LSIM__DO(lsim_fwd_k_embed(F->h, F->embed, d_tok, T, H, F->s, eb));
   for (int l = 0; l < F->L; l++) {
     const lsim__layer_w *w = &F->lw[l];
     LSIM__DO(lsim_fwd_k_rmsnorm(F->xn, H, F->h, H, NULL, w->attn_norm, T, H,
                                 F->eps, F->s, eb));
     lsim__mark(F, LSIM__P_OTHER);
-    LSIM__DO(lsim__gemm(F, T, F->qkvd, H, F->xn, H, w->qkv, F->qkv, F->qkvd,
-                        0.0f, eb));
-    LSIM__DO(lsim__delta(F, LSIM_MOD_Q, l, F->xn, H, F->qkv, F->qkvd,
-                         lora_on, eb));
-    LSIM__DO(lsim__delta(F, LSIM_MOD_K, l, F->xn, H, F->qkv + F->qd, F->qkvd,
-                         lora_on, eb));
-    LSIM__DO(lsim__delta(F, LSIM_MOD_V, l, F->xn, H,
-                         F->qkv + F->qd + F->kvd, F->qkvd, lora_on, eb));
+    if (one && F->lora[LSIM_MOD_Q] && F->lora[LSIM_MOD_K] &&
+        F->lora[LSIM_MOD_V]) {
+      /* q, k and v: their rows of the fused weight, each with its delta */
+      LSIM__DO(lsim__gemm1(F, LSIM_MOD_Q, l, F->xn, H, w->qkv, H, F->qkv,
+                           F->qkvd, 0.0f, eb));
+      LSIM__DO(lsim__gemm1(F, LSIM_MOD_K, l, F->xn, H,
+                           w->qkv + (size_t)F->qd * H, H, F->qkv + F->qd,
+                           F->qkvd, 0.0f, eb));
+      LSIM__DO(lsim__gemm1(F, LSIM_MOD_V, l, F->xn, H,
+                           w->qkv + (size_t)(F->qd + F->kvd) * H, H,
+                           F->qkv + F->qd + F->kvd, F->qkvd, 0.0f, eb));
+    } else {
+      LSIM__DO(lsim__gemm(F, T, F->qkvd, H, F->xn, H, w->qkv, F->qkv,
+                          F->qkvd, 0.0f, eb));
+      LSIM__DO(lsim__delta(F, LSIM_MOD_Q, l, F->xn, H, F->qkv, F->qkvd,
+                           lora_on, eb));
+      LSIM__DO(lsim__delta(F, LSIM_MOD_K, l, F->xn, H, F->qkv + F->qd,
+                           F->qkvd, lora_on, eb));
+      LSIM__DO(lsim__delta(F, LSIM_MOD_V, l, F->xn, H,
+                           F->qkv + F->qd + F->kvd, F->qkvd, lora_on, eb));
+    }
     LSIM__DO(lsim_fwd_k_rope(F->qkv, F->qkvd, d_pos, F->freq, T, F->nq, F->nk,
                              F->d, F->s, eb));
     lsim__mark(F, LSIM__P_OTHER);
@@ -970,24 +1016,43 @@ extern "C" lsim_err lsim_fwd_run(lsim_fwd *F, const lsim_fwd_batch *b,
                                 F->qd, eb));
     lsim__mark(F, LSIM__P_ATTN);
     /* the residual added by the GEMM itself (beta 1), the delta after */
-    LSIM__DO(lsim__gemm(F, T, H, F->qd, F->ao, F->qd, w->o, F->h, H, 1.0f,
-                        eb));
-    LSIM__DO(lsim__delta(F, LSIM_MOD_O, l, F->ao, F->qd, F->h, H, lora_on,
-                         eb));
+    if (one && F->lora[LSIM_MOD_O]) {
+      LSIM__DO(lsim__gemm1(F, LSIM_MOD_O, l, F->ao, F->qd, w->o, F->qd, F->h,
+                           H, 1.0f, eb));
+    } else {
+      LSIM__DO(lsim__gemm(F, T, H, F->qd, F->ao, F->qd, w->o, F->h, H, 1.0f,
+                          eb));
+      LSIM__DO(lsim__delta(F, LSIM_MOD_O, l, F->ao, F->qd, F->h, H, lora_on,
+                           eb));
+    }
     LSIM__DO(lsim_fwd_k_rmsnorm(F->xn, H, F->h, H, NULL, w->mlp_norm, T, H,
                                 F->eps, F->s, eb));
     lsim__mark(F, LSIM__P_OTHER);
-    LSIM__DO(lsim__gemm(F, T, 2 * I, H, F->xn, H, w->gu, F->gu, 2 * I, 0.0f,
-                        eb));
-    LSIM__DO(lsim__delta(F, LSIM_MOD_GATE, l, F->xn, H, F->gu, 2 * I, lora_on,
-                         eb));
-    LSIM__DO(lsim__delta(F, LSIM_MOD_UP, l, F->xn, H, F->gu + I, 2 * I,
-                         lora_on, eb));
+    if (one && F->lora[LSIM_MOD_GATE] && F->lora[LSIM_MOD_UP]) {
+      LSIM__DO(lsim__gemm1(F, LSIM_MOD_GATE, l, F->xn, H, w->gu, H, F->gu,
+                           2 * I, 0.0f, eb));
+      LSIM__DO(lsim__gemm1(F, LSIM_MOD_UP, l, F->xn, H,
+                           w->gu + (size_t)I * H, H, F->gu + I, 2 * I, 0.0f,
+                           eb));
+    } else {
+      LSIM__DO(lsim__gemm(F, T, 2 * I, H, F->xn, H, w->gu, F->gu, 2 * I,
+                          0.0f, eb));
+      LSIM__DO(lsim__delta(F, LSIM_MOD_GATE, l, F->xn, H, F->gu, 2 * I,
+                           lora_on, eb));
+      LSIM__DO(lsim__delta(F, LSIM_MOD_UP, l, F->xn, H, F->gu + I, 2 * I,
+                           lora_on, eb));
+    }
     LSIM__DO(lsim_fwd_k_silu_mul(F->act, F->gu, T, I, F->s, eb));
     lsim__mark(F, LSIM__P_OTHER);
-    LSIM__DO(lsim__gemm(F, T, H, I, F->act, I, w->down, F->h, H, 1.0f, eb));
-    LSIM__DO(lsim__delta(F, LSIM_MOD_DOWN, l, F->act, I, F->h, H, lora_on,
-                         eb));
+    if (one && F->lora[LSIM_MOD_DOWN]) {
+      LSIM__DO(lsim__gemm1(F, LSIM_MOD_DOWN, l, F->act, I, w->down, I, F->h,
+                           H, 1.0f, eb));
+    } else {
+      LSIM__DO(lsim__gemm(F, T, H, I, F->act, I, w->down, F->h, H, 1.0f,
+                          eb));
+      LSIM__DO(lsim__delta(F, LSIM_MOD_DOWN, l, F->act, I, F->h, H, lora_on,
+                           eb));
+    }
   }
   if (S > 0) {
     LSIM__DO(lsim_fwd_k_rmsnorm(F->xs, H, F->h, H, d_srows, F->final_norm, S,

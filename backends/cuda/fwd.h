@@ -128,11 +128,19 @@ typedef struct lsim_fwd_batch {
   const lsim_fwd_adapter *ad;
   int nad;
   int path;                 /* enum lsim_cuda_path for the deltas */
+  int onepass;              /* the base projections and their deltas in
+                            ** one pass (lsim_cuda_lora_run_gemm, issue
+                            ** 23): 0 (default) where the chooser takes it
+                            ** and path is AUTO; 1 wherever the plan
+                            ** allows it; -1 never (the cuBLAS GEMM, then
+                            ** the branch) */
 } lsim_fwd_batch;
 
 /*
 ** Run one forward pass.  Host work (checks, token ids, the block tables,
-** the adapter plans and their one metadata copy each) comes first; then
+** the adapter plans and their one metadata copy each) comes first (and
+** the composition of each adapted projection: the cuBLAS GEMM then the
+** branch, or both in one pass, batch->onepass); then
 ** the device work is enqueued between two CUDA events on the compute
 ** stream, and *ns (may be NULL) is the device time between them (the call
 ** waits for it).  E_USAGE for a batch over the cfg's bounds, a sequence

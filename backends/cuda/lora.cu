@@ -29,6 +29,7 @@
 #include "common.cuh"
 #include "expand.cuh"
 #include "fused.cuh"
+#include "lgemm.cuh"
 #include "shrink.cuh"
 
 struct lsim_cuda_lora {
@@ -45,6 +46,8 @@ struct lsim_cuda_lora {
   lsim_cuda_lora_tune tune;
   /* the prepared plan */
   int planned, path, kind, rc, nactive;
+  int src; /* the mma shrink's rank class: rc, or 16 with grid.y rank
+              groups (the rank split) */
   int *h_meta, *d_meta;
   size_t meta_cap; /* ints */
   cudaEvent_t meta_done;
@@ -61,6 +64,17 @@ struct lsim_cuda_lora {
   int nlayers; /* layered plan (lsim_cuda_lora_plan_layers): tables in
                   the metadata, one per layer, nent entries each; 1 else */
   const lsim__adapter_dev *table0; /* the first layer's table */
+  /* the one-pass GEMM (lsim_cuda_lora_run_gemm, lgemm.cuh): set up by
+  ** every plan of at most LSIM__GEMM_MAXM rows on a perm-ordered path */
+  int gemm_ok;              /* 0: run_gemm refuses, gemm_why says why */
+  const char *gemm_why;
+  int gemm_bm, gemm_cs, gemm_klen, gemm_tpos, netiles, gemm_T;
+  size_t gemm_smem;
+  size_t o_erows, o_etiles; /* ints into the metadata buffer */
+  float *gpart;             /* the K ranges' partial tiles */
+  size_t gpart_cap;         /* floats */
+  int *gcount;              /* arrival counters, zero between launches */
+  int gcount_cap;
 };
 
 static const char *const lsim__path_names[LSIM_CUDA_PATH__COUNT] = {
@@ -180,6 +194,7 @@ extern "C" lsim_err lsim_cuda_lora_open(lsim_cuda_lora **out,
   L->tune.split_t = 1;
   L->tune.fused_prefetch = 1;
   L->tune.fused_preload = 1;
+  L->tune.gemm_prefetch = 1;
   L->h_table = (lsim__adapter_dev *)calloc((size_t)cfg->max_adapters,
                                            sizeof *L->h_table);
   L->mem = (void **)calloc((size_t)cfg->max_adapters, sizeof *L->mem);
@@ -202,6 +217,7 @@ extern "C" lsim_err lsim_cuda_lora_open(lsim_cuda_lora **out,
   LSIM_CUDA_TRY(lsim__shrink_init(), eb);
   LSIM_CUDA_TRY(lsim__expand_init(), eb);
   LSIM_CUDA_TRY(lsim__fused_init(), eb);
+  LSIM_CUDA_TRY(lsim__gemm_init(), eb);
   if (cfg->stream) {
     L->stream = (cudaStream_t)cfg->stream;
   } else {
@@ -245,6 +261,10 @@ extern "C" void lsim_cuda_lora_close(lsim_cuda_lora *L) {
     cudaFreeHost(L->h_meta);
   if (L->ws)
     cudaFree(L->ws);
+  if (L->gpart)
+    cudaFree(L->gpart);
+  if (L->gcount)
+    cudaFree(L->gcount);
   if (L->meta_done)
     cudaEventDestroy(L->meta_done);
   if (L->own_stream && L->stream)
@@ -450,13 +470,96 @@ struct lsim__paged_src {
   int nlayers; /* >= 1 */
 };
 
+/*
+** The one-pass GEMM's launch geometry for a plan of T rows (its epilogue
+** tiles are in h_meta): rows per block (the smallest of 64, 128, 256 that
+** holds T, or the tune's), blocks per cluster (the tune's, else doubled
+** while the grid stays under about one wave -- two blocks per SM at 64
+** rows -- and each block keeps at least 256 columns of K), the K range per
+** block, the t positions a block stages, and the shared memory.
+*/
+static lsim_err lsim__gemm_geometry(lsim_cuda_lora *L, int T, int rmax,
+                                    lsim_errbuf *eb) {
+  const int N = L->cfg.d_out, K = L->cfg.d_in;
+  const int fit = T <= 64 ? 64 : T <= 128 ? 128 : 256;
+  int bm = L->tune.gemm_bm, cs = L->tune.gemm_cs, tpos = 0;
+  if ((bm != 64 && bm != 128 && bm != 256) || bm < T)
+    bm = fit;
+  const int ct = lsim__cdiv(N, LSIM__GEMM_BN), occ = bm == 64 ? 2 : 1;
+  if (cs < 1 || cs > LSIM__GEMM_MAXCS)
+    for (cs = 1; cs < LSIM__GEMM_MAXCS && ct * cs * 2 <= occ * L->sms + ct &&
+                 K / (2 * cs) >= 256;
+         cs *= 2)
+      ;
+  /* t positions a block stages; with few K ranges, many rows and high
+  ** ranks they may not fit shared memory: then more K ranges (a range
+  ** past K only contributes zeros), so each block stages fewer rows */
+  const int *et = L->h_meta + L->o_etiles;
+  for (;;) {
+    tpos = 0;
+    for (int c = 0; c < cs; c++) {
+      const int t0 = (int)((int64_t)L->netiles * c / cs);
+      const int t1 = (int)((int64_t)L->netiles * (c + 1) / cs);
+      if (t1 > t0) {
+        const int n =
+            et[4 * (t1 - 1) + 1] + et[4 * (t1 - 1) + 2] - et[4 * t0 + 1];
+        if (n > tpos)
+          tpos = n;
+      }
+    }
+    if (cs >= LSIM__GEMM_MAXCS ||
+        lsim__gemm_smem(bm, tpos, L->args.ws_ld) <= LSIM__GEMM_MAXSMEM)
+      break;
+    cs = cs * 2 > LSIM__GEMM_MAXCS ? LSIM__GEMM_MAXCS : cs * 2;
+  }
+  L->gemm_bm = bm;
+  L->gemm_cs = cs;
+  L->gemm_klen = lsim__cdiv(lsim__cdiv(K, cs), 64) * 64;
+  L->gemm_tpos = tpos;
+  L->gemm_T = T;
+  L->gemm_smem = lsim__gemm_smem(bm, tpos, L->args.ws_ld);
+  if (rmax > LSIM__GEMM_MAXR) {
+    L->gemm_ok = 0;
+    L->gemm_why = "a rank above 128";
+    return 0;
+  }
+  if (L->gemm_smem > LSIM__GEMM_MAXSMEM) {
+    L->gemm_ok = 0;
+    L->gemm_why = "the epilogue does not fit shared memory";
+    return 0;
+  }
+  if (cs > 1) {
+    const size_t np = (size_t)ct * (size_t)cs * (size_t)bm * LSIM__GEMM_BN;
+    if (np > L->gpart_cap) {
+      if (L->gpart)
+        cudaFree(L->gpart);
+      L->gpart = NULL;
+      L->gpart_cap = 0;
+      LSIM_CUDA_RET(cudaMalloc((void **)&L->gpart, np * sizeof(float)), eb);
+      L->gpart_cap = np;
+    }
+    if (ct > L->gcount_cap) {
+      if (L->gcount)
+        cudaFree(L->gcount); /* synchronizes with launches using it */
+      L->gcount = NULL;
+      L->gcount_cap = 0;
+      LSIM_CUDA_RET(cudaMalloc((void **)&L->gcount, (size_t)ct * sizeof(int)),
+                    eb);
+      LSIM_CUDA_RET(cudaMemset(L->gcount, 0, (size_t)ct * sizeof(int)), eb);
+      LSIM_CUDA_RET(cudaDeviceSynchronize(), eb);
+      L->gcount_cap = ct;
+    }
+  }
+  return 0;
+}
+
 static lsim_err lsim__plan(lsim_cuda_lora *L, const lsim_rowplan *p, int path,
                            const lsim__paged_src *pg, lsim_errbuf *eb) {
   lsim_err rc;
   int rmax = 0, kind, mt, nlist, ngroups, ntiles = 0, decode;
   const int *list, *offsets, *gad;
   size_t o_tab, o_tiles, o_list, o_off, o_gad, o_radp, need;
-  int splits, split_len, nb, full;
+  int splits, split_len, nb, full, netiles;
   size_t wsn;
 
   if (!p)
@@ -560,6 +663,26 @@ static lsim_err lsim__plan(lsim_cuda_lora *L, const lsim_rowplan *p, int path,
   o_gad = o_off + lsim__al4((size_t)ngroups + 1);
   o_radp = o_gad + lsim__al4((size_t)ngroups);
   need = o_radp + lsim__al4(decode ? (size_t)p->T : 0);
+  /* the one-pass GEMM's epilogue rows and tiles (lgemm.cuh): every row of
+  ** the plan, the active ones in list order (so that an index is also the
+  ** workspace row), then the base rows; tiles of up to EMT rows of one
+  ** adapter (-1: base) */
+  L->gemm_ok = 0;
+  L->gemm_why = "the plan has more than 256 rows";
+  netiles = 0;
+  if (list != p->perm)
+    L->gemm_why = "the path's row list is not perm (indexed paths)";
+  else if (kind == LSIM__KIND_FUSED)
+    L->gemm_why = "the fused path has no separate shrink";
+  else if (p->T >= 1 && p->T <= LSIM__GEMM_MAXM) {
+    for (int g = 0; g < ngroups; g++)
+      netiles += lsim__cdiv(offsets[g + 1] - offsets[g], LSIM__GEMM_EMT);
+    netiles += lsim__cdiv(p->T - p->nactive, LSIM__GEMM_EMT);
+    L->gemm_ok = 1;
+  }
+  L->o_erows = need;
+  L->o_etiles = L->o_erows + lsim__al4(L->gemm_ok ? (size_t)p->T : 0);
+  need = L->o_etiles + (L->gemm_ok ? 4 * (size_t)netiles : 0);
   if (need < 4)
     need = 4;
 
@@ -609,6 +732,31 @@ static lsim_err lsim__plan(lsim_cuda_lora *L, const lsim_rowplan *p, int path,
     memcpy(h + o_gad, gad, (size_t)ngroups * sizeof(int));
     if (decode)
       memcpy(h + o_radp, p->row_adapter, (size_t)p->T * sizeof(int));
+    if (L->gemm_ok) {
+      int *er = h + L->o_erows, *et = h + L->o_etiles, ne = 0, k = 0;
+      memcpy(er, p->perm, (size_t)p->nactive * sizeof(int));
+      for (int g = 0; g < ngroups; g++)
+        for (int j = offsets[g]; j < offsets[g + 1]; j += LSIM__GEMM_EMT) {
+          et[4 * ne] = gad[g];
+          et[4 * ne + 1] = j;
+          et[4 * ne + 2] = offsets[g + 1] - j < LSIM__GEMM_EMT
+                               ? offsets[g + 1] - j
+                               : LSIM__GEMM_EMT;
+          ne++;
+        }
+      k = p->nactive;
+      for (int row = 0; row < p->T; row++)
+        if (p->row_adapter[row] == LSIM_BASE)
+          er[k++] = row;
+      for (int j = p->nactive; j < p->T; j += LSIM__GEMM_EMT) {
+        et[4 * ne] = -1;
+        et[4 * ne + 1] = j;
+        et[4 * ne + 2] = p->T - j < LSIM__GEMM_EMT ? p->T - j
+                                                   : LSIM__GEMM_EMT;
+        ne++;
+      }
+      L->netiles = ne;
+    }
   }
   LSIM_CUDA_RET(cudaMemcpyAsync(L->d_meta, L->h_meta, need * sizeof(int),
                                 cudaMemcpyHostToDevice, L->stream),
@@ -618,6 +766,7 @@ static lsim_err lsim__plan(lsim_cuda_lora *L, const lsim_rowplan *p, int path,
 
   /* launch geometry */
   L->rc = lsim__rank_class(rmax > 128 ? 128 : rmax);
+  L->src = L->rc;
   if (kind == LSIM__KIND_FUSED) {
     /* blocks per cluster: the tune's, else double while the grid stays
     ** within about four blocks per SM and each block keeps at least 256
@@ -634,6 +783,25 @@ static lsim_err lsim__plan(lsim_cuda_lora *L, const lsim_rowplan *p, int path,
   nb = kind == LSIM__KIND_MMA ? ntiles
                               : ntiles * lsim__cdiv(rmax, LSIM__SIMT_KR);
   full = nactive_tiles_rows(p, ntiles) >= 32;
+  /* the rank split (tensor-core shrink): for a batch of short tiles whose
+  ** ranks fall in different rank classes, every block computes 16 rank
+  ** columns (a rank-64 tile is four blocks), so the blocks of the highest
+  ** rank no longer set the launch's length (issue 23; measured in
+  ** docs/BENCHMARKS.md); tune shrink_rsplit 1 never, 2 always */
+  if (kind == LSIM__KIND_MMA) {
+    int rmin = rmax;
+    for (int t = 0; t < p->nseg; t++)
+      if (p->seg_rank[t] < rmin)
+        rmin = p->seg_rank[t];
+    const int rc0 = lsim__rank_class(rmax > 128 ? 128 : rmax);
+    const int rs = L->tune.shrink_rsplit;
+    if (rs == 2 || (rs != 1 && !full && rc0 >= 32 && pg == NULL &&
+                    L->cfg.pad_rank == 0 &&
+                    lsim__rank_class(rmin) < rc0)) {
+      L->src = 16;
+      nb = ntiles * (rc0 / 16);
+    }
+  }
   if (L->tune.shrink_splits > 0) {
     splits = L->tune.shrink_splits;
   } else {
@@ -709,7 +877,8 @@ static lsim_err lsim__plan(lsim_cuda_lora *L, const lsim_rowplan *p, int path,
       }
       a->col_len = lsim__cdiv(lsim__cdiv(L->cfg.d_out, cc), 64) * 64;
       cc = lsim__cdiv(L->cfg.d_out, a->col_len);
-      L->g_shrink = dim3((unsigned)ntiles, 1, (unsigned)splits);
+      L->g_shrink = dim3((unsigned)ntiles, (unsigned)(L->rc / L->src),
+                         (unsigned)splits);
       L->g_expand = dim3((unsigned)ntiles, (unsigned)cc, 1);
       L->simt_smem = 0;
     } else {
@@ -723,6 +892,8 @@ static lsim_err lsim__plan(lsim_cuda_lora *L, const lsim_rowplan *p, int path,
       L->simt_smem = (size_t)mt * (size_t)ws_ld * sizeof(float);
     }
   }
+  if (L->gemm_ok && (rc = lsim__gemm_geometry(L, p->T, rmax, eb)))
+    return rc;
   /* programmatic dependent launch: on by default (measured with the split
   ** rule above it gains 1 to 2 us on every workload; with 4 ranges at rank
   ** class 64 prefill4096 lost 20 us with it, which the rule avoids) */
@@ -872,7 +1043,7 @@ extern "C" lsim_err lsim_cuda_lora_run(lsim_cuda_lora *L, const void *X,
   L->args.shrink_pdl = L->tune.only == 4;
   L->args.y_late = L->tune.only == 3 || L->tune.only == 4;
   if (L->tune.only != 2 && L->tune.only != 3) {
-    e = lsim__shrink_launch(L->cfg.dtype, L->kind, L->rc, L->args,
+    e = lsim__shrink_launch(L->cfg.dtype, L->kind, L->src, L->args,
                             L->g_shrink, L->stream);
     if (e != cudaSuccess)
       return lsim_fail(eb, LSIM_E_BACKEND, "cuda: shrink launch (%s): %s",
@@ -908,4 +1079,148 @@ extern "C" lsim_err lsim_cuda_lora_poison(lsim_cuda_lora *L, lsim_errbuf *eb) {
                 eb);
   LSIM_CUDA_RET(cudaStreamSynchronize(L->stream), eb);
   return 0;
+}
+
+/* ---- the base projection and the branch in one pass (lgemm.cuh) -------------- */
+
+/*
+** Which composition of the base GEMM and the branch a plan should run
+** (docs/CUDA.md "Base projection and branch in one pass"; measured in
+** docs/BENCHMARKS.md, issue 23): the caller's base GEMM (cuBLAS), then the
+** branch on the chooser's path, at every shape.  The one-pass GEMM lost
+** wherever it was measured on the H100 (decode64 r16 46.6 us against 33.5
+** for cuBLAS then the branch, mixed256 r16 67.8 against 44.4; its W stream
+** alone ran at 28 us where cuBLAS's whole GEMM took 21.5), so the rule
+** takes it nowhere; *branch_path is the shrink path a one-pass plan would
+** use (the per-row decode kernel when every segment is one row, the
+** tensor-core tiles otherwise), for callers that ask for it anyway.
+*/
+extern "C" int lsim_cuda_gemm_choose(const lsim_rowplan *p, int rmax,
+                                     int d_in, int d_out, int *branch_path) {
+  int maxseg = 0;
+  (void)d_in;
+  (void)d_out;
+  for (int t = 0; t < p->nseg; t++)
+    if (p->seg_offsets[t + 1] - p->seg_offsets[t] > maxseg)
+      maxseg = p->seg_offsets[t + 1] - p->seg_offsets[t];
+  if (p->T < 1 || p->T > LSIM__GEMM_MAXM || rmax > LSIM__GEMM_MAXR) {
+    if (branch_path)
+      *branch_path = LSIM_CUDA_PATH_AUTO;
+    return 0;
+  }
+  if (branch_path)
+    *branch_path = maxseg <= 1 ? LSIM_CUDA_PATH_DECODE
+                               : LSIM_CUDA_PATH_SGMV_MMA;
+  return 0;
+}
+
+extern "C" int lsim_cuda_lora_gemm_ok(const lsim_cuda_lora *L,
+                                      const char **why) {
+  if (why)
+    *why = !L || !L->planned ? "no prepared plan"
+           : L->gemm_ok       ? ""
+                              : L->gemm_why;
+  return L && L->planned && L->gemm_ok;
+}
+
+extern "C" void lsim_cuda_lora_gemm_describe(const lsim_cuda_lora *L,
+                                             char *buf, size_t n) {
+  if (!L || !L->planned || !L->gemm_ok) {
+    snprintf(buf, n, "one-pass gemm: not available (%s)",
+             !L || !L->planned ? "no plan" : L->gemm_why);
+    return;
+  }
+  snprintf(buf, n,
+           "one-pass gemm: shrink %s, %d rows per block, %d K ranges (K "
+           "%d per block), %d column tiles, %d epilogue tiles, %d t "
+           "positions, %zu B shared, prefetch %d",
+           lsim_cuda_path_name(L->path), L->gemm_bm, L->gemm_cs,
+           L->gemm_klen, lsim__cdiv(L->cfg.d_out, LSIM__GEMM_BN), L->netiles,
+           L->gemm_tpos, L->gemm_smem, L->tune.gemm_prefetch);
+}
+
+extern "C" lsim_err lsim_cuda_lora_run_gemm_layer(
+    lsim_cuda_lora *L, int layer, const void *X, int ldx, const void *W,
+    int ldw, void *Y, int ldy, float beta, lsim_errbuf *eb) {
+  cudaError_t e;
+  if (!L || !L->planned)
+    return lsim_fail(eb, LSIM_E_STATE, "lora run gemm: no prepared plan");
+  if (layer < 0 || layer >= L->nlayers)
+    return lsim_fail(eb, LSIM_E_USAGE,
+                     "lora run gemm: layer %d of a plan of %d layers", layer,
+                     L->nlayers);
+  if (!L->gemm_ok)
+    return lsim_fail(eb, LSIM_E_USAGE,
+                     "lora run gemm: no one-pass GEMM for this plan (%s)",
+                     L->gemm_why);
+  if (!X || !W || !Y || ((uintptr_t)X & 15) || ((uintptr_t)W & 15) ||
+      ((uintptr_t)Y & 15) || ldx < L->cfg.d_in || ldw < L->cfg.d_in ||
+      ldy < L->cfg.d_out || (ldx & 7) || (ldw & 7) || (ldy & 7) ||
+      !isfinite(beta))
+    return lsim_fail(eb, LSIM_E_USAGE,
+                     "lora run gemm: X, W and Y must be 16-byte aligned "
+                     "with strides >= d_in, d_in, d_out in multiples of 8 "
+                     "(ldx %d, ldw %d, ldy %d) and beta finite",
+                     ldx, ldw, ldy);
+  const lsim__adapter_dev *table =
+      L->table0 + (size_t)layer * (size_t)L->args.table_n;
+  const int lora = L->nactive > 0;
+  if (lora) {
+    L->args.X = (const uint16_t *)X;
+    L->args.Y = (uint16_t *)Y;
+    L->args.ldx = ldx;
+    L->args.ldy = ldy;
+    L->args.shrink_pdl = 0;
+    L->args.y_late = 0;
+    L->args.table = table;
+    e = lsim__shrink_launch(L->cfg.dtype, L->kind, L->src, L->args,
+                            L->g_shrink, L->stream);
+    L->args.table = L->table0;
+    if (e != cudaSuccess)
+      return lsim_fail(eb, LSIM_E_BACKEND, "cuda: shrink launch (%s): %s",
+                       lsim_cuda_path_name(L->path), cudaGetErrorString(e));
+  }
+  lsim__gemm_args g;
+  memset(&g, 0, sizeof g);
+  g.X = (const uint16_t *)X;
+  g.W = (const uint16_t *)W;
+  g.Y = (uint16_t *)Y;
+  g.ldx = ldx;
+  g.ldw = ldw;
+  g.ldy = ldy;
+  g.M = L->gemm_T;
+  g.N = L->cfg.d_out;
+  g.K = L->cfg.d_in;
+  g.beta = beta;
+  g.cs = L->gemm_cs;
+  g.k_len = L->gemm_klen;
+  g.etiles = (const int4 *)(L->d_meta + L->o_etiles);
+  g.netiles = L->netiles;
+  g.erows = L->d_meta + L->o_erows;
+  g.lora = lora;
+  g.table = table;
+  g.table_n = L->args.table_n;
+  g.ldb = L->args.ldb;
+  g.ws = L->ws;
+  g.ws_ld = L->args.ws_ld;
+  g.splits = L->args.splits;
+  g.nlist = L->args.nlist;
+  g.flags = (L->tune.gemm_prefetch ? 1 : 0) | ((L->tune.gemm_probe & 3) << 1);
+  g.tpos = L->gemm_tpos;
+  g.part = L->gpart;
+  g.count = L->gcount;
+  e = lsim__gemm_launch(L->cfg.dtype, L->gemm_bm, g, L->gemm_smem,
+                        lora && L->pdl, L->stream);
+  if (e != cudaSuccess)
+    return lsim_fail(eb, LSIM_E_BACKEND, "cuda: one-pass gemm launch: %s",
+                     cudaGetErrorString(e));
+  return 0;
+}
+
+extern "C" lsim_err lsim_cuda_lora_run_gemm(lsim_cuda_lora *L, const void *X,
+                                            int ldx, const void *W, int ldw,
+                                            void *Y, int ldy, float beta,
+                                            lsim_errbuf *eb) {
+  return lsim_cuda_lora_run_gemm_layer(L, 0, X, ldx, W, ldw, Y, ldy, beta,
+                                       eb);
 }

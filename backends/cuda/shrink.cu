@@ -135,7 +135,12 @@ __global__ void __launch_bounds__(LSIM__THREADS)
   if (!lsim__get_tile<MT, false>(a, blockIdx.x, t))
     return;
   const lsim__adapter_dev ad = a.table[t.adapter];
-  const int r = ad.rank;
+  /* grid.y > 1: block y takes the rank rows ro .. ro + RC - 1 (a rank-64
+  ** tile is four rank-16 blocks, balanced with the low-rank tiles) */
+  const int ro = (int)blockIdx.y * RC;
+  const int r = ad.rank - ro; /* rank rows of this block and beyond */
+  if (r <= 0)
+    return;
   const int np = min(NP, (r + 15) >> 4); /* rank groups in use */
   const int c0 = blockIdx.z * a.split_len;
   const int c1 = min(a.d_in, c0 + a.split_len);
@@ -158,7 +163,7 @@ __global__ void __launch_bounds__(LSIM__THREADS)
 #pragma unroll
   for (int i = 0; i < NP; i++) {
     const int row = rbase + 16 * i;
-    asrc[i] = i < np && row < r ? lsim__arow_rt(ad, row, a.lda) : nullptr;
+    asrc[i] = i < np && row < r ? lsim__arow_rt(ad, ro + row, a.lda) : nullptr;
   }
 
   const uint64_t pol = LSIM_FACTOR_HINT ? lsim__policy_evict_first() : 0;
@@ -244,7 +249,7 @@ __global__ void __launch_bounds__(LSIM__THREADS)
 
   /* C fragment: rows g and g + 8 of the warp's 16, columns 2q, 2q + 1 */
   const int g = lane >> 2, q = lane & 3;
-  float *ws = a.ws + ((size_t)blockIdx.z * a.nlist + t.p0) * a.ws_ld;
+  float *ws = a.ws + ((size_t)blockIdx.z * a.nlist + t.p0) * a.ws_ld + ro;
 #pragma unroll
   for (int nt = 0; nt < 2 * NP; nt++) {
     if (nt < 2 * np) {
