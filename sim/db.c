@@ -34,23 +34,24 @@
 ** docs/BENCHMARKS.md).  Earlier, measured open..close on one core of an
 ** EPYC VM: about 0.9M events/s one row per statement, 1.3-1.4M/s with 64
 ** rows per statement; page sizes 4K..32K were within noise of each other,
-** 64K was slower; synchronous OFF vs NORMAL within noise.  Iteration and
-** starvation rows are buffered and written the same way, request rows
-** (text outcome) 64 at a time with a multi-row INSERT; each buffer is
-** written on its own when it fills.  Rows are stored narrow (docs/SCHEMA.md, "How
-** the rows are stored"): SQLite's cost per row grows with its
-** columns, so pairs of ints share a column and words (event details,
-** iteration results, starvation words) are codes into the words table,
-** assigned when first appended; the views events, iterations and
-** starvation give back the version-1 columns.  Request outcomes are
-** copied into the buffer.  `seq` is
-** event_log's rowid (INTEGER PRIMARY KEY): appends in seq order go to
+** 64K was slower; synchronous OFF vs NORMAL within noise.  Iteration,
+** starvation and request rows are buffered and written the same way (a
+** request's outcome is a text column pointing into its buffered row);
+** each buffer is written on its own when it fills.  Rows are stored
+** narrow (docs/SCHEMA.md, "How the rows are stored"): SQLite's cost per
+** row grows with its columns, so pairs of ints share a column and words
+** (event details, iteration results, starvation words) are codes into the
+** words table, assigned when first appended; the views events,
+** iterations and starvation give back the version-1 columns.  Fewer rows
+** mattered most: since schema 7 an iteration's own events are kept in its
+** iteration_log row ("iteration-bound events" below), which took the
+** bench shape from about 1.1 to about 1.5 M events per CPU-second.  `seq`
+** is event_log's rowid (INTEGER PRIMARY KEY): appends in seq order go to
 ** the right edge of one B-tree, and no separate (run_id, seq) index is
 ** needed -- building that index at end of run cost more than half of the
-** insert time again.  A buffer whose seqs continue the table is
-** inserted without the seq column (SQLite's next rowid is then the seq:
-** 1.74M against 1.42M rows/s), and request parameters equal to the
-** previous batch's are not bound again (lsim__bound).
+** insert time again.  An event whose seq continues the table is inserted
+** with a NULL seq (SQLite's next rowid is then the seq, without the
+** B-tree search an explicit rowid costs).
 **
 ** Errors.  lsim_db_open, lsim_db_begin_run and lsim_db_end_run report
 ** through the errbuf.  The append functions have no errbuf: they return
@@ -71,11 +72,9 @@
 #include "runid.h"
 
 /* PRAGMA user_version of the schema below; bump on any schema change. */
-#define LSIM__SCHEMA_VERSION 6
+#define LSIM__SCHEMA_VERSION 7
 #define LSIM__RUN_ID 1 /* the INSERTs below spell it as the literal 1 */
-#define LSIM__ROWS 64       /* request rows per multi-row INSERT */
 #define LSIM__VT_ROWS 1024  /* event, iteration, starvation rows per INSERT .. SELECT */
-#define LSIM__MAX_COLS 18   /* bound columns of the widest row (requests) */
 #define LSIM__PAGE_SIZE 8192
 #define LSIM__DCACHE 64     /* word pointer cache slots (a power of 2) */
 #define LSIM__MAX_WORDS 65535 /* codes fit 16 bits (starvation_log.codes) */
@@ -86,23 +85,85 @@ enum { LSIM__OPEN = 0, LSIM__RUNNING = 1, LSIM__ENDED = 2 };
 #define LSIM__NO_SEQ INT64_MIN /* max_seq of an empty event_log */
 #define LSIM__WORD 24          /* longest buffered outcome / interval word + 1 */
 
-/* A buffered request row: the record with its outcome copied, since the
-** caller's string only has to live for the call. */
+/* A buffered request row as requests stores it: request, tenant,
+** adapter, worker, arrival, first token and finish ticks, prompt and
+** output tokens, loads waited, the outcome (a LSIM__TEXT_REF to the copy
+** in this row, offset from the start of the buffer; LSIM_NONE: NULL),
+** then the time breakdown (queue wait .. requested tokens).  The outcome
+** is copied, since the caller's string only has to live for the call. */
+#define LSIM__RQ_COLS 18
+#define LSIM__RQ_OUTCOME 10
 typedef struct lsim__req_row {
-  lsim_request_record r;
+  int64_t v[LSIM__RQ_COLS];
   char outcome[LSIM__WORD];
 } lsim__req_row;
+_Static_assert(sizeof(lsim__req_row) % sizeof(int64_t) == 0,
+               "request rows are read as int64_t strides");
+
+/* A buffered loads row: load, kind (a LSIM__TEXT_REF to the copy in this
+** row), worker, adapter, attempt, request, bytes, disk bytes, start and
+** end ticks, model_ns, measured_ns. */
+#define LSIM__LD_COLS 12
+#define LSIM__LD_KIND 1
+typedef struct lsim__ld_row {
+  int64_t v[LSIM__LD_COLS];
+  char kind[LSIM__WORD];
+} lsim__ld_row;
+_Static_assert(sizeof(lsim__ld_row) % sizeof(int64_t) == 0,
+               "load rows are read as int64_t strides");
 
 /* An iteration row as iteration_log stores it: iter, worker << 32 |
 ** result code, start and end ticks, prefill and decode rows,
 ** prefill_reqs << 32 | decode_reqs, distinct_adapters << 32 | segments,
 ** true and padded rank rows, backend_ns, model_ns, measured_ns,
-** ctx_tokens (LSIM_NONE stored as NULL in the last four). */
-#define LSIM__IT_COLS 14
-#define LSIM__IT_OPT 10 /* the first column that may be NULL */
+** ctx_tokens, then the seqs of its iteration_selected and
+** iteration_completed events and its debits (a reference into the text
+** arena, LSIM__TEXT_REF); LSIM_NONE stored as NULL from backend_ns on. */
+#define LSIM__IT_COLS 18
+#define LSIM__IT_OPT 10    /* the first column that may be NULL */
+#define LSIM__IT_SEL 14    /* sel_seq */
+#define LSIM__IT_DONE 15   /* done_seq */
+#define LSIM__IT_DEBITS 16 /* debits, a text column */
+#define LSIM__IT_FINS 17   /* fins, a text column */
 typedef struct lsim__it_row {
   int64_t v[LSIM__IT_COLS];
 } lsim__it_row;
+
+/* The debits of one iteration are a JSON object, at most LSIM__DEBITS_MAX
+** bytes (a debit that would not fit is written as an event_log row
+** instead): one member per debit, named by its request, whose value packs
+** the rest into one integer, so that a reader's json_each needs no second
+** parse (a JSON array per debit read about six times slower with SQLite
+** 3.40: docs/BENCHMARKS.md):
+**
+**   detail code | (seq - done_seq) << 6 | tenant << 16 | adapter << 26 |
+**   value << 46
+**
+** with an absent tenant or adapter stored as all ones.  A debit whose
+** fields do not fit these widths is written as an event_log row.  The
+** buffered rows' texts share an arena of LSIM__ARENA bytes (the buffer is
+** written when it is full); a row refers to its text as offset << 24 |
+** length. */
+#define LSIM__DEBITS_MAX 65536
+#define LSIM__ARENA (1 << 20)
+#define LSIM__DEBIT_LEN 48 /* longest member: two integers and punctuation */
+#define LSIM__DEBIT_CODE 63       /* 6 bits */
+#define LSIM__DEBIT_OFF 1023      /* 10 bits, from bit 6 */
+#define LSIM__DEBIT_TENANT 1023   /* 10 bits, from bit 16; all ones: none */
+#define LSIM__DEBIT_ADAPTER 1048575 /* 20 bits, from bit 26; all ones: none */
+#define LSIM__DEBIT_VALUE 131071  /* 17 bits, from bit 46 */
+#define LSIM__TEXT_REF(off, len) ((int64_t)(off) << 24 | (int64_t)(len))
+_Static_assert(LSIM__DEBITS_MAX < (1 << 24) &&
+                   LSIM__ARENA >= 2 * LSIM__DEBITS_MAX,
+               "a text reference holds any length; the arena holds any text");
+
+/* A worker's iteration_selected event, kept back until its iteration's
+** row is written (it then goes into that row) or a commit comes first
+** (it then goes to event_log). */
+typedef struct lsim__held {
+  int64_t seq, tick, iter, value;
+  int set;
+} lsim__held;
 
 /* A starvation interval as starvation_log stores it: worker << 32 |
 ** entity, start and end ticks, starved << 32 | closed_by code << 16 |
@@ -123,31 +184,23 @@ typedef struct lsim__ev_row {
   int64_t v[LSIM__EV_V];
 } lsim__ev_row;
 
-/* What a multi-row statement has bound, parameter by parameter: SQLite
-** keeps bindings across sqlite3_reset, so a parameter whose value is the
-** same as in the previous batch is not bound again (about a third of the
-** event parameters: attempts, NULL ids, zero quantities, the same detail
-** word).  Each parameter always goes through the same binding function, so
-** an equal value means an identical binding; a detail is compared by
-** pointer (static strings, see event.h). */
-typedef struct lsim__bound {
-  int primed; /* 0 until every parameter was bound once */
-  int64_t v[LSIM__ROWS * LSIM__MAX_COLS];
-} lsim__bound;
-
 /* The rows the `lsim_rows` virtual table shows while one INSERT .. SELECT
 ** runs: n rows of `stride` integers from v, column c being v[c] of each
-** row; columns from `opt` on give NULL for LSIM_NONE. */
+** row; a column whose bit is set in `nulls` gives NULL for LSIM_NONE.
+** A column whose bit is set in `tcols` is text: its integer is a
+** LSIM__TEXT_REF into `text`. */
 typedef struct lsim__src {
   const int64_t *v;
-  int n, stride, opt;
+  int n, stride;
+  uint32_t nulls, tcols;
+  const char *text;
+  const unsigned char *autoseq; /* NULL, or per row: column 0 is NULL */
 } lsim__src;
 
 struct lsim_db {
   sqlite3 *h;
   char *path;
-  sqlite3_stmt *req;
-  sqlite3_stmt *reqn; /* LSIM__ROWS request rows */
+  sqlite3_stmt *req;  /* one request row, its outcome too long to buffer */
   sqlite3_stmt *sum;
   sqlite3_stmt *val;
   sqlite3_stmt *lod;  /* INSERT INTO loads */
@@ -168,17 +221,42 @@ struct lsim_db {
   char **words;       /* the words table: words[c - 1] has code c */
   int nwords, capwords;
   sqlite3_stmt *det;  /* INSERT INTO words */
-  lsim__bound req_b, reqn_b; /* what req and reqn have bound */
   int nitpend;        /* buffered iteration rows */
   lsim__it_row itpend[LSIM__VT_ROWS];
   int nrqpend;        /* buffered request rows */
-  lsim__req_row rqpend[LSIM__ROWS];
+  lsim__req_row rqpend[LSIM__VT_ROWS];
+  int nldpend;        /* buffered loads rows */
+  lsim__ld_row ldpend[LSIM__VT_ROWS];
   int nivpend;        /* buffered starvation intervals */
   lsim__iv_row ivpend[LSIM__VT_ROWS];
   lsim__src src;      /* the rows lsim_rows shows to the statement running */
-  sqlite3_stmt *vev;  /* events from lsim_rows, seq given */
-  sqlite3_stmt *vea;  /* events from lsim_rows, seq assigned as the rowid */
+  /* the iteration-bound events ("iteration-bound events" below) */
+  lsim__held *held;   /* [nheld]: one per worker */
+  int nheld, nheld_set;
+  int open;           /* orow is the last iteration row, not yet buffered:
+                         its completion events may still come */
+  lsim__it_row orow;
+  int64_t o_rows;     /* its prefill + decode rows */
+  const char *o_result; /* its result (a static string, db.h) */
+  int o_ok;           /* that result is "ok" */
+  char *otext;        /* its debits so far, a JSON object without its '}' */
+  size_t olen;
+  char *ftext;        /* its fins so far, the same */
+  size_t flen;
+  struct {            /* the last debit put in otext (lsim__pack_done) */
+    int set;
+    int64_t seq, request, rest;
+    int tenant, adapter;
+  } last;
+  lsim_event kv;      /* a kv_released held for its request_finished */
+  int kv_set, kv_shift; /* kv.bytes == kv.pages << kv_shift */
+  char *arena;        /* the debits of the buffered iteration rows */
+  size_t alen;
+  sqlite3_stmt *vev;  /* events from lsim_rows */
+  unsigned char autoseq[LSIM__VT_ROWS]; /* per buffered event: seq NULL */
   sqlite3_stmt *vit;  /* iterations from lsim_rows */
+  sqlite3_stmt *vrq;  /* requests from lsim_rows */
+  sqlite3_stmt *vld;  /* loads from lsim_rows */
   sqlite3_stmt *viv;  /* starvation intervals from lsim_rows */
   char err[512];      /* message of the last failed append */
 };
@@ -229,15 +307,15 @@ static const char lsim__schema[] =
     /* the events as stored; readers use the `events` view below */
     "CREATE TABLE event_log("
     " seq INTEGER PRIMARY KEY,"
-    " tick,"
+    " tick INTEGER,"
     " kind_detail,"
     " worker_tenant,"
     " attempt_adapter,"
-    " request,"
-    " generation,"
-    " pages,"
-    " bytes,"
-    " value);"
+    " request INTEGER,"
+    " generation INTEGER,"
+    " pages INTEGER,"
+    " bytes INTEGER,"
+    " value INTEGER);"
     "CREATE TABLE words("
     " code INTEGER PRIMARY KEY,"
     " word TEXT UNIQUE NOT NULL);"
@@ -276,7 +354,12 @@ static const char lsim__schema[] =
     " backend_ns,"
     " model_ns,"
     " measured_ns,"
-    " ctx_tokens);"
+    " ctx_tokens,"
+    /* version 7: the iteration's own events (see the events view) */
+    " sel_seq,"
+    " done_seq,"
+    " debits,"
+    " fins);"
     /* version 6: every copy the world timed, with both times */
     "CREATE TABLE loads("
     " run_id INTEGER NOT NULL,"
@@ -321,9 +404,77 @@ static const char lsim__schema[] =
     " e.generation AS generation,"
     " nullif(e.attempt_adapter >> 32, -1) AS attempt,"
     " e.pages AS pages, e.bytes AS bytes, e.value AS value,"
-    " (SELECT d.word FROM words AS d"
-    "  WHERE d.code = e.kind_detail >> 16) AS detail"
-    " FROM event_log AS e;"
+    " d.word AS detail"
+    " FROM event_log AS e"
+    " LEFT JOIN words AS d ON d.code = e.kind_detail >> 16"
+    /* version 7: an iteration's iteration_selected, iteration_completed
+    ** and completed_service_debited events, and the kv_released and
+    ** request_finished of a request it finished, kept in its
+    ** iteration_log row when the row says all they say ("iteration-bound
+    ** events" below) */
+    /* Every arm gives each column the affinity the first gives it (the
+    ** CASTs to INTEGER, a CAST of NULL to TEXT), so that SQLite can flatten
+    ** the view into a query: ORDER BY seq then merges the arms, reading
+    ** event_log in rowid order, and a WHERE term is tested per arm.  Words
+    ** come by a join, not a scalar subquery: an aggregate over the view
+    ** computes every column of every arm, and the subquery cost about
+    ** 0.5 us a row more. */
+    " UNION ALL SELECT"
+    " 1, CAST(i.sel_seq AS INTEGER), CAST(i.start_tick AS INTEGER), 6,"
+    " nullif(i.worker_result >> 32, -1), CAST(NULL AS INTEGER), NULL, NULL,"
+    " CAST(i.iter AS INTEGER), 0, CAST(0 AS INTEGER), CAST(0 AS INTEGER),"
+    " CAST(i.prefill_rows + i.decode_rows AS INTEGER), CAST(NULL AS TEXT)"
+    " FROM iteration_log AS i WHERE i.sel_seq IS NOT NULL"
+    " UNION ALL SELECT"
+    " 1, CAST(i.done_seq AS INTEGER), CAST(i.end_tick AS INTEGER), 7,"
+    " nullif(i.worker_result >> 32, -1), CAST(NULL AS INTEGER), NULL, NULL,"
+    " CAST(i.iter AS INTEGER), 0, CAST(0 AS INTEGER), CAST(0 AS INTEGER),"
+    " CAST(CASE d.word WHEN 'ok' THEN i.prefill_rows + i.decode_rows"
+    "  ELSE 0 END AS INTEGER),"
+    " d.word"
+    " FROM iteration_log AS i JOIN words AS d"
+    "  ON d.code = i.worker_result & 4294967295"
+    " WHERE i.done_seq IS NOT NULL"
+    /* a debit: the member's name is the request, its value the rest
+    ** (LSIM__DEBIT_*) */
+#define LSIM__REST "j.atom"
+    " UNION ALL SELECT"
+    " 1, CAST(i.done_seq + ((" LSIM__REST " >> 6) & 1023) AS INTEGER),"
+    " CAST(i.end_tick AS INTEGER), 8, nullif(i.worker_result >> 32, -1),"
+    " CAST(j.key AS INTEGER), nullif((" LSIM__REST " >> 16) & 1023, 1023),"
+    " nullif((" LSIM__REST " >> 26) & 1048575, 1048575),"
+    " CAST(i.iter AS INTEGER), 0, CAST(0 AS INTEGER), CAST(0 AS INTEGER),"
+    " CAST(" LSIM__REST " >> 46 AS INTEGER),"
+    " d.word"
+    " FROM iteration_log AS i, json_each(i.debits) AS j"
+    " LEFT JOIN words AS d ON d.code = " LSIM__REST " & 63"
+    /* a finished request's kv_released and request_finished: a member of
+    ** fins, [rest, fin] (lsim__pack_finished) */
+#define LSIM__FIN "(j.value ->> 1)"
+    " UNION ALL SELECT"
+    " 1, CAST(i.done_seq + (((j.value ->> 0) >> 6) & 1023) + 1 AS INTEGER),"
+    " CAST(i.end_tick AS INTEGER), 16, nullif(i.worker_result >> 32, -1),"
+    " CAST(j.key AS INTEGER), nullif(((j.value ->> 0) >> 16) & 1023, 1023),"
+    " nullif(((j.value ->> 0) >> 26) & 1048575, 1048575),"
+    " CAST((" LSIM__FIN " >> 16) & 65535 AS INTEGER), 0,"
+    " CAST(" LSIM__FIN " & 65535 AS INTEGER),"
+    " CAST((" LSIM__FIN " & 65535) << ((" LSIM__FIN " >> 48) & 31)"
+    "  AS INTEGER),"
+    " CAST(0 AS INTEGER), CAST(NULL AS TEXT)"
+    " FROM iteration_log AS i, json_each(i.fins) AS j"
+    " UNION ALL SELECT"
+    " 1, CAST(i.done_seq + (((j.value ->> 0) >> 6) & 1023) + 2 AS INTEGER),"
+    " CAST(i.end_tick AS INTEGER), 17, nullif(i.worker_result >> 32, -1),"
+    " CAST(j.key AS INTEGER), nullif(((j.value ->> 0) >> 16) & 1023, 1023),"
+    " nullif(((j.value ->> 0) >> 26) & 1048575, 1048575),"
+    " CAST((" LSIM__FIN " >> 16) & 65535 AS INTEGER), 0,"
+    " CAST(0 AS INTEGER), CAST(0 AS INTEGER),"
+    " CAST((" LSIM__FIN " >> 32) & 65535 AS INTEGER),"
+    " d.word"
+    " FROM iteration_log AS i, json_each(i.fins) AS j"
+    " LEFT JOIN words AS d ON d.code = " LSIM__FIN " >> 53;"
+#undef LSIM__REST
+#undef LSIM__FIN
     "CREATE VIEW iterations AS SELECT"
     " 1 AS run_id, i.iter AS iter,"
     " nullif(i.worker_result >> 32, -1) AS worker,"
@@ -410,16 +561,14 @@ static const struct {
 #undef LSIM__KROW
 };
 
-/* Row templates of the multi-row INSERTs (run_id is the literal 1).  The
-** `eva` form leaves seq out: SQLite then assigns the rowid max(seq) + 1,
-** which is the next event's seq whenever the stream is contiguous (see
-** lsim__flush_events). */
-#define LSIM__RQ_COLS 18 /* bound columns per request row */
-#define LSIM__RQ_SQL_COLS                                                  \
+/* The request INSERT: its columns (the INSERT .. SELECT from lsim_rows),
+** and the one-row form (run_id is the literal 1). */
+#define LSIM__RQ_SQL_COLS_ONLY                                             \
   "INSERT INTO requests(run_id,request,tenant,adapter,worker,arrival_tick," \
   "first_token_tick,finish_tick,prompt_tokens,output_tokens,loads_waited," \
   "outcome,queue_wait_ticks,load_wait_ticks,prefill_ticks,decode_ticks,"   \
-  "preemptions,cold,requested_tokens) VALUES"
+  "preemptions,cold,requested_tokens)"
+#define LSIM__RQ_SQL_COLS LSIM__RQ_SQL_COLS_ONLY " VALUES"
 #define LSIM__RQ_SQL_ROW "(1,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
 
 /* ---- helpers -------------------------------------------------------------- */
@@ -483,29 +632,6 @@ static lsim_err lsim__prepare(lsim_db *db, const char *sql,
   return 0;
 }
 
-/* Prepare `head` followed by LSIM__ROWS copies of `row`, comma-separated:
-** one INSERT of LSIM__ROWS rows. */
-static lsim_err lsim__prepare_multi(lsim_db *db, const char *head,
-                                    const char *row, sqlite3_stmt **st,
-                                    lsim_errbuf *eb) {
-  size_t hl = strlen(head), rl = strlen(row);
-  char *sql = malloc(hl + LSIM__ROWS * (rl + 1) + 1);
-  if (!sql)
-    return lsim_fail(eb, LSIM_E_NOMEM, "%s: out of memory", db->path);
-  memcpy(sql, head, hl);
-  size_t len = hl;
-  for (int i = 0; i < LSIM__ROWS; i++) {
-    if (i)
-      sql[len++] = ',';
-    memcpy(sql + len, row, rl);
-    len += rl;
-  }
-  sql[len] = '\0';
-  lsim_err rc = lsim__prepare(db, sql, st, eb);
-  free(sql);
-  return rc;
-}
-
 /* An id or quantity: LSIM_NONE becomes NULL. */
 static void lsim__bind_opt(sqlite3_stmt *st, int i, int64_t v) {
   if (v == LSIM_NONE)
@@ -558,25 +684,6 @@ static lsim_err lsim__unlink_check(const char *base, const char *suffix,
   return lsim_out_check(p, eb);
 }
 
-static int lsim__same(lsim__bound *b, int i, int64_t v) {
-  if (b->primed && b->v[i - 1] == v)
-    return 1;
-  b->v[i - 1] = v;
-  return 0;
-}
-
-static void lsim__rebind_int(sqlite3_stmt *st, lsim__bound *b, int i,
-                             int64_t v) {
-  if (!lsim__same(b, i, v))
-    sqlite3_bind_int64(st, i, v);
-}
-
-static void lsim__rebind_opt(sqlite3_stmt *st, lsim__bound *b, int i,
-                             int64_t v) {
-  if (!lsim__same(b, i, v))
-    lsim__bind_opt(st, i, v);
-}
-
 static lsim_err lsim__step(lsim_db *db, sqlite3_stmt *st, const char *what) {
   int rc = sqlite3_step(st);
   sqlite3_reset(st);
@@ -585,51 +692,40 @@ static lsim_err lsim__step(lsim_db *db, sqlite3_stmt *st, const char *what) {
   return 0;
 }
 
-_Static_assert(LSIM__RQ_COLS <= LSIM__MAX_COLS,
-               "lsim__bound holds the widest row");
-
-/* Bind request row q as the k-th row of a (multi-row) INSERT.  The outcome
-** is a copy in the buffer slot, so it is compared by content. */
-static void lsim__bind_request(sqlite3_stmt *st, lsim__bound *b, int k,
-                               const lsim__req_row *q) {
-  const lsim_request_record *rec = &q->r;
-  int o = k * LSIM__RQ_COLS;
-  lsim__rebind_int(st, b, o + 1, rec->request);
-  lsim__rebind_opt(st, b, o + 2, rec->tenant);
-  lsim__rebind_opt(st, b, o + 3, rec->adapter);
-  lsim__rebind_opt(st, b, o + 4, rec->worker);
-  lsim__rebind_int(st, b, o + 5, rec->arrival_tick);
-  lsim__rebind_opt(st, b, o + 6, rec->first_token_tick);
-  lsim__rebind_opt(st, b, o + 7, rec->finish_tick);
-  lsim__rebind_int(st, b, o + 8, rec->prompt_tokens);
-  lsim__rebind_int(st, b, o + 9, rec->output_tokens);
-  lsim__rebind_int(st, b, o + 10, rec->loads_waited);
-  lsim__bind_str(st, o + 11, rec->outcome);
-  lsim__rebind_int(st, b, o + 12, rec->queue_wait_ticks);
-  lsim__rebind_int(st, b, o + 13, rec->load_wait_ticks);
-  lsim__rebind_int(st, b, o + 14, rec->prefill_ticks);
-  lsim__rebind_int(st, b, o + 15, rec->decode_ticks);
-  lsim__rebind_int(st, b, o + 16, rec->preemptions);
-  lsim__rebind_int(st, b, o + 17, rec->cold);
-  lsim__rebind_int(st, b, o + 18, rec->requested_tokens);
+/* Bind request row q (its outcome copied in the row, or too long: then
+** `outcome`) to the one-row INSERT. */
+static void lsim__bind_request(sqlite3_stmt *st, const lsim__req_row *q,
+                               const char *outcome) {
+  static const uint32_t opt = 1u << 1 | 1u << 2 | 1u << 3 | 1u << 5 | 1u << 6;
+  for (int c = 0; c < LSIM__RQ_COLS; c++) {
+    if (c == LSIM__RQ_OUTCOME)
+      lsim__bind_str(st, c + 1, outcome);
+    else if (opt >> c & 1)
+      lsim__bind_opt(st, c + 1, q->v[c]);
+    else
+      sqlite3_bind_int64(st, c + 1, q->v[c]);
+  }
 }
 
 /* ---- lsim_rows: buffered rows as a virtual table ----------------------------
 **
-** Events, iterations and starvation intervals reach their tables through
-** `INSERT INTO t(...) SELECT c0, c1, ... FROM lsim_rows`, one statement per
-** buffer of up to LSIM__VT_ROWS rows.  lsim_rows is an eponymous virtual
-** table of this connection only (nothing of it is stored in the file): it
-** shows db->src, the buffer being written, row by row in buffer order, so
-** the rows reach the table in append order (D2) and the values stored are
-** exactly those the multi-row INSERTs bound.  SQLite reads each value with
+** Events, iterations, starvation intervals and requests reach their tables
+** through `INSERT INTO t(...) SELECT c0, c1, ... FROM lsim_rows`, one
+** statement per buffer of up to LSIM__VT_ROWS rows.  lsim_rows is an
+** eponymous virtual table of this connection only (nothing of it is stored
+** in the file): it shows db->src, the buffer being written, row by row in
+** buffer order, so the rows reach the table in append order (D2) and the
+** values stored are exactly those a bound INSERT would store (integers,
+** NULL for LSIM_NONE where the column allows it, and the text of a text
+** column).  SQLite reads each value with
 ** one sqlite3_result_int64 instead of a sqlite3_bind_int64 per parameter
 ** (which unbinds the old value and checks the statement first), and the
 ** statement's program is one loop instead of a 64-row VALUES list. */
-#define LSIM__VT_COLS 14 /* the widest source row (iteration_log) */
+#define LSIM__VT_COLS 18 /* the widest source row (requests) */
 _Static_assert(LSIM__IT_COLS <= LSIM__VT_COLS &&
                    LSIM__EV_V + 1 <= LSIM__VT_COLS &&
-                   LSIM__IV_COLS <= LSIM__VT_COLS,
+                   LSIM__IV_COLS <= LSIM__VT_COLS &&
+                   LSIM__RQ_COLS <= LSIM__VT_COLS,
                "lsim_rows declares a column for every source column");
 
 typedef struct lsim__vt {
@@ -647,7 +743,8 @@ static int lsim__vt_connect(sqlite3 *h, void *aux, int argc,
                             char **err) {
   (void)argc, (void)argv, (void)err;
   int rc = sqlite3_declare_vtab(
-      h, "CREATE TABLE x(c0,c1,c2,c3,c4,c5,c6,c7,c8,c9,c10,c11,c12,c13)");
+      h, "CREATE TABLE x(c0,c1,c2,c3,c4,c5,c6,c7,c8,c9,c10,c11,c12,c13,c14,"
+         "c15,c16,c17)");
   if (rc != SQLITE_OK)
     return rc;
   lsim__vt *vt = sqlite3_malloc(sizeof *vt);
@@ -706,9 +803,15 @@ static int lsim__vt_eof(sqlite3_vtab_cursor *c) {
 static int lsim__vt_column(sqlite3_vtab_cursor *c, sqlite3_context *ctx,
                            int col) {
   const lsim__src *src = ((lsim__vt *)c->pVtab)->src;
-  int64_t v = src->v[(size_t)((lsim__vt_cur *)c)->row * src->stride + col];
-  if (col >= src->opt && v == LSIM_NONE)
+  int row = ((lsim__vt_cur *)c)->row;
+  int64_t v = src->v[(size_t)row * src->stride + col];
+  if (col == 0 && src->autoseq && src->autoseq[row])
     sqlite3_result_null(ctx);
+  else if (v == LSIM_NONE && (src->nulls >> col & 1))
+    sqlite3_result_null(ctx);
+  else if (src->tcols >> col & 1) /* the text outlives the statement's step */
+    sqlite3_result_text(ctx, src->text + (v >> 24), (int)(v & 0xffffff),
+                        SQLITE_STATIC);
   else
     sqlite3_result_int64(ctx, v);
   return SQLITE_OK;
@@ -736,97 +839,170 @@ static const sqlite3_module lsim__vt_module = {
 };
 
 /* Insert n rows of `stride` integers from v with st (an INSERT .. SELECT
-** from lsim_rows); columns from opt on are NULL where LSIM_NONE. */
+** from lsim_rows); the columns in the bitmask nulls are NULL where
+** LSIM_NONE; the columns in tcols are text in `text`. */
 static lsim_err lsim__insert_src(lsim_db *db, sqlite3_stmt *st,
                                  const int64_t *v, int n, int stride,
-                                 int opt, const char *what) {
+                                 uint32_t nulls, uint32_t tcols,
+                                 const char *text,
+                                 const char *what) {
   if (n == 0)
     return 0;
-  db->src = (lsim__src){.v = v, .n = n, .stride = stride, .opt = opt};
+  db->src = (lsim__src){.v = v, .n = n, .stride = stride, .nulls = nulls,
+                        .tcols = tcols, .text = text};
+  if (st == db->vev)
+    db->src.autoseq = db->autoseq;
   lsim_err rc = lsim__step(db, st, what);
   db->src = (lsim__src){0};
   return rc;
 }
 
-/* Write the buffered events in one INSERT .. SELECT: without the seq
-** column when the seqs continue the table without a gap (SQLite's next
-** rowid is then exactly each row's seq, and it skips the per-row
-** existence check of an explicit rowid), with it otherwise (the first
-** batch of a run, or a stream with gaps). */
+/* Write the buffered events in one INSERT .. SELECT.  A row whose seq is
+** one past the largest in the table gets a NULL seq: SQLite then assigns
+** max(rowid) + 1, which is that seq, and its existence check finds the
+** cursor already at the end; an explicit rowid costs a search of the
+** B-tree (about 130 ns a row).  Rows after a gap (an event kept in its
+** iteration's row, the first of a run) give their seq. */
 static lsim_err lsim__flush_events(lsim_db *db) {
   int n = db->npend;
   const lsim__ev_row *p = db->pend;
   db->npend = 0;
   if (n == 0)
     return 0;
-  int contiguous = db->max_seq != LSIM__NO_SEQ &&
-                   db->max_seq < INT64_MAX - LSIM__VT_ROWS;
-  for (int i = 0; i < n && contiguous; i++)
-    contiguous = p[i].seq == db->max_seq + 1 + i;
+  int64_t max = db->max_seq;
+  for (int i = 0; i < n; i++) {
+    db->autoseq[i] = max != LSIM__NO_SEQ && max < INT64_MAX &&
+                     p[i].seq == max + 1;
+    if (max == LSIM__NO_SEQ || p[i].seq > max)
+      max = p[i].seq;
+  }
   _Static_assert(sizeof(lsim__ev_row) == (LSIM__EV_V + 1) * sizeof(int64_t),
                  "an event row is seq then v, unpadded");
-  lsim_err rc =
-      contiguous
-          ? lsim__insert_src(db, db->vea, p[0].v, n, LSIM__EV_V + 1, 4,
-                             "insert events")
-          : lsim__insert_src(db, db->vev, &p[0].seq, n, LSIM__EV_V + 1, 5,
-                             "insert events");
-  for (int i = 0; i < n && !rc; i++)
-    if (db->max_seq == LSIM__NO_SEQ || p[i].seq > db->max_seq)
-      db->max_seq = p[i].seq;
+  /* request .. value may be NULL (seq is, by autoseq) */
+  lsim_err rc = lsim__insert_src(db, db->vev, &p[0].seq, n, LSIM__EV_V + 1,
+                                 ~0u << 5 & 0x3ffu, 0, NULL,
+                                 "insert events");
+  if (!rc)
+    db->max_seq = max;
   return rc;
 }
 
-/* Write one buffer of `n` rows: one multi-row INSERT when it is full, row by
-** row otherwise.  fb and ob: what `full` and `one` have bound. */
-static lsim_err lsim__flush_rows(lsim_db *db, int n, sqlite3_stmt *full,
-                                 lsim__bound *fb, sqlite3_stmt *one,
-                                 lsim__bound *ob, const void *rows,
-                                 size_t size,
-                                 void (*bind)(sqlite3_stmt *, lsim__bound *,
-                                              int, const void *),
-                                 const char *what) {
-  const char *r = rows;
-  if (n == LSIM__ROWS) {
-    for (int i = 0; i < n; i++)
-      bind(full, fb, i, r + (size_t)i * size);
-    fb->primed = 1;
-    return lsim__step(db, full, what);
-  }
-  lsim_err rc = 0;
-  for (int i = 0; i < n && !rc; i++) {
-    bind(one, ob, 0, r + (size_t)i * size);
-    ob->primed = 1;
-    rc = lsim__step(db, one, what);
-  }
-  return rc;
-}
-
-static void lsim__bind_request_v(sqlite3_stmt *st, lsim__bound *b, int k,
-                                 const void *row) {
-  lsim__bind_request(st, b, k, row);
-}
 static lsim_err lsim__flush_iters(lsim_db *db) {
   int n = db->nitpend;
   db->nitpend = 0;
-  return lsim__insert_src(db, db->vit, db->itpend[0].v, n, LSIM__IT_COLS,
-                          LSIM__IT_OPT, "insert iterations");
+  lsim_err rc = lsim__insert_src(
+      db, db->vit, db->itpend[0].v, n, LSIM__IT_COLS,
+      ~0u << LSIM__IT_OPT & ((1u << LSIM__IT_COLS) - 1),
+      1u << LSIM__IT_DEBITS | 1u << LSIM__IT_FINS, db->arena,
+      "insert iterations");
+  db->alen = 0;
+  return rc;
 }
 
 static lsim_err lsim__flush_requests(lsim_db *db) {
   int n = db->nrqpend;
   db->nrqpend = 0;
-  return lsim__flush_rows(db, n, db->reqn, &db->reqn_b, db->req, &db->req_b,
-                          db->rqpend,
-                          sizeof db->rqpend[0], lsim__bind_request_v,
+  /* tenant, adapter, worker, first token and finish tick may be NULL */
+  return lsim__insert_src(db, db->vrq, db->rqpend[0].v, n,
+                          sizeof db->rqpend[0] / sizeof(int64_t),
+                          1u << 1 | 1u << 2 | 1u << 3 | 1u << 5 | 1u << 6 |
+                              1u << LSIM__RQ_OUTCOME,
+                          1u << LSIM__RQ_OUTCOME, (const char *)db->rqpend,
                           "insert requests");
+}
+
+static lsim_err lsim__flush_loads(lsim_db *db) {
+  int n = db->nldpend;
+  db->nldpend = 0;
+  /* worker, adapter, attempt, request and measured_ns may be NULL */
+  return lsim__insert_src(db, db->vld, db->ldpend[0].v, n,
+                          sizeof db->ldpend[0] / sizeof(int64_t),
+                          1u << 2 | 1u << 3 | 1u << 4 | 1u << 5 | 1u << 11 |
+                              1u << LSIM__LD_KIND,
+                          1u << LSIM__LD_KIND, (const char *)db->ldpend,
+                          "insert loads");
 }
 
 static lsim_err lsim__flush_intervals(lsim_db *db) {
   int n = db->nivpend;
   db->nivpend = 0;
   return lsim__insert_src(db, db->viv, db->ivpend[0].v, n, LSIM__IV_COLS,
-                          LSIM__IV_COLS, "insert starvation intervals");
+                          0, 0, NULL, "insert starvation intervals");
+}
+
+/* Two ints in one column: hi in the upper 32 bits, lo in the lower, each
+** as 32-bit two's complement; the events view takes them apart with
+** arithmetic shifts (LSIM_NONE, -1, comes back as NULL). */
+static int64_t lsim__pair(int hi, int lo) {
+  return (int64_t)((uint64_t)(uint32_t)hi << 32 | (uint32_t)lo);
+}
+
+static lsim_err lsim__log_event(lsim_db *db, const lsim_event *ev);
+
+/* Append one stored event row to the buffer; a full buffer is written. */
+static lsim_err lsim__push_event(lsim_db *db, const lsim__ev_row *r) {
+  db->pend[db->npend++] = *r;
+  return db->npend == LSIM__VT_ROWS ? lsim__flush_events(db) : 0;
+}
+
+/* Worker w's held iteration_selected goes to event_log after all, as
+** lsim_db_event would have stored it (lsim__hold_selected only holds an
+** event whose other fields are these). */
+static lsim_err lsim__spill(lsim_db *db, int w) {
+  lsim__held *h = &db->held[w];
+  h->set = 0;
+  db->nheld_set--;
+  lsim__ev_row r = {h->seq,
+                    {h->tick, LSIM_EV_ITERATION_SELECTED,
+                     lsim__pair(w, LSIM_NONE), lsim__pair(0, LSIM_NONE),
+                     LSIM_NONE, h->iter, 0, 0, h->value}};
+  return lsim__push_event(db, &r);
+}
+
+/* The open iteration row is complete: into the iteration buffer, with
+** its debits' text (closed) copied into the arena. */
+static lsim_err lsim__close_open(lsim_db *db) {
+  lsim_err rc;
+  if (db->kv_set) { /* its request_finished did not come in time */
+    db->kv_set = 0;
+    if ((rc = lsim__log_event(db, &db->kv)))
+      return rc;
+  }
+  if (!db->open)
+    return 0;
+  db->open = 0;
+  db->last.set = 0;
+  int64_t *v = db->orow.v;
+  if (db->alen + db->olen + db->flen + 2 > LSIM__ARENA &&
+      (rc = lsim__flush_iters(db)))
+    return rc;
+  char *text[2] = {db->otext, db->ftext};
+  size_t *len[2] = {&db->olen, &db->flen};
+  for (int k = 0; k < 2; k++) {
+    v[k ? LSIM__IT_FINS : LSIM__IT_DEBITS] = LSIM_NONE;
+    if (*len[k] == 0)
+      continue;
+    text[k][(*len[k])++] = '}';
+    memcpy(db->arena + db->alen, text[k], *len[k]);
+    v[k ? LSIM__IT_FINS : LSIM__IT_DEBITS] =
+        LSIM__TEXT_REF(db->alen, *len[k]);
+    db->alen += *len[k];
+    *len[k] = 0;
+  }
+  db->itpend[db->nitpend++] = db->orow;
+  return db->nitpend == LSIM__VT_ROWS ? lsim__flush_iters(db) : 0;
+}
+
+/* Before a commit, a report query or close: the open iteration row is
+** buffered, and every held iteration_selected goes to event_log, so that
+** what is committed holds every event appended so far (a crash keeps a
+** prefix of the log, as without packing). */
+static lsim_err lsim__settle(lsim_db *db) {
+  lsim_err rc = lsim__close_open(db);
+  for (int w = 0; !rc && db->nheld_set > 0 && w < db->nheld; w++)
+    if (db->held[w].set)
+      rc = lsim__spill(db, w);
+  return rc;
 }
 
 /* Write every buffered row: events, iterations, requests, starvation
@@ -836,16 +1012,23 @@ static lsim_err lsim__flush_intervals(lsim_db *db) {
 ** (before a commit, a report query, or close).  Buffers are emptied even
 ** on failure (the spine is broken from then on). */
 static lsim_err lsim__flush(lsim_db *db) {
-  lsim_err rc = lsim__flush_events(db);
+  lsim_err rc = lsim__settle(db);
+  if (!rc)
+    rc = lsim__flush_events(db);
   if (rc) {
-    db->nitpend = db->nrqpend = db->nivpend = 0;
+    db->npend = 0;
+    db->nitpend = db->nrqpend = db->nldpend = db->nivpend = 0;
     return rc;
   }
   if ((rc = lsim__flush_iters(db))) {
-    db->nrqpend = db->nivpend = 0;
+    db->nrqpend = db->nldpend = db->nivpend = 0;
     return rc;
   }
   if ((rc = lsim__flush_requests(db))) {
+    db->nldpend = db->nivpend = 0;
+    return rc;
+  }
+  if ((rc = lsim__flush_loads(db))) {
     db->nivpend = 0;
     return rc;
   }
@@ -853,7 +1036,9 @@ static lsim_err lsim__flush(lsim_db *db) {
 }
 
 static int lsim__pending(const lsim_db *db) {
-  return db->npend + db->nitpend + db->nrqpend + db->nivpend;
+  return db->npend + db->nitpend + db->nrqpend + db->nldpend + db->nivpend +
+         db->open +
+         db->nheld_set + db->kv_set;
 }
 
 static lsim_err lsim__commit_batch(lsim_db *db) {
@@ -957,18 +1142,13 @@ static lsim_err lsim__setup(lsim_db *db, lsim_errbuf *eb) {
                           "c7,c8,c9 FROM lsim_rows",
                           &db->vev, eb)) ||
       (rc = lsim__prepare(db,
-                          "INSERT INTO event_log(tick,kind_detail,"
-                          "worker_tenant,attempt_adapter,request,generation,"
-                          "pages,bytes,value) SELECT c0,c1,c2,c3,c4,c5,c6,"
-                          "c7,c8 FROM lsim_rows",
-                          &db->vea, eb)) ||
-      (rc = lsim__prepare(db,
                           "INSERT INTO iteration_log(iter,worker_result,"
                           "start_tick,end_tick,prefill_rows,decode_rows,reqs,"
                           "adapters_segments,true_rank_rows,padded_rank_rows,"
-                          "backend_ns,model_ns,measured_ns,ctx_tokens) "
+                          "backend_ns,model_ns,measured_ns,ctx_tokens,"
+                          "sel_seq,done_seq,debits,fins) "
                           "SELECT c0,c1,c2,c3,c4,c5,c6,c7,c8,c9,c10,c11,c12,"
-                          "c13 FROM lsim_rows",
+                          "c13,c14,c15,c16,c17 FROM lsim_rows",
                           &db->vit, eb)) ||
       (rc = lsim__prepare(db,
                           "INSERT INTO starvation_log(worker_entity,"
@@ -978,8 +1158,11 @@ static lsim_err lsim__setup(lsim_db *db, lsim_errbuf *eb) {
     return rc;
   if ((rc = lsim__prepare(db, LSIM__RQ_SQL_COLS LSIM__RQ_SQL_ROW, &db->req,
                           eb)) ||
-      (rc = lsim__prepare_multi(db, LSIM__RQ_SQL_COLS, LSIM__RQ_SQL_ROW,
-                                &db->reqn, eb)) ||
+      (rc = lsim__prepare(db,
+                          LSIM__RQ_SQL_COLS_ONLY " SELECT 1,c0,c1,c2,c3,c4,c5,"
+                          "c6,c7,c8,c9,c10,c11,c12,c13,c14,c15,c16,c17 "
+                          "FROM lsim_rows",
+                          &db->vrq, eb)) ||
       (rc = lsim__prepare(db,
                           "INSERT INTO validations(run_id,iter,backend,"
                           "reference,max_abs_err,max_rel_err,exact) "
@@ -991,6 +1174,13 @@ static lsim_err lsim__setup(lsim_db *db, lsim_errbuf *eb) {
                           "end_tick,model_ns,measured_ns) "
                           "VALUES(1,?,?,?,?,?,?,?,?,?,?,?,?)",
                           &db->lod, eb)) ||
+      (rc = lsim__prepare(db,
+                          "INSERT INTO loads(run_id,load,kind,worker,adapter,"
+                          "attempt,request,bytes,disk_bytes,start_tick,"
+                          "end_tick,model_ns,measured_ns) "
+                          "SELECT 1,c0,c1,c2,c3,c4,c5,c6,c7,c8,c9,c10,c11 "
+                          "FROM lsim_rows",
+                          &db->vld, eb)) ||
       (rc = lsim__prepare(db,
                           "INSERT INTO words(code,word) VALUES(?,?)",
                           &db->det, eb)) ||
@@ -1039,7 +1229,14 @@ lsim_err lsim_db_open(lsim_db **out, const char *path, lsim_errbuf *eb) {
   db->max_seq = LSIM__NO_SEQ;
   size_t n = strlen(path) + 1;
   db->path = malloc(n);
-  if (!db->path) {
+  db->otext = malloc(LSIM__DEBITS_MAX);
+  db->ftext = malloc(LSIM__DEBITS_MAX);
+  db->arena = malloc(LSIM__ARENA);
+  if (!db->path || !db->otext || !db->ftext || !db->arena) {
+    free(db->path);
+    free(db->otext);
+    free(db->ftext);
+    free(db->arena);
     free(db);
     return lsim_fail(eb, LSIM_E_NOMEM, "%s: out of memory", path);
   }
@@ -1076,7 +1273,8 @@ void lsim_db_close(lsim_db *db) {
          sqlite3_exec(db->h, "COMMIT", NULL, NULL, NULL) != SQLITE_OK))
       sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);
     sqlite3_finalize(db->req);
-    sqlite3_finalize(db->reqn);
+    sqlite3_finalize(db->vrq);
+    sqlite3_finalize(db->vld);
     sqlite3_finalize(db->sum);
     sqlite3_finalize(db->ten);
     sqlite3_finalize(db->adp);
@@ -1084,7 +1282,6 @@ void lsim_db_close(lsim_db *db) {
     sqlite3_finalize(db->lod);
     sqlite3_finalize(db->det);
     sqlite3_finalize(db->vev);
-    sqlite3_finalize(db->vea);
     sqlite3_finalize(db->vit);
     sqlite3_finalize(db->viv);
     sqlite3_close_v2(db->h);
@@ -1092,6 +1289,10 @@ void lsim_db_close(lsim_db *db) {
   for (int i = 0; i < db->nwords; i++)
     free(db->words[i]);
   free(db->words);
+  free(db->held);
+  free(db->otext);
+  free(db->ftext);
+  free(db->arena);
   free(db->path);
   free(db);
 }
@@ -1151,6 +1352,12 @@ lsim_err lsim_db_begin_identified(lsim_db *db, const lsim_run_info *info,
     return LSIM_BUG(eb, "lsim_db_begin_run without a database or run info");
   if (db->state != LSIM__OPEN)
     return LSIM_BUG(eb, "lsim_db_begin_run called twice");
+  /* one held iteration_selected per worker (lsim__hold_selected); a
+  ** worker past info->workers, or none, only means nothing is held */
+  if (info->workers > 0 &&
+      !(db->held = calloc((size_t)info->workers, sizeof *db->held)))
+    return lsim_fail(eb, LSIM_E_NOMEM, "%s: out of memory", db->path);
+  db->nheld = db->held ? info->workers : 0;
   sqlite3_stmt *st = NULL;
   lsim_err rc = lsim__prepare(
       db,
@@ -1203,13 +1410,6 @@ lsim_err lsim_db_begin_identified(lsim_db *db, const lsim_run_info *info,
   db->state = LSIM__RUNNING;
   db->batch_rows = 0;
   return 0;
-}
-
-/* Two ints in one column: hi in the upper 32 bits, lo in the lower, each
-** as 32-bit two's complement; the events view takes them apart with
-** arithmetic shifts (LSIM_NONE, -1, comes back as NULL). */
-static int64_t lsim__pair(int hi, int lo) {
-  return (int64_t)((uint64_t)(uint32_t)hi << 32 | (uint32_t)lo);
 }
 
 /* The code of word w in the words table, from 1, assigned in order of
@@ -1290,6 +1490,210 @@ static lsim_err lsim__cached_code(lsim_db *db, const char *w, int is_static,
   return 0;
 }
 
+/* ---- iteration-bound events ----------------------------------------------
+**
+** Two events of every iteration and one per request it served say nothing
+** its iteration_log row does not, beyond their seq: iteration_selected
+** (tick = start_tick, value = prefill + decode rows), iteration_completed
+** (tick = end_tick, value = those rows or 0 when failed, detail =
+** result) and completed_service_debited (tick = end_tick; request,
+** tenant, adapter, value and detail vary), and a request the iteration
+** finished adds its kv_released and request_finished.  They go into the
+** row: sel_seq, done_seq, and debits, a JSON object with one member per
+** debit (LSIM__DEBIT_*, lsim__pack_finished); the events view gives them
+** back.  An event goes there only when the view gives back exactly what
+** it was (every field is compared below); any other goes to event_log as
+** before.  Fewer SQLite rows per event is what the writer's speed needed
+** (docs/BENCHMARKS.md).
+**
+** The row of an iteration is appended just before its iteration_completed
+** (sim/replay.c), its debits follow within the same engine call, and its
+** iteration_selected came at launch: that one is held per worker until
+** the row comes.  lsim__settle, before every commit, buffers the open row
+** and sends the held events to event_log (D2 then holds for what is
+** committed: every event up to some seq). */
+
+/* ev, an iteration_selected, held for its iteration's row. */
+static lsim_err lsim__hold_selected(lsim_db *db, const lsim_event *ev,
+                                    int *packed) {
+  int w = ev->worker;
+  if (w < 0 || w >= db->nheld || ev->request != LSIM_NONE ||
+      ev->tenant != LSIM_NONE || ev->adapter != LSIM_NONE ||
+      ev->attempt != 0 || ev->pages != 0 || ev->bytes != 0 ||
+      ev->value < 0 || ev->generation < 0 || ev->detail)
+    return 0;
+  lsim_err rc;
+  if (db->held[w].set && (rc = lsim__spill(db, w)))
+    return rc;
+  db->held[w] = (lsim__held){ev->seq, ev->tick, ev->generation, ev->value, 1};
+  db->nheld_set++;
+  *packed = 1;
+  return 0;
+}
+
+/* v in decimal at p; returns the end.  Two digits per division (the
+** debits' integers are a visible part of the writer's time). */
+static char *lsim__decimal(char *p, int64_t v) {
+  static const char d2[] = "00010203040506070809101112131415161718192021222324"
+                           "25262728293031323334353637383940414243444546474849"
+                           "50515253545556575859606162636465666768697071727374"
+                           "75767778798081828384858687888990919293949596979899";
+  if (v < 0)
+    *p++ = '-';
+  uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+  char tmp[24], *t = tmp + sizeof tmp;
+  while (u >= 100) {
+    unsigned r = (unsigned)(u % 100);
+    u /= 100;
+    *--t = d2[2 * r + 1];
+    *--t = d2[2 * r];
+  }
+  if (u >= 10) {
+    *--t = d2[2 * u + 1];
+    *--t = d2[2 * u];
+  } else {
+    *--t = (char)('0' + u);
+  }
+  while (t < tmp + sizeof tmp)
+    *p++ = *t++;
+  return p;
+}
+
+/* ev, an iteration_completed or completed_service_debited, into the open
+** row when it is that row's (its worker, iteration and tick). */
+static lsim_err lsim__pack_done(lsim_db *db, const lsim_event *ev,
+                                int *packed) {
+  int64_t *v = db->orow.v;
+  if ((int64_t)ev->worker != v[1] >> 32 || ev->generation != v[0] ||
+      ev->tick != v[3] || ev->attempt != 0 || ev->pages != 0 ||
+      ev->bytes != 0 || !ev->detail)
+    return 0;
+  if (ev->kind == LSIM_EV_ITERATION_COMPLETED) {
+    if (v[LSIM__IT_DONE] != LSIM_NONE || ev->request != LSIM_NONE ||
+        ev->tenant != LSIM_NONE || ev->adapter != LSIM_NONE ||
+        !db->o_result ||
+        (ev->detail != db->o_result &&
+         strcmp(ev->detail, db->o_result) != 0) ||
+        ev->value != (db->o_ok ? db->o_rows : 0) || ev->seq < 0)
+      return 0;
+    v[LSIM__IT_DONE] = ev->seq;
+    *packed = 1;
+    return 0;
+  }
+  /* a debit: after its iteration_completed, room for it, and fields that
+  ** fit their widths */
+  int64_t done = v[LSIM__IT_DONE];
+  if (done == LSIM_NONE || ev->seq <= done ||
+      ev->seq - done > LSIM__DEBIT_OFF || ev->request == LSIM_NONE ||
+      ev->tenant < -1 || ev->tenant >= LSIM__DEBIT_TENANT ||
+      ev->adapter < -1 || ev->adapter >= LSIM__DEBIT_ADAPTER ||
+      ev->value < 0 || ev->value > LSIM__DEBIT_VALUE ||
+      db->olen + LSIM__DEBIT_LEN + 1 > LSIM__DEBITS_MAX)
+    return 0;
+  int64_t code = 0;
+  lsim_err rc = lsim__cached_code(db, ev->detail, 1, &code);
+  if (rc || code > LSIM__DEBIT_CODE)
+    return rc;
+  int64_t t = ev->tenant < 0 ? LSIM__DEBIT_TENANT : ev->tenant;
+  int64_t a = ev->adapter < 0 ? LSIM__DEBIT_ADAPTER : ev->adapter;
+  int64_t rest = code | (ev->seq - done) << 6 | t << 16 | a << 26 |
+                   ev->value << 46;
+  char *p = db->otext + db->olen;
+  *p++ = db->olen == 0 ? '{' : ',';
+  *p++ = '"';
+  p = lsim__decimal(p, ev->request);
+  *p++ = '"';
+  *p++ = ':';
+  db->last.set = 1;
+  db->last.seq = ev->seq;
+  db->last.request = ev->request;
+  db->last.rest = rest;
+  db->last.tenant = ev->tenant;
+  db->last.adapter = ev->adapter;
+  p = lsim__decimal(p, rest);
+  db->olen = (size_t)(p - db->otext);
+  *packed = 1;
+  return 0;
+}
+
+/* A request that finished in this iteration: its kv_released and
+** request_finished come right after its debit (engine/engine.c) and say
+** little more: the KV pages freed (bytes = pages << a shift), the slot
+** generation, the tokens produced and the detail.  They go into the
+** row's fins, a JSON object like debits (NULL in most rows, so that a
+** reader's json_each over it is short) whose member for the request is
+** [rest, fin]: the debit's rest, and
+**
+**   fin = pages | generation << 16 | tokens << 32 | shift << 48 |
+**         detail code << 53
+**
+** kv_released is held (db->kv) until its request_finished shows that both
+** fit; anything else first sends it to event_log. */
+#define LSIM__FIN_MAX 65535 /* pages, generation, tokens: 16 bits each */
+
+/* ev, a kv_released right after the last debit, held. */
+static void lsim__hold_kv(lsim_db *db, const lsim_event *ev, int *packed) {
+  const int64_t *v = db->orow.v;
+  if (!db->last.set || ev->seq != db->last.seq + 1 ||
+      ev->request != db->last.request || ev->tenant != db->last.tenant ||
+      ev->adapter != db->last.adapter || (int64_t)ev->worker != v[1] >> 32 ||
+      ev->tick != v[3] || ev->attempt != 0 || ev->value != 0 || ev->detail ||
+      ev->generation < 0 || ev->generation > LSIM__FIN_MAX ||
+      ev->pages < 0 || ev->pages > LSIM__FIN_MAX || ev->bytes < 0)
+    return;
+  int shift = 0;
+  if (ev->pages == 0 ? ev->bytes != 0 : ev->bytes % ev->pages != 0)
+    return;
+  if (ev->pages > 0) {
+    int64_t unit = ev->bytes / ev->pages;
+    while (shift < 31 && (INT64_C(1) << shift) < unit)
+      shift++;
+    if ((INT64_C(1) << shift) != unit)
+      return; /* not a power of two */
+  }
+  db->kv = *ev;
+  db->kv_shift = shift;
+  db->kv_set = 1;
+  *packed = 1;
+}
+
+/* ev, a request_finished: with the held kv_released into the last
+** debit's member when both fit. */
+static lsim_err lsim__pack_finished(lsim_db *db, const lsim_event *ev,
+                                    int *packed) {
+  const lsim_event *kv = &db->kv;
+  if (ev->seq != kv->seq + 1 || ev->request != kv->request ||
+      ev->tenant != kv->tenant || ev->adapter != kv->adapter ||
+      ev->worker != kv->worker || ev->tick != kv->tick ||
+      ev->generation != kv->generation || ev->attempt != 0 ||
+      ev->pages != 0 || ev->bytes != 0 || ev->value < 0 ||
+      ev->value > LSIM__FIN_MAX || !ev->detail ||
+      db->flen + 2 * LSIM__DEBIT_LEN + 1 > LSIM__DEBITS_MAX)
+    return 0;
+  int64_t code = 0;
+  lsim_err rc = lsim__cached_code(db, ev->detail, 1, &code);
+  if (rc || code > LSIM__DEBIT_CODE)
+    return rc;
+  int64_t fin = kv->pages | kv->generation << 16 | ev->value << 32 |
+                (int64_t)db->kv_shift << 48 | code << 53;
+  char *p = db->ftext + db->flen;
+  *p++ = db->flen == 0 ? '{' : ',';
+  *p++ = '"';
+  p = lsim__decimal(p, ev->request);
+  *p++ = '"';
+  *p++ = ':';
+  *p++ = '[';
+  p = lsim__decimal(p, db->last.rest);
+  *p++ = ',';
+  p = lsim__decimal(p, fin);
+  *p++ = ']';
+  db->flen = (size_t)(p - db->ftext);
+  db->last.set = 0;
+  db->kv_set = 0;
+  *packed = 1;
+  return 0;
+}
+
 lsim_err lsim_db_event(void *ud, const lsim_event *ev) {
   lsim_db *db = ud;
   lsim_err rc = lsim__append_ok(db, "lsim_db_event");
@@ -1301,7 +1705,38 @@ lsim_err lsim_db_event(void *ud, const lsim_event *ev) {
              (long long)ev->seq, ev->kind, db->path);
     return LSIM_E_BUG;
   }
+  int packed = 0;
+  if (db->kv_set) {
+    if (ev->kind == LSIM_EV_REQUEST_FINISHED &&
+        (rc = lsim__pack_finished(db, ev, &packed)))
+      return rc;
+    if (db->kv_set) { /* not its request_finished: the held one is a row */
+      db->kv_set = 0;
+      if ((rc = lsim__log_event(db, &db->kv)))
+        return rc;
+    }
+  }
+  if (packed)
+    ;
+  else if (ev->kind == LSIM_EV_ITERATION_SELECTED)
+    rc = lsim__hold_selected(db, ev, &packed);
+  else if (db->open && (ev->kind == LSIM_EV_ITERATION_COMPLETED ||
+                        ev->kind == LSIM_EV_COMPLETED_SERVICE_DEBITED))
+    rc = lsim__pack_done(db, ev, &packed);
+  else if (db->open && ev->kind == LSIM_EV_KV_RELEASED)
+    lsim__hold_kv(db, ev, &packed);
+  if (!rc && !packed)
+    rc = lsim__log_event(db, ev);
+  if (rc)
+    return rc;
+  db->events++;
+  return lsim__count_row(db);
+}
+
+/* ev as an event_log row in the buffer. */
+static lsim_err lsim__log_event(lsim_db *db, const lsim_event *ev) {
   int64_t code = 0;
+  lsim_err rc;
   if (ev->detail && (rc = lsim__cached_code(db, ev->detail, 1, &code)))
     return rc;
   lsim__ev_row *r = &db->pend[db->npend++];
@@ -1315,10 +1750,7 @@ lsim_err lsim_db_event(void *ud, const lsim_event *ev) {
   r->v[6] = ev->pages;
   r->v[7] = ev->bytes;
   r->v[8] = ev->value;
-  db->events++;
-  if (db->npend == LSIM__VT_ROWS && (rc = lsim__flush_events(db)))
-    return rc;
-  return lsim__count_row(db);
+  return db->npend == LSIM__VT_ROWS ? lsim__flush_events(db) : 0;
 }
 
 /* Copy word w into a buffer slot; 0 when it does not fit. */
@@ -1343,19 +1775,37 @@ lsim_err lsim_db_request(void *ud, const lsim_request_record *rec) {
   ** not outlive the call); a word too long for the slot goes in at once,
   ** after the rows buffered before it */
   lsim__req_row *q = &db->rqpend[db->nrqpend];
-  q->r = *rec;
+  int64_t *v = q->v;
+  v[0] = rec->request;
+  v[1] = rec->tenant;
+  v[2] = rec->adapter;
+  v[3] = rec->worker;
+  v[4] = rec->arrival_tick;
+  v[5] = rec->first_token_tick;
+  v[6] = rec->finish_tick;
+  v[7] = rec->prompt_tokens;
+  v[8] = rec->output_tokens;
+  v[9] = rec->loads_waited;
+  v[11] = rec->queue_wait_ticks;
+  v[12] = rec->load_wait_ticks;
+  v[13] = rec->prefill_ticks;
+  v[14] = rec->decode_ticks;
+  v[15] = rec->preemptions;
+  v[16] = rec->cold;
+  v[17] = rec->requested_tokens;
   if (!lsim__word(q->outcome, rec->outcome)) {
     if ((rc = lsim__flush_requests(db)))
       return rc;
-    lsim__req_row one = {*rec, {0}};
-    db->req_b.primed = 0; /* bound outside the shadow */
-    lsim__bind_request(db->req, &db->req_b, 0, &one);
+    lsim__bind_request(db->req, q, rec->outcome);
     if ((rc = lsim__step(db, db->req, "insert request")))
       return rc;
     return lsim__count_row(db);
   }
-  q->r.outcome = rec->outcome ? q->outcome : NULL;
-  if (++db->nrqpend == LSIM__ROWS && (rc = lsim__flush_requests(db)))
+  v[LSIM__RQ_OUTCOME] =
+      rec->outcome ? LSIM__TEXT_REF(q->outcome - (const char *)db->rqpend,
+                                    strlen(q->outcome))
+                   : LSIM_NONE;
+  if (++db->nrqpend == LSIM__VT_ROWS && (rc = lsim__flush_requests(db)))
     return rc;
   return lsim__count_row(db);
 }
@@ -1368,7 +1818,10 @@ lsim_err lsim_db_iteration(lsim_db *db, const lsim_iter_record *it) {
   int64_t code = 0;
   if (it->result && (rc = lsim__cached_code(db, it->result, 1, &code)))
     return rc;
-  int64_t *v = db->itpend[db->nitpend++].v;
+  if ((rc = lsim__close_open(db)))
+    return rc;
+  lsim__it_row row;
+  int64_t *v = row.v;
   v[0] = it->iter;
   v[1] = lsim__pair(it->worker, (int)code);
   v[2] = it->start_tick;
@@ -1383,8 +1836,39 @@ lsim_err lsim_db_iteration(lsim_db *db, const lsim_iter_record *it) {
   v[11] = it->model_ns;
   v[12] = it->measured_ns;
   v[13] = it->ctx_tokens;
-  if (db->nitpend == LSIM__VT_ROWS && (rc = lsim__flush_iters(db)))
-    return rc;
+  v[LSIM__IT_SEL] = v[LSIM__IT_DONE] = v[LSIM__IT_DEBITS] =
+      v[LSIM__IT_FINS] = LSIM_NONE;
+  /* its events may go into it when the view can give them back: an
+  ** iteration number that is not NULL, rows that add up */
+  int64_t rows = 0;
+  int packs = it->iter >= 0 &&
+              !__builtin_add_overflow(it->prefill_rows, it->decode_rows,
+                                      &rows) &&
+              rows >= 0;
+  int w = it->worker;
+  if (w >= 0 && w < db->nheld && db->held[w].set) {
+    const lsim__held *h = &db->held[w];
+    if (packs && h->iter == it->iter && h->tick == it->start_tick &&
+        h->value == rows) {
+      v[LSIM__IT_SEL] = h->seq;
+      db->held[w].set = 0;
+      db->nheld_set--;
+    } else if ((rc = lsim__spill(db, w))) {
+      return rc;
+    }
+  }
+  if (packs) {
+    db->orow = row;
+    db->open = 1;
+    db->o_rows = rows;
+    db->o_result = it->result;
+    db->o_ok = it->result && strcmp(it->result, "ok") == 0;
+    db->olen = db->flen = 0;
+  } else {
+    db->itpend[db->nitpend++] = row;
+    if (db->nitpend == LSIM__VT_ROWS && (rc = lsim__flush_iters(db)))
+      return rc;
+  }
   return lsim__count_row(db);
 }
 
@@ -1404,11 +1888,35 @@ lsim_err lsim_db_validation(lsim_db *db, const lsim_validation_record *v) {
   return lsim__count_row(db);
 }
 
-/* Loads are few beside events (one per copy), so one row per statement,
-** in the open batch like every other row. */
+/* Buffered and written through lsim_rows like the other rows (one
+** statement per row cost about 11,000 instructions a load); a kind word
+** too long for the row's slot goes in at once, after the rows buffered
+** before it. */
 lsim_err lsim_db_load(lsim_db *db, const lsim_load_record *l) {
   lsim_err rc = lsim__append_ok(db, "lsim_db_load");
   if (rc)
+    return rc;
+  lsim__ld_row *q = &db->ldpend[db->nldpend];
+  if (l->kind && lsim__word(q->kind, l->kind)) {
+    int64_t *v = q->v;
+    v[0] = l->load;
+    v[LSIM__LD_KIND] = LSIM__TEXT_REF(q->kind - (const char *)db->ldpend,
+                                      strlen(q->kind));
+    v[2] = l->worker;
+    v[3] = l->adapter;
+    v[4] = l->attempt;
+    v[5] = l->request;
+    v[6] = l->bytes;
+    v[7] = l->disk_bytes;
+    v[8] = l->start_tick;
+    v[9] = l->end_tick;
+    v[10] = l->model_ns;
+    v[11] = l->measured_ns;
+    if (++db->nldpend == LSIM__VT_ROWS && (rc = lsim__flush_loads(db)))
+      return rc;
+    return lsim__count_row(db);
+  }
+  if ((rc = lsim__flush_loads(db)))
     return rc;
   sqlite3_stmt *st = db->lod;
   sqlite3_bind_int64(st, 1, l->load);

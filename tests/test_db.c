@@ -251,7 +251,7 @@ Test(db, round_trip) {
 
   sqlite3 *h = ro_open(t.db);
   char s[256];
-  cr_assert_eq(q_int(h, "PRAGMA user_version"), 6); /* 6: both clocks */
+  cr_assert_eq(q_int(h, "PRAGMA user_version"), 7); /* 7: packed events */
 
   /* the run row */
   q_text(h, "SELECT status FROM runs WHERE run_id=1", s, sizeof s);
@@ -626,20 +626,19 @@ Test(db, same_stream_same_rows) {
 
 /* ---- buffered writes: seq gaps, copied words, order ------------------------------------- */
 
-/* The writer inserts a full batch of events without the seq column when its
-** seqs continue the table (SQLite's next rowid is then the seq), and with
-** it otherwise; requests and starvation intervals are buffered with their
-** words copied.  Every row must read back exactly as appended, in order,
-** whichever path wrote it. */
+/* The writer gives an event a NULL seq when it continues the table (SQLite's
+** next rowid is then the seq) and its seq otherwise; requests and
+** starvation intervals are buffered with their words copied.  Every row
+** must read back exactly as appended, in order, whichever path wrote it. */
 Test(db, seq_gaps_and_buffered_rows) {
   tmp_t t;
   tmp_make(&t);
   lsim_errbuf eb = LSIM_ERRBUF_INIT;
   lsim_db *db = open_and_begin(t.db);
 
-  /* contiguous from 0 (first batch explicit, then rowid-assigned), a jump,
-  ** a one-seq gap inside a batch, a stretch long enough to use the
-  ** rowid-assigned form again, then a final partial batch */
+  /* contiguous from 0 (the first explicit, then rowid-assigned), a jump,
+  ** a one-seq gap inside a batch, a stretch rowid-assigned again, then a
+  ** final partial batch */
   enum { NEV = 1000 };
   static int64_t seqs[NEV];
   int64_t s = 0;
@@ -749,6 +748,305 @@ Test(db, seq_gaps_and_buffered_rows) {
   }
   sqlite3_finalize(st);
   cr_assert_eq(n, NIV);
+  sqlite3_close(h);
+  tmp_remove(&t);
+}
+
+/* ---- iteration-bound events kept in their iteration's row ----------------------- */
+
+/* An engine-shaped stream (sim/db.c, "iteration-bound events"): per
+** worker, iteration_selected at launch, the iteration row at completion
+** followed by iteration_completed and its debits, other events in
+** between; and, on purpose, events the row cannot give back exactly (a
+** field that differs, a width that does not fit, a seq too far) and
+** iterations still running at the end.  Whatever went where, the events
+** view must give back every appended event, field by field; the packed
+** ones must really be in iteration_log, the others in event_log; and
+** what a reader sees after each commit must be a prefix of the log (what
+** a crash would leave). */
+typedef struct {
+  lsim_event *ev;
+  int64_t n, cap;
+  unsigned char *in_log; /* per event: 1 must be an event_log row */
+  uint64_t rng;
+} pk_stream;
+
+static uint64_t pk_rand(pk_stream *s, uint64_t n) {
+  s->rng = s->rng * 6364136223846793005ULL + 1442695040888963407ULL;
+  return (s->rng >> 33) % n;
+}
+
+static void pk_emit(lsim_db *db, pk_stream *s, lsim_event ev, int in_log) {
+  cr_assert_lt(s->n, s->cap);
+  ev.seq = s->n;
+  s->ev[s->n] = ev;
+  s->in_log[s->n++] = (unsigned char)in_log;
+  cr_assert_eq(lsim_db_event(db, &ev), 0, "%s", lsim_db_errmsg(db));
+}
+
+static lsim_event pk_plain(pk_stream *s, int kind, lsim_tick now, int w) {
+  lsim_event ev = {0, now, kind, w, (int64_t)pk_rand(s, 5000),
+                   (int)pk_rand(s, 3), (int)pk_rand(s, 40), 1, 0, 8, 16384,
+                   0, kind == LSIM_EV_REQUEST_FINISHED ? "ok" : NULL};
+  return ev;
+}
+
+Test(db, iteration_events_packed) {
+  enum { W = 3, CAP = 400000, STEPS = 120000 };
+  tmp_t t;
+  tmp_make(&t);
+  lsim_errbuf eb = LSIM_ERRBUF_INIT;
+  lsim_db *db = NULL;
+  lsim_run_info info = run_info();
+  info.workers = W;
+  cr_assert_eq(lsim_db_open(&db, t.db, &eb), 0, "%s", eb.msg);
+  cr_assert_eq(lsim_db_begin_run(db, &info, &eb), 0, "%s", eb.msg);
+  pk_stream s = {calloc(CAP, sizeof(lsim_event)), 0, CAP, calloc(CAP, 1),
+                 20261206};
+  cr_assert(s.ev && s.in_log);
+  struct {
+    int busy, odd; /* odd: its selected event does not match its row */
+    int64_t iter, rows;
+    lsim_tick start;
+  } wk[W + 1] = {{0}};
+  int64_t iters = 0, commits_seen = 0, prefix_checks = 0, fillers = 0;
+  lsim_tick now = 0;
+  sqlite3 *rd = NULL; /* a second connection: what a crash would keep */
+  for (int step = 0; step < STEPS; step++) {
+    now += (lsim_tick)pk_rand(&s, 3);
+    int w = (int)pk_rand(&s, W + 1); /* W: a worker past info.workers */
+    uint64_t what = pk_rand(&s, 10);
+    if (what < 3) { /* an arrival elsewhere */
+      pk_emit(db, &s, pk_plain(&s, LSIM_EV_QUEUE_ENQUEUED, now, w), 1);
+    } else if (!wk[w].busy) { /* a launch: admissions, then the plan */
+      for (uint64_t k = pk_rand(&s, 3); k > 0; k--)
+        pk_emit(db, &s, pk_plain(&s, LSIM_EV_KV_RESERVED, now, w), 1);
+      wk[w].busy = 1;
+      wk[w].iter = iters++;
+      wk[w].rows = 1 + (int64_t)pk_rand(&s, 3000);
+      wk[w].start = now;
+      wk[w].odd = pk_rand(&s, 12) == 0;
+      lsim_event ev = {0, now, LSIM_EV_ITERATION_SELECTED, w, LSIM_NONE,
+                       LSIM_NONE, LSIM_NONE, wk[w].iter, 0, 0, 0,
+                       wk[w].rows + wk[w].odd, NULL};
+      pk_emit(db, &s, ev, w >= W || wk[w].odd);
+    } else if (what < 8) { /* completion */
+      int ok = pk_rand(&s, 15) != 0;
+      int odd_done = pk_rand(&s, 15) == 0; /* a tick its row does not have */
+      lsim_iter_record it;
+      make_iter(wk[w].iter, &it);
+      it.worker = w;
+      it.start_tick = wk[w].start;
+      it.end_tick = now;
+      it.prefill_rows = wk[w].rows / 3;
+      it.decode_rows = wk[w].rows - it.prefill_rows;
+      it.result = ok ? "ok" : "failed";
+      cr_assert_eq(lsim_db_iteration(db, &it), 0, "%s", lsim_db_errmsg(db));
+      int packs = 1; /* past info.workers only the selected is not held */
+      lsim_event done = {0, now + odd_done, LSIM_EV_ITERATION_COMPLETED, w,
+                         LSIM_NONE, LSIM_NONE, LSIM_NONE, wk[w].iter, 0, 0,
+                         0, ok ? wk[w].rows : 0, ok ? "ok" : "failed"};
+      pk_emit(db, &s, done, odd_done);
+      packs = packs && !odd_done;
+      for (uint64_t k = ok ? pk_rand(&s, 9) : 0; k > 0; k--) {
+        lsim_event d = {0, now, LSIM_EV_COMPLETED_SERVICE_DEBITED, w,
+                        (int64_t)pk_rand(&s, 100000), (int)pk_rand(&s, 4) - 1,
+                        (int)pk_rand(&s, 20000) - 1, wk[w].iter, 0, 0, 0,
+                        1 + (int64_t)pk_rand(&s, 2048),
+                        pk_rand(&s, 2) ? "decode" : "prefill"};
+        int fits = 1;
+        uint64_t r = pk_rand(&s, 400); /* fields past the packed widths */
+        if (r < 10)
+          d.adapter = 2000000, fits = 0;
+        else if (r < 20)
+          d.tenant = 5000, fits = 0;
+        else if (r < 30)
+          d.value = 200000, fits = 0;
+        else if (r < 40)
+          d.request = LSIM_NONE, fits = 0;
+        else if (r < 50)
+          d.pages = 1, fits = 0;
+        else if (r < 60)
+          d.request = -7; /* a negative id still fits */
+        else if (r == 60 && fillers++ < 4) {
+          /* more than 1023 events after its iteration_completed */
+          for (int f = 0; f < 1100; f++)
+            pk_emit(db, &s, pk_plain(&s, LSIM_EV_PREFIX_EVICTED, now, w), 1);
+          fits = 0;
+        }
+        pk_emit(db, &s, d, !packs || !fits);
+        if (pk_rand(&s, 3) == 0) { /* its request finished */
+          int64_t pages = (int64_t)pk_rand(&s, 200);
+          lsim_event kv = {0, now, LSIM_EV_KV_RELEASED, w, d.request,
+                           d.tenant, d.adapter, (int64_t)pk_rand(&s, 100),
+                           0, pages, pages * 2097152, 0, NULL};
+          lsim_event fin = {0, now, LSIM_EV_REQUEST_FINISHED, w, d.request,
+                            d.tenant, d.adapter, kv.generation, 0, 0, 0,
+                            (int64_t)pk_rand(&s, 500), "ok"};
+          int between = 0, in = !packs || !fits;
+          switch (pk_rand(&s, 20)) { /* what cannot go in the member */
+          case 0: kv.bytes = pages * 3000000, in |= pages > 0; break;
+          case 1: fin.value = 70000, in = 1; break;
+          case 2: between = 1, in = 1; break;
+          case 3: fin.generation++, in = 1; break;
+          case 4: kv.attempt = 1, in = 1; break;
+          case 5: kv.generation = 70000, fin.generation = 70000, in = 1;
+            break;
+          }
+          pk_emit(db, &s, kv, in);
+          if (between)
+            pk_emit(db, &s, pk_plain(&s, LSIM_EV_QUEUE_ENQUEUED, now, w), 1);
+          pk_emit(db, &s, fin, in);
+        }
+      }
+      wk[w].busy = 0;
+    }
+    if (pk_rand(&s, 20000) == 0)
+      (void)lsim_db_handle(db); /* a report query settles the rows */
+    /* after a commit, another connection sees a prefix of the log */
+    if (s.n / LSIM_DB_BATCH > commits_seen) {
+      commits_seen = s.n / LSIM_DB_BATCH;
+      if (!rd)
+        rd = ro_open(t.db);
+      int64_t n = q_int(rd, "SELECT count(*) FROM events");
+      if (n > 0) {
+        cr_assert_eq(q_int(rd, "SELECT max(seq) FROM events"), n - 1,
+                     "committed events are not a prefix of the log");
+        prefix_checks++;
+      }
+    }
+  }
+  /* workers still running: their iteration_selected is still held */
+  int running = 0;
+  for (int w = 0; w < W; w++)
+    running += wk[w].busy;
+  cr_assert_gt(running, 0);
+  cr_assert_gt(prefix_checks, 1);
+  sqlite3_close(rd);
+  cr_assert_eq(lsim_db_event_count(db), s.n);
+  cr_assert_eq(lsim_db_end_run(db, "ok", NULL, now, &eb), 0, "%s", eb.msg);
+  lsim_db_close(db);
+
+  sqlite3 *h = ro_open(t.db);
+  cr_assert_eq(q_int(h, "SELECT events FROM runs"), s.n);
+  sqlite3_stmt *st = NULL;
+  cr_assert_eq(sqlite3_prepare_v2(h,
+                                  "SELECT run_id, seq, tick, kind, worker, "
+                                  "request, tenant, adapter, generation, "
+                                  "attempt, pages, bytes, value, detail, "
+                                  "seq IN (SELECT seq FROM event_log) "
+                                  "FROM events ORDER BY seq",
+                                  -1, &st, NULL),
+               SQLITE_OK, "%s", sqlite3_errmsg(h));
+  int64_t row = 0, packed = 0;
+  while (sqlite3_step(st) == SQLITE_ROW) {
+    cr_assert_lt(row, s.n);
+    const lsim_event *ev = &s.ev[row];
+    cr_assert_eq(sqlite3_column_int64(st, 0), 1);
+    cr_assert_eq(sqlite3_column_int64(st, 1), ev->seq, "row %lld: seq",
+                 (long long)row);
+    cr_assert_eq(sqlite3_column_int64(st, 2), ev->tick, "seq %lld: tick",
+                 (long long)row);
+    cr_assert_eq(sqlite3_column_int64(st, 3), ev->kind, "seq %lld: kind",
+                 (long long)row);
+    expect_opt(st, 4, ev->worker, row, "worker");
+    expect_opt(st, 5, ev->request, row, "request");
+    expect_opt(st, 6, ev->tenant, row, "tenant");
+    expect_opt(st, 7, ev->adapter, row, "adapter");
+    expect_opt(st, 8, ev->generation, row, "generation");
+    expect_opt(st, 9, ev->attempt, row, "attempt");
+    expect_opt(st, 10, ev->pages, row, "pages");
+    expect_opt(st, 11, ev->bytes, row, "bytes");
+    expect_opt(st, 12, ev->value, row, "value");
+    const unsigned char *d = sqlite3_column_text(st, 13);
+    cr_assert(ev->detail ? d && !strcmp((const char *)d, ev->detail) : !d,
+              "seq %lld: detail", (long long)row);
+    /* an event that had to stay a row is one; the still running
+    ** iterations' selected events went to event_log at the end */
+    if (s.in_log[row])
+      cr_assert_eq(sqlite3_column_int(st, 14), 1,
+                   "seq %lld (kind %d) should be an event_log row",
+                   (long long)row, ev->kind);
+    packed += !sqlite3_column_int(st, 14);
+    row++;
+  }
+  sqlite3_finalize(st);
+  cr_assert_eq(row, s.n);
+  /* the packing is real: most iteration events are in iteration_log */
+  cr_assert_eq(q_int(h, "SELECT count(*) FROM event_log") + packed, s.n);
+  int64_t nsel = q_int(h, "SELECT count(*) FROM events WHERE kind = 6");
+  cr_assert_gt(q_int(h, "SELECT count(sel_seq) FROM iteration_log"),
+               nsel / 2);
+  cr_assert_gt(q_int(h, "SELECT count(done_seq) FROM iteration_log"),
+               nsel / 2);
+  cr_assert_gt(q_int(h, "SELECT count(*) FROM iteration_log AS i, "
+                        "json_each(i.debits)"),
+               q_int(h, "SELECT count(*) FROM events WHERE kind = 8") / 2);
+  cr_assert_gt(q_int(h, "SELECT count(*) FROM iteration_log AS i, "
+                        "json_each(i.fins)"),
+               q_int(h, "SELECT count(*) FROM events WHERE kind = 17") / 3);
+  /* the view's other uses agree with the table */
+  cr_assert_eq(q_int(h, "SELECT count(*) FROM events_named"), s.n);
+  cr_assert_eq(q_int(h, "SELECT count(*) FROM (SELECT seq FROM events "
+                        "GROUP BY seq HAVING count(*) > 1)"),
+               0);
+  sqlite3_close(h);
+  free(s.ev);
+  free(s.in_log);
+  tmp_remove(&t);
+}
+
+/* A run closed without lsim_db_end_run (a failure's path): the held
+** iteration_selected events and the open iteration row are written
+** too, so every appended event reads back. */
+Test(db, packed_events_survive_close) {
+  tmp_t t;
+  tmp_make(&t);
+  lsim_db *db = open_and_begin(t.db); /* 2 workers */
+  lsim_event ev[6] = {
+      {0, 10, LSIM_EV_ITERATION_SELECTED, 0, LSIM_NONE, LSIM_NONE, LSIM_NONE,
+       0, 0, 0, 0, 7, NULL},
+      {1, 11, LSIM_EV_ITERATION_SELECTED, 1, LSIM_NONE, LSIM_NONE, LSIM_NONE,
+       1, 0, 0, 0, 9, NULL},
+      {2, 20, LSIM_EV_ITERATION_COMPLETED, 0, LSIM_NONE, LSIM_NONE,
+       LSIM_NONE, 0, 0, 0, 0, 7, "ok"},
+      {3, 20, LSIM_EV_COMPLETED_SERVICE_DEBITED, 0, 42, 1, 3, 0, 0, 0, 0, 7,
+       "prefill"},
+      {4, 20, LSIM_EV_KV_RELEASED, 0, 42, 1, 3, 1, 0, 4, 64, 0, NULL},
+      {5, 20, LSIM_EV_COMPLETED_SERVICE_DEBITED, 0, 43, LSIM_NONE, LSIM_NONE,
+       0, 0, 0, 0, 1, "decode"},
+  };
+  lsim_iter_record it;
+  make_iter(0, &it);
+  it.worker = 0;
+  it.start_tick = 10;
+  it.end_tick = 20;
+  it.prefill_rows = 3;
+  it.decode_rows = 4;
+  it.result = "ok";
+  for (int i = 0; i < 6; i++) {
+    if (i == 2)
+      cr_assert_eq(lsim_db_iteration(db, &it), 0, "%s", lsim_db_errmsg(db));
+    cr_assert_eq(lsim_db_event(db, &ev[i]), 0, "%s", lsim_db_errmsg(db));
+  }
+  lsim_db_close(db);
+
+  sqlite3 *h = ro_open(t.db);
+  char s[256];
+  q_text(h, "SELECT status FROM runs", s, sizeof s);
+  cr_assert_str_eq(s, "running");
+  cr_assert_eq(q_int(h, "SELECT count(*) FROM events"), 6);
+  /* iteration 0's own events in its row; worker 1's selected, whose
+  ** iteration never completed, and the kv_released in event_log */
+  q_text(h, "SELECT group_concat(seq) FROM (SELECT seq FROM event_log "
+            "ORDER BY seq)", s, sizeof s);
+  cr_assert_str_eq(s, "1,4");
+  q_text(h, "SELECT group_concat(kind || ':' || coalesce(request, '-') || ':' "
+            "|| coalesce(tenant, '-') || ':' || coalesce(adapter, '-') || "
+            "':' || value || ':' || coalesce(detail, '-'), ' ') FROM (SELECT "
+            "* FROM events ORDER BY seq)", s, sizeof s);
+  cr_assert_str_eq(s, "6:-:-:-:7:- 6:-:-:-:9:- 7:-:-:-:7:ok "
+                      "8:42:1:3:7:prefill 16:42:1:3:0:- 8:43:-:-:1:decode");
   sqlite3_close(h);
   tmp_remove(&t);
 }

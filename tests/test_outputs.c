@@ -393,7 +393,7 @@ Test(outputs, full_disk_never_reports_success) {
       q_text(copy, "SELECT status FROM runs", status, sizeof status);
       cr_assert_str_eq(status, "ok", "free %lld KiB: %s", kib, buf);
       char nev[64], want[64];
-      q_text(copy, "SELECT count(*) FROM event_log", nev, sizeof nev);
+      q_text(copy, "SELECT count(*) FROM events", nev, sizeof nev);
       q_text(copy, "SELECT events FROM runs", want, sizeof want);
       cr_assert_str_eq(nev, want, "copied database incomplete");
       unlink(copy);

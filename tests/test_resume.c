@@ -373,7 +373,7 @@ Test(resume, identity_rows) {
            "scenario scn.json %s %lld\n"
            "trace trace.csv %s %lld\n"
            "no-plots=1\nprofile=p.json\nscheduler=fcfs\nseed=7\n"
-           "skip-bad-rows=1\n6\n",
+           "skip-bad-rows=1\n7\n",
            sums[0], sizes[0], sums[1], sizes[1], sums[2], sizes[2]);
   cr_assert_str_eq(rows, want);
 }

@@ -8,6 +8,9 @@
 # ctx_tokens (and its loads table) are left out too: a version-6 database
 # hashes like the version-5 one of the same run (docs/FIDELITY.md).  Under
 # --clock measured the ticks themselves are measured and differ per run.
+# The tables are hashed through their views: schema 7 keeps most events in
+# iteration_log (docs/SCHEMA.md, "Events kept in iteration_log"), and a
+# version-7 database hashes like the version-6 one of the same run.
 set -eu
 if [ $# -lt 1 ]; then
   echo "usage: tools/hash_rows.sh DB..." >&2
