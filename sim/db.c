@@ -2177,3 +2177,17 @@ lsim_err lsim_db_check_target(const char *path, lsim_errbuf *eb) {
                      path);
   return 0;
 }
+
+int lsim_db_has_column(sqlite3 *h, const char *table, const char *col) {
+  sqlite3_stmt *st = NULL;
+  int found = 0;
+  if (sqlite3_prepare_v2(h,
+                         "SELECT 1 FROM pragma_table_info(?1) WHERE name = ?2",
+                         -1, &st, NULL) == SQLITE_OK) {
+    sqlite3_bind_text(st, 1, table, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, col, -1, SQLITE_STATIC);
+    found = sqlite3_step(st) == SQLITE_ROW;
+  }
+  sqlite3_finalize(st);
+  return found;
+}

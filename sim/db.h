@@ -182,4 +182,8 @@ void lsim_db_close(lsim_db *db);
 ** regular file is lsim_out_check's to refuse.) */
 lsim_err lsim_db_check_target(const char *path, lsim_errbuf *eb);
 
+/* 1 when table (or view) `table` of the open database h has a column
+** `col`: how readers of run databases tell a schema's version apart. */
+int lsim_db_has_column(sqlite3 *h, const char *table, const char *col);
+
 #endif /* LSIM_DB_H */

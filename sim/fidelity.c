@@ -23,6 +23,7 @@
 
 #include "../backends/backend.h"
 #include "audit.h"
+#include "db.h"
 #include "cli.h"
 #include "escape.h"
 #include "outfile.h"
@@ -74,19 +75,6 @@ typedef struct lsim__lat {
 
 /* ---- reading ----------------------------------------------------------------- */
 
-static int lsim__has_column(sqlite3 *h, const char *table, const char *col) {
-  sqlite3_stmt *st = NULL;
-  int found = 0;
-  if (sqlite3_prepare_v2(h,
-                         "SELECT 1 FROM pragma_table_info(?1) WHERE name = ?2",
-                         -1, &st, NULL) == SQLITE_OK) {
-    sqlite3_bind_text(st, 1, table, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 2, col, -1, SQLITE_STATIC);
-    found = sqlite3_step(st) == SQLITE_ROW;
-  }
-  sqlite3_finalize(st);
-  return found;
-}
 
 static void lsim__col(sqlite3_stmt *st, int i, char *out, size_t n) {
   const unsigned char *t = sqlite3_column_text(st, i);
@@ -111,7 +99,7 @@ static lsim_err lsim__fid_open(const char *path, sqlite3 **h, lsim__run *r,
     return lsim_fail(eb, LSIM_E_FID_NOT_RUN, "%s: cannot open: %s", path,
                      *h ? sqlite3_errmsg(*h) : "out of memory");
   sqlite3_busy_timeout(*h, 2000);
-  int clock = lsim__has_column(*h, "runs", "clock");
+  int clock = lsim_db_has_column(*h, "runs", "clock");
   sqlite3_stmt *st = NULL;
   if (sqlite3_prepare_v2(*h,
                          clock ? "SELECT scenario_name, scenario_sha256, seed, "
@@ -171,13 +159,13 @@ static void lsim__span_times(lsim__span *sp, int64_t model, int64_t meas) {
 static lsim_err lsim__fid_iters(sqlite3 *h, const lsim__run *r,
                                 lsim__spans *out, int *have_ctx,
                                 lsim_errbuf *eb) {
-  if (!lsim__has_column(h, "iterations", "measured_ns"))
+  if (!lsim_db_has_column(h, "iterations", "measured_ns"))
     return lsim_fail(eb, LSIM_E_FID_NO_MEASURED,
                      "%s: no measured times: written by a lorasim before "
                      "schema 6 (this one is %d), which did not record "
                      "iterations.measured_ns; replay it again",
                      r->path, r->version);
-  *have_ctx = lsim__has_column(h, "iterations", "ctx_tokens");
+  *have_ctx = lsim_db_has_column(h, "iterations", "ctx_tokens");
   sqlite3_stmt *st = NULL;
   if (sqlite3_prepare_v2(h,
                          *have_ctx
@@ -229,7 +217,7 @@ static lsim_err lsim__fid_iters(sqlite3 *h, const lsim__run *r,
 
 static lsim_err lsim__fid_loads(sqlite3 *h, const lsim__run *r,
                                 lsim__spans *out, lsim_errbuf *eb) {
-  if (!lsim__has_column(h, "loads", "measured_ns"))
+  if (!lsim_db_has_column(h, "loads", "measured_ns"))
     return 0;
   sqlite3_stmt *st = NULL;
   if (sqlite3_prepare_v2(h,

@@ -21,6 +21,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "db.h"
+
 struct lsim_recclock {
   sqlite3 *h;
   sqlite3_stmt *it, *ld;
@@ -30,19 +32,6 @@ struct lsim_recclock {
   char path[1024];
 };
 
-static int lsim__has_column(sqlite3 *h, const char *table, const char *col) {
-  sqlite3_stmt *st = NULL;
-  int found = 0;
-  if (sqlite3_prepare_v2(h,
-                         "SELECT 1 FROM pragma_table_info(?1) WHERE name = ?2",
-                         -1, &st, NULL) == SQLITE_OK) {
-    sqlite3_bind_text(st, 1, table, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 2, col, -1, SQLITE_STATIC);
-    found = sqlite3_step(st) == SQLITE_ROW;
-  }
-  sqlite3_finalize(st);
-  return found;
-}
 
 lsim_err lsim_recclock_open(lsim_recclock **out, const char *path,
                             lsim_errbuf *eb) {
@@ -69,7 +58,7 @@ lsim_err lsim_recclock_open(lsim_recclock **out, const char *path,
   sqlite3_busy_timeout(r->h, 2000);
   /* a run database, finished, whose rows say what drove its clock */
   sqlite3_stmt *st = NULL;
-  int has_clock = lsim__has_column(r->h, "runs", "clock");
+  int has_clock = lsim_db_has_column(r->h, "runs", "clock");
   if (sqlite3_prepare_v2(r->h,
                          has_clock ? "SELECT status, clock FROM runs WHERE "
                                      "run_id = 1"
@@ -98,8 +87,8 @@ lsim_err lsim_recclock_open(lsim_recclock **out, const char *path,
                    path, stat_s);
     goto fail;
   }
-  if (!lsim__has_column(r->h, "iterations", "measured_ns") ||
-      !lsim__has_column(r->h, "loads", "measured_ns")) {
+  if (!lsim_db_has_column(r->h, "iterations", "measured_ns") ||
+      !lsim_db_has_column(r->h, "loads", "measured_ns")) {
     rc = lsim_fail(eb, LSIM_E_FID_RECORDED,
                    "--clock-from %s: written before schema 6, which "
                    "records no spans (iterations.measured_ns, loads)",
