@@ -20,6 +20,7 @@
 #include "wgemm.cuh"
 
 #include <cuda.h>
+#include <stdlib.h>
 
 #define LSIM__WG_KC 64
 
@@ -35,7 +36,7 @@ template <> struct lsim__wcfg<128> {
   static constexpr int WM = 4, WN = 2;
 };
 template <> struct lsim__wcfg<256> {
-  static constexpr int WM = 4, WN = 4;
+  static constexpr int WM = 4, WN = 2;
 };
 template <int BM> struct lsim__wthreads {
   static constexpr int NCW = lsim__wcfg<BM>::WM * lsim__wcfg<BM>::WN;
@@ -89,6 +90,12 @@ __device__ __forceinline__ void lsim__bulk(uint32_t dst, const void *src,
 __device__ __forceinline__ void lsim__bar_sync(int id, int n) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory");
 }
+__device__ __forceinline__ uint64_t lsim__policy_evict_normal() {
+  uint64_t p;
+  asm volatile("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;\n"
+               : "=l"(p));
+  return p;
+}
 __device__ __forceinline__ uint64_t lsim__policy_evict_last() {
   uint64_t p;
   asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;\n"
@@ -132,7 +139,7 @@ __global__ void __launch_bounds__(lsim__wthreads<BM>::N, 1)
   unsigned char *base = lsim__sm_wg + pad;
   const uint32_t sbase = raw + pad;
   uint16_t *tc = reinterpret_cast<uint16_t *>(base + (size_t)NS * STAGE);
-  int *rk0 = reinterpret_cast<int *>(tc + (size_t)BM * g.tc_ld);
+  int *rk0 = reinterpret_cast<int *>(tc + (size_t)2 * BM * g.tc_ld);
   int *rrk = rk0 + BM, *rps = rrk + BM;
   float *rsc = reinterpret_cast<float *>(rps + BM);
   int *skoff = reinterpret_cast<int *>(rsc + BM), *sad = skoff + g.nseg;
@@ -172,7 +179,8 @@ __global__ void __launch_bounds__(lsim__wthreads<BM>::N, 1)
 
   if (warp == NCW) {
     /* ---- producer ---- */
-    const uint64_t pol = lsim__policy_evict_first();
+    const uint64_t pol =
+        g.wpol ? lsim__policy_evict_first() : lsim__policy_evict_normal();
     const uint64_t polx = lsim__policy_evict_last();
     const uint32_t rowbytes = (uint32_t)min(BN, g.ldb - n0) * 2u;
     for (int j = 0; j < nj; j++) {
@@ -274,7 +282,12 @@ __global__ void __launch_bounds__(lsim__wthreads<BM>::N, 1)
           float sum = 0.f;
           for (int sp = 0; sp < g.splits; sp++)
             sum += __ldcg(w + sp * sstride);
-          tc[i] = lsim__dt<T>::from_f(sum * rsc[row]);
+          /* s t as hi + lo, two 16-bit values: the MMAs then carry t to
+          ** about 16 bits of mantissa, as the fp32 epilogue of lgemm */
+          const float v = sum * rsc[row];
+          const uint16_t hi = lsim__dt<T>::from_f(v);
+          tc[i] = hi;
+          tc[i + BM * g.tc_ld] = lsim__dt<T>::from_f(v - lsim__dt<T>::to_f(hi));
         }
 #pragma unroll
         for (int mi = 0; mi < MI; mi++)
@@ -291,46 +304,50 @@ __global__ void __launch_bounds__(lsim__wthreads<BM>::N, 1)
         for (int ks = 0; ks < 4; ks++) {
           if (ks * 16 >= nv)
             break;
-          uint32_t af[MI][4];
-#pragma unroll
-          for (int mi = 0; mi < MI; mi++)
-#pragma unroll
-            for (int h = 0; h < 2; h++) {
-              const int row = wm * WTM + mi * 16 + gq + 8 * h;
-#pragma unroll
-              for (int hk = 0; hk < 2; hk++) {
-                const int d = kk0 + ks * 16 + 8 * hk + 2 * q4 - mk0[mi][h];
-                const uint16_t *tp = tc + (size_t)row * g.tc_ld + d;
-                const uint32_t lo16 =
-                    (unsigned)d < (unsigned)mrk[mi][h] ? tp[0] : 0u;
-                const uint32_t hi16 =
-                    (unsigned)(d + 1) < (unsigned)mrk[mi][h] ? tp[1] : 0u;
-                af[mi][h + 2 * hk] = lo16 | (hi16 << 16);
-              }
-            }
           const int kl = ks * 16 + 2 * q4; /* this thread's B rows */
           const uint32_t m0 = (kl < nv ? 0xffffu : 0u) |
                               (kl + 1 < nv ? 0xffff0000u : 0u);
           const uint32_t m1 = (kl + 8 < nv ? 0xffffu : 0u) |
                               (kl + 9 < nv ? 0xffff0000u : 0u);
 #pragma unroll
-          for (int nj2 = 0; nj2 < NI / 2; nj2++) {
-            uint32_t bfr[4];
-            lsim__ldsm4t(bfr, st +
-                                  (uint32_t)((ks * 16 + (lane & 7) +
-                                              ((lane >> 3) & 1) * 8) *
-                                             LSIM__WG_BROW) +
-                                  (uint32_t)((wn * WTN + nj2 * 16 +
-                                              (lane >> 4) * 8) *
-                                             2));
-            bfr[0] &= m0;
-            bfr[1] &= m1;
-            bfr[2] &= m0;
-            bfr[3] &= m1;
+          for (int pl = 0; pl < 2; pl++) { /* hi and lo planes of s t */
+            uint32_t af[MI][4];
 #pragma unroll
-            for (int mi = 0; mi < MI; mi++) {
-              lsim__mma<T>(acc[mi][2 * nj2], af[mi], bfr[0], bfr[1]);
-              lsim__mma<T>(acc[mi][2 * nj2 + 1], af[mi], bfr[2], bfr[3]);
+            for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+              for (int h = 0; h < 2; h++) {
+                const int row = wm * WTM + mi * 16 + gq + 8 * h;
+#pragma unroll
+                for (int hk = 0; hk < 2; hk++) {
+                  const int d = kk0 + ks * 16 + 8 * hk + 2 * q4 - mk0[mi][h];
+                  const uint16_t *tp =
+                      tc + (size_t)(pl * BM + row) * g.tc_ld + d;
+                  const uint32_t lo16 =
+                      (unsigned)d < (unsigned)mrk[mi][h] ? tp[0] : 0u;
+                  const uint32_t hi16 =
+                      (unsigned)(d + 1) < (unsigned)mrk[mi][h] ? tp[1] : 0u;
+                  af[mi][h + 2 * hk] = lo16 | (hi16 << 16);
+                }
+              }
+#pragma unroll
+            for (int nj2 = 0; nj2 < NI / 2; nj2++) {
+              uint32_t bfr[4];
+              lsim__ldsm4t(bfr, st +
+                                    (uint32_t)((ks * 16 + (lane & 7) +
+                                                ((lane >> 3) & 1) * 8) *
+                                               LSIM__WG_BROW) +
+                                    (uint32_t)((wn * WTN + nj2 * 16 +
+                                                (lane >> 4) * 8) *
+                                               2));
+              bfr[0] &= m0;
+              bfr[1] &= m1;
+              bfr[2] &= m0;
+              bfr[3] &= m1;
+#pragma unroll
+              for (int mi = 0; mi < MI; mi++) {
+                lsim__mma<T>(acc[mi][2 * nj2], af[mi], bfr[0], bfr[1]);
+                lsim__mma<T>(acc[mi][2 * nj2 + 1], af[mi], bfr[2], bfr[3]);
+              }
             }
           }
         }
@@ -423,7 +440,7 @@ static int lsim__wg_stage(int bm) { return bm * 128 + LSIM__WG_BN * 128; }
 
 size_t lsim__wg_smem(int bm, int ns, int tc_ld, int nseg) {
   return 1024 + (size_t)ns * (size_t)lsim__wg_stage(bm) +
-         (size_t)bm * (size_t)tc_ld * 2 + (size_t)bm * 16 +
+         (size_t)bm * (size_t)tc_ld * 4 + (size_t)bm * 16 +
          (size_t)nseg * 8 + 16;
 }
 
@@ -470,6 +487,18 @@ cudaError_t lsim__wg_init(void) {
 
 int lsim__wg_available(void) { return lsim__wg_state == 1; }
 
+/* Benchmark knob (bench_kernels sweeps; not for production use):
+** LSIM_WG_PROMO = 0 none, 1 64 B, 2 128 B, 3 256 B: the tensor maps' L2
+** promotion. */
+static CUtensorMapL2promotion lsim__wg_promo(void) {
+  const char *e = getenv("LSIM_WG_PROMO");
+  const int v = e && *e ? atoi(e) : 0;
+  return v == 1   ? CU_TENSOR_MAP_L2_PROMOTION_L2_64B
+         : v == 2 ? CU_TENSOR_MAP_L2_PROMOTION_L2_128B
+         : v == 3 ? CU_TENSOR_MAP_L2_PROMOTION_L2_256B
+                  : CU_TENSOR_MAP_L2_PROMOTION_NONE;
+}
+
 static int lsim__wg_map(CUtensorMap *m, const void *p, int cols, int rows,
                         int ld, int box_rows) {
   const cuuint64_t dim[2] = {(cuuint64_t)cols, (cuuint64_t)rows};
@@ -479,7 +508,7 @@ static int lsim__wg_map(CUtensorMap *m, const void *p, int cols, int rows,
   return lsim__encode(m, CU_TENSOR_MAP_DATA_TYPE_UINT16, 2, (void *)p, dim,
                       stride, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
                       CU_TENSOR_MAP_SWIZZLE_128B,
-                      CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                      lsim__wg_promo(),
                       CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
@@ -536,7 +565,13 @@ cudaError_t lsim__wg_launch(int dtype, int bm, const void *X, int ldx,
       !lsim__wg_map(&mw, W, g.K, g.N, ldw, LSIM__WG_BN))
     return cudaErrorInvalidValue;
   const size_t smem = lsim__wg_smem(bm, g.ns, g.tc_ld, g.nseg);
+  lsim__wg_args ga = g;
+  {
+    /* benchmark knob: LSIM_WG_WPOL=0 reads W with the normal L2 policy */
+    const char *e = getenv("LSIM_WG_WPOL");
+    ga.wpol = e && *e ? atoi(e) != 0 : 1;
+  }
   return dtype == LSIM_CUDA_FP16
-             ? lsim__wg_t<lsim__fp16>(bm, mx, mw, g, smem, pdl, s)
-             : lsim__wg_t<lsim__bf16>(bm, mx, mw, g, smem, pdl, s);
+             ? lsim__wg_t<lsim__fp16>(bm, mx, mw, ga, smem, pdl, s)
+             : lsim__wg_t<lsim__bf16>(bm, mx, mw, ga, smem, pdl, s);
 }

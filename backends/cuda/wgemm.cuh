@@ -60,6 +60,7 @@ struct lsim__wg_args {
   int ws_ld, splits, nlist;
   int tc_ld; /* staged T' row stride, >= the largest rank, even */
   int flags; /* timing probe (results wrong): 2 no MMAs */
+  int wpol;  /* W's L2 policy: 1 evict-first, 0 normal (set by launch) */
   float *part; /* [ct][cs][BM][BN] */
   int *count;  /* one per column tile */
 };
