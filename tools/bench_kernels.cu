@@ -911,6 +911,8 @@ static void print_table(const std::vector<Row> &rows, FILE *f, double bw,
   }
 }
 
+extern "C" void lsim_cuda_wg_trace_print(FILE *f); /* wgemm.cu */
+
 /* --gemm1: only the one-pass GEMM rows at decode64 and mixed256, r16 and
 ** r64, with timing probes (a quick round, and what ncu is pointed at) */
 static int g_quick = 0;
@@ -1673,6 +1675,12 @@ static int bench(int sweep, int reps, const char *outdir, int compose) {
           CompVar v{"gemm1 no adapter rows", COMP_GEMM1,
                     LSIM_CUDA_PATH_SGMV, 0, 0, 0};
           v.gk = gk;
+          if (gk == 2) { /* sweeps: BENCH_GEMM2_CS, BENCH_GEMM2_NS */
+            const char *ec = getenv("BENCH_GEMM2_CS"),
+                       *en = getenv("BENCH_GEMM2_NS");
+            v.gcs = ec ? atoi(ec) : 0;
+            v.gns = en ? atoi(en) : 0;
+          }
           Row r;
           r.wl = W.name;
           r.rank = rname;
@@ -1704,6 +1712,11 @@ static int bench(int sweep, int reps, const char *outdir, int compose) {
                      gk, W.name, rname, worst);
             }
             r.us = tm.median([&] { CK(cudaGraphLaunch(ge, s)); });
+            if (gk == 2 && getenv("LSIM_WG_TRACE")) {
+              CK(cudaStreamSynchronize(s));
+              printf("%s r=%s gemm2 alone:\n", W.name, rname);
+              lsim_cuda_wg_trace_print(stdout);
+            }
             cudaGraphExecDestroy(ge);
             r.xbase = r.us / base_us;
             char nb[64];

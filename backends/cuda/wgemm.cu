@@ -21,6 +21,8 @@
 
 #include <cuda.h>
 #include <stdlib.h>
+#include <stdio.h>
+#include <algorithm>
 
 #define LSIM__WG_KC 64
 
@@ -30,13 +32,13 @@ __device__ __forceinline__ uint32_t lsim__wswz(int row, int ch) {
 
 template <int BM> struct lsim__wcfg;
 template <> struct lsim__wcfg<64> {
-  static constexpr int WM = 2, WN = 4;
+  static constexpr int WM = 2, WN = 4, MINB = 2;
 };
 template <> struct lsim__wcfg<128> {
-  static constexpr int WM = 4, WN = 2;
+  static constexpr int WM = 4, WN = 2, MINB = 1;
 };
 template <> struct lsim__wcfg<256> {
-  static constexpr int WM = 4, WN = 2;
+  static constexpr int WM = 4, WN = 4, MINB = 1;
 };
 template <int BM> struct lsim__wthreads {
   static constexpr int NCW = lsim__wcfg<BM>::WM * lsim__wcfg<BM>::WN;
@@ -103,8 +105,19 @@ __device__ __forceinline__ uint64_t lsim__policy_evict_last() {
   return p;
 }
 
+__device__ __forceinline__ unsigned long long lsim__gtime() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+__device__ __forceinline__ unsigned long long lsim__smid() {
+  unsigned r;
+  asm volatile("mov.u32 %0, %%smid;" : "=r"(r));
+  return r;
+}
+
 template <typename T, int BM>
-__global__ void __launch_bounds__(lsim__wthreads<BM>::N, 1)
+__global__ void __launch_bounds__(lsim__wthreads<BM>::N, lsim__wcfg<BM>::MINB)
     lsim__wgemm(const __grid_constant__ CUtensorMap tx,
                 const __grid_constant__ CUtensorMap tw,
                 const lsim__wg_args g) {
@@ -122,12 +135,19 @@ __global__ void __launch_bounds__(lsim__wthreads<BM>::N, 1)
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int cs = g.cs, NS = g.ns;
+  if (g.trace && tid == 0) { /* benchmark knob: block start */
+    g.trace[blockIdx.x * 4] = lsim__gtime();
+    g.trace[blockIdx.x * 4 + 3] = lsim__smid();
+  }
   const int crank = (int)(blockIdx.x % (unsigned)cs);
   const int ct = (int)(blockIdx.x / (unsigned)cs), n0 = ct * BN;
   const int nkb = (g.K + KC - 1) / KC;
+  /* this block's 64-column slices of K: a range kb0 .. kb0 + nw - 1, or
+  ** (kinter) every cs-th slice from crank on, so that the cs blocks of a
+  ** column tile read adjacent 128-byte pieces of each W row together */
   const int kb0 = min(nkb, crank * g.kb_len);
-  const int kb1 = min(nkb, kb0 + g.kb_len);
-  const int nw = kb1 - kb0;
+  const int nw = g.kinter ? (nkb - crank + cs - 1) / cs
+                          : min(nkb, kb0 + g.kb_len) - kb0;
   const int nunits = g.lora ? (g.ktot + 63) / 64 : 0;
   const int u0 = (int)((int64_t)nunits * crank / cs);
   const int u1 = (int)((int64_t)nunits * (crank + 1) / cs);
@@ -191,7 +211,7 @@ __global__ void __launch_bounds__(lsim__wthreads<BM>::N, 1)
         lsim__mb_wait(lsim__smem(&empty[s]), (uint32_t)((j / NS) - 1) & 1u);
       if (j < nw) {
         if (lane == 0) {
-          const int k = (kb0 + j) * KC;
+          const int k = (g.kinter ? crank + j * cs : kb0 + j) * KC;
           lsim__mb_expect(fb, (uint32_t)STAGE);
           lsim__tma2d(st, &tx, k, 0, fb, polx);
           lsim__tma2d(st + XB, &tw, k, n0, fb, pol);
@@ -358,6 +378,8 @@ __global__ void __launch_bounds__(lsim__wthreads<BM>::N, 1)
       lsim__mb_arrive(lsim__smem(&empty[s]));
   }
 
+  if (g.trace && tid == 0)
+    g.trace[blockIdx.x * 4 + 1] = lsim__gtime();
   /* ---- the K ranges meet: straight to Y, or the slots and the last
   ** block to arrive sums them in the order 0 .. cs-1 ---- */
   float *slots = g.part + (size_t)ct * cs * BM * BN;
@@ -379,8 +401,11 @@ __global__ void __launch_bounds__(lsim__wthreads<BM>::N, 1)
     if (tid == 0)
       last = atomicAdd(&g.count[ct], 1) == cs - 1;
     lsim__bar_sync(1, NC);
-    if (!last)
+    if (!last) {
+      if (g.trace && tid == 0)
+        g.trace[blockIdx.x * 4 + 2] = lsim__gtime();
       return;
+    }
     __threadfence();
   }
 #pragma unroll
@@ -422,6 +447,8 @@ __global__ void __launch_bounds__(lsim__wthreads<BM>::N, 1)
     if (tid == 0)
       g.count[ct] = 0; /* ready for the next launch (stream order) */
   }
+  if (g.trace && tid == 0)
+    g.trace[blockIdx.x * 4 + 2] = lsim__gtime();
 }
 
 /* ---- host side ---------------------------------------------------------- */
@@ -434,6 +461,41 @@ typedef CUresult (*lsim__encode_fn)(CUtensorMap *, CUtensorMapDataType,
                                      CUtensorMapL2promotion,
                                      CUtensorMapFloatOOBfill);
 static lsim__encode_fn lsim__encode = nullptr;
+static unsigned long long *lsim__trace_d = nullptr;
+static int lsim__trace_n = 0;
+
+/* The last traced launch: block start, main-loop end and end times (us
+** from the first start), quantiles over the blocks. */
+extern "C" void lsim_cuda_wg_trace_print(FILE *f) {
+  if (!lsim__trace_d || lsim__trace_n < 1)
+    return;
+  const int n = lsim__trace_n;
+  unsigned long long *h = (unsigned long long *)malloc((size_t)n * 32);
+  if (!h || cudaMemcpy(h, lsim__trace_d, (size_t)n * 32,
+                       cudaMemcpyDeviceToHost) != cudaSuccess) {
+    free(h);
+    return;
+  }
+  unsigned long long t0 = h[0];
+  for (int i = 0; i < n; i++)
+    t0 = h[4 * i] < t0 ? h[4 * i] : t0;
+  double *v[3];
+  for (int k = 0; k < 3; k++) {
+    v[k] = (double *)malloc((size_t)n * sizeof(double));
+    for (int i = 0; i < n; i++)
+      v[k][i] = (double)(h[4 * i + k] - t0) / 1000.0;
+    std::sort(v[k], v[k] + n);
+  }
+  static const char *nm[3] = {"start", "loop end", "end"};
+  for (int k = 0; k < 3; k++) {
+    fprintf(f, "wgemm trace %-8s us: min %.2f p10 %.2f p50 %.2f p90 %.2f "
+               "max %.2f\n",
+            nm[k], v[k][0], v[k][n / 10], v[k][n / 2], v[k][(9 * n) / 10],
+            v[k][n - 1]);
+    free(v[k]);
+  }
+  free(h);
+}
 static int lsim__wg_state = 0; /* 0 unknown, 1 available, -1 not */
 
 static int lsim__wg_stage(int bm) { return bm * 128 + LSIM__WG_BN * 128; }
@@ -567,9 +629,22 @@ cudaError_t lsim__wg_launch(int dtype, int bm, const void *X, int ldx,
   const size_t smem = lsim__wg_smem(bm, g.ns, g.tc_ld, g.nseg);
   lsim__wg_args ga = g;
   {
-    /* benchmark knob: LSIM_WG_WPOL=0 reads W with the normal L2 policy */
+    /* benchmark knobs: LSIM_WG_WPOL=0 reads W with the normal L2 policy;
+    ** LSIM_WG_KINTER=1 interleaves the K slices of the cs blocks */
     const char *e = getenv("LSIM_WG_WPOL");
     ga.wpol = e && *e ? atoi(e) != 0 : 1;
+    e = getenv("LSIM_WG_KINTER");
+    ga.kinter = e && *e ? atoi(e) != 0 : 0;
+    /* LSIM_WG_TRACE=1: each block's start, main-loop end, end and SM
+    ** (lsim_cuda_wg_trace_print) */
+    e = getenv("LSIM_WG_TRACE");
+    if (e && *e == '1') {
+      if (!lsim__trace_d &&
+          cudaMalloc((void **)&lsim__trace_d, 4096 * 4 * 8) != cudaSuccess)
+        lsim__trace_d = nullptr;
+      lsim__trace_n = (int)((g.N + LSIM__WG_BN - 1) / LSIM__WG_BN) * g.cs;
+      ga.trace = lsim__trace_n <= 4096 ? lsim__trace_d : nullptr;
+    }
   }
   return dtype == LSIM_CUDA_FP16
              ? lsim__wg_t<lsim__fp16>(bm, mx, mw, ga, smem, pdl, s)

@@ -61,6 +61,9 @@ struct lsim__wg_args {
   int tc_ld; /* staged T' row stride, >= the largest rank, even */
   int flags; /* timing probe (results wrong): 2 no MMAs */
   int wpol;  /* W's L2 policy: 1 evict-first, 0 normal (set by launch) */
+  int kinter; /* K slices: 0 a range per block, 1 interleaved (launch) */
+  unsigned long long *trace; /* benchmark knob (launch): per block start,
+                             ** loop end, end, SM */
   float *part; /* [ct][cs][BM][BN] */
   int *count;  /* one per column tile */
 };
