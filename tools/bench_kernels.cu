@@ -1656,6 +1656,11 @@ static int bench(int sweep, int reps, const char *outdir, int compose) {
                    v.label.c_str(), nb);
           }
           r.us = tm.median([&] { CK(cudaGraphLaunch(ge, s)); });
+          if (v.gk == 2 && getenv("LSIM_WG_TRACE")) {
+            CK(cudaStreamSynchronize(s));
+            printf("%s r=%s %s:\n", W.name, rname, v.label.c_str());
+            lsim_cuda_wg_trace_print(stdout);
+          }
           cudaGraphExecDestroy(ge);
           r.xbase = r.us / base_us;
           r.note = std::string(r.xbase <= 1.3 ? "MET " : "MISSED ") +
