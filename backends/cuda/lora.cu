@@ -1210,6 +1210,17 @@ extern "C" int lsim_cuda_gemm_choose(const lsim_rowplan *p, int rmax,
   return 0;
 }
 
+/* Which one-pass kernel run_gemm takes (tune gemm_kernel 0): the
+** streaming wgemm at up to 64 rows, where its W stream beat lgemm's
+** (decode64 alone 26.8 us against 29.3, H100), and lgemm above, where
+** wgemm's mma.sync warps are compute-bound (mixed256 alone 66.5 against
+** 48.9); docs/BENCHMARKS.md, issue 23. */
+static int lsim__use_wg(const lsim_cuda_lora *L) {
+  if (!L->wg_ok || L->tune.gemm_kernel == 1)
+    return 0;
+  return L->tune.gemm_kernel == 2 || L->wg_bm <= 64;
+}
+
 extern "C" int lsim_cuda_lora_gemm_ok(const lsim_cuda_lora *L,
                                       const char **why) {
   if (why)
@@ -1226,7 +1237,7 @@ extern "C" void lsim_cuda_lora_gemm_describe(const lsim_cuda_lora *L,
              !L || !L->planned ? "no plan" : L->gemm_why);
     return;
   }
-  if (L->tune.gemm_kernel != 1 && L->wg_ok) {
+  if (lsim__use_wg(L)) {
     snprintf(buf, n,
              "one-pass gemm (streaming): shrink %s, %d rows per block, %d K "
              "ranges (%d slices of 64 each), %d column tiles, %d stages, "
@@ -1286,7 +1297,7 @@ extern "C" lsim_err lsim_cuda_lora_run_gemm_layer(
       return lsim_fail(eb, LSIM_E_BACKEND, "cuda: shrink launch (%s): %s",
                        lsim_cuda_path_name(L->path), cudaGetErrorString(e));
   }
-  if (L->tune.gemm_kernel != 1 && L->wg_ok) {
+  if (lsim__use_wg(L)) {
     lsim__wg_args w;
     memset(&w, 0, sizeof w);
     w.Y = (uint16_t *)Y;
