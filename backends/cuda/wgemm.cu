@@ -162,10 +162,7 @@ __global__ void __launch_bounds__(lsim__wthreads<BM>::N, lsim__wcfg<BM>::MINB)
   int *rk0 = reinterpret_cast<int *>(tc + (size_t)2 * BM * g.tc_ld);
   int *rrk = rk0 + BM, *rps = rrk + BM;
   float *rsc = reinterpret_cast<float *>(rps + BM);
-  const lsim__adapter_dev **sadp = reinterpret_cast<const lsim__adapter_dev **>(
-      base + (size_t)NS * STAGE + (size_t)2 * BM * g.tc_ld * 2 +
-      (size_t)BM * 16); /* 8-aligned: tc_ld even */
-  int *skoff = reinterpret_cast<int *>(sadp + g.nseg), *sad = skoff + g.nseg;
+  int *skoff = reinterpret_cast<int *>(rsc + BM), *sad = skoff + g.nseg;
 
   if (tid == 0) {
     for (int s = 0; s < NS; s++) {
@@ -179,7 +176,6 @@ __global__ void __launch_bounds__(lsim__wthreads<BM>::N, lsim__wcfg<BM>::MINB)
       rrk[i] = 0;
     for (int i = tid; i < g.nseg; i += blockDim.x) {
       skoff[i] = g.segs[i].w;
-      sadp[i] = g.table + g.segs[i].x;
       sad[i] = g.segs[i].x;
     }
   }
@@ -213,26 +209,6 @@ __global__ void __launch_bounds__(lsim__wthreads<BM>::N, lsim__wcfg<BM>::MINB)
       const uint32_t fb = lsim__smem(&full[s]);
       if (j >= NS)
         lsim__mb_wait(lsim__smem(&empty[s]), (uint32_t)((j / NS) - 1) & 1u);
-      if (j == min(NS, nw) && u1 > u0) {
-        /* the units' B^T rows into L2 now, behind the first stages of W:
-        ** by the time the units' copies run they hit L2 */
-        const int ka = u0 * 64, kz = min(g.ktot, u1 * 64);
-        for (int kk = ka + lane; kk < kz; kk += 32) {
-          int lo = 0, hi = g.nseg - 1;
-          while (lo < hi) {
-            const int mid = (lo + hi + 1) >> 1;
-            if (skoff[mid] <= kk)
-              lo = mid;
-            else
-              hi = mid - 1;
-          }
-          const lsim__adapter_dev &ad = *sadp[lo];
-          asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(
-                           lsim__brow_rt(ad, kk - skoff[lo], g.ldb) + n0),
-                       "r"(rowbytes)
-                       : "memory");
-        }
-      }
       if (j < nw) {
         if (lane == 0) {
           const int k = (g.kinter ? crank + j * cs : kb0 + j) * KC;
@@ -256,7 +232,7 @@ __global__ void __launch_bounds__(lsim__wthreads<BM>::N, lsim__wcfg<BM>::MINB)
             else
               hi = mid - 1;
           }
-          const lsim__adapter_dev &ad = *sadp[lo];
+          const lsim__adapter_dev &ad = g.table[sad[lo]];
           lsim__bulk(st + (uint32_t)(q * LSIM__WG_BROW),
                      lsim__brow_rt(ad, kk - skoff[lo], g.ldb) + n0, rowbytes,
                      fb);
@@ -317,38 +293,21 @@ __global__ void __launch_bounds__(lsim__wthreads<BM>::N, lsim__wcfg<BM>::MINB)
         lsim__pdl_wait();
         const int ka = u0 * 64, kz = min(g.ktot, u1 * 64);
         const size_t sstride = (size_t)g.nlist * g.ws_ld;
-        /* four entries per thread at a time, so that their loads are in
-        ** flight together (one L2 round trip per split) */
-        for (int i0 = tid; i0 < BM * g.tc_ld; i0 += 4 * NC) {
-          int off[4];
-          float sum[4];
-#pragma unroll
-          for (int u = 0; u < 4; u++) {
-            const int i = i0 + u * NC;
-            const int row = i / g.tc_ld, r = i - row * g.tc_ld;
-            off[u] = i < BM * g.tc_ld && row < g.M && r < rrk[row] &&
-                             rk0[row] + r >= ka && rk0[row] + r < kz
-                         ? rps[row] * g.ws_ld + r
-                         : -1;
-            sum[u] = 0.f;
-          }
+        for (int i = tid; i < BM * g.tc_ld; i += NC) {
+          const int row = i / g.tc_ld, r = i - row * g.tc_ld;
+          if (row >= g.M || r >= rrk[row] || rk0[row] + r < ka ||
+              rk0[row] + r >= kz)
+            continue;
+          const float *w = g.ws + (size_t)rps[row] * g.ws_ld + r;
+          float sum = 0.f;
           for (int sp = 0; sp < g.splits; sp++)
-#pragma unroll
-            for (int u = 0; u < 4; u++)
-              if (off[u] >= 0)
-                sum[u] += __ldcg(g.ws + sp * sstride + off[u]);
-#pragma unroll
-          for (int u = 0; u < 4; u++)
-            if (off[u] >= 0) {
-              /* s t as hi + lo, two 16-bit values: the MMAs then carry t
-              ** to about 16 bits of mantissa, as lgemm's fp32 epilogue */
-              const int i = i0 + u * NC, row = i / g.tc_ld;
-              const float v = sum[u] * rsc[row];
-              const uint16_t hi = lsim__dt<T>::from_f(v);
-              tc[i] = hi;
-              tc[i + BM * g.tc_ld] =
-                  lsim__dt<T>::from_f(v - lsim__dt<T>::to_f(hi));
-            }
+            sum += __ldcg(w + sp * sstride);
+          /* s t as hi + lo, two 16-bit values: the MMAs then carry t to
+          ** about 16 bits of mantissa, as the fp32 epilogue of lgemm */
+          const float v = sum * rsc[row];
+          const uint16_t hi = lsim__dt<T>::from_f(v);
+          tc[i] = hi;
+          tc[i + BM * g.tc_ld] = lsim__dt<T>::from_f(v - lsim__dt<T>::to_f(hi));
         }
 #pragma unroll
         for (int mi = 0; mi < MI; mi++)
@@ -562,7 +521,7 @@ static int lsim__wg_stage(int bm) { return bm * 128 + LSIM__WG_BN * 128; }
 size_t lsim__wg_smem(int bm, int ns, int tc_ld, int nseg) {
   return 1024 + (size_t)ns * (size_t)lsim__wg_stage(bm) +
          (size_t)bm * (size_t)tc_ld * 4 + (size_t)bm * 16 +
-         (size_t)nseg * 16 + 16;
+         (size_t)nseg * 8 + 16;
 }
 
 #define LSIM__WG_MAXSMEM ((size_t)227 * 1024 - 256)
