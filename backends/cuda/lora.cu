@@ -1210,15 +1210,19 @@ extern "C" int lsim_cuda_gemm_choose(const lsim_rowplan *p, int rmax,
   return 0;
 }
 
-/* Which one-pass kernel run_gemm takes (tune gemm_kernel 0): the
-** streaming wgemm at up to 64 rows, where its W stream beat lgemm's
-** (decode64 alone 26.8 us against 29.3, H100), and lgemm above, where
+/* Which one-pass kernel run_gemm takes (tune gemm_kernel 0), by what was
+** measured (H100, docs/BENCHMARKS.md, issue 23): the streaming wgemm at up
+** to 64 rows with at most 1024 K' columns of adapters, where it was faster
+** (decode64 with no adapter rows 26.8 us against lgemm's 29.3, r16 47.0
+** against 47.7); lgemm elsewhere: at decode64 r64 (K' 4096) wgemm's units
+** cost more than lgemm's epilogue (99.0 against 93.7), and above 64 rows
 ** wgemm's mma.sync warps are compute-bound (mixed256 alone 66.5 against
-** 48.9); docs/BENCHMARKS.md, issue 23. */
+** 48.9). */
 static int lsim__use_wg(const lsim_cuda_lora *L) {
   if (!L->wg_ok || L->tune.gemm_kernel == 1)
     return 0;
-  return L->tune.gemm_kernel == 2 || L->wg_bm <= 64;
+  return L->tune.gemm_kernel == 2 ||
+         (L->wg_bm <= 64 && (L->nactive == 0 || L->wg_ktot <= 1024));
 }
 
 extern "C" int lsim_cuda_lora_gemm_ok(const lsim_cuda_lora *L,
