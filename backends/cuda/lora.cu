@@ -1186,8 +1186,10 @@ extern "C" lsim_err lsim_cuda_lora_poison(lsim_cuda_lora *L, lsim_errbuf *eb) {
 ** branch on the chooser's path, at every shape.  The one-pass GEMM lost
 ** wherever it was measured on the H100 (decode64 r16 46.6 us against 33.5
 ** for cuBLAS then the branch, mixed256 r16 67.8 against 44.4; its W stream
-** alone ran at 28 us where cuBLAS's whole GEMM took 21.5), so the rule
-** takes it nowhere; *branch_path is the shrink path a one-pass plan would
+** alone ran at 28 us where cuBLAS's whole GEMM took 21.5), and so did the
+** streaming wgemm (decode64 r16 47.0 us against 34.0, r64 99.0 against
+** 54.6, mixed256 r16 110.7 against 44.4; its W stream alone 26.8 us
+** against cuBLAS's 21.8), so the rule takes it nowhere; *branch_path is the shrink path a one-pass plan would
 ** use (the per-row decode kernel when every segment is one row, the
 ** tensor-core tiles otherwise), for callers that ask for it anyway.
 */
