@@ -12,6 +12,8 @@ void lsim_plan_reset(lsim_plan *p) {
   p->prefill_reqs = p->decode_reqs = 0;
   p->distinct_adapters = p->segments = p->max_rank = 0;
   p->true_rank_rows = p->padded_rank_rows = 0;
+  p->sampled = p->decode_ctx = p->prefill_pairs = 0;
+  p->lora_segments = 0;
 }
 
 lsim_err lsim_plan_push(lsim_plan *p, const lsim_plan_entry *e,
@@ -49,6 +51,9 @@ lsim_err lsim_plan_finish(lsim_plan *p, lsim_errbuf *eb) {
   p->prefill_reqs = p->decode_reqs = 0;
   p->segments = p->max_rank = 0;
   p->true_rank_rows = 0;
+  p->sampled = p->decode_ctx = p->prefill_pairs = 0;
+  p->lora_segments = 0;
+  const int pos = p->positions;
   if (p->n > LSIM__PLAN_SMALL) {
     ids = malloc((size_t)p->n * sizeof *ids);
     if (!ids)
@@ -68,18 +73,23 @@ lsim_err lsim_plan_finish(lsim_plan *p, lsim_errbuf *eb) {
       }
       p->decode_rows += e->rows;
       p->decode_reqs++;
+      p->decode_ctx += (pos && e->ctx > 0 ? e->ctx : 0) + 1;
     } else {
       if (seen_decode || e->rows < 1) {
         if (ids != small)
           free(ids);
         return LSIM_BUG(eb, "prefill entry after decode or with no rows");
       }
-      p->prefill_rows += e->rows;
+      int64_t r = e->rows;
+      p->prefill_rows += r;
       p->prefill_reqs++;
+      p->prefill_pairs += r * (pos && e->ctx > 0 ? e->ctx : 0) + r * (r + 1) / 2;
     }
+    p->sampled += pos ? (e->sample != 0) : 1;
     if (e->adapter != prev_adapter) {
       p->segments++;
       if (e->adapter >= 0) {
+        p->lora_segments++;
         if (nids > 0 && e->adapter <= ids[nids - 1])
           sorted = 0;
         ids[nids++] = e->adapter;
