@@ -131,27 +131,16 @@ lsim_err lsim_cost_prof_bind(const lsim_cost_coef *k, int layers, int modules,
 }
 
 void lsim_cost_plan_features(const lsim_plan *p, lsim_cost_feat *f) {
+  /* the plan's ledgers (lsim_plan_finish) hold every count */
   *f = (lsim_cost_feat){0};
-  int prev = -2;
-  for (int i = 0; i < p->n; i++) {
-    const lsim_plan_entry *e = &p->e[i];
-    int64_t ctx = p->positions && e->ctx > 0 ? e->ctx : 0, r = e->rows;
-    f->tokens += r;
-    f->sampled += p->positions ? (e->sample != 0) : 1;
-    if (e->phase == LSIM_PHASE_DECODE) {
-      f->decode_rows += r;
-      f->decode_ctx += r * (ctx + 1);
-    } else {
-      f->prefill_seqs++;
-      f->prefill_pairs += r * ctx + r * (r + 1) / 2;
-    }
-    if (e->adapter >= 0) {
-      f->lora = 1;
-      if (e->adapter != prev)
-        f->lora_segments++;
-    }
-    prev = e->adapter;
-  }
+  f->tokens = p->prefill_rows + p->decode_rows;
+  f->sampled = p->sampled;
+  f->decode_rows = p->decode_rows;
+  f->decode_ctx = p->decode_ctx;
+  f->prefill_seqs = p->prefill_reqs;
+  f->prefill_pairs = p->prefill_pairs;
+  f->lora = p->lora_segments > 0;
+  f->lora_segments = p->lora_segments;
   /* The adapter branch runs every row of the batch at the batch's largest
   ** rank (the slot rank with padded-rank slots): the row plan pads to it
   ** (engine/rowplan.c, phys_rank), so that is the work the GPU does. */
@@ -164,7 +153,7 @@ void lsim_cost_plan_features(const lsim_plan *p, lsim_cost_feat *f) {
 /* a * b, saturated at INT64_MAX (a, b >= 0) */
 static int64_t lsim__mul(int64_t a, int64_t b) {
   int64_t r;
-  return lsim_muldiv_i64_checked(a, b, 1, &r) ? INT64_MAX : r;
+  return a < 0 || b < 0 || __builtin_mul_overflow(a, b, &r) ? INT64_MAX : r;
 }
 
 /* floor(a * b / c), saturated */

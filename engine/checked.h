@@ -55,6 +55,16 @@ static inline int lsim_muldiv_i64_checked(int64_t a, int64_t b, int64_t c,
                                           int64_t *out) {
   if (a < 0 || b < 0 || c <= 0)
     return -1;
+  uint64_t p64;
+  if (!__builtin_mul_overflow((uint64_t)a, (uint64_t)b, &p64)) {
+    /* the usual case: a 64-bit division (the 128-bit one is a libgcc
+    ** call, a tenth of the profiled cost model's time) */
+    uint64_t q64 = p64 / (uint64_t)c;
+    if (q64 > (uint64_t)INT64_MAX)
+      return -1;
+    *out = (int64_t)q64;
+    return 0;
+  }
   unsigned __int128 q = (unsigned __int128)a * (uint64_t)b / (uint64_t)c;
   if (q > (unsigned __int128)INT64_MAX)
     return -1;

@@ -12,6 +12,8 @@ void lsim_plan_reset(lsim_plan *p) {
   p->prefill_reqs = p->decode_reqs = 0;
   p->distinct_adapters = p->segments = p->max_rank = 0;
   p->true_rank_rows = p->padded_rank_rows = 0;
+  p->sampled = p->decode_ctx = p->prefill_pairs = 0;
+  p->lora_segments = 0;
 }
 
 lsim_err lsim_plan_push(lsim_plan *p, const lsim_plan_entry *e,
@@ -45,53 +47,75 @@ lsim_err lsim_plan_finish(lsim_plan *p, lsim_errbuf *eb) {
   int small[LSIM__PLAN_SMALL];
   int *ids = small;
   int nids = 0;
-  p->prefill_rows = p->decode_rows = 0;
-  p->prefill_reqs = p->decode_reqs = 0;
-  p->segments = p->max_rank = 0;
-  p->true_rank_rows = 0;
-  if (p->n > LSIM__PLAN_SMALL) {
-    ids = malloc((size_t)p->n * sizeof *ids);
+  /* the sums in locals, stored once at the end: stores through p inside
+  ** the loop could alias the entries, so the compiler kept every one in
+  ** memory (finishing plans was 6% of a compare's instructions) */
+  int64_t prefill_rows = 0, decode_rows = 0, true_rank_rows = 0;
+  int64_t sampled = 0, decode_ctx = 0, prefill_pairs = 0;
+  int prefill_reqs = 0, decode_reqs = 0, segments = 0, lora_segments = 0;
+  int max_rank = 0;
+  const int pos = p->positions;
+  const int n = p->n;
+  const lsim_plan_entry *es = p->e;
+  if (n > LSIM__PLAN_SMALL) {
+    ids = malloc((size_t)n * sizeof *ids);
     if (!ids)
       return lsim_fail(eb, LSIM_E_NOMEM, "out of memory finishing a plan");
   }
   /* ids: the adapter of each segment (a run of entries of one adapter),
   ** enough to count the distinct ones */
   int sorted = 1;
-  for (int i = 0; i < p->n; i++) {
-    const lsim_plan_entry *e = &p->e[i];
+  for (int i = 0; i < n; i++) {
+    const lsim_plan_entry *e = &es[i];
+    int64_t r = e->rows, ctx = pos && e->ctx > 0 ? e->ctx : 0;
     if (e->phase == LSIM_PHASE_DECODE) {
       seen_decode = 1;
-      if (e->rows != 1) {
+      if (r != 1) {
         if (ids != small)
           free(ids);
         return LSIM_BUG(eb, "decode entry with rows != 1");
       }
-      p->decode_rows += e->rows;
-      p->decode_reqs++;
+      decode_rows += r;
+      decode_reqs++;
+      decode_ctx += ctx + 1;
     } else {
-      if (seen_decode || e->rows < 1) {
+      if (seen_decode || r < 1) {
         if (ids != small)
           free(ids);
         return LSIM_BUG(eb, "prefill entry after decode or with no rows");
       }
-      p->prefill_rows += e->rows;
-      p->prefill_reqs++;
+      prefill_rows += r;
+      prefill_reqs++;
+      prefill_pairs += r * ctx + r * (r + 1) / 2;
     }
+    sampled += pos ? (e->sample != 0) : 1;
     if (e->adapter != prev_adapter) {
-      p->segments++;
+      segments++;
       if (e->adapter >= 0) {
+        lora_segments++;
         if (nids > 0 && e->adapter <= ids[nids - 1])
           sorted = 0;
         ids[nids++] = e->adapter;
       }
     }
     prev_adapter = e->adapter;
-    if (e->rank > p->max_rank)
-      p->max_rank = e->rank;
-    p->true_rank_rows += (int64_t)e->rank * e->rows;
+    if (e->rank > max_rank)
+      max_rank = e->rank;
+    true_rank_rows += (int64_t)e->rank * r;
   }
-  p->padded_rank_rows = (p->prefill_rows + p->decode_rows) *
-                        (p->slot_rank > 0 ? p->slot_rank : p->max_rank);
+  p->prefill_rows = prefill_rows;
+  p->decode_rows = decode_rows;
+  p->prefill_reqs = prefill_reqs;
+  p->decode_reqs = decode_reqs;
+  p->segments = segments;
+  p->lora_segments = lora_segments;
+  p->max_rank = max_rank;
+  p->true_rank_rows = true_rank_rows;
+  p->sampled = sampled;
+  p->decode_ctx = decode_ctx;
+  p->prefill_pairs = prefill_pairs;
+  p->padded_rank_rows = (prefill_rows + decode_rows) *
+                        (p->slot_rank > 0 ? p->slot_rank : max_rank);
   /* Distinct adapters: sort the segments' ids (already increasing when
   ** the batch is grouped by adapter in id order), count runs (no hashing,
   ** no order dependence on anything but the ids). */

@@ -74,10 +74,24 @@ typedef struct lsim_plan {
   /* 1 when every entry's ctx, sample and kv were set by the engine (the
   ** positions a whole-forward backend needs); kept across lsim_plan_reset */
   int positions;
+  /* The profiled cost model's counts (backends/cost.c), filled by
+  ** lsim_plan_finish in the same pass as the ledgers above (the cost model
+  ** used to walk the entries again: a tenth of a compare's CPU).  They
+  ** read `positions` as it is when the plan is finished:
+  **   sampled        entries that yield a token (every entry without
+  **                  positions)
+  **   decode_ctx     over decode rows, the context each attends to,
+  **                  ctx + 1 (1 a row without positions)
+  **   prefill_pairs  over prefill entries, the attention pairs
+  **                  rows x ctx + rows (rows + 1) / 2 (ctx 0 without
+  **                  positions)
+  **   lora_segments  segments of a non-base adapter */
+  int64_t sampled, decode_ctx, prefill_pairs;
+  int lora_segments;
 } lsim_plan;
 
 #define LSIM_PLAN_INIT \
-  {0, 0, 0, 0, 0, NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0, NULL, 0, 0, 0}
+  {0, 0, 0, 0, 0, NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0, NULL, 0, 0, 0, 0, 0, 0, 0}
 
 void lsim_plan_reset(lsim_plan *p);
 lsim_err lsim_plan_push(lsim_plan *p, const lsim_plan_entry *e,

@@ -97,6 +97,9 @@ struct lsim_res {
   int64_t kvgen;
   lsim__txn *t;
   int ntxn;
+  /* RESTORE transactions ever opened (rollbacks): 0 lets the engine's
+  ** every-step question "any compensating reloads?" skip the scan */
+  int64_t restores_opened;
   int64_t next_txn;
   /* adapters in PUBLISHED or IDLE (the only evictable states), so that
   ** eligibility scans the resident set, not the whole catalog; rlist is
@@ -808,6 +811,8 @@ int64_t lsim_res_reclaimable(const lsim_res *r, int exclude) {
 
 int lsim_res_pending_restores(const lsim_res *r, int *adapters, int max) {
   int n = 0;
+  if (r->restores_opened == 0)
+    return 0;
   for (int i = 0; i < r->ntxn && n < max; i++) {
     const lsim__txn *t = &r->t[i];
     if (t->live && t->kind == LSIM_TXN_RESTORE &&
@@ -976,6 +981,7 @@ static lsim_err lsim__begin(lsim_res *r, const lsim_res_req *q,
     return lsim_fail(eb, LSIM_E_NOMEM, "out of memory reserving slots");
   }
   t->kind = q->kind;
+  r->restores_opened += q->kind == LSIM_TXN_RESTORE;
   t->adapter = q->adapter;
   t->request = q->request;
   t->d = *d;
@@ -1502,6 +1508,7 @@ lsim_err lsim_res_rollback(lsim_res *r, int64_t id, int64_t *restore,
       return LSIM_BUG(eb, "out of memory in the middle of a rollback");
     }
     rt->kind = LSIM_TXN_RESTORE;
+    r->restores_opened++;
     rt->adapter = vi;
     rt->request = -1;
     memset(&rt->d, 0, sizeof rt->d);

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "db.h"
 #include "escape.h"
 #include "plot_run.h"
 
@@ -214,21 +215,6 @@ int lsim_plot_split(const char *path, char *dir, size_t dn, char *name,
              : 0;
 }
 
-/* 1 when table has column col. */
-static int lsim__has_column(sqlite3 *db, const char *table, const char *col) {
-  char sql[128];
-  sqlite3_stmt *st = NULL;
-  int found = 0;
-  snprintf(sql, sizeof sql, "SELECT 1 FROM pragma_table_info('%s') WHERE "
-                            "name = ?1", table);
-  if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK) {
-    sqlite3_bind_text(st, 1, col, -1, SQLITE_STATIC);
-    found = sqlite3_step(st) == SQLITE_ROW;
-  }
-  sqlite3_finalize(st);
-  return found;
-}
-
 lsim_err lsim_plot_demand(sqlite3 *db, const lsim_scenario *sc,
                           int64_t *demand, lsim_errbuf *eb) {
   for (int t = 0; t < sc->ntenants; t++)
@@ -240,11 +226,11 @@ lsim_err lsim_plot_demand(sqlite3 *db, const lsim_scenario *sc,
   const char *sql;
   int weighted = 1;
   if (sc->fair_w_in == sc->fair_w_out &&
-      lsim__has_column(db, "tenant_summary", "demand")) {
+      lsim_db_has_column(db, "tenant_summary", "demand")) {
     sql = "SELECT tenant, demand FROM tenant_summary WHERE run_id = 1 AND "
           "tenant >= 0";
     weighted = 0;
-  } else if (lsim__has_column(db, "requests", "requested_tokens")) {
+  } else if (lsim_db_has_column(db, "requests", "requested_tokens")) {
     sql = "SELECT tenant, sum(?1 * prompt_tokens + ?2 * (requested_tokens - "
           "1)) FROM requests WHERE run_id = 1 GROUP BY tenant";
   } else {

@@ -150,6 +150,7 @@ typedef struct lsim__world {
   char targets[LSIM_MAX_TARGETS * LSIM_NAME_MAX]; /* "q_proj,v_proj" */
   /* both clocks (file comment) */
   int executes;            /* the backend measures (LSIM_BACKEND_EXECUTES) */
+  int model_be;            /* the backend is `model`: its time is W->cost's */
   int64_t *model_ns;       /* per worker: the plan in flight, cost model */
   int64_t *measured_ns;    /* per worker: its measured ns, or -1 */
   int64_t *ctx_tokens;     /* per worker: its context tokens, or -1 */
@@ -761,7 +762,12 @@ static lsim_err lsim__on_step(lsim__world *W, int w, lsim_errbuf *eb) {
   /* TP workers add their collective time (0 at degree 1; docs/TP.md) */
   int64_t cns = lsim_cost_collective_ns(&W->tp_cost, p, NULL), ins;
   lsim_tick end = 0;
-  if (cns < 0 || lsim_add_i64_checked(lsim_cost_plan_ns(&W->cost, p), cns, &ins))
+  /* the model backend priced the plan with this same cost model
+  ** (bcfg.cost): its answer, not a second evaluation per iteration */
+  int64_t mns = W->model_be && br.ok && br.backend_ns >= 0
+                    ? br.backend_ns
+                    : lsim_cost_plan_ns(&W->cost, p);
+  if (cns < 0 || lsim_add_i64_checked(mns, cns, &ins))
     return lsim_fail(eb, LSIM_E_SCN_RANGE,
                      "$.cost: an iteration's modelled time passes the end of "
                      "the ns clock (cost.link_gbps too small?)");
@@ -1280,6 +1286,7 @@ static lsim_err lsim__setup(lsim__world *W, lsim_errbuf *eb) {
   W->be_open = 1;
   W->follows = lsim_backend_follows(&W->be);
   W->executes = (W->be.ops->flags & LSIM_BACKEND_EXECUTES) != 0;
+  W->model_be = strcmp(W->be.ops->name, "model") == 0;
   W->clk.measured = sc->clock == LSIM_CLOCK_MEASURED;
   if (sc->clock_from[0]) {
     W->clk.recorded = 1;

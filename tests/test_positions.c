@@ -208,3 +208,41 @@ Test(positions, plans_from_elsewhere_have_none) {
   cr_assert_eq(p.e[0].sample, 0);
   lsim_plan_release(&p);
 }
+
+/* The cost model's counts (plan.h: sampled, decode_ctx, prefill_pairs,
+** lora_segments) come from lsim_plan_finish; worked by hand for a plan of
+** three prefill entries and three decode rows, with and without
+** positions. */
+Test(positions, cost_counts_of_a_plan) {
+  /* request, tenant, adapter, rank, phase, rows, version, ctx, sample, kv */
+  const lsim_plan_entry es[] = {
+      {1, 0, 3, 8, LSIM_PHASE_PREFILL, 5, 0, 2, 1, 0},
+      {2, 0, -1, 0, LSIM_PHASE_PREFILL, 4, 0, 0, 0, 1},
+      {3, 0, 3, 8, LSIM_PHASE_PREFILL, 2, 0, 10, 1, 2},
+      {4, 0, 3, 8, LSIM_PHASE_DECODE, 1, 0, 7, 1, 3},
+      {5, 0, 5, 16, LSIM_PHASE_DECODE, 1, 0, 0, 1, 4},
+      {6, 0, -1, 0, LSIM_PHASE_DECODE, 1, 0, 3, 1, 5},
+  };
+  lsim_errbuf eb = LSIM_ERRBUF_INIT;
+  for (int pos = 1; pos >= 0; pos--) {
+    lsim_plan p = LSIM_PLAN_INIT;
+    p.positions = pos;
+    for (size_t i = 0; i < sizeof es / sizeof es[0]; i++)
+      cr_assert_eq(lsim_plan_push(&p, &es[i], &eb), 0);
+    cr_assert_eq(lsim_plan_finish(&p, &eb), 0, "%s", eb.msg);
+    /* segments 3 | base | 3 3 | 5 | base: three of an adapter */
+    cr_assert_eq(p.lora_segments, 3);
+    cr_assert_eq(p.segments, 5);
+    if (pos) {
+      cr_assert_eq(p.sampled, 5);           /* the middle prefill does not */
+      cr_assert_eq(p.decode_ctx, 8 + 1 + 4); /* ctx + 1 per decode row */
+      /* rows x ctx + rows (rows + 1) / 2: 10 + 15, 0 + 10, 20 + 3 */
+      cr_assert_eq(p.prefill_pairs, 58);
+    } else {
+      cr_assert_eq(p.sampled, 6);
+      cr_assert_eq(p.decode_ctx, 3);
+      cr_assert_eq(p.prefill_pairs, 15 + 10 + 3);
+    }
+    lsim_plan_release(&p);
+  }
+}
