@@ -34,9 +34,11 @@
 
 static void need_gpu(void) {
   char d[256];
-  if (lsim_cuda_describe(d, sizeof d) <= 0)
+  if (lsim_cuda_describe(d, sizeof d) <= 0) {
+    fprintf(stderr, "test_cuda_onepass: skipped, no CUDA device: %s\n", d);
     cr_skip_test("no CUDA device: %s (GPU tests run on the device machine)",
                  d);
+  }
 }
 
 #define OK(call)                                                        \
@@ -226,13 +228,16 @@ static lsim_cuda_lora *open_ctx(const ocase *c) {
 
 /* Run one configuration; returns the worst error in units of the bound
 ** (exact: 0 unless some bit differs). */
-static double run_one(const ocase *c, lsim_cuda_lora *L, int path, int cs,
-                      int bm, float beta, const double *want,
-                      const double *mag, int exact, const char *tag) {
+static double run_one(const ocase *c, lsim_cuda_lora *L, int kern, int ns,
+                      int path, int cs, int bm, float beta,
+                      const double *want, const double *mag, int exact,
+                      const char *tag) {
   lsim_cuda_lora_tune t;
   lsim_cuda_lora_get_tune(L, &t);
   t.gemm_cs = cs;
   t.gemm_bm = bm;
+  t.gemm_kernel = kern; /* 1 lgemm, 2 the streaming wgemm */
+  t.gemm_ns = ns;
   lsim_cuda_lora_set_tune(L, &t);
   OK(lsim_cuda_lora_plan(L, &c->p, path, eb));
   const char *why = NULL;
@@ -327,17 +332,20 @@ Test(onepass, gemm_plus_delta_within_the_bf16_bound_on_every_shrink_path,
     cr_assert(chosen == LSIM_CUDA_PATH_DECODE ||
                   chosen == LSIM_CUDA_PATH_SGMV_MMA,
               "seed %d: %d rows at rank %d: no shrink path", seed, c.T, rmax);
-    for (int k = 0; k < 4; k++) {
-      const int path = k < 3 ? paths[k] : chosen;
+    for (int k = 0; k < 8; k++) {
+      const int path = k % 4 < 3 ? paths[k % 4] : chosen;
+      const int kern = k < 4 ? 1 : 2;
       for (int beta = 0; beta < 2; beta++) {
-        char tag[160];
+        char tag[192];
         const int kc = cs[(seed + k + beta) % 4];
-        const int bm = (seed + k) % 3 == 0 ? 256 : 0;
+        const int bm = kern == 1 && (seed + k) % 3 == 0 ? 256 : 0;
+        const int ns = kern == 2 && (seed + beta) % 3 == 0 ? 2 : 0;
         snprintf(tag, sizeof tag,
-                 "seed %d (T %d, %dx%d, %d adapters) %s cs %d bm %d beta %d",
-                 seed, c.T, c.d_in, c.d_out, c.nad, lsim_cuda_path_name(path),
-                 kc, bm, beta);
-        const double w = run_one(&c, L, path, kc, bm, (float)beta,
+                 "seed %d (T %d, %dx%d, %d adapters) kernel %d %s cs %d bm %d "
+                 "ns %d beta %d",
+                 seed, c.T, c.d_in, c.d_out, c.nad, kern,
+                 lsim_cuda_path_name(path), kc, bm, ns, beta);
+        const double w = run_one(&c, L, kern, ns, path, kc, bm, (float)beta,
                                  beta ? want1 : want0, beta ? mag1 : mag0, 0,
                                  tag);
         worst = w > worst ? w : worst;
@@ -369,10 +377,13 @@ Test(onepass, integer_mode_bit_exact) {
          path++) {
       if (path == LSIM_CUDA_PATH_INDEXED)
         continue;
-      char tag[96];
-      snprintf(tag, sizeof tag, "integer seed %d %s", seed,
-               lsim_cuda_path_name(path));
-      run_one(&c, L, path, seed % 2 ? 0 : 5, 0, 1.f, want, mag, 1, tag);
+      for (int kern = 1; kern <= 2; kern++) {
+        char tag[96];
+        snprintf(tag, sizeof tag, "integer seed %d kernel %d %s", seed, kern,
+                 lsim_cuda_path_name(path));
+        run_one(&c, L, kern, 0, path, seed % 2 ? 0 : 5, 0, 1.f, want, mag, 1,
+                tag);
+      }
     }
     free(want), free(mag);
     lsim_cuda_lora_close(L);

@@ -452,6 +452,9 @@ struct CompVar {
   int kind, path, splits, prio, chunks;
   int gcs = 0, gbm = 0, gpf = 1; /* gemm1: tune gemm_cs, gemm_bm, prefetch */
   float beta = 0.f;              /* gemm1: Y = beta Y + X W^T + delta */
+  int gk = 1;  /* one-pass kernel (tune gemm_kernel): 1 lgemm ("gemm1"),
+               ** 2 the streaming wgemm ("gemm2") */
+  int gns = 0; /* gemm2: tune gemm_ns (stages) */
 };
 
 #define COMP_MAXCH 8
@@ -554,6 +557,8 @@ struct Comp {
     t.gemm_bm = v.gbm;
     t.gemm_prefetch = v.gpf;
     t.gemm_probe = v.kind == COMP_GEMM1 ? v.prio : 0;
+    t.gemm_kernel = v.gk;
+    t.gemm_ns = v.gns;
     lsim_cuda_lora_set_tune(C, &t);
     lsim_errbuf eb = LSIM_ERRBUF_INIT;
     int path = v.path;
@@ -905,6 +910,8 @@ static void print_table(const std::vector<Row> &rows, FILE *f, double bw,
                 .c_str());
   }
 }
+
+extern "C" void lsim_cuda_wg_trace_print(FILE *f); /* wgemm.cu */
 
 /* --gemm1: only the one-pass GEMM rows at decode64 and mixed256, r16 and
 ** r64, with timing probes (a quick round, and what ncu is pointed at) */
@@ -1596,6 +1603,25 @@ static int bench(int sweep, int reps, const char *outdir, int compose) {
           for (int bm : {128, 256})
             g1("auto bm=" + std::to_string(bm), LSIM_CUDA_PATH_AUTO, 0, bm,
                1);
+        /* the streaming one-pass GEMM (wgemm.cu): its default, the loads
+        ** alone, K ranges, stages, the shrink's path */
+        auto g2 = [&](const std::string &l, int path, int gcs, int gns) {
+          CompVar v{"gemm2 " + l, COMP_GEMM1, path, 0, 0, 0};
+          v.gcs = gcs;
+          v.gns = gns;
+          v.gk = 2;
+          cv.push_back(v);
+        };
+        g2("auto", LSIM_CUDA_PATH_AUTO, 0, 0);
+        g2("auto probe=1 (timing only)", LSIM_CUDA_PATH_AUTO, 0, 0);
+        cv.back().prio = 1;
+        for (int c : {1, 2, 4, 8})
+          g2("auto cs=" + std::to_string(c), LSIM_CUDA_PATH_AUTO, c, 0);
+        for (int ns : {3, 4, 6})
+          g2("auto ns=" + std::to_string(ns), LSIM_CUDA_PATH_AUTO, 0, ns);
+        for (int path : {LSIM_CUDA_PATH_DECODE, LSIM_CUDA_PATH_SGMV_MMA})
+          if (path != LSIM_CUDA_PATH_DECODE || maxseg <= 1)
+            g2(lsim_cuda_path_name(path), path, 0, 0);
         for (const CompVar &v : cv) {
           if (!g1_only(W.name, rname, v.label))
             continue;
@@ -1630,14 +1656,22 @@ static int bench(int sweep, int reps, const char *outdir, int compose) {
                    v.label.c_str(), nb);
           }
           r.us = tm.median([&] { CK(cudaGraphLaunch(ge, s)); });
+          if (v.gk == 2 && getenv("LSIM_WG_TRACE")) {
+            CK(cudaStreamSynchronize(s));
+            printf("%s r=%s %s:\n", W.name, rname, v.label.c_str());
+            lsim_cuda_wg_trace_print(stdout);
+          }
           cudaGraphExecDestroy(ge);
           r.xbase = r.us / base_us;
           r.note = std::string(r.xbase <= 1.3 ? "MET " : "MISSED ") +
                    "(<= 1.3x) " + nb;
           rows.push_back(r);
         }
-        /* the one-pass GEMM with no adapter rows: its GEMM alone */
-        if (g1_only(W.name, rname, "gemm1 no adapter rows")) {
+        /* the one-pass GEMMs with no adapter rows: their GEMM alone */
+        for (int gk = 1; gk <= 2; gk++)
+        if (g1_only(W.name, rname,
+                    gk == 1 ? "gemm1 no adapter rows"
+                            : "gemm2 no adapter rows")) {
           std::vector<lsim_plan_entry> e0;
           for (int i = 0; i < N; i++)
             e0.push_back(ent(i, LSIM_BASE, 0, LSIM_PHASE_DECODE, 1));
@@ -1645,10 +1679,18 @@ static int bench(int sweep, int reps, const char *outdir, int compose) {
           LK(lsim_rowplan_build(&p0, e0.data(), (int)e0.size(), NULL, 0, eb));
           CompVar v{"gemm1 no adapter rows", COMP_GEMM1,
                     LSIM_CUDA_PATH_SGMV, 0, 0, 0};
+          v.gk = gk;
+          if (gk == 2) { /* sweeps: BENCH_GEMM2_CS, BENCH_GEMM2_NS */
+            const char *ec = getenv("BENCH_GEMM2_CS"),
+                       *en = getenv("BENCH_GEMM2_NS");
+            v.gcs = ec ? atoi(ec) : 0;
+            v.gns = en ? atoi(en) : 0;
+          }
           Row r;
           r.wl = W.name;
           r.rank = rname;
-          r.path = "gemm1 alone (no adapter rows)";
+          r.path = gk == 1 ? "gemm1 alone (no adapter rows)"
+                           : "gemm2 alone (no adapter rows)";
           std::string why;
           cudaGraphExec_t ge;
           if (comp.prepare(v, &p0, e0, N, &why) &&
@@ -1670,10 +1712,16 @@ static int bench(int sweep, int reps, const char *outdir, int compose) {
             const double worst = sqrt(e2 / g2) / ldexp(1.0, -8);
             if (!(worst <= 1.0)) {
               comp_failures++;
-              printf("GEMM1 FAIL %s r=%s no adapter rows: rel/2^-8 %.2f\n",
-                     W.name, rname, worst);
+              printf("GEMM%d FAIL %s r=%s no adapter rows: rel/2^-8 "
+                     "%.2f\n",
+                     gk, W.name, rname, worst);
             }
             r.us = tm.median([&] { CK(cudaGraphLaunch(ge, s)); });
+            if (gk == 2 && getenv("LSIM_WG_TRACE")) {
+              CK(cudaStreamSynchronize(s));
+              printf("%s r=%s gemm2 alone:\n", W.name, rname);
+              lsim_cuda_wg_trace_print(stdout);
+            }
             cudaGraphExecDestroy(ge);
             r.xbase = r.us / base_us;
             char nb[64];
@@ -2443,6 +2491,29 @@ static void check_compose(Checker &ck) {
       v.gbm = gbm;
       cv.push_back(v);
     }
+    /* the streaming one-pass GEMM (wgemm.cu): every shrink path it
+    ** takes, K ranges 1, 2, 8 and the rule's, 2 and the most stages,
+    ** beta 0 and 1; refused as above */
+    for (int path : {LSIM_CUDA_PATH_AUTO, LSIM_CUDA_PATH_DECODE,
+                     LSIM_CUDA_PATH_SGMV, LSIM_CUDA_PATH_SGMV_MMA,
+                     LSIM_CUDA_PATH_INDEXED, LSIM_CUDA_PATH_FUSED})
+      for (int gcs : {0, 1, 2, 8})
+        for (float beta : {0.f, 1.f}) {
+          if ((path == LSIM_CUDA_PATH_INDEXED ||
+               path == LSIM_CUDA_PATH_FUSED) &&
+              (gcs || beta != 0.f))
+            continue;
+          CompVar v{std::string("gemm2 ") + lsim_cuda_path_name(path) +
+                        " cs=" + std::to_string(gcs) +
+                        (gcs == 2 ? " ns=2" : "") +
+                        (beta != 0.f ? " beta=1" : ""),
+                    COMP_GEMM1, path, 0, 0, 0};
+          v.gcs = gcs;
+          v.gns = gcs == 2 ? 2 : 0;
+          v.beta = beta;
+          v.gk = 2;
+          cv.push_back(v);
+        }
     std::vector<uint16_t> hG2(hG.size());
     for (size_t i = 0; i < hG.size(); i++) /* 2 G: exact in bf16 */
       hG2[i] = lsim_cuda_from_float(LSIM_CUDA_BF16, 2.f * bf(hG[i]));

@@ -173,6 +173,13 @@ typedef struct lsim_cuda_lora_tune {
                      ** classes, 1 never, 2 always */
   int gemm_probe;    /* benchmarks only, results wrong: 1 the one-pass
                      ** GEMM's loads without MMAs, 2 no epilogue, 3 both */
+  int gemm_kernel;   /* one-pass GEMM: 0 (default) the streaming kernel
+                     ** (wgemm) at up to 64 rows and 1024 adapter K'
+                     ** columns where the plan and driver allow it, else
+                     ** the lgemm kernel; 1 always lgemm; 2 only wgemm
+                     ** (run_gemm refuses where it cannot) */
+  int gemm_ns;       /* streaming one-pass GEMM: pipeline stages (2..8);
+                     ** 0 (default): as many as fit */
 } lsim_cuda_lora_tune;
 
 typedef struct lsim_cuda_lora lsim_cuda_lora; /* opaque */

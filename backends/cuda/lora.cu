@@ -30,6 +30,7 @@
 #include "expand.cuh"
 #include "fused.cuh"
 #include "lgemm.cuh"
+#include "wgemm.cuh"
 #include "shrink.cuh"
 
 struct lsim_cuda_lora {
@@ -71,6 +72,12 @@ struct lsim_cuda_lora {
   int gemm_bm, gemm_cs, gemm_klen, gemm_tpos, netiles, gemm_T;
   size_t gemm_smem;
   size_t o_erows, o_etiles; /* ints into the metadata buffer */
+  /* the streaming one-pass GEMM (wgemm.cuh): used by run_gemm when wg_ok
+  ** (tune.gemm_kernel 0 or 2); segments {adapter, list start, end, K'
+  ** offset} and their ranks in the metadata */
+  int wg_ok, wg_bm, wg_cs, wg_ns, wg_kblen, wg_tcld, wg_nseg, wg_ktot;
+  const char *wg_why;
+  size_t o_wsegs, o_wsrank;
   float *gpart;             /* the K ranges' partial tiles */
   size_t gpart_cap;         /* floats */
   int *gcount;              /* arrival counters, zero between launches */
@@ -218,6 +225,7 @@ extern "C" lsim_err lsim_cuda_lora_open(lsim_cuda_lora **out,
   LSIM_CUDA_TRY(lsim__expand_init(), eb);
   LSIM_CUDA_TRY(lsim__fused_init(), eb);
   LSIM_CUDA_TRY(lsim__gemm_init(), eb);
+  LSIM_CUDA_TRY(lsim__wg_init(), eb);
   if (cfg->stream) {
     L->stream = (cudaStream_t)cfg->stream;
   } else {
@@ -553,6 +561,74 @@ static lsim_err lsim__gemm_geometry(lsim_cuda_lora *L, int T, int rmax,
   return 0;
 }
 
+/*
+** The streaming one-pass GEMM's geometry (wgemm.cuh): rows per block (64,
+** 128 or 256, the smallest that holds T), K ranges (the tune's, else
+** doubled while the grid stays within one block per SM and each range
+** keeps at least four 64-column slices of K), stages (the tune's, else
+** as many as fit beside the T' staging, at most 8), and the partial slots.
+*/
+static lsim_err lsim__wg_geometry(lsim_cuda_lora *L, int T, int rmax,
+                                  lsim_errbuf *eb) {
+  const int N = L->cfg.d_out, K = L->cfg.d_in;
+  const int ct = lsim__cdiv(N, LSIM__WG_BN), nkb = lsim__cdiv(K, 64);
+  int cs = L->tune.gemm_cs, ns;
+  L->wg_ok = 0;
+  L->wg_why = L->gemm_why;
+  if (!L->gemm_ok)
+    return 0;
+  if (!lsim__wg_available()) {
+    L->wg_why = "no tensor-map encoder in the driver";
+    return 0;
+  }
+  if (L->args.ldb & 7) {
+    L->wg_why = "factor rows not 16-byte aligned";
+    return 0;
+  }
+  L->wg_bm = T <= 64 ? 64 : T <= 128 ? 128 : 256;
+  if (cs < 1 || cs > LSIM__WG_MAXCS)
+    for (cs = 1; cs < LSIM__WG_MAXCS && ct * cs * 2 <= L->sms &&
+                 nkb / (2 * cs) >= 4;
+         cs *= 2)
+      ;
+  L->wg_cs = cs;
+  L->wg_kblen = lsim__cdiv(nkb, cs);
+  L->wg_tcld = rmax < 2 ? 2 : (rmax + 1) & ~1;
+  ns = lsim__wg_max_stages(L->wg_bm, L->wg_tcld, L->wg_nseg);
+  if (L->tune.gemm_ns >= 2 && L->tune.gemm_ns < ns)
+    ns = L->tune.gemm_ns;
+  if (ns < 2) {
+    L->wg_why = "the staging does not fit shared memory";
+    return 0;
+  }
+  L->wg_ns = ns;
+  {
+    const size_t np = (size_t)ct * (size_t)cs * (size_t)L->wg_bm *
+                      LSIM__WG_BN;
+    if (cs > 1 && np > L->gpart_cap) {
+      if (L->gpart)
+        cudaFree(L->gpart);
+      L->gpart = NULL;
+      L->gpart_cap = 0;
+      LSIM_CUDA_RET(cudaMalloc((void **)&L->gpart, np * sizeof(float)), eb);
+      L->gpart_cap = np;
+    }
+    if (cs > 1 && ct > L->gcount_cap) {
+      if (L->gcount)
+        cudaFree(L->gcount);
+      L->gcount = NULL;
+      L->gcount_cap = 0;
+      LSIM_CUDA_RET(cudaMalloc((void **)&L->gcount, (size_t)ct * sizeof(int)),
+                    eb);
+      LSIM_CUDA_RET(cudaMemset(L->gcount, 0, (size_t)ct * sizeof(int)), eb);
+      LSIM_CUDA_RET(cudaDeviceSynchronize(), eb);
+      L->gcount_cap = ct;
+    }
+  }
+  L->wg_ok = 1;
+  return 0;
+}
+
 static lsim_err lsim__plan(lsim_cuda_lora *L, const lsim_rowplan *p, int path,
                            const lsim__paged_src *pg, lsim_errbuf *eb) {
   lsim_err rc;
@@ -683,6 +759,9 @@ static lsim_err lsim__plan(lsim_cuda_lora *L, const lsim_rowplan *p, int path,
   L->o_erows = need;
   L->o_etiles = L->o_erows + lsim__al4(L->gemm_ok ? (size_t)p->T : 0);
   need = L->o_etiles + (L->gemm_ok ? 4 * (size_t)netiles : 0);
+  L->o_wsegs = need;
+  L->o_wsrank = L->o_wsegs + (L->gemm_ok ? 4 * (size_t)ngroups : 0);
+  need = L->o_wsrank + lsim__al4(L->gemm_ok ? (size_t)ngroups : 0);
   if (need < 4)
     need = 4;
 
@@ -756,6 +835,21 @@ static lsim_err lsim__plan(lsim_cuda_lora *L, const lsim_rowplan *p, int path,
         ne++;
       }
       L->netiles = ne;
+      /* the streaming GEMM's segments: each group's ranks side by side
+      ** along K' (wgemm.cuh) */
+      int *ws4 = h + L->o_wsegs, *wr = h + L->o_wsrank, koff = 0;
+      for (int g = 0; g < ngroups; g++) {
+        const int id = gad[g];
+        const int rk = pg ? pg->ent[id].rank : L->h_table[id].rank;
+        ws4[4 * g] = id;
+        ws4[4 * g + 1] = offsets[g];
+        ws4[4 * g + 2] = offsets[g + 1];
+        ws4[4 * g + 3] = koff;
+        wr[g] = rk;
+        koff += rk;
+      }
+      L->wg_nseg = ngroups;
+      L->wg_ktot = koff;
     }
   }
   LSIM_CUDA_RET(cudaMemcpyAsync(L->d_meta, L->h_meta, need * sizeof(int),
@@ -893,6 +987,8 @@ static lsim_err lsim__plan(lsim_cuda_lora *L, const lsim_rowplan *p, int path,
     }
   }
   if (L->gemm_ok && (rc = lsim__gemm_geometry(L, p->T, rmax, eb)))
+    return rc;
+  if ((rc = lsim__wg_geometry(L, p->T, rmax, eb)))
     return rc;
   /* programmatic dependent launch: on by default (measured with the split
   ** rule above it gains 1 to 2 us on every workload; with 4 ranges at rank
@@ -1090,8 +1186,10 @@ extern "C" lsim_err lsim_cuda_lora_poison(lsim_cuda_lora *L, lsim_errbuf *eb) {
 ** branch on the chooser's path, at every shape.  The one-pass GEMM lost
 ** wherever it was measured on the H100 (decode64 r16 46.6 us against 33.5
 ** for cuBLAS then the branch, mixed256 r16 67.8 against 44.4; its W stream
-** alone ran at 28 us where cuBLAS's whole GEMM took 21.5), so the rule
-** takes it nowhere; *branch_path is the shrink path a one-pass plan would
+** alone ran at 28 us where cuBLAS's whole GEMM took 21.5), and so did the
+** streaming wgemm (decode64 r16 47.0 us against 34.0, r64 99.0 against
+** 54.6, mixed256 r16 110.7 against 44.4; its W stream alone 26.8 us
+** against cuBLAS's 21.8), so the rule takes it nowhere; *branch_path is the shrink path a one-pass plan would
 ** use (the per-row decode kernel when every segment is one row, the
 ** tensor-core tiles otherwise), for callers that ask for it anyway.
 */
@@ -1114,6 +1212,21 @@ extern "C" int lsim_cuda_gemm_choose(const lsim_rowplan *p, int rmax,
   return 0;
 }
 
+/* Which one-pass kernel run_gemm takes (tune gemm_kernel 0), by what was
+** measured (H100, docs/BENCHMARKS.md, issue 23): the streaming wgemm at up
+** to 64 rows with at most 1024 K' columns of adapters, where it was faster
+** (decode64 with no adapter rows 26.8 us against lgemm's 29.3, r16 47.0
+** against 47.7); lgemm elsewhere: at decode64 r64 (K' 4096) wgemm's units
+** cost more than lgemm's epilogue (99.0 against 93.7), and above 64 rows
+** wgemm's mma.sync warps are compute-bound (mixed256 alone 66.5 against
+** 48.9). */
+static int lsim__use_wg(const lsim_cuda_lora *L) {
+  if (!L->wg_ok || L->tune.gemm_kernel == 1)
+    return 0;
+  return L->tune.gemm_kernel == 2 ||
+         (L->wg_bm <= 64 && (L->nactive == 0 || L->wg_ktot <= 1024));
+}
+
 extern "C" int lsim_cuda_lora_gemm_ok(const lsim_cuda_lora *L,
                                       const char **why) {
   if (why)
@@ -1128,6 +1241,16 @@ extern "C" void lsim_cuda_lora_gemm_describe(const lsim_cuda_lora *L,
   if (!L || !L->planned || !L->gemm_ok) {
     snprintf(buf, n, "one-pass gemm: not available (%s)",
              !L || !L->planned ? "no plan" : L->gemm_why);
+    return;
+  }
+  if (lsim__use_wg(L)) {
+    snprintf(buf, n,
+             "one-pass gemm (streaming): shrink %s, %d rows per block, %d K "
+             "ranges (%d slices of 64 each), %d column tiles, %d stages, "
+             "K' %d in %d segments",
+             lsim_cuda_path_name(L->path), L->wg_bm, L->wg_cs, L->wg_kblen,
+             lsim__cdiv(L->cfg.d_out, LSIM__WG_BN), L->wg_ns, L->wg_ktot,
+             L->wg_nseg);
     return;
   }
   snprintf(buf, n,
@@ -1180,6 +1303,49 @@ extern "C" lsim_err lsim_cuda_lora_run_gemm_layer(
       return lsim_fail(eb, LSIM_E_BACKEND, "cuda: shrink launch (%s): %s",
                        lsim_cuda_path_name(L->path), cudaGetErrorString(e));
   }
+  if (lsim__use_wg(L)) {
+    lsim__wg_args w;
+    memset(&w, 0, sizeof w);
+    w.Y = (uint16_t *)Y;
+    w.ldy = ldy;
+    w.M = L->gemm_T;
+    w.N = L->cfg.d_out;
+    w.K = L->cfg.d_in;
+    w.beta = beta;
+    w.cs = L->wg_cs;
+    w.kb_len = L->wg_kblen;
+    w.ns = L->wg_ns;
+    w.lora = lora && L->wg_ktot > 0;
+    w.segs = (const int4 *)(L->d_meta + L->o_wsegs);
+    w.srank = L->d_meta + L->o_wsrank;
+    w.nseg = L->wg_nseg;
+    w.ktot = L->wg_ktot;
+    w.erows = L->d_meta + L->o_erows;
+    w.nact = L->nactive;
+    w.table = table;
+    w.table_n = L->args.table_n;
+    w.ldb = L->args.ldb;
+    w.ws = L->ws;
+    w.ws_ld = L->args.ws_ld;
+    w.splits = L->args.splits;
+    w.nlist = L->args.nlist;
+    w.tc_ld = L->wg_tcld;
+    w.flags = (L->tune.gemm_probe & 1) << 1;
+    w.part = L->gpart;
+    w.count = L->gcount;
+    e = lsim__wg_launch(L->cfg.dtype, L->wg_bm, X, ldx, W, ldw, w,
+                        lora && L->pdl, L->stream);
+    if (e != cudaSuccess)
+      return lsim_fail(eb, LSIM_E_BACKEND,
+                       "cuda: streaming one-pass gemm launch: %s",
+                       cudaGetErrorString(e));
+    return 0;
+  }
+  if (L->tune.gemm_kernel == 2)
+    return lsim_fail(eb, LSIM_E_USAGE,
+                     "lora run gemm: no streaming one-pass GEMM for this "
+                     "plan (%s)",
+                     L->wg_why);
   lsim__gemm_args g;
   memset(&g, 0, sizeof g);
   g.X = (const uint16_t *)X;
