@@ -478,6 +478,34 @@ struct lsim__paged_src {
   int nlayers; /* >= 1 */
 };
 
+/* The split-K scratch both one-pass GEMMs share: np float partials and a
+** zeroed arrival counter per column tile (ct), grown, never shrunk.  Freeing
+** a buffer synchronizes with launches still using it; the counters are
+** zeroed once here and reset by the kernels' last blocks. */
+static lsim_err lsim__split_scratch(lsim_cuda_lora *L, size_t np, int ct,
+                                    lsim_errbuf *eb) {
+  if (np > L->gpart_cap) {
+    if (L->gpart)
+      cudaFree(L->gpart);
+    L->gpart = NULL;
+    L->gpart_cap = 0;
+    LSIM_CUDA_RET(cudaMalloc((void **)&L->gpart, np * sizeof(float)), eb);
+    L->gpart_cap = np;
+  }
+  if (ct > L->gcount_cap) {
+    if (L->gcount)
+      cudaFree(L->gcount);
+    L->gcount = NULL;
+    L->gcount_cap = 0;
+    LSIM_CUDA_RET(cudaMalloc((void **)&L->gcount, (size_t)ct * sizeof(int)),
+                  eb);
+    LSIM_CUDA_RET(cudaMemset(L->gcount, 0, (size_t)ct * sizeof(int)), eb);
+    LSIM_CUDA_RET(cudaDeviceSynchronize(), eb);
+    L->gcount_cap = ct;
+  }
+  return 0;
+}
+
 /*
 ** The one-pass GEMM's launch geometry for a plan of T rows (its epilogue
 ** tiles are in h_meta): rows per block (the smallest of 64, 128, 256 that
@@ -537,26 +565,10 @@ static lsim_err lsim__gemm_geometry(lsim_cuda_lora *L, int T, int rmax,
     return 0;
   }
   if (cs > 1) {
-    const size_t np = (size_t)ct * (size_t)cs * (size_t)bm * LSIM__GEMM_BN;
-    if (np > L->gpart_cap) {
-      if (L->gpart)
-        cudaFree(L->gpart);
-      L->gpart = NULL;
-      L->gpart_cap = 0;
-      LSIM_CUDA_RET(cudaMalloc((void **)&L->gpart, np * sizeof(float)), eb);
-      L->gpart_cap = np;
-    }
-    if (ct > L->gcount_cap) {
-      if (L->gcount)
-        cudaFree(L->gcount); /* synchronizes with launches using it */
-      L->gcount = NULL;
-      L->gcount_cap = 0;
-      LSIM_CUDA_RET(cudaMalloc((void **)&L->gcount, (size_t)ct * sizeof(int)),
-                    eb);
-      LSIM_CUDA_RET(cudaMemset(L->gcount, 0, (size_t)ct * sizeof(int)), eb);
-      LSIM_CUDA_RET(cudaDeviceSynchronize(), eb);
-      L->gcount_cap = ct;
-    }
+    lsim_err rc = lsim__split_scratch(
+        L, (size_t)ct * (size_t)cs * (size_t)bm * LSIM__GEMM_BN, ct, eb);
+    if (rc)
+      return rc;
   }
   return 0;
 }
@@ -602,28 +614,11 @@ static lsim_err lsim__wg_geometry(lsim_cuda_lora *L, int T, int rmax,
     return 0;
   }
   L->wg_ns = ns;
-  {
-    const size_t np = (size_t)ct * (size_t)cs * (size_t)L->wg_bm *
-                      LSIM__WG_BN;
-    if (cs > 1 && np > L->gpart_cap) {
-      if (L->gpart)
-        cudaFree(L->gpart);
-      L->gpart = NULL;
-      L->gpart_cap = 0;
-      LSIM_CUDA_RET(cudaMalloc((void **)&L->gpart, np * sizeof(float)), eb);
-      L->gpart_cap = np;
-    }
-    if (cs > 1 && ct > L->gcount_cap) {
-      if (L->gcount)
-        cudaFree(L->gcount);
-      L->gcount = NULL;
-      L->gcount_cap = 0;
-      LSIM_CUDA_RET(cudaMalloc((void **)&L->gcount, (size_t)ct * sizeof(int)),
-                    eb);
-      LSIM_CUDA_RET(cudaMemset(L->gcount, 0, (size_t)ct * sizeof(int)), eb);
-      LSIM_CUDA_RET(cudaDeviceSynchronize(), eb);
-      L->gcount_cap = ct;
-    }
+  if (cs > 1) {
+    lsim_err rc = lsim__split_scratch(
+        L, (size_t)ct * (size_t)cs * (size_t)L->wg_bm * LSIM__WG_BN, ct, eb);
+    if (rc)
+      return rc;
   }
   L->wg_ok = 1;
   return 0;
