@@ -58,6 +58,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cuda/blas.h"
 #include "backends/cuda/cuda.h"
 
 #define CK(call)                                                           \
@@ -455,6 +456,11 @@ struct CompVar {
   int gk = 1;  /* one-pass kernel (tune gemm_kernel): 1 lgemm ("gemm1"),
                ** 2 the streaming wgemm ("gemm2") */
   int gns = 0; /* gemm2: tune gemm_ns (stages) */
+  int smt = -1; /* the base GEMM: -1 cuBLAS GemmEx; >= 0 cuBLASLt with
+                ** this SM count target (0: all SMs): the partitioned
+                ** compositions (issue 23) */
+  int bsms = 0; /* the branch's grids sized for this many SMs (tune sms;
+                ** 0: all) */
 };
 
 #define COMP_MAXCH 8
@@ -482,6 +488,7 @@ rows_between(const std::vector<lsim_plan_entry> &e, int r0, int r1) {
 
 struct Comp {
   Blas *blas = nullptr;
+  lsim_blas *lb = nullptr; /* cuBLASLt (blas.c), for v.smt >= 0 */
   cudaStream_t s = nullptr;                    /* L's stream: the origin */
   cudaStream_t g_lo = nullptr, g_hi = nullptr; /* the GEMM's fork streams */
   cudaStream_t s_hi = nullptr;                 /* Lhi's stream */
@@ -559,6 +566,7 @@ struct Comp {
     t.gemm_probe = v.kind == COMP_GEMM1 ? v.prio : 0;
     t.gemm_kernel = v.gk;
     t.gemm_ns = v.gns;
+    t.sms = v.bsms;
     lsim_cuda_lora_set_tune(C, &t);
     lsim_errbuf eb = LSIM_ERRBUF_INIT;
     int path = v.path;
@@ -657,7 +665,14 @@ struct Comp {
     auto wt = [&](cudaStream_t st, int i) {
       return cudaStreamWaitEvent(st, ev[i], 0) == cudaSuccess;
     };
-    auto gemm = [&](cudaStream_t st, int r0, int r1, float beta) {
+    const int smt = v.smt;
+    lsim_blas *lbp = lb;
+    auto gemm = [=](cudaStream_t st, int r0, int r1, float beta) {
+      if (smt >= 0)
+        return lbp && lsim_blas_gemm_lt(lbp, st, smt, r1 - r0, d_out, d_in,
+                                        X + (size_t)r0 * ldx, ldx, W,
+                                        Y + (size_t)r0 * ldy, ldy, beta, 0,
+                                        NULL) == 0;
       return blas->stream(st) &&
              blas->run(r1 - r0, d_out, d_in, X + (size_t)r0 * ldx, ldx, W,
                        Y + (size_t)r0 * ldy, ldy, beta);
@@ -916,6 +931,10 @@ extern "C" void lsim_cuda_wg_trace_print(FILE *f); /* wgemm.cu */
 /* --gemm1: only the one-pass GEMM rows at decode64 and mixed256, r16 and
 ** r64, with timing probes (a quick round, and what ncu is pointed at) */
 static int g_quick = 0;
+/* --part: only the partitioned compositions (issue 23): the base GEMM
+** through cuBLASLt on part of the SMs beside the branch, against cuBLAS
+** and the best earlier compositions, at decode64 and mixed256 */
+static int g_part = 0;
 /* BENCH_GEMM1_ONLY=WORKLOAD:RANK:LABEL (each part may be empty): only the
 ** one-pass rows of that workload, rank and label substring -- one kernel
 ** under ncu */
@@ -1036,10 +1055,20 @@ static int bench(int sweep, int reps, const char *outdir, int compose) {
   lsim_cuda_lora_get_tune(L, &tune0);
   /* the base GEMM plus the branch: the extra contexts of the compositions */
   Comp comp;
+  lsim_blas *lb = nullptr; /* cuBLASLt: the GEMM on part of the SMs */
   if (have_blas) {
     comp.open(cfg, L, &blas, COMP_MAXCH);
     comp.ldy_max = H;
+    lsim_errbuf leb = LSIM_ERRBUF_INIT;
+    if (lsim_blas_open(&lb, s, &leb) || !lsim_blas_has_lt(lb)) {
+      printf("cuBLASLt unavailable (%s): no partitioned rows\n",
+             lb ? "no cublasLt" : leb.msg);
+      lsim_blas_close(lb);
+      lb = nullptr;
+    }
+    comp.lb = lb;
   }
+  const int nsm = prop.multiProcessorCount;
   /* the zero-padded slot layout at the mixed batch's largest rank, for
   ** comparison on the mixed-rank batch */
   lsim_cuda_lora *Lpad = nullptr;
@@ -1060,7 +1089,7 @@ static int bench(int sweep, int reps, const char *outdir, int compose) {
   std::string pdl_why;
 
   for (int ri = 0; ri < (compose || g_quick ? 2 : 4); ri++) {
-    for (int wi = 0; wi < (g_quick ? 2 : 3); wi++) {
+    for (int wi = 0; wi < (g_quick || g_part ? 2 : 3); wi++) {
       const Work &W = WORKS[wi];
       const int rset = RSET[ri];
       char rb[16];
@@ -1193,6 +1222,32 @@ static int bench(int sweep, int reps, const char *outdir, int compose) {
           printf("base gemm capture failed: %s\n", why.c_str());
         }
       }
+      /* the same GEMM through cuBLASLt, targeting all SMs (0) and fewer:
+      ** what the partitioned compositions' GEMM costs alone */
+      for (int k : {0, 8, 16, 24, 32, 48, 66}) {
+        if (!lb || !g_part)
+          break;
+        const int smt = k ? nsm - k : 0;
+        cudaGraphExec_t ge;
+        std::string why;
+        Row r;
+        r.wl = W.name;
+        r.rank = rname;
+        r.path = "base_gemm (cuBLASLt, " + std::to_string(smt) + " SMs)";
+        if (capture(s,
+                    [&] {
+                      return lsim_blas_gemm_lt(lb, s, smt, N, H, H, dX, H, dW,
+                                               dYb, H, 0.f, 0, NULL) == 0;
+                    },
+                    &ge, &why)) {
+          r.us = tm.median([&] { CK(cudaGraphLaunch(ge, s)); });
+          cudaGraphExecDestroy(ge);
+          r.xbase = r.us / base_us;
+        } else {
+          r.note = "skipped: " + why;
+        }
+        rows.push_back(r);
+      }
 
       struct Var {
         int path;
@@ -1219,7 +1274,7 @@ static int bench(int sweep, int reps, const char *outdir, int compose) {
       }
       /* the chosen path, and its variants */
       vars.push_back({LSIM_CUDA_PATH_AUTO, tune0, "auto"});
-      if (g_quick) {
+      if (g_quick || g_part) {
       } else if (compose) {
         /* the branch alone and each of its launches alone */
         for (int path : {LSIM_CUDA_PATH_SGMV_MMA, LSIM_CUDA_PATH_DECODE}) {
@@ -1447,8 +1502,51 @@ static int bench(int sweep, int reps, const char *outdir, int compose) {
         CK(cudaMemcpy(hG.data(), dYb, hG.size() * 2, cudaMemcpyDeviceToHost));
         std::vector<CompVar> cv;
         cv.push_back({"seq", COMP_SEQ, LSIM_CUDA_PATH_AUTO, 0, 0, 0});
+        if (g_part && lb) {
+          /* the partitioned compositions: the GEMM through cuBLASLt
+          ** targeting nsm - k SMs, the branch beside it (side: into D,
+          ** added after the join; fork: the shrink beside, the expand
+          ** after; forkpdl: the expand a programmatic dependent), its
+          ** grids sized for all SMs or for k; prio 0 equal, 2 the GEMM's
+          ** stream high, so its blocks are placed first */
+          for (int path : {LSIM_CUDA_PATH_DECODE, LSIM_CUDA_PATH_SGMV_MMA}) {
+            CompVar v{std::string("seqpdl ") + lsim_cuda_path_name(path),
+                      COMP_SEQPDL, path, 0, 0, 0};
+            cv.push_back(v);
+            v.smt = 0;
+            v.label += " lt";
+            cv.push_back(v);
+          }
+          for (int k : {0, 8, 16, 24, 32, 48, 66}) {
+            const int smt = k ? nsm - k : 0;
+            for (int kind : {COMP_SIDE, COMP_FORK, COMP_FORKPDL})
+              for (int path : {LSIM_CUDA_PATH_AUTO, LSIM_CUDA_PATH_DECODE,
+                               LSIM_CUDA_PATH_SGMV_MMA})
+                for (int pr : {0, 2})
+                  for (int bs : {0, k}) {
+                    if ((bs && !k) || (kind != COMP_SIDE &&
+                                       path == LSIM_CUDA_PATH_AUTO) ||
+                        (kind == COMP_FORKPDL && (pr || !bs)))
+                      continue;
+                    CompVar v{std::string(kind == COMP_SIDE   ? "pside "
+                                          : kind == COMP_FORK ? "pfork "
+                                                              : "pforkpdl ") +
+                                  lsim_cuda_path_name(path) +
+                                  " k=" + std::to_string(k) +
+                                  " prio=" + std::to_string(pr) +
+                                  " bsms=" + std::to_string(bs),
+                              kind, path, 0, pr, 0};
+                    v.smt = smt;
+                    v.bsms = bs;
+                    cv.push_back(v);
+                  }
+          }
+        }
+        const size_t npart = cv.size();
         std::vector<int> fpaths;
-        if (W.prefill)
+        if (g_part && lb)
+          fpaths = {};
+        else if (W.prefill)
           fpaths = {LSIM_CUDA_PATH_SGMV_MMA};
         else
           fpaths = {LSIM_CUDA_PATH_DECODE, LSIM_CUDA_PATH_SGMV_MMA,
@@ -1499,6 +1597,8 @@ static int bench(int sweep, int reps, const char *outdir, int compose) {
               cv.push_back({"chunk" + std::to_string(c) + " sgmv_mma splits=" +
                                 std::to_string(sp),
                             COMP_CHUNK, LSIM_CUDA_PATH_SGMV_MMA, sp, 1, c});
+        if (g_part && lb)
+          cv.resize(npart);
         for (const CompVar &v : cv) {
           Row r;
           r.wl = W.name;
@@ -1549,7 +1649,7 @@ static int bench(int sweep, int reps, const char *outdir, int compose) {
       ** cluster, rows per block, the B^T prefetch), and the one-pass GEMM
       ** with no adapter rows (its GEMM alone); every one checked once
       ** against the cuBLAS GEMM plus the float64 delta, then timed */
-      if (have_blas && N <= LSIM_CUDA_GEMM_MAX_ROWS) {
+      if (have_blas && N <= LSIM_CUDA_GEMM_MAX_ROWS && !g_part) {
         CompRef ref;
         ref.d_in = H;
         ref.d_out = H;
@@ -1872,6 +1972,56 @@ static int bench(int sweep, int reps, const char *outdir, int compose) {
              best[3], best[4], top, top_is.c_str(), top / base, best[0] / base,
              top / base <= lim ? "MET" : "MISSED");
     }
+  /* the partitioned compositions (issue 23, --part): the best of each k
+  ** against cuBLAS and the best unpartitioned composition, same run */
+  if (g_part) {
+    printf("\nbase GEMM (cuBLASLt on nsm - k SMs) beside the branch (us; "
+           "ratio to the cuBLAS GEMM alone; target <= 1.3x):\n");
+    printf("%-10s %-4s %7s %7s %7s %7s", "workload", "rank", "gemm", "lt",
+           "branch", "seqpdl");
+    const int ks[] = {0, 8, 16, 24, 32, 48, 66};
+    for (int k : ks)
+      printf(" %6s%-2d", "k=", k);
+    printf("  best partitioned\n");
+    for (int ri = 0; ri < 2; ri++)
+      for (int wi = 0; wi < 2; wi++) {
+        char rb[16];
+        const std::string rk = rset_name(RSET[ri], rb);
+        const double base = find(WORKS[wi].name, rk, "base_gemm (cuBLAS)");
+        double lt0 = NAN, br = NAN, sp = NAN, top = NAN, bk[7];
+        std::string top_is;
+        for (double &x : bk)
+          x = NAN;
+        for (const Row &q : rows) {
+          if (q.wl != WORKS[wi].name || q.rank != rk || q.us != q.us)
+            continue;
+          if (q.path == "base_gemm (cuBLASLt, 0 SMs)")
+            lt0 = q.us;
+          if (q.path.rfind("auto ->", 0) == 0)
+            br = q.us;
+          if ((q.path.rfind("base + seq", 0) == 0) &&
+              q.path.find(" lt") == std::string::npos && !(q.us >= sp))
+            sp = q.us;
+          if (q.path.rfind("base + p", 0) != 0)
+            continue;
+          const size_t kp = q.path.find(" k=");
+          const int k = kp == std::string::npos ? -1 : atoi(q.path.c_str() + kp + 3);
+          for (int j = 0; j < 7; j++)
+            if (k == ks[j] && !(q.us >= bk[j]))
+              bk[j] = q.us;
+          if (!(q.us >= top)) {
+            top = q.us;
+            top_is = q.path.substr(7);
+          }
+        }
+        printf("%-10s %-4s %7.2f %7.2f %7.2f %7.2f", WORKS[wi].name,
+               rk.c_str(), base, lt0, br, sp);
+        for (int j = 0; j < 7; j++)
+          printf(" %8.2f", bk[j]);
+        printf("  %.2f (%.2fx; seqpdl %.2fx) %s %s\n", top, top / base,
+               sp / base, top_is.c_str(), top / base <= 1.3 ? "MET" : "MISSED");
+      }
+  }
   /* the base projection and the branch in one pass (issue 23) */
   printf("\nbase GEMM + branch in one pass (issue 23; us; ratio to the cuBLAS "
          "GEMM alone; targets <= 1.3x at decode64 and mixed256):\n");
@@ -2654,6 +2804,8 @@ int main(int argc, char **argv) {
       sweep = 1;
     else if (!strcmp(argv[i], "--compose"))
       compose = 1;
+    else if (!strcmp(argv[i], "--part"))
+      compose = g_part = 1;
     else if (!strcmp(argv[i], "--gemm1"))
       g_quick = 1;
     else if (!strcmp(argv[i], "--reps") && i + 1 < argc)

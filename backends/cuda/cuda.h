@@ -180,6 +180,11 @@ typedef struct lsim_cuda_lora_tune {
                      ** (run_gemm refuses where it cannot) */
   int gemm_ns;       /* streaming one-pass GEMM: pipeline stages (2..8);
                      ** 0 (default): as many as fit */
+  int sms;           /* the SM count the launch rules above size grids
+                     ** for (shrink d_in ranges, expand column blocks,
+                     ** fused clusters); 0 (default): the device's.  The
+                     ** partitioned composition (docs/CUDA.md) gives the
+                     ** branch the SMs a concurrent base GEMM leaves */
 } lsim_cuda_lora_tune;
 
 typedef struct lsim_cuda_lora lsim_cuda_lora; /* opaque */

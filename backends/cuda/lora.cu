@@ -469,6 +469,12 @@ static int nactive_tiles_rows(const lsim_rowplan *p, int ntiles) {
 
 static int lsim__cdiv(int a, int b) { return (a + b - 1) / b; }
 
+/* The SM count the grid rules size for: tune.sms when set (the SMs a
+** concurrent base GEMM leaves the branch), else the device's. */
+static int lsim__sms(const lsim_cuda_lora *L) {
+  return L->tune.sms > 0 && L->tune.sms < L->sms ? L->tune.sms : L->sms;
+}
+
 /* Where a paged plan's factor rows live (lsim_cuda_lora_plan_paged). */
 struct lsim__paged_src {
   const void *pool;
@@ -862,7 +868,7 @@ static lsim_err lsim__plan(lsim_cuda_lora *L, const lsim_rowplan *p, int path,
     ** columns of d_in (one 16-byte vector per lane) */
     int cs = L->tune.fused_cs;
     if (cs < 1 || cs > LSIM__FUSED_MAXCS)
-      for (cs = 1; cs < LSIM__FUSED_MAXCS && ntiles * cs * 2 <= 2 * L->sms &&
+      for (cs = 1; cs < LSIM__FUSED_MAXCS && ntiles * cs * 2 <= 2 * lsim__sms(L) &&
                    cs * 2 * 256 <= L->cfg.d_in;
            cs *= 2)
         ;
@@ -900,7 +906,7 @@ static lsim_err lsim__plan(lsim_cuda_lora *L, const lsim_rowplan *p, int path,
     int most = kind == LSIM__KIND_MMA && full && lsim__rank_class(rmax) >= 64
                    ? L->cfg.d_in / 2048
                    : L->cfg.d_in / 1024;
-    splits = nb > 0 ? (2 * L->sms) / nb : 1;
+    splits = nb > 0 ? (2 * lsim__sms(L)) / nb : 1;
     if (splits > most)
       splits = most;
     if (splits < 1)
@@ -960,7 +966,7 @@ static lsim_err lsim__plan(lsim_cuda_lora *L, const lsim_rowplan *p, int path,
       if (L->tune.expand_cols > 0) {
         cc = L->tune.expand_cols;
       } else {
-        cc = ntiles > 0 ? (4 * L->sms) / ntiles : 1;
+        cc = ntiles > 0 ? (4 * lsim__sms(L)) / ntiles : 1;
         if (cc < 1)
           cc = 1;
       }
