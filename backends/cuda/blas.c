@@ -8,6 +8,7 @@
 #include "blas.h"
 
 #include <dlfcn.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -48,6 +49,9 @@ typedef cublasStatus_t (*lsim__f_lt_heur)(
     cublasLtHandle_t, cublasLtMatmulDesc_t, cublasLtMatrixLayout_t,
     cublasLtMatrixLayout_t, cublasLtMatrixLayout_t, cublasLtMatrixLayout_t,
     cublasLtMatmulPreference_t, int, cublasLtMatmulHeuristicResult_t *, int *);
+typedef cublasStatus_t (*lsim__f_lt_cfg_get)(
+    const cublasLtMatmulAlgo_t *, cublasLtMatmulAlgoConfigAttributes_t, void *,
+    size_t, size_t *);
 typedef cublasStatus_t (*lsim__f_lt_matmul)(
     cublasLtHandle_t, cublasLtMatmulDesc_t, const void *, const void *,
     cublasLtMatrixLayout_t, const void *, cublasLtMatrixLayout_t,
@@ -67,6 +71,7 @@ typedef struct {
   cublasLtMatmulDesc_t desc;
   cublasLtMatrixLayout_t a, b, c;
   cublasLtMatmulAlgo_t algo;
+  float waves; /* the heuristic's wave count (1: the targeted SMs full) */
 } lsim__lt_plan;
 
 struct lsim_blas {
@@ -89,6 +94,7 @@ struct lsim_blas {
   lsim__f_lt_pref_set lt_pref_set;
   lsim__f_lt_heur lt_heur;
   lsim__f_lt_matmul lt_matmul;
+  lsim__f_lt_cfg_get lt_cfg_get; /* optional: describe only */
   cublasLtMatmulPreference_t pref;
   lsim__lt_plan plan[LSIM__LT_PLANS];
   unsigned long long tick;
@@ -157,6 +163,8 @@ static void lsim__lt_open(lsim_blas *B) {
       dlsym(B->ltlib, "cublasLtMatmulPreferenceSetAttribute");
   *(void **)&B->lt_heur = dlsym(B->ltlib, "cublasLtMatmulAlgoGetHeuristic");
   *(void **)&B->lt_matmul = dlsym(B->ltlib, "cublasLtMatmul");
+  *(void **)&B->lt_cfg_get =
+      dlsym(B->ltlib, "cublasLtMatmulAlgoConfigGetAttribute");
   cublasLtHandle_t h = NULL;
   if (!cr || !B->lt_destroy || !B->lt_desc_create || !B->lt_desc_destroy ||
       !B->lt_desc_set || !B->lt_lay_create || !B->lt_lay_destroy ||
@@ -308,6 +316,7 @@ static lsim_err lsim__lt_plan_get(lsim_blas *B, int T, int N, int K, int ldx,
                      T, N, K, sm_target, (int)st);
   }
   p->algo = r.algo;
+  p->waves = r.wavesCount;
   p->T = T;
   p->N = N;
   p->K = K;
@@ -344,5 +353,34 @@ lsim_err lsim_blas_gemm_lt(lsim_blas *B, void *stream, int sm_target, int T,
     return lsim_fail(eb, LSIM_E_BACKEND,
                      "cublasLtMatmul (%d x %d x %d, %d SMs): status %d", T, N,
                      K, sm_target, (int)st);
+  return 0;
+}
+
+int lsim_blas_lt_describe(lsim_blas *B, int T, int N, int K, int ldx,
+                          int ldy, int y_fp32, int sm_target, char *buf,
+                          size_t n) {
+  lsim__lt_plan *p = NULL;
+  lsim_errbuf eb = LSIM_ERRBUF_INIT;
+  if (!B || !B->lt || lsim__lt_plan_get(B, T, N, K, ldx, ldy, y_fp32,
+                                         sm_target, 0, &p, &eb)) {
+    snprintf(buf, n, "cuBLASLt: %s", B && B->lt ? eb.msg : "unavailable");
+    return -1;
+  }
+  static const cublasLtMatmulAlgoConfigAttributes_t at[5] = {
+      CUBLASLT_ALGO_CONFIG_ID, CUBLASLT_ALGO_CONFIG_TILE_ID,
+      CUBLASLT_ALGO_CONFIG_SPLITK_NUM, CUBLASLT_ALGO_CONFIG_STAGES_ID,
+      CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID};
+  int v[5];
+  for (int i = 0; i < 5; i++) {
+    uint32_t x = 0;
+    size_t w = 0;
+    v[i] = B->lt_cfg_get && B->lt_cfg_get(&p->algo, at[i], &x, sizeof x,
+                                          &w) == CUBLAS_STATUS_SUCCESS
+               ? (int)x
+               : -1;
+  }
+  snprintf(buf, n,
+           "algo %d tile %d splitK %d stages %d cluster %d, waves %.2f", v[0],
+           v[1], v[2], v[3], v[4], (double)p->waves);
   return 0;
 }

@@ -48,6 +48,12 @@ lsim_err lsim_blas_gemm_lt(lsim_blas *B, void *stream, int sm_target, int T,
                            int N, int K, const void *X, int ldx,
                            const void *W, void *Y, int ldy, float beta,
                            int y_fp32, lsim_errbuf *eb);
+/* One line: the algorithm cuBLASLt's heuristic picks for these arguments
+** (its id, tile, split-K, stages and cluster ids, its wave count), for the
+** benchmark's notes; -1 (and the reason in buf) when it cannot say. */
+int lsim_blas_lt_describe(lsim_blas *B, int T, int N, int K, int ldx,
+                          int ldy, int y_fp32, int sm_target, char *buf,
+                          size_t n);
 /* 1 when cuBLASLt was found and opened with cuBLAS. */
 int lsim_blas_has_lt(const lsim_blas *B);
 

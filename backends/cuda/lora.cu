@@ -1183,8 +1183,9 @@ extern "C" lsim_err lsim_cuda_lora_poison(lsim_cuda_lora *L, lsim_errbuf *eb) {
 /*
 ** Which composition of the base GEMM and the branch a plan should run
 ** (docs/CUDA.md "Base projection and branch in one pass"; measured in
-** docs/BENCHMARKS.md, issue 23): the caller's base GEMM (cuBLAS), then the
-** branch on the chooser's path, at every shape.  The one-pass GEMM lost
+** docs/BENCHMARKS.md, issue 23): above 128 rows the partitioned
+** composition (below), else the caller's base GEMM (cuBLAS), then the
+** branch on the chooser's path.  The one-pass GEMM lost
 ** wherever it was measured on the H100 (decode64 r16 46.6 us against 33.5
 ** for cuBLAS then the branch, mixed256 r16 67.8 against 44.4; its W stream
 ** alone ran at 28 us where cuBLAS's whole GEMM took 21.5), and so did the
@@ -1210,7 +1211,14 @@ extern "C" int lsim_cuda_gemm_choose(const lsim_rowplan *p, int rmax,
   if (branch_path)
     *branch_path = maxseg <= 1 ? LSIM_CUDA_PATH_DECODE
                                : LSIM_CUDA_PATH_SGMV_MMA;
-  return 0;
+  /* the partitioned composition where it won: mixed256 (256 rows, 8 a
+  ** segment) 38.1 us against 44.8 for cuBLAS then the branch at r16, 54.0
+  ** against 59.0 at r64 (H100, bench_kernels --part); at decode64 it
+  ** measured within 2% of the sequence (33.2-33.5 against 33.4-34.0), so
+  ** 128 rows and fewer keep the sequence */
+  if (p->T > 128)
+    return LSIM_CUDA_GEMM_PART;
+  return LSIM_CUDA_GEMM_SEQ;
 }
 
 /* Which one-pass kernel run_gemm takes (tune gemm_kernel 0), by what was
