@@ -29,6 +29,12 @@
 **   bench_kernels --compose [--reps N] [--out DIR]
 **       Only the compositions (and the branch alone) at ranks 16 and 64.
 **
+**   bench_kernels --part [--reps N] [--out DIR]
+**       The partitioned compositions (issue 23) at decode64 and mixed256,
+**       ranks 16 and 64: the base GEMM through cuBLASLt targeting nsm - k
+**       SMs beside the branch (side, fork, forkpdl), the branch on green
+**       contexts of k SMs, their baselines; a table of the best per k.
+**
 **   bench_kernels --check [--cases N]
 **       The kernel correctness suite without SQLite, GMP or Criterion:
 **       seeded random shapes and plans (base rows, one-row segments,
@@ -1471,6 +1477,16 @@ static int bench(int sweep, int reps, const char *outdir, int compose) {
           vars.push_back({LSIM_CUDA_PATH_AUTO, t,
                           "auto rsplit=" + std::to_string(rs)});
         }
+        /* the expand's rank split likewise, alone and with the shrink's */
+        for (int rs = 1; rs <= 2; rs++) {
+          t = tune0;
+          t.expand_rsplit = rs;
+          vars.push_back({LSIM_CUDA_PATH_AUTO, t,
+                          "auto ersplit=" + std::to_string(rs)});
+          t.shrink_rsplit = rs;
+          vars.push_back({LSIM_CUDA_PATH_AUTO, t,
+                          "auto rsplit=ersplit=" + std::to_string(rs)});
+        }
         t = tune0;
         t.pdl = 0;
         vars.push_back({LSIM_CUDA_PATH_SGMV_MMA, t, "sgmv_mma pdl=0"});
@@ -2604,6 +2620,8 @@ static void run_case(Checker &ck, Case &c, int dtype, int exact,
     lsim_cuda_lora_tune t = t0;
     t.shrink_splits = 3;
     t.expand_cols = 3;
+    t.shrink_rsplit = 2; /* the rank splits forced on every case */
+    t.expand_rsplit = 2;
     tunes.push_back(t);
     t = t0;
     t.pdl = 0;
@@ -3109,12 +3127,14 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--out") && i + 1 < argc)
       out = argv[++i];
     else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-      printf("usage: bench_kernels [--sweep|--compose] [--reps N] [--out DIR] | "
+      printf("usage: bench_kernels [--sweep|--compose|--part] [--reps N] [--out DIR] | "
              "--check [--cases N]\n"
              "  (no option)  the kernel table of issue 6 (docs/CUDA.md)\n"
              "  --sweep      add the tuning rows (in DIR/bench_kernels.txt)\n"
              "  --compose    only the base GEMM + branch compositions (and the\n"
              "               branch alone) at ranks 16 and 64\n"
+             "  --part       only the partitioned compositions (cuBLASLt on\n"
+             "               part of the SMs beside the branch; issue 23)\n"
              "  --reps N     timed replays per row (median; default 100)\n"
              "  --out DIR    also write the full table there ($OUT)\n"
              "  --check      the correctness suite (exit 1 on a failure)\n"
@@ -3122,7 +3142,7 @@ int main(int argc, char **argv) {
       return 0;
     } else {
       fprintf(stderr,
-              "usage: bench_kernels [--sweep|--compose] [--reps N] [--out DIR] | "
+              "usage: bench_kernels [--sweep|--compose|--part] [--reps N] [--out DIR] | "
               "--check [--cases N]\n");
       return 2;
     }

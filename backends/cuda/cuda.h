@@ -171,6 +171,9 @@ typedef struct lsim_cuda_lora_tune {
   int shrink_rsplit; /* _mma shrink, the rank split (16 rank columns per
                      ** block): 0 (default) for short tiles of mixed rank
                      ** classes, 1 never, 2 always */
+  int expand_rsplit; /* _mma expand, the rank split (a high-rank tile's
+                     ** column ranges over up to 4 blocks): 0 (default) by
+                     ** the shrink's rule, 1 never, 2 always */
   int gemm_probe;    /* benchmarks only, results wrong: 1 the one-pass
                      ** GEMM's loads without MMAs, 2 no epilogue, 3 both */
   int gemm_kernel;   /* one-pass GEMM: 0 (default) the streaming kernel

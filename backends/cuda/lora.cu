@@ -636,7 +636,7 @@ static lsim_err lsim__plan(lsim_cuda_lora *L, const lsim_rowplan *p, int path,
   int rmax = 0, kind, mt, nlist, ngroups, ntiles = 0, decode;
   const int *list, *offsets, *gad;
   size_t o_tab, o_tiles, o_list, o_off, o_gad, o_radp, need;
-  int splits, split_len, nb, full, netiles;
+  int splits, split_len, nb, full, netiles, ersplit = 0;
   size_t wsn;
 
   if (!p)
@@ -890,12 +890,16 @@ static lsim_err lsim__plan(lsim_cuda_lora *L, const lsim_rowplan *p, int path,
         rmin = p->seg_rank[t];
     const int rc0 = lsim__rank_class(rmax > 128 ? 128 : rmax);
     const int rs = L->tune.shrink_rsplit;
-    if (rs == 2 || (rs != 1 && !full && rc0 >= 32 && pg == NULL &&
-                    L->cfg.pad_rank == 0 &&
-                    lsim__rank_class(rmin) < rc0)) {
+    const int rule = !full && rc0 >= 32 && pg == NULL &&
+                     L->cfg.pad_rank == 0 && lsim__rank_class(rmin) < rc0;
+    if (rs == 2 || (rs != 1 && rule)) {
       L->src = 16;
       nb = ntiles * (rc0 / 16);
     }
+    /* the same for the expand: a tile's column ranges over ceil(r / 16)
+    ** blocks (at most 4), tune expand_rsplit */
+    const int er = L->tune.expand_rsplit;
+    ersplit = er == 2 || (er != 1 && rule);
   }
   if (L->tune.shrink_splits > 0) {
     splits = L->tune.shrink_splits;
@@ -972,9 +976,11 @@ static lsim_err lsim__plan(lsim_cuda_lora *L, const lsim_rowplan *p, int path,
       }
       a->col_len = lsim__cdiv(lsim__cdiv(L->cfg.d_out, cc), 64) * 64;
       cc = lsim__cdiv(L->cfg.d_out, a->col_len);
+      a->col_rsplit = ersplit;
       L->g_shrink = dim3((unsigned)ntiles, (unsigned)(L->rc / L->src),
                          (unsigned)splits);
-      L->g_expand = dim3((unsigned)ntiles, (unsigned)cc, 1);
+      L->g_expand =
+          dim3((unsigned)ntiles, (unsigned)cc * (ersplit ? 4u : 1u), 1);
       L->simt_smem = 0;
     } else {
       a->col_len = LSIM__EXP_COLS;
