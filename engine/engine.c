@@ -551,6 +551,7 @@ lsim_err lsim_engine_new(lsim_engine **out, const lsim_engine_cfg *cfg,
   e->nudge = malloc((size_t)cfg->workers * sizeof *e->nudge);
   e->nudged = calloc((size_t)cfg->workers, 1);
   e->vict = malloc((size_t)nobj * sizeof *e->vict);
+  e->lmark = calloc((size_t)nobj, sizeof *e->lmark);
   e->vict_done = malloc((size_t)nobj * sizeof *e->vict_done);
   e->rest = malloc((size_t)nobj * sizeof *e->rest);
   e->cluster = e->k ? malloc((size_t)na * sizeof *e->cluster) : NULL;
@@ -571,7 +572,7 @@ lsim_err lsim_engine_new(lsim_engine **out, const lsim_engine_cfg *cfg,
   e->place_st = lsim__policy_state(e->place->state_size);
   int ok = e->rank && e->bytes && e->pages && e->artifact && e->w &&
            e->cands && e->cand_req && e->order && e->ecands && e->admitted &&
-           e->prop && e->capseen && e->nudge && e->nudged && e->vict && e->vict_done && e->rest && e->fhead && e->ftail && e->sched_st && e->prefetch_st && e->place_st &&
+           e->prop && e->capseen && e->nudge && e->nudged && e->vict && e->lmark && e->vict_done && e->rest && e->fhead && e->ftail && e->sched_st && e->prefetch_st && e->place_st &&
            e->fair && e->pcands && e->pseen && e->bcl &&
            (!e->k || e->cluster);
   if (ok) {
@@ -714,6 +715,7 @@ void lsim_engine_release(lsim_engine *e) {
   free(e->nudge);
   free(e->nudged);
   free(e->vict);
+  free(e->lmark);
   free(e->vict_done);
   free(e->rest);
   free(e->fhead);
@@ -1300,6 +1302,14 @@ static int lsim__basis_busy(const lsim_engine *e, const lsim_core_worker *w,
          !lsim__visible(st);
 }
 
+/* The worker has execution-eligible work: running or ready waiting
+** requests, or an iteration in flight (the demand-load gate's input). */
+static int lsim__ready_work(const lsim_engine *e, const lsim_core_worker *w,
+                            int wi) {
+  return w->busy || w->running.n > 0 ||
+         lsim_fair_ready_waiting(e->fair, wi) > 0;
+}
+
 static int lsim__stuck(const lsim_core_worker *w) {
   return w->running.n == 0 && w->inflight_copies == 0 &&
          w->admitted_waiting == 0 && !w->busy;
@@ -1336,9 +1346,15 @@ static lsim_err lsim__start_loads(lsim_engine *e, int wi, lsim_tick now,
     lsim__load_out(e, wi, a, 1, tv.nslots, LSIM_NONE, 1, -1, disk, loads,
                    nloads);
   }
-  /* 2. demand loads, one txn per absent adapter, for the first waiter */
+  /* 2. demand loads, one txn per absent adapter, for the first waiter.
+  ** A scheduler whose gate is "no ready work" withholds every one of them
+  ** while the worker has some, and nothing below changes that (a load
+  ** start or an eviction never makes work ready): skip the scan then. */
   int scanned = 0;
-  for (lsim_core_req *r = w->waiting.head;
+  const int idle_gate = e->cfg.sched->load_when_idle;
+  lsim_core_req *first =
+      idle_gate && lsim__ready_work(e, w, wi) ? NULL : w->waiting.head;
+  for (lsim_core_req *r = first;
        r && scanned < LSIM_ENGINE_WINDOW && *nloads < maxloads;
        r = r->next, scanned++) {
     int a = r->adapter;
@@ -1349,12 +1365,13 @@ static lsim_err lsim__start_loads(lsim_engine *e, int wi, lsim_tick now,
       continue; /* its basis is loading or leaving: wait for it */
     /* r is load-eligible; the scheduler's gate may withhold the load (it
     ** can never make r ready) */
+    if (idle_gate && lsim__ready_work(e, w, wi))
+      continue;
     if (e->cfg.sched->load_ok) {
       lsim_sched_cand c;
       lsim__cand_fill(e, w, r, 0, &c);
-      int ready_work = w->busy || w->running.n > 0 ||
-                       lsim_fair_ready_waiting(e->fair, wi) > 0;
-      if (!lsim_sched_load_ok(e->cfg.sched, e->sched_st, now, &c, ready_work))
+      if (!lsim_sched_load_ok(e->cfg.sched, e->sched_st, now, &c,
+                              lsim__ready_work(e, w, wi)))
         continue;
     }
     if ((rc = lsim__ensure_host(e, w, a, eb)))
@@ -2285,12 +2302,15 @@ static lsim_err lsim__sel_launch(lsim_engine *e, int wi, lsim_tick now,
   if ((rc = lsim_plan_finish(plan, eb)))
     return rc;
   w->nlaunched = 0;
+  if (++e->lstamp == 0) { /* wrapped: no mark may look current */
+    memset(e->lmark, 0, (size_t)e->nobj * sizeof *e->lmark);
+    e->lstamp = 1;
+  }
   for (int i = 0; i < w->nbatch; i++) {
-    int a = w->batch[i]->adapter, seen = 0;
-    for (int j = 0; j < w->nlaunched && !seen; j++)
-      seen = w->launched[j] == a;
-    if (seen)
-      continue;
+    int a = w->batch[i]->adapter;
+    if (e->lmark[a] == e->lstamp)
+      continue; /* named already, by an earlier row */
+    e->lmark[a] = e->lstamp;
     w->launched[w->nlaunched++] = a;
     if ((rc = lsim_res_launch(w->res, a, +1, eb)))
       return rc;

@@ -203,6 +203,10 @@ struct lsim_engine {
   int *capseen;
   int capstamp, ncap;
   int *vict;      /* [na] victims a txn just chose (begin) */
+  /* the launch names each adapter once: lmark[a] == lstamp when the
+  ** launch being built names it already (a stamp per launch, no clearing) */
+  unsigned *lmark;
+  unsigned lstamp;
   int *vict_done; /* [na] victims of a txn that completes or fails */
   int64_t *rest;  /* [na] restore txns handed out by a rollback */
   /* workers a migration queued work on, to be stepped by the world */

@@ -101,6 +101,12 @@ typedef struct lsim_sched_ops {
   /* Optional: a request of `tenant` joined (+1) or left (-1) the backlog
   ** (waiting or running, any worker); VTC lifts a returning client here. */
   void (*on_backlog)(void *state, int tenant, int delta);
+  /* 1: the demand-load gate is exactly "no ready work" (the load_ok above
+  ** with `return !ready_work`, which must then be NULL).  The engine
+  ** decides it once per step instead of once per cold candidate: while the
+  ** worker has ready work it does not look at the cold ones at all (no
+  ** candidate is built).  Same loads, same order. */
+  int load_when_idle;
 } lsim_sched_ops;
 
 const lsim_sched_ops *lsim_sched_find(const char *name);

@@ -99,14 +99,6 @@ static void lsim__deficit_service(void *state, int tenant, int adapter,
     lsim__svc(s)[tenant] += s->w_in * in + s->w_out * out;
 }
 
-static int lsim__deficit_load_ok(void *state, lsim_tick now,
-                                 const lsim_sched_cand *cold, int ready_work) {
-  (void)state;
-  (void)now;
-  (void)cold;
-  return !ready_work;
-}
-
 const lsim_sched_ops lsim_sched_deficit_aging = {
     /* .name        = */ "deficit_aging",
     /* .state_size  = */ sizeof(lsim__deficit),
@@ -114,6 +106,7 @@ const lsim_sched_ops lsim_sched_deficit_aging = {
     /* .order       = */ lsim__deficit_order,
     /* .on_service  = */ lsim__deficit_service,
     /* .state_bytes = */ lsim__deficit_bytes,
-    /* .load_ok     = */ lsim__deficit_load_ok,
+    /* .load_ok     = */ NULL, /* load_when_idle instead */
     /* .on_backlog  = */ NULL,
+    /* .load_when_idle = */ 1,
 };

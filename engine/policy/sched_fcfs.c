@@ -37,4 +37,5 @@ const lsim_sched_ops lsim_sched_fcfs = {
     /* .state_bytes = */ NULL,
     /* .load_ok    = */ NULL,
     /* .on_backlog = */ NULL,
+    /* .load_when_idle = */ 0,
 };

@@ -37,14 +37,6 @@ static void lsim__greedy_order(void *state, lsim_tick now,
   lsim_policy_sort(order, n, lsim__greedy_cmp, c);
 }
 
-static int lsim__greedy_load_ok(void *state, lsim_tick now,
-                                const lsim_sched_cand *cold, int ready_work) {
-  (void)state;
-  (void)now;
-  (void)cold;
-  return !ready_work;
-}
-
 const lsim_sched_ops lsim_sched_resident_greedy = {
     /* .name        = */ "resident_greedy",
     /* .state_size  = */ 0,
@@ -52,6 +44,7 @@ const lsim_sched_ops lsim_sched_resident_greedy = {
     /* .order       = */ lsim__greedy_order,
     /* .on_service  = */ NULL,
     /* .state_bytes = */ NULL,
-    /* .load_ok     = */ lsim__greedy_load_ok,
+    /* .load_ok     = */ NULL, /* load_when_idle instead */
     /* .on_backlog  = */ NULL,
+    /* .load_when_idle = */ 1,
 };

@@ -77,4 +77,5 @@ const lsim_sched_ops lsim_sched_slora_cluster = {
     /* .state_bytes = */ NULL,
     /* .load_ok     = */ NULL,
     /* .on_backlog  = */ NULL,
+    /* .load_when_idle = */ 0,
 };

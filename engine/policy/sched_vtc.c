@@ -117,4 +117,5 @@ const lsim_sched_ops lsim_sched_vtc = {
     /* .state_bytes = */ lsim__vtc_bytes,
     /* .load_ok     = */ NULL,
     /* .on_backlog  = */ lsim__vtc_backlog,
+    /* .load_when_idle = */ 0,
 };
