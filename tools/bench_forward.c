@@ -205,7 +205,7 @@ int main(int argc, char **argv) {
     ** (onepass -1, what the chooser takes up to 128 rows); 2: adapters,
     ** every adapted projection and its delta in one pass (onepass 1,
     ** issue 23); 3: adapters, the partitioned composition (onepass 2,
-    ** what the chooser takes above 128 rows) */
+    ** what the chooser names above 128 rows) */
     for (int lora = 0; lora < (nad > 0 ? 4 : 1); lora++) {
       lsim_fwd_batch b = {0, batch, sq, lora ? &rp : NULL, ad, nad,
                           LSIM_CUDA_PATH_AUTO,

@@ -1477,15 +1477,16 @@ static int bench(int sweep, int reps, const char *outdir, int compose) {
           vars.push_back({LSIM_CUDA_PATH_AUTO, t,
                           "auto rsplit=" + std::to_string(rs)});
         }
-        /* the expand's rank split likewise, alone and with the shrink's */
+        /* the expand's rank split (1 by the rule, 2 always), alone and
+        ** with the shrink's forced on */
         for (int rs = 1; rs <= 2; rs++) {
           t = tune0;
           t.expand_rsplit = rs;
           vars.push_back({LSIM_CUDA_PATH_AUTO, t,
                           "auto ersplit=" + std::to_string(rs)});
-          t.shrink_rsplit = rs;
+          t.shrink_rsplit = 2;
           vars.push_back({LSIM_CUDA_PATH_AUTO, t,
-                          "auto rsplit=ersplit=" + std::to_string(rs)});
+                          "auto rsplit=2 ersplit=" + std::to_string(rs)});
         }
         t = tune0;
         t.pdl = 0;

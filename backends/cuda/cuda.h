@@ -172,8 +172,9 @@ typedef struct lsim_cuda_lora_tune {
                      ** block): 0 (default) for short tiles of mixed rank
                      ** classes, 1 never, 2 always */
   int expand_rsplit; /* _mma expand, the rank split (a high-rank tile's
-                     ** column ranges over up to 4 blocks): 0 (default) by
-                     ** the shrink's rule, 1 never, 2 always */
+                     ** column ranges over up to 4 blocks): 0 (default)
+                     ** never (not yet run on a GPU), 1 by the shrink's
+                     ** rule, 2 always */
   int gemm_probe;    /* benchmarks only, results wrong: 1 the one-pass
                      ** GEMM's loads without MMAs, 2 no epilogue, 3 both */
   int gemm_kernel;   /* one-pass GEMM: 0 (default) the streaming kernel

@@ -137,8 +137,9 @@ typedef struct lsim_fwd_batch {
                             ** branch; up to LSIM_CUDA_GEMM_MAX_ROWS rows,
                             ** where cuBLASLt is there); -1 never (the
                             ** cuBLAS GEMM, then the branch).  The chooser
-                            ** (0) takes the partitioned one above 128
-                            ** rows */
+                            ** (0) names the partitioned one above 128
+                            ** rows, but the executor takes it only when
+                            ** asked (2) until it has run on a GPU */
 } lsim_fwd_batch;
 
 /*

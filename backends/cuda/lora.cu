@@ -897,9 +897,11 @@ static lsim_err lsim__plan(lsim_cuda_lora *L, const lsim_rowplan *p, int path,
       nb = ntiles * (rc0 / 16);
     }
     /* the same for the expand: a tile's column ranges over ceil(r / 16)
-    ** blocks (at most 4), tune expand_rsplit */
+    ** blocks (at most 4), tune expand_rsplit: off by default until it has
+    ** run on a GPU (written when the session's device time was spent;
+    ** docs/BENCHMARKS.md, issue 23), 1 by the rule above, 2 always */
     const int er = L->tune.expand_rsplit;
-    ersplit = er == 2 || (er != 1 && rule);
+    ersplit = er == 2 || (er == 1 && rule);
   }
   if (L->tune.shrink_splits > 0) {
     splits = L->tune.shrink_splits;
