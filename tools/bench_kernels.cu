@@ -2346,6 +2346,7 @@ static int bench(int sweep, int reps, const char *outdir, int compose) {
   }
   if (have_blas)
     comp.close();
+  lsim_blas_close(lb);
   lsim_cuda_lora_close(L);
   lsim_cuda_lora_close(Lpad);
   return comp_failures ? 1 : 0;
