@@ -325,6 +325,8 @@ static double run_all(const kcase *c, int dtype, int exact, const char *tag) {
     tunes[1] = tunes[0];
     tunes[1].shrink_splits = 3;
     tunes[1].expand_cols = 3;
+    tunes[1].shrink_rsplit = 2; /* both rank splits forced */
+    tunes[1].expand_rsplit = 2;
     tunes[2] = tunes[0];
     tunes[2].pdl = 0;
     tunes[2].shrink_splits = 2;

@@ -857,15 +857,21 @@ Test(forward, adapters_on_every_module_match_float64_deltas) {
     dd += (hr[i] - h0[i]) * (hr[i] - h0[i]), rr += hr[i] * hr[i];
   cr_assert_gt(sqrt(dd / rr), 0.1, "the deltas must matter");
   /* every path of the deltas (the chooser's and each explicit one), the
-  ** cuBLAS GEMMs then the branches (onepass -1), and the projections and
+  ** cuBLAS GEMMs then the branches (onepass -1), the projections and
   ** deltas in one pass (issue 23) on each path that has a shrink of its
-  ** own (the chooser takes it at these 10 rows) */
+  ** own, and the partitioned composition on four paths (the chooser
+  ** takes neither at these 10 rows) */
   static const int paths[] = {LSIM_CUDA_PATH_AUTO,     LSIM_CUDA_PATH_DECODE,
                               LSIM_CUDA_PATH_SGMV,     LSIM_CUDA_PATH_SGMV_MMA,
                               LSIM_CUDA_PATH_FUSED,    LSIM_CUDA_PATH_AUTO,
                               LSIM_CUDA_PATH_DECODE,   LSIM_CUDA_PATH_SGMV,
-                              LSIM_CUDA_PATH_SGMV_MMA};
-  static const int onepass[] = {-1, -1, -1, -1, -1, 0, 1, 1, 1};
+                              LSIM_CUDA_PATH_SGMV_MMA, LSIM_CUDA_PATH_AUTO,
+                              LSIM_CUDA_PATH_DECODE,   LSIM_CUDA_PATH_SGMV_MMA,
+                              LSIM_CUDA_PATH_FUSED};
+  /* -1 the GEMMs then the deltas, 0 the chooser's, 1 one pass, 2 the
+  ** partitioned composition (cuBLASLt beside the branch, its delta added
+  ** after the join; issue 23) */
+  static const int onepass[] = {-1, -1, -1, -1, -1, 0, 1, 1, 1, 2, 2, 2, 2};
   for (size_t p = 0; p < sizeof paths / sizeof paths[0]; p++) {
     up(lsim_fwd_pool(W.F, 0), W.pool, (size_t)(W.pages * W.pb));
     lsim_fwd_batch b = {0, 4, sq, &rp, ad, 2, paths[p], onepass[p]};

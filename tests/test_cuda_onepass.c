@@ -462,14 +462,22 @@ static int gemm_chosen(int nseg, int rows, int r, int *bp) {
 
 /* The measured rule (docs/BENCHMARKS.md, issue 23): the one pass lost to
 ** cuBLAS then the branch at every workload, so it is taken nowhere; the
-** shrink path it would use is still named for the shapes it can run. */
+** partitioned composition won at mixed256 (256 rows) and tied at decode64
+** (64), so it is taken above 128 rows and up to 256; the shrink path is
+** named for the shapes either can run. */
 Test(choose, the_one_pass_where_it_won) {
   int bp = -1;
-  cr_assert_not(gemm_chosen(64, 1, 16, &bp)); /* decode64 */
+  cr_assert_eq(gemm_chosen(64, 1, 16, &bp), LSIM_CUDA_GEMM_SEQ); /* decode64 */
   cr_assert_eq(bp, LSIM_CUDA_PATH_DECODE);
-  cr_assert_not(gemm_chosen(64, 1, 64, &bp));
+  cr_assert_eq(gemm_chosen(64, 1, 64, &bp), LSIM_CUDA_GEMM_SEQ);
   cr_assert_eq(bp, LSIM_CUDA_PATH_DECODE);
-  cr_assert_not(gemm_chosen(32, 8, 16, &bp)); /* mixed256 */
+  cr_assert_eq(gemm_chosen(128, 1, 16, &bp), LSIM_CUDA_GEMM_SEQ);
+  cr_assert_eq(gemm_chosen(129, 1, 16, &bp), LSIM_CUDA_GEMM_PART);
+  cr_assert_eq(bp, LSIM_CUDA_PATH_DECODE);
+  cr_assert_eq(gemm_chosen(32, 8, 16, &bp), /* mixed256 */
+               LSIM_CUDA_GEMM_PART);
+  cr_assert_eq(bp, LSIM_CUDA_PATH_SGMV_MMA);
+  cr_assert_eq(gemm_chosen(32, 8, 64, &bp), LSIM_CUDA_GEMM_PART);
   cr_assert_eq(bp, LSIM_CUDA_PATH_SGMV_MMA);
   cr_assert_not(gemm_chosen(8, 512, 16, &bp)); /* prefill4096 */
   cr_assert_eq(bp, LSIM_CUDA_PATH_AUTO);

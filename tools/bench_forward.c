@@ -202,11 +202,14 @@ int main(int argc, char **argv) {
       ad[a] = (lsim_fwd_adapter){lsim_fwd_adapter_ptab(F, 0, a), rank,
                                  lsim_fwd_scale()};
     /* lora 0: base only; 1: adapters, the cuBLAS GEMMs then the branches
-    ** (onepass -1, what the chooser takes); 2: adapters, every adapted
-    ** projection and its delta in one pass (onepass 1, issue 23) */
-    for (int lora = 0; lora < (nad > 0 ? 3 : 1); lora++) {
+    ** (onepass -1, what the chooser takes up to 128 rows); 2: adapters,
+    ** every adapted projection and its delta in one pass (onepass 1,
+    ** issue 23); 3: adapters, the partitioned composition (onepass 2,
+    ** what the chooser names above 128 rows) */
+    for (int lora = 0; lora < (nad > 0 ? 4 : 1); lora++) {
       lsim_fwd_batch b = {0, batch, sq, lora ? &rp : NULL, ad, nad,
-                          LSIM_CUDA_PATH_AUTO, lora == 2 ? 1 : -1};
+                          LSIM_CUDA_PATH_AUTO,
+                          lora == 2 ? 1 : lora == 3 ? 2 : -1};
       const int n = prof ? 1 : reps;
       for (int i = 0; i < 3; i++) /* warm up */
         if (lsim_fwd_run(F, &b, &ns[0], &eb))
@@ -219,7 +222,8 @@ int main(int argc, char **argv) {
         lsim_fwd_prof_get(F, &pr);
         printf("profiled forward%s (events between stages): total %.3f ms = "
                "GEMMs %.3f + attention %.3f + deltas %.3f + the rest %.3f\n",
-               lora == 2   ? " with adapters, one pass (counted as GEMMs)"
+               lora == 3   ? " with adapters, partitioned (counted as GEMMs)"
+               : lora == 2 ? " with adapters, one pass (counted as GEMMs)"
                : lora == 1 ? " with adapters"
                            : "",
                pr.total_ns / 1e6,
@@ -237,7 +241,8 @@ int main(int argc, char **argv) {
       printf("%-22s median %.3f ms (min %.3f, max %.3f, %d forwards); floor "
              "%.3f ms = GEMMs %.3f (%.2f GB) + attention %.3f (%.2f GB KV)"
              "%s; ratio %.2fx; %.0f tokens/s\n",
-             lora == 2   ? "fwd + adapters 1pass"
+             lora == 3   ? "fwd + adapters part"
+             : lora == 2 ? "fwd + adapters 1pass"
              : lora == 1 ? "forward + adapters"
                          : "forward (base)",
              med / 1e6,

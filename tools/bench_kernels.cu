@@ -29,6 +29,12 @@
 **   bench_kernels --compose [--reps N] [--out DIR]
 **       Only the compositions (and the branch alone) at ranks 16 and 64.
 **
+**   bench_kernels --part [--reps N] [--out DIR]
+**       The partitioned compositions (issue 23) at decode64 and mixed256,
+**       ranks 16 and 64: the base GEMM through cuBLASLt targeting nsm - k
+**       SMs beside the branch (side, fork, forkpdl), the branch on green
+**       contexts of k SMs, their baselines; a table of the best per k.
+**
 **   bench_kernels --check [--cases N]
 **       The kernel correctness suite without SQLite, GMP or Criterion:
 **       seeded random shapes and plans (base rows, one-row segments,
@@ -44,6 +50,7 @@
 **       status 1 on any failure.  Small --cases for compute-sanitizer.
 */
 #include <cublas_v2.h> /* types only: the library is opened with dlopen */
+#include <cuda.h>       /* types only: green contexts through dlopen */
 #include <cuda_runtime.h>
 #include <dlfcn.h>
 #include <stdarg.h>
@@ -58,6 +65,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cuda/blas.h"
 #include "backends/cuda/cuda.h"
 
 #define CK(call)                                                           \
@@ -422,6 +430,10 @@ enum {
   COMP_SIDE,
   COMP_SEQPDL,
   COMP_DIAG, /* not a composition: the GEMM beside the shrink alone */
+  COMP_GREEN, /* the branch on a green context of k SMs (a hard partition),
+              ** the GEMM on one of the other nsm - k (prio 0) or on the
+              ** whole device (prio 1); the delta into D, added after the
+              ** join (issue 23) */
   COMP_GEMM1 /* one pass: the shrink, then lsim_cuda_lora_run_gemm (the
              ** GEMM with the expand in its epilogue; issue 23) */
 };
@@ -455,6 +467,13 @@ struct CompVar {
   int gk = 1;  /* one-pass kernel (tune gemm_kernel): 1 lgemm ("gemm1"),
                ** 2 the streaming wgemm ("gemm2") */
   int gns = 0; /* gemm2: tune gemm_ns (stages) */
+  int smt = -1; /* the base GEMM: -1 cuBLAS GemmEx; >= 0 cuBLASLt with
+                ** this SM count target (0: all SMs): the partitioned
+                ** compositions (issue 23) */
+  int bsms = 0; /* the branch's grids sized for this many SMs (tune sms;
+                ** 0: all) */
+  bool eager = false; /* launched directly, not as a graph (timing only:
+                      ** compare only with other eager rows) */
 };
 
 #define COMP_MAXCH 8
@@ -480,8 +499,91 @@ rows_between(const std::vector<lsim_plan_entry> &e, int r0, int r1) {
   return out;
 }
 
+/*
+** Green contexts (CUDA driver API, opened with dlopen like cuBLAS): the
+** device's SMs split into a partition of k for the branch and one of the
+** rest for the GEMM, each with its own stream, so neither kernel's blocks
+** can take the other's SMs (cuBLASLt's SM count target is only a hint to
+** its heuristic).  Lb: a lorasim context on the branch's stream.
+*/
+struct Green {
+  int k = 0, ka = 0, kb = 0; /* asked; SMs of the GEMM's and branch's */
+  CUgreenCtx ga = nullptr, gb = nullptr;
+  cudaStream_t sa = nullptr, sb = nullptr;
+  lsim_cuda_lora *Lb = nullptr;
+};
+struct GreenApi {
+  void *lib = nullptr;
+  bool ok = false;
+  std::string why;
+  CUresult (*get_res)(CUdevice, CUdevResource *, CUdevResourceType) = nullptr;
+  CUresult (*split)(CUdevResource *, unsigned *, const CUdevResource *,
+                    CUdevResource *, unsigned, unsigned) = nullptr;
+  CUresult (*gen)(CUdevResourceDesc *, CUdevResource *, unsigned) = nullptr;
+  CUresult (*create)(CUgreenCtx *, CUdevResourceDesc, CUdevice,
+                     unsigned) = nullptr;
+  CUresult (*stream)(CUstream *, CUgreenCtx, unsigned, int) = nullptr;
+  bool open() {
+    if (!(lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL))) {
+      why = "dlopen libcuda.so.1";
+      return false;
+    }
+    *(void **)&get_res = dlsym(lib, "cuDeviceGetDevResource");
+    *(void **)&split = dlsym(lib, "cuDevSmResourceSplitByCount");
+    *(void **)&gen = dlsym(lib, "cuDevResourceGenerateDesc");
+    *(void **)&create = dlsym(lib, "cuGreenCtxCreate");
+    *(void **)&stream = dlsym(lib, "cuGreenCtxStreamCreate");
+    ok = get_res && split && gen && create && stream;
+    if (!ok)
+      why = "green context symbols missing";
+    return ok;
+  }
+  /* the SMs split into k (rounded up by the driver) and the rest */
+  bool make(Green &g, int k, const lsim_cuda_lora_cfg &cfg0) {
+    CUdevResource all, part, rest;
+    unsigned n = 1;
+    memset(&rest, 0, sizeof rest);
+    CUgreenCtx c[2];
+    CUdevResource *r[2] = {&rest, &part};
+    if (get_res(0, &all, CU_DEV_RESOURCE_TYPE_SM) != CUDA_SUCCESS ||
+        split(&part, &n, &all, &rest, 0, (unsigned)k) != CUDA_SUCCESS ||
+        n != 1) {
+      why = "SM split failed";
+      return false;
+    }
+    for (int i = 0; i < 2; i++) {
+      CUdevResourceDesc d;
+      CUstream st;
+      if (gen(&d, r[i], 1) != CUDA_SUCCESS ||
+          create(&c[i], d, 0, CU_GREEN_CTX_DEFAULT_STREAM) != CUDA_SUCCESS ||
+          stream(&st, c[i], CU_STREAM_NON_BLOCKING, 0) != CUDA_SUCCESS) {
+        why = "green context or stream failed";
+        return false;
+      }
+      (i ? g.sb : g.sa) = (cudaStream_t)st;
+    }
+    g.k = k;
+    g.ga = c[0];
+    g.gb = c[1];
+    g.ka = (int)rest.sm.smCount;
+    g.kb = (int)part.sm.smCount;
+    lsim_cuda_lora_cfg cfg = cfg0;
+    cfg.stream = g.sb;
+    lsim_errbuf eb = LSIM_ERRBUF_INIT;
+    if (lsim_cuda_lora_open(&g.Lb, &cfg, &eb)) {
+      why = eb.msg;
+      return false;
+    }
+    return true;
+  }
+};
+
 struct Comp {
   Blas *blas = nullptr;
+  GreenApi gapi;
+  std::vector<Green> green; /* one per k asked */
+  Green *gcur = nullptr;    /* the prepared one */
+  lsim_blas *lb = nullptr; /* cuBLASLt (blas.c), for v.smt >= 0 */
   cudaStream_t s = nullptr;                    /* L's stream: the origin */
   cudaStream_t g_lo = nullptr, g_hi = nullptr; /* the GEMM's fork streams */
   cudaStream_t s_hi = nullptr;                 /* Lhi's stream */
@@ -524,6 +626,8 @@ struct Comp {
   void load(int id, int rank, float scale, const uint16_t *A,
             const uint16_t *B, bool chunks) {
     LK(lsim_cuda_lora_load(Lhi, id, rank, scale, A, B, eb));
+    for (Green &g : green)
+      LK(lsim_cuda_lora_load(g.Lb, id, rank, scale, A, B, eb));
     for (int j = 0; chunks && j < nch; j++)
       LK(lsim_cuda_lora_load(Lc[j], id, rank, scale, A, B, eb));
   }
@@ -532,6 +636,10 @@ struct Comp {
     if (D)
       cudaFree(D);
     lsim_cuda_lora_close(Lhi);
+    for (Green &g : green) { /* the green contexts live until exit */
+      lsim_cuda_lora_close(g.Lb);
+      g.Lb = nullptr;
+    }
     for (int j = 0; j < nch; j++) {
       lsim_cuda_lora_close(Lc[j]);
       cudaStreamDestroy(c_st[j]);
@@ -559,6 +667,7 @@ struct Comp {
     t.gemm_probe = v.kind == COMP_GEMM1 ? v.prio : 0;
     t.gemm_kernel = v.gk;
     t.gemm_ns = v.gns;
+    t.sms = v.bsms;
     lsim_cuda_lora_set_tune(C, &t);
     lsim_errbuf eb = LSIM_ERRBUF_INIT;
     int path = v.path;
@@ -622,12 +731,25 @@ struct Comp {
       }
       return true;
     }
-    if (v.kind == COMP_SIDE && (size_t)N * ldy_max > dcap) {
+    if (v.kind == COMP_GREEN) {
+      gcur = nullptr;
+      for (Green &g : green)
+        if (g.k == v.chunks)
+          gcur = &g;
+      if (!gcur) {
+        *why = "no green context of " + std::to_string(v.chunks) + " SMs";
+        return false;
+      }
+    }
+    if ((v.kind == COMP_SIDE || v.kind == COMP_GREEN) &&
+        (size_t)N * ldy_max > dcap) {
       if (D)
         CK(cudaFree(D));
       dcap = (size_t)N * ldy_max;
       CK(cudaMalloc((void **)&D, dcap * 2));
     }
+    if (v.kind == COMP_GREEN)
+      return plan_one(gcur->Lb, p, v, why);
     return plan_one((v.kind == COMP_FORK || v.kind == COMP_FORKPDL ||
                      v.kind == COMP_SIDE || v.kind == COMP_DIAG) &&
                             v.prio == 1
@@ -650,14 +772,21 @@ struct Comp {
   /* capture v (prepared) into an executable graph */
   bool build(const CompVar &v, int N, int d_in, int d_out, const uint16_t *X,
              int ldx, const uint16_t *W, uint16_t *Y, int ldy,
-             cudaGraphExec_t *ge, std::string *why) {
+             cudaGraphExec_t *ge, std::string *why, bool eager = false) {
     auto rec = [&](int i, cudaStream_t st) {
       return cudaEventRecord(ev[i], st) == cudaSuccess;
     };
     auto wt = [&](cudaStream_t st, int i) {
       return cudaStreamWaitEvent(st, ev[i], 0) == cudaSuccess;
     };
-    auto gemm = [&](cudaStream_t st, int r0, int r1, float beta) {
+    const int smt = v.smt;
+    lsim_blas *lbp = lb;
+    auto gemm = [=](cudaStream_t st, int r0, int r1, float beta) {
+      if (smt >= 0)
+        return lbp && lsim_blas_gemm_lt(lbp, st, smt, r1 - r0, d_out, d_in,
+                                        X + (size_t)r0 * ldx, ldx, W,
+                                        Y + (size_t)r0 * ldy, ldy, beta, 0,
+                                        NULL) == 0;
       return blas->stream(st) &&
              blas->run(r1 - r0, d_out, d_in, X + (size_t)r0 * ldx, ldx, W,
                        Y + (size_t)r0 * ldy, ldy, beta);
@@ -713,6 +842,23 @@ struct Comp {
       };
       break;
     }
+    case COMP_GREEN: {
+      Green *g = gcur;
+      cudaStream_t G = v.prio == 1 ? g_lo : g->sa;
+      uint16_t *Dp = D;
+      fn = [=] {
+        if (!(rec(0, O) && wt(G, 0) && gemm(G, 0, N, 0.f) && rec(1, G) &&
+              wt(g->sb, 0) &&
+              cudaMemsetAsync(Dp, 0, (size_t)N * ldy * 2, g->sb) ==
+                  cudaSuccess &&
+              lsim_cuda_lora_run(g->Lb, X, ldx, Dp, ldy, NULL) == 0 &&
+              rec(2, g->sb) && wt(O, 1) && wt(O, 2)))
+          return false;
+        add_rows_kernel<<<264, 256, 0, O>>>(Y, Dp, N, d_out, ldy);
+        return cudaGetLastError() == cudaSuccess;
+      };
+      break;
+    }
     case COMP_BETA1:
       fn = [&] {
         return rec(0, s) && wt(g_lo, 0) &&
@@ -741,6 +887,13 @@ struct Comp {
         return ok;
       };
       break;
+    }
+    if (eager) { /* launched directly, no graph (timing only) */
+      const bool ok = fn();
+      blas->stream(s);
+      if (!ok)
+        *why = "eager launch failed";
+      return ok;
     }
     bool ok = capture(O, fn, ge, why, cudaGraphInstantiateFlagUseNodePriority);
     blas->stream(s);
@@ -916,6 +1069,10 @@ extern "C" void lsim_cuda_wg_trace_print(FILE *f); /* wgemm.cu */
 /* --gemm1: only the one-pass GEMM rows at decode64 and mixed256, r16 and
 ** r64, with timing probes (a quick round, and what ncu is pointed at) */
 static int g_quick = 0;
+/* --part: only the partitioned compositions (issue 23): the base GEMM
+** through cuBLASLt on part of the SMs beside the branch, against cuBLAS
+** and the best earlier compositions, at decode64 and mixed256 */
+static int g_part = 0;
 /* BENCH_GEMM1_ONLY=WORKLOAD:RANK:LABEL (each part may be empty): only the
 ** one-pass rows of that workload, rank and label substring -- one kernel
 ** under ncu */
@@ -1036,10 +1193,35 @@ static int bench(int sweep, int reps, const char *outdir, int compose) {
   lsim_cuda_lora_get_tune(L, &tune0);
   /* the base GEMM plus the branch: the extra contexts of the compositions */
   Comp comp;
+  lsim_blas *lb = nullptr; /* cuBLASLt: the GEMM on part of the SMs */
   if (have_blas) {
     comp.open(cfg, L, &blas, COMP_MAXCH);
     comp.ldy_max = H;
+    lsim_errbuf leb = LSIM_ERRBUF_INIT;
+    if (lsim_blas_open(&lb, s, &leb) || !lsim_blas_has_lt(lb)) {
+      printf("cuBLASLt unavailable (%s): no partitioned rows\n",
+             lb ? "no cublasLt" : leb.msg);
+      lsim_blas_close(lb);
+      lb = nullptr;
+    }
+    comp.lb = lb;
+    /* green contexts for the hard partitions of --part */
+    if (g_part && !comp.gapi.open())
+      printf("green contexts unavailable (%s)\n", comp.gapi.why.c_str());
+    for (int k : {16, 24, 32, 48, 66}) {
+      if (!g_part || !comp.gapi.ok)
+        break;
+      Green g;
+      if (comp.gapi.make(g, k, cfg)) {
+        printf("green contexts: %d SMs for the branch, %d for the GEMM\n",
+               g.kb, g.ka);
+        comp.green.push_back(g);
+      } else {
+        printf("green context of %d SMs: %s\n", k, comp.gapi.why.c_str());
+      }
+    }
   }
+  const int nsm = prop.multiProcessorCount;
   /* the zero-padded slot layout at the mixed batch's largest rank, for
   ** comparison on the mixed-rank batch */
   lsim_cuda_lora *Lpad = nullptr;
@@ -1060,7 +1242,7 @@ static int bench(int sweep, int reps, const char *outdir, int compose) {
   std::string pdl_why;
 
   for (int ri = 0; ri < (compose || g_quick ? 2 : 4); ri++) {
-    for (int wi = 0; wi < (g_quick ? 2 : 3); wi++) {
+    for (int wi = 0; wi < (g_quick || g_part ? 2 : 3); wi++) {
       const Work &W = WORKS[wi];
       const int rset = RSET[ri];
       char rb[16];
@@ -1193,6 +1375,47 @@ static int bench(int sweep, int reps, const char *outdir, int compose) {
           printf("base gemm capture failed: %s\n", why.c_str());
         }
       }
+      if (have_blas && g_part) {
+        Row r;
+        r.wl = W.name;
+        r.rank = rname;
+        r.path = "base_gemm (cuBLAS, eager)";
+        r.us = tm.median([&] {
+          if (!blas.run(N, H, H, dX, dW, dYb))
+            exit(2);
+        });
+        r.xbase = r.us / base_us;
+        rows.push_back(r);
+      }
+      /* the same GEMM through cuBLASLt, targeting all SMs (0) and fewer:
+      ** what the partitioned compositions' GEMM costs alone */
+      for (int k : {0, 8, 16, 24, 32, 48, 66, 80, 100}) {
+        if (!lb || !g_part)
+          break;
+        const int smt = k ? nsm - k : 0;
+        cudaGraphExec_t ge;
+        std::string why;
+        Row r;
+        r.wl = W.name;
+        r.rank = rname;
+        r.path = "base_gemm (cuBLASLt, " + std::to_string(smt) + " SMs)";
+        if (capture(s,
+                    [&] {
+                      return lsim_blas_gemm_lt(lb, s, smt, N, H, H, dX, H, dW,
+                                               dYb, H, 0.f, 0, NULL) == 0;
+                    },
+                    &ge, &why)) {
+          r.us = tm.median([&] { CK(cudaGraphLaunch(ge, s)); });
+          cudaGraphExecDestroy(ge);
+          r.xbase = r.us / base_us;
+          char ab[160];
+          lsim_blas_lt_describe(lb, N, H, H, H, H, 0, smt, ab, sizeof ab);
+          r.note = ab;
+        } else {
+          r.note = "skipped: " + why;
+        }
+        rows.push_back(r);
+      }
 
       struct Var {
         int path;
@@ -1219,7 +1442,7 @@ static int bench(int sweep, int reps, const char *outdir, int compose) {
       }
       /* the chosen path, and its variants */
       vars.push_back({LSIM_CUDA_PATH_AUTO, tune0, "auto"});
-      if (g_quick) {
+      if (g_quick || g_part) {
       } else if (compose) {
         /* the branch alone and each of its launches alone */
         for (int path : {LSIM_CUDA_PATH_SGMV_MMA, LSIM_CUDA_PATH_DECODE}) {
@@ -1253,6 +1476,17 @@ static int bench(int sweep, int reps, const char *outdir, int compose) {
           t.shrink_rsplit = rs;
           vars.push_back({LSIM_CUDA_PATH_AUTO, t,
                           "auto rsplit=" + std::to_string(rs)});
+        }
+        /* the expand's rank split (1 by the rule, 2 always), alone and
+        ** with the shrink's forced on */
+        for (int rs = 1; rs <= 2; rs++) {
+          t = tune0;
+          t.expand_rsplit = rs;
+          vars.push_back({LSIM_CUDA_PATH_AUTO, t,
+                          "auto ersplit=" + std::to_string(rs)});
+          t.shrink_rsplit = 2;
+          vars.push_back({LSIM_CUDA_PATH_AUTO, t,
+                          "auto rsplit=2 ersplit=" + std::to_string(rs)});
         }
         t = tune0;
         t.pdl = 0;
@@ -1447,8 +1681,85 @@ static int bench(int sweep, int reps, const char *outdir, int compose) {
         CK(cudaMemcpy(hG.data(), dYb, hG.size() * 2, cudaMemcpyDeviceToHost));
         std::vector<CompVar> cv;
         cv.push_back({"seq", COMP_SEQ, LSIM_CUDA_PATH_AUTO, 0, 0, 0});
+        if (g_part && lb) {
+          /* the partitioned compositions: the GEMM through cuBLASLt
+          ** targeting nsm - k SMs, the branch beside it (side: into D,
+          ** added after the join; fork: the shrink beside, the expand
+          ** after; forkpdl: the expand a programmatic dependent), its
+          ** grids sized for all SMs or for k; prio 0 equal, 2 the GEMM's
+          ** stream high, so its blocks are placed first */
+          for (int path : {LSIM_CUDA_PATH_DECODE, LSIM_CUDA_PATH_SGMV_MMA}) {
+            CompVar v{std::string("seqpdl ") + lsim_cuda_path_name(path),
+                      COMP_SEQPDL, path, 0, 0, 0};
+            cv.push_back(v);
+            v.smt = 0;
+            v.label += " lt";
+            cv.push_back(v);
+          }
+          /* hard partitions: the branch on a green context of k SMs; the
+          ** GEMM on the other one (prio 0) or on the whole device (prio
+          ** 1), targeting nsm - k; as graphs and launched directly */
+          for (const Green &g : comp.green)
+            for (int path : {LSIM_CUDA_PATH_AUTO, LSIM_CUDA_PATH_DECODE,
+                             LSIM_CUDA_PATH_SGMV_MMA})
+              for (int pr : {0, 1})
+                for (bool eg : {false, true}) {
+                  CompVar v{std::string("green ") +
+                                lsim_cuda_path_name(path) +
+                                " k=" + std::to_string(g.k) +
+                                " prio=" + std::to_string(pr) +
+                                (eg ? " (eager)" : ""),
+                            COMP_GREEN, path, 0, pr, g.k};
+                  v.smt = nsm - g.k;
+                  v.bsms = g.kb;
+                  v.eager = eg;
+                  cv.push_back(v);
+                }
+          /* the same method's baselines, launched directly */
+          for (int path : {LSIM_CUDA_PATH_DECODE, LSIM_CUDA_PATH_SGMV_MMA}) {
+            CompVar v{std::string("seqpdl ") + lsim_cuda_path_name(path) +
+                          " (eager)",
+                      COMP_SEQPDL, path, 0, 0, 0};
+            v.eager = true;
+            cv.push_back(v);
+            v = CompVar{std::string("pside ") + lsim_cuda_path_name(path) +
+                            " k=66 prio=2 bsms=66 (eager)",
+                        COMP_SIDE, path, 0, 2, 0};
+            v.smt = nsm - 66;
+            v.bsms = 66;
+            v.eager = true;
+            cv.push_back(v);
+          }
+          for (int k : {0, 8, 16, 24, 32, 48, 66, 80, 100}) {
+            const int smt = k ? nsm - k : 0;
+            for (int kind : {COMP_SIDE, COMP_FORK, COMP_FORKPDL})
+              for (int path : {LSIM_CUDA_PATH_AUTO, LSIM_CUDA_PATH_DECODE,
+                               LSIM_CUDA_PATH_SGMV_MMA})
+                for (int pr : {0, 2})
+                  for (int bs : {0, k}) {
+                    if ((bs && !k) || (kind != COMP_SIDE &&
+                                       path == LSIM_CUDA_PATH_AUTO) ||
+                        (kind == COMP_FORKPDL && (pr || !bs)))
+                      continue;
+                    CompVar v{std::string(kind == COMP_SIDE   ? "pside "
+                                          : kind == COMP_FORK ? "pfork "
+                                                              : "pforkpdl ") +
+                                  lsim_cuda_path_name(path) +
+                                  " k=" + std::to_string(k) +
+                                  " prio=" + std::to_string(pr) +
+                                  " bsms=" + std::to_string(bs),
+                              kind, path, 0, pr, 0};
+                    v.smt = smt;
+                    v.bsms = bs;
+                    cv.push_back(v);
+                  }
+          }
+        }
+        const size_t npart = cv.size();
         std::vector<int> fpaths;
-        if (W.prefill)
+        if (g_part && lb)
+          fpaths = {};
+        else if (W.prefill)
           fpaths = {LSIM_CUDA_PATH_SGMV_MMA};
         else
           fpaths = {LSIM_CUDA_PATH_DECODE, LSIM_CUDA_PATH_SGMV_MMA,
@@ -1499,6 +1810,8 @@ static int bench(int sweep, int reps, const char *outdir, int compose) {
               cv.push_back({"chunk" + std::to_string(c) + " sgmv_mma splits=" +
                                 std::to_string(sp),
                             COMP_CHUNK, LSIM_CUDA_PATH_SGMV_MMA, sp, 1, c});
+        if (g_part && lb)
+          cv.resize(npart);
         for (const CompVar &v : cv) {
           Row r;
           r.wl = W.name;
@@ -1507,9 +1820,10 @@ static int bench(int sweep, int reps, const char *outdir, int compose) {
                        ? "diag: gemm || shrink, no expand (not a result)"
                        : "base + " + v.label;
           std::string why;
-          cudaGraphExec_t ge;
+          cudaGraphExec_t ge = nullptr;
           if (!comp.prepare(v, &p, e, N, &why) ||
-              !comp.build(v, N, H, H, dX, H, dW, dYb, H, &ge, &why)) {
+              !comp.build(v, N, H, H, dX, H, dW, dYb, H, &ge, &why,
+                          v.eager)) {
             r.note = "skipped: " + why;
             rows.push_back(r);
             cudaGetLastError();
@@ -1518,9 +1832,23 @@ static int bench(int sweep, int reps, const char *outdir, int compose) {
           if (v.kind == COMP_SEQ)
             r.path += std::string(" ") +
                       lsim_cuda_path_name(lsim_cuda_lora_path(comp.L));
+          auto launch = [&] {
+            if (v.eager) {
+              std::string w2;
+              if (!comp.build(v, N, H, H, dX, H, dW, dYb, H, nullptr, &w2,
+                              true)) {
+                fprintf(stderr, "bench_kernels: %s: %s\n", v.label.c_str(),
+                        w2.c_str());
+                exit(2);
+              }
+            } else {
+              CK(cudaGraphLaunch(ge, s));
+            }
+          };
+          CK(cudaDeviceSynchronize()); /* the build's eager launch, if any */
           CK(cudaMemsetAsync(dYb, 0xff, (size_t)N * H * 2, s)); /* NaN */
-          CK(cudaGraphLaunch(ge, s));
-          CK(cudaStreamSynchronize(s));
+          launch();
+          CK(cudaDeviceSynchronize());
           CK(cudaMemcpy(hY.data(), dYb, hY.size() * 2,
                         cudaMemcpyDeviceToHost));
           double rel = 0, worst = 0;
@@ -1534,8 +1862,9 @@ static int bench(int sweep, int reps, const char *outdir, int compose) {
             printf("COMPOSE FAIL %s r=%s %s: %s\n", W.name, rname,
                    v.label.c_str(), nb);
           }
-          r.us = tm.median([&] { CK(cudaGraphLaunch(ge, s)); });
-          cudaGraphExecDestroy(ge);
+          r.us = tm.median(launch);
+          if (ge)
+            cudaGraphExecDestroy(ge);
           r.xbase = r.us / base_us;
           r.note = std::string(r.xbase <= (W.prefill ? 1.08 : 1.3) ? "MET "
                                                                    : "MISSED ") +
@@ -1549,7 +1878,7 @@ static int bench(int sweep, int reps, const char *outdir, int compose) {
       ** cluster, rows per block, the B^T prefetch), and the one-pass GEMM
       ** with no adapter rows (its GEMM alone); every one checked once
       ** against the cuBLAS GEMM plus the float64 delta, then timed */
-      if (have_blas && N <= LSIM_CUDA_GEMM_MAX_ROWS) {
+      if (have_blas && N <= LSIM_CUDA_GEMM_MAX_ROWS && !g_part) {
         CompRef ref;
         ref.d_in = H;
         ref.d_out = H;
@@ -1872,6 +2201,95 @@ static int bench(int sweep, int reps, const char *outdir, int compose) {
              best[3], best[4], top, top_is.c_str(), top / base, best[0] / base,
              top / base <= lim ? "MET" : "MISSED");
     }
+  /* the partitioned compositions (issue 23, --part): the best of each k
+  ** against cuBLAS and the best unpartitioned composition, same run */
+  if (g_part) {
+    printf("\nbase GEMM (cuBLASLt on nsm - k SMs) beside the branch (us; "
+           "ratio to the cuBLAS GEMM alone; target <= 1.3x):\n");
+    printf("%-10s %-4s %7s %7s %7s %7s", "workload", "rank", "gemm", "lt",
+           "branch", "seqpdl");
+    const int ks[] = {0, 8, 16, 24, 32, 48, 66, 80, 100};
+    for (int k : ks)
+      printf(" %6s%-2d", "k=", k);
+    printf("  best partitioned\n");
+    for (int ri = 0; ri < 2; ri++)
+      for (int wi = 0; wi < 2; wi++) {
+        char rb[16];
+        const std::string rk = rset_name(RSET[ri], rb);
+        const double base = find(WORKS[wi].name, rk, "base_gemm (cuBLAS)");
+        double lt0 = NAN, br = NAN, sp = NAN, top = NAN, bk[9];
+        std::string top_is;
+        for (double &x : bk)
+          x = NAN;
+        for (const Row &q : rows) {
+          if (q.wl != WORKS[wi].name || q.rank != rk || q.us != q.us)
+            continue;
+          if (q.path == "base_gemm (cuBLASLt, 0 SMs)")
+            lt0 = q.us;
+          if (q.path.rfind("auto ->", 0) == 0)
+            br = q.us;
+          if ((q.path.rfind("base + seq", 0) == 0) &&
+              q.path.find(" lt") == std::string::npos &&
+              q.path.find("(eager)") == std::string::npos && !(q.us >= sp))
+            sp = q.us;
+          if ((q.path.rfind("base + p", 0) != 0 &&
+               q.path.rfind("base + green", 0) != 0) ||
+              q.path.find("(eager)") != std::string::npos)
+            continue;
+          const size_t kp = q.path.find(" k=");
+          const int k = kp == std::string::npos ? -1 : atoi(q.path.c_str() + kp + 3);
+          for (int j = 0; j < 9; j++)
+            if (k == ks[j] && !(q.us >= bk[j]))
+              bk[j] = q.us;
+          if (!(q.us >= top)) {
+            top = q.us;
+            top_is = q.path.substr(7);
+          }
+        }
+        printf("%-10s %-4s %7.2f %7.2f %7.2f %7.2f", WORKS[wi].name,
+               rk.c_str(), base, lt0, br, sp);
+        for (int j = 0; j < 9; j++)
+          printf(" %8.2f", bk[j]);
+        printf("  %.2f (%.2fx; seqpdl %.2fx) %s %s\n", top, top / base,
+               sp / base, top_is.c_str(), top / base <= 1.3 ? "MET" : "MISSED");
+      }
+    printf("\nthe hard partition (green contexts) and its baselines: as "
+           "graphs, and launched directly (eager; compare eager with eager):"
+           "\n");
+    for (int ri = 0; ri < 2; ri++)
+      for (int wi = 0; wi < 2; wi++) {
+        char rb[16];
+        const std::string rk = rset_name(RSET[ri], rb);
+        const double base = find(WORKS[wi].name, rk, "base_gemm (cuBLAS)");
+        const double ebase =
+            find(WORKS[wi].name, rk, "base_gemm (cuBLAS, eager)");
+        double b[5] = {NAN, NAN, NAN, NAN, NAN};
+        std::string bi[5];
+        static const char *pre[5] = {"base + green", "base + green",
+                                     "base + seqpdl", "base + pside",
+                                     "base + seqpdl"};
+        for (const Row &q : rows) {
+          if (q.wl != WORKS[wi].name || q.rank != rk || q.us != q.us)
+            continue;
+          const bool eg = q.path.find("(eager)") != std::string::npos;
+          for (int j = 0; j < 5; j++)
+            if (q.path.rfind(pre[j], 0) == 0 && eg == (j >= 1 && j <= 3) &&
+                (j != 4 || q.path.find(" lt") == std::string::npos) &&
+                !(q.us >= b[j])) {
+              b[j] = q.us;
+              bi[j] = q.path.substr(7);
+            }
+        }
+        printf("%-10s %-4s graph: cuBLAS %.2f, green %.2f (%.2fx) [%s], "
+               "seqpdl %.2f (%.2fx)\n",
+               WORKS[wi].name, rk.c_str(), base, b[0], b[0] / base,
+               bi[0].c_str(), b[4], b[4] / base);
+        printf("%-10s %-4s eager: cuBLAS %.2f, green %.2f (%.2fx) [%s], "
+               "seqpdl %.2f (%.2fx), pside %.2f (%.2fx)\n",
+               WORKS[wi].name, rk.c_str(), ebase, b[1], b[1] / ebase,
+               bi[1].c_str(), b[2], b[2] / ebase, b[3], b[3] / ebase);
+      }
+  }
   /* the base projection and the branch in one pass (issue 23) */
   printf("\nbase GEMM + branch in one pass (issue 23; us; ratio to the cuBLAS "
          "GEMM alone; targets <= 1.3x at decode64 and mixed256):\n");
@@ -1928,6 +2346,7 @@ static int bench(int sweep, int reps, const char *outdir, int compose) {
   }
   if (have_blas)
     comp.close();
+  lsim_blas_close(lb);
   lsim_cuda_lora_close(L);
   lsim_cuda_lora_close(Lpad);
   return comp_failures ? 1 : 0;
@@ -2203,6 +2622,8 @@ static void run_case(Checker &ck, Case &c, int dtype, int exact,
     lsim_cuda_lora_tune t = t0;
     t.shrink_splits = 3;
     t.expand_cols = 3;
+    t.shrink_rsplit = 2; /* the rank splits forced on every case */
+    t.expand_rsplit = 2;
     tunes.push_back(t);
     t = t0;
     t.pdl = 0;
@@ -2317,7 +2738,9 @@ static void check_compose(Checker &ck) {
     CK(cudaStreamDestroy(s));
     return;
   }
-  int nvar = 0, ngemm_run = 0, ngemm_refused = 0;
+  int nvar = 0, ngemm_run = 0, ngemm_refused = 0, nvar_part = 0;
+  int nsm = 0;
+  CK(cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, 0));
   double worst_all = 0;
   for (int cs = 0; cs < 3; cs++) {
     Rng r(4242 + cs);
@@ -2407,6 +2830,15 @@ static void check_compose(Checker &ck) {
     Comp comp;
     comp.open(cfg, L, &blas, COMP_MAXCH);
     comp.ldy_max = ldy;
+    lsim_blas *lb = nullptr; /* cuBLASLt: the partitioned compositions */
+    {
+      lsim_errbuf leb = LSIM_ERRBUF_INIT;
+      if (lsim_blas_open(&lb, s, &leb) || !lsim_blas_has_lt(lb)) {
+        lsim_blas_close(lb);
+        lb = nullptr;
+      }
+      comp.lb = lb;
+    }
     for (int a = 0; a < nad; a++) {
       LK(lsim_cuda_lora_load(L, ids[a], rk[a], sc[a], A[a].data(),
                              B[a].data(), eb));
@@ -2462,6 +2894,38 @@ static void check_compose(Checker &ck) {
     for (int c : {2, 3, 8})
       cv.push_back({"chunk" + std::to_string(c), COMP_CHUNK,
                     LSIM_CUDA_PATH_AUTO, c == 3 ? 1 : 0, 1, c});
+    /* the partitioned compositions (issue 23): the GEMM through cuBLASLt
+    ** targeting nsm - k SMs beside the branch (side, fork), the branch's
+    ** grids sized for k or for all */
+    int npart = 0;
+    for (int k : {16, 66}) {
+      if (!lb)
+        break;
+      for (int kind : {COMP_SIDE, COMP_FORK})
+        for (int path : {LSIM_CUDA_PATH_AUTO, LSIM_CUDA_PATH_DECODE,
+                         LSIM_CUDA_PATH_SGMV_MMA, LSIM_CUDA_PATH_FUSED})
+          for (int pr : {0, 2}) {
+            if (kind == COMP_FORK && (path == LSIM_CUDA_PATH_AUTO ||
+                                      path == LSIM_CUDA_PATH_FUSED))
+              continue;
+            CompVar v{std::string(kind == COMP_SIDE ? "pside " : "pfork ") +
+                          lsim_cuda_path_name(path) + " k=" +
+                          std::to_string(k) + " prio=" + std::to_string(pr),
+                      kind, path, 0, pr, 0};
+            v.smt = nsm - k;
+            v.bsms = pr ? k : 0;
+            cv.push_back(v);
+            npart++;
+          }
+    }
+    if (lb) {
+      CompVar v{"seqpdl decode lt", COMP_SEQPDL, LSIM_CUDA_PATH_DECODE, 0, 0,
+                0};
+      v.smt = 0;
+      cv.push_back(v);
+      npart++;
+    }
+    nvar_part += npart;
     /* the one pass (issue 23): every shrink path it takes, cluster sizes,
     ** rows per block, with and without the prefetch, beta 0 and 1 (Y
     ** preset to G: the result must be 2 G + delta); refused (E_USAGE) on
@@ -2576,6 +3040,7 @@ static void check_compose(Checker &ck) {
         }
     }
     comp.close();
+    lsim_blas_close(lb);
     lsim_cuda_lora_close(L);
     lsim_rowplan_release(&p);
     CK(cudaFree(dX));
@@ -2584,10 +3049,11 @@ static void check_compose(Checker &ck) {
   }
   printf("compose: %d compositions over 3 batches (seq, fork on every "
          "two-launch path x 3 priorities, forkpdl x 2, side x 4 paths x 2, "
-         "seqpdl, beta1, chunk2/3/8, the one-pass gemm1: %d run, %d "
+         "seqpdl, beta1, chunk2/3/8, %d partitioned (cuBLASLt on nsm - k "
+         "SMs: side and fork, k 16 and 66), the one-pass gemm1: %d run, %d "
          "refused as they should be), worst error "
          "%.2f of the bf16 bound\n",
-         nvar, ngemm_run, ngemm_refused, worst_all);
+         nvar, nvar_part, ngemm_run, ngemm_refused, worst_all);
   CK(cudaStreamDestroy(s));
 }
 
@@ -2654,6 +3120,8 @@ int main(int argc, char **argv) {
       sweep = 1;
     else if (!strcmp(argv[i], "--compose"))
       compose = 1;
+    else if (!strcmp(argv[i], "--part"))
+      compose = g_part = 1;
     else if (!strcmp(argv[i], "--gemm1"))
       g_quick = 1;
     else if (!strcmp(argv[i], "--reps") && i + 1 < argc)
@@ -2661,12 +3129,14 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--out") && i + 1 < argc)
       out = argv[++i];
     else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-      printf("usage: bench_kernels [--sweep|--compose] [--reps N] [--out DIR] | "
+      printf("usage: bench_kernels [--sweep|--compose|--part] [--reps N] [--out DIR] | "
              "--check [--cases N]\n"
              "  (no option)  the kernel table of issue 6 (docs/CUDA.md)\n"
              "  --sweep      add the tuning rows (in DIR/bench_kernels.txt)\n"
              "  --compose    only the base GEMM + branch compositions (and the\n"
              "               branch alone) at ranks 16 and 64\n"
+             "  --part       only the partitioned compositions (cuBLASLt on\n"
+             "               part of the SMs beside the branch; issue 23)\n"
              "  --reps N     timed replays per row (median; default 100)\n"
              "  --out DIR    also write the full table there ($OUT)\n"
              "  --check      the correctness suite (exit 1 on a failure)\n"
@@ -2674,7 +3144,7 @@ int main(int argc, char **argv) {
       return 0;
     } else {
       fprintf(stderr,
-              "usage: bench_kernels [--sweep|--compose] [--reps N] [--out DIR] | "
+              "usage: bench_kernels [--sweep|--compose|--part] [--reps N] [--out DIR] | "
               "--check [--cases N]\n");
       return 2;
     }

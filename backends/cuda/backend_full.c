@@ -84,7 +84,7 @@ struct lsim_full {
   int64_t nverified;
   char vref[128];
   int onepass; /* lsim_fwd_batch.onepass: LSIM_CUDA_ONEPASS (auto 0, on 1,
-                  off -1) */
+                  part 2, off -1) */
 };
 
 static lsim_err lsim__nomem(lsim_errbuf *eb) {
@@ -180,18 +180,22 @@ lsim_err lsim_full_open(lsim_full **out, const lsim_backend_cfg *cfg,
   f->cfg = *cfg;
   f->shape = *cfg->shape;
   /* LSIM_CUDA_ONEPASS: the adapted projections' composition, a study knob
-  ** like LSIM_CUDA_PATH (docs/CUDA.md): auto (the chooser), on, off */
+  ** like LSIM_CUDA_PATH (docs/CUDA.md): auto (the chooser), on (one
+  ** pass), part (the GEMM on part of the SMs beside the branch), off */
   {
     const char *op = getenv("LSIM_CUDA_ONEPASS");
     if (op && *op && strcmp(op, "auto") && strcmp(op, "on") &&
-        strcmp(op, "off")) {
+        strcmp(op, "off") && strcmp(op, "part")) {
       free(f);
       return lsim_fail(eb, LSIM_E_BACKEND,
                        "LSIM_CUDA_ONEPASS: unknown value '%s' (auto, on, "
-                       "off)", op);
+                       "off, part)", op);
     }
-    f->onepass = op && !strcmp(op, "on") ? 1 : op && !strcmp(op, "off") ? -1
-                                                                        : 0;
+    f->onepass = !op ? 0
+                 : !strcmp(op, "on")   ? 1
+                 : !strcmp(op, "part") ? 2
+                 : !strcmp(op, "off")  ? -1
+                                       : 0;
   }
   f->cfg.shape = &f->shape;
   f->cfg.adapter_rank = NULL;

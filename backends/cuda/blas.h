@@ -36,6 +36,27 @@ lsim_err lsim_blas_gemm(lsim_blas *B, int T, int N, int K, const void *X,
                         int ldx, const void *W, void *Y, int ldy, float beta,
                         int y_fp32, lsim_errbuf *eb);
 
+/* The same GEMM through cuBLASLt on `stream` (a cudaStream_t), its
+** heuristic told to target sm_target SMs (CUBLASLT_MATMUL_DESC_SM_COUNT_
+** TARGET; 0: all of the device's), so that a kernel on a concurrent stream
+** finds the other SMs free (the partitioned composition, docs/CUDA.md).
+** Descriptors and the chosen algorithm are cached per shape and target.
+** Uses the same workspace as lsim_blas_gemm: never run the two
+** concurrently.  E_BACKEND when cuBLASLt is missing or finds no
+** algorithm. */
+lsim_err lsim_blas_gemm_lt(lsim_blas *B, void *stream, int sm_target, int T,
+                           int N, int K, const void *X, int ldx,
+                           const void *W, void *Y, int ldy, float beta,
+                           int y_fp32, lsim_errbuf *eb);
+/* One line: the algorithm cuBLASLt's heuristic picks for these arguments
+** (its id, tile, split-K, stages and cluster ids, its wave count), for the
+** benchmark's notes; -1 (and the reason in buf) when it cannot say. */
+int lsim_blas_lt_describe(lsim_blas *B, int T, int N, int K, int ldx,
+                          int ldy, int y_fp32, int sm_target, char *buf,
+                          size_t n);
+/* 1 when cuBLASLt was found and opened with cuBLAS. */
+int lsim_blas_has_lt(const lsim_blas *B);
+
 #ifdef __cplusplus
 }
 #endif

@@ -365,6 +365,11 @@ struct lsim__lora_args {
   int splits;    /* shrink: d_in split into this many ranges (grid z) */
   int split_len; /* columns per range, a multiple of 64 */
   int col_len;   /* expand: columns per block (grid y); fused: d_out range */
+  int col_rsplit; /* _mma expand, the rank split: 1 grid y is 4 x the
+                  ** column blocks, and a tile of rank r splits each
+                  ** col_len range over min(4, ceil(r / 16)) blocks (the
+                  ** rest exit), so that high-rank tiles' blocks do no more
+                  ** work than low-rank ones'; 0 one block per range */
   int fused_flags; /* fused: 1 prefetch Bt to L2, 2 preload Y and Bt */
   int paged;       /* the table's entries are paged (pt != NULL): the
                    ** CUDA-core kernels' PG instantiation */

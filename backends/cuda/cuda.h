@@ -171,6 +171,10 @@ typedef struct lsim_cuda_lora_tune {
   int shrink_rsplit; /* _mma shrink, the rank split (16 rank columns per
                      ** block): 0 (default) for short tiles of mixed rank
                      ** classes, 1 never, 2 always */
+  int expand_rsplit; /* _mma expand, the rank split (a high-rank tile's
+                     ** column ranges over up to 4 blocks): 0 (default)
+                     ** never (not yet run on a GPU), 1 by the shrink's
+                     ** rule, 2 always */
   int gemm_probe;    /* benchmarks only, results wrong: 1 the one-pass
                      ** GEMM's loads without MMAs, 2 no epilogue, 3 both */
   int gemm_kernel;   /* one-pass GEMM: 0 (default) the streaming kernel
@@ -180,6 +184,11 @@ typedef struct lsim_cuda_lora_tune {
                      ** (run_gemm refuses where it cannot) */
   int gemm_ns;       /* streaming one-pass GEMM: pipeline stages (2..8);
                      ** 0 (default): as many as fit */
+  int sms;           /* the SM count the launch rules above size grids
+                     ** for (shrink d_in ranges, expand column blocks,
+                     ** fused clusters); 0 (default): the device's.  The
+                     ** partitioned composition (docs/CUDA.md) gives the
+                     ** branch the SMs a concurrent base GEMM leaves */
 } lsim_cuda_lora_tune;
 
 typedef struct lsim_cuda_lora lsim_cuda_lora; /* opaque */
@@ -331,8 +340,20 @@ int lsim_cuda_lora_gemm_ok(const lsim_cuda_lora *L, const char **why);
 void lsim_cuda_lora_gemm_describe(const lsim_cuda_lora *L, char *buf,
                                   size_t n);
 /* The composition for plan p (largest rank rmax) on a d_in x d_out module
-** (host only): 1 the one-pass GEMM, with *branch_path the path to plan
-** for it; 0 the caller's base GEMM then the branch (*branch_path AUTO). */
+** (host only): LSIM_CUDA_GEMM_ONEPASS the one-pass GEMM, with
+** *branch_path the path to plan for it; LSIM_CUDA_GEMM_PART the caller's
+** base GEMM through cuBLASLt on part of the SMs (LSIM_CUDA_PART_SHARE)
+** beside the branch on *branch_path, whose grids are sized for the other
+** part (tune sms), its delta added after the join (docs/CUDA.md "The
+** partitioned composition"); LSIM_CUDA_GEMM_SEQ the caller's base GEMM
+** then the branch (*branch_path AUTO). */
+#define LSIM_CUDA_GEMM_SEQ 0
+#define LSIM_CUDA_GEMM_ONEPASS 1
+#define LSIM_CUDA_GEMM_PART 2
+/* the partitioned composition gives the branch SMs / LSIM_CUDA_PART_SHARE
+** of the device and the GEMM the rest (measured best at mixed256, r16 and
+** r64, docs/BENCHMARKS.md) */
+#define LSIM_CUDA_PART_SHARE 2
 int lsim_cuda_gemm_choose(const lsim_rowplan *p, int rmax, int d_in,
                           int d_out, int *branch_path);
 

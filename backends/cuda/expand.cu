@@ -173,8 +173,19 @@ __global__ void __launch_bounds__(LSIM__THREADS)
   const lsim__adapter_dev ad = a.table[t.adapter];
   const int r = ad.rank;
   const int nks = min(NK, (r + 15) >> 4);
-  const int cb0 = blockIdx.y * a.col_len;
-  const int cb1 = min(a.d_out, cb0 + a.col_len);
+  int cb0 = blockIdx.y * a.col_len;
+  int cb1 = min(a.d_out, cb0 + a.col_len);
+  if (a.col_rsplit) {
+    /* the rank split: block (yb, sub) takes sub-range sub of range yb */
+    const int f = min(4, max(1, (r + 15) >> 4)), sub = blockIdx.y & 3;
+    const int sl = (a.col_len / f + LSIM__MMA_KC - 1) / LSIM__MMA_KC *
+                   LSIM__MMA_KC;
+    if (sub >= f)
+      return;
+    const int r0 = (blockIdx.y >> 2) * a.col_len;
+    cb0 = r0 + sub * sl;
+    cb1 = min(a.d_out, min(r0 + a.col_len, cb0 + sl));
+  }
   if (cb0 >= cb1)
     return;
   const int nch = (cb1 - cb0 + LSIM__MMA_KC - 1) / LSIM__MMA_KC;

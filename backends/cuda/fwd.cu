@@ -148,6 +148,23 @@ __global__ void lsim__k_silu_mul(uint4 *out, const uint4 *gu, int T, int I8) {
   }
 }
 
+/* Y[t][0..N) += D[t][0..N), both bf16, stride ld: the fp32 sum rounded
+** once (the partitioned composition's join) */
+__global__ void lsim__k_add(uint4 *y, const uint4 *d, int T, int N8,
+                            int ld8) {
+  const int64_t n = (int64_t)T * N8;
+  for (int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; k < n;
+       k += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t o = k / N8 * ld8 + k % N8;
+    float a[8], b[8];
+    lsim__unpack8(y[o], a);
+    lsim__unpack8(d[o], b);
+    for (int j = 0; j < 8; j++)
+      a[j] += b[j];
+    y[o] = lsim__pack8(a);
+  }
+}
+
 /* The better of two (value, index) candidates: larger value, then the
 ** lower index; NaN (and the empty index -1) never win. */
 __device__ __forceinline__ void lsim__amax(float &v, int &i, float v2,
@@ -356,6 +373,15 @@ struct lsim_fwd {
   int T, S; /* the last run's rows and sampled rows */
   int lora_on; /* the last run prepared adapter plans */
   int onepass; /* the last run's adapted projections run in one pass */
+  /* the partitioned composition (docs/CUDA.md): the GEMM through
+  ** cuBLASLt on the side stream s2 beside the deltas into dpart on s;
+  ** dpart NULL when cuBLASLt is missing (the composition is then never
+  ** taken) */
+  cudaStream_t s2;
+  cudaEvent_t ef, ej;
+  lsim__bf *dpart;
+  int sms;
+  int part; /* the last run composes its adapted projections so */
   /* host scratch */
   int32_t *ctx, *qstart, *btbuf;
   const int32_t **bt;
@@ -406,7 +432,14 @@ static int64_t lsim__work(const lsim_fwd_cfg *c, const lsim_model_shape *s) {
     }
   int64_t at = S * s->q_heads * 64 * (s->head_dim + 2) * 4 +
                T * s->q_heads * 4 * (s->head_dim + 2) * 4;
-  return b + lw + at + ((int64_t)32 << 20) + ((int64_t)256 << 20);
+  /* the partitioned composition's delta buffer: up to
+  ** LSIM_CUDA_GEMM_MAX_ROWS rows of the widest projection */
+  int64_t wide = q + 2 * kv > 2 * I ? q + 2 * kv : 2 * I;
+  if (H > wide)
+    wide = H;
+  const int64_t pr = T < LSIM_CUDA_GEMM_MAX_ROWS ? T : LSIM_CUDA_GEMM_MAX_ROWS;
+  return b + lw + at + lsim__al(pr * wide * 2) + ((int64_t)32 << 20) +
+         ((int64_t)256 << 20);
 }
 
 extern "C" void lsim_fwd_need(const lsim_fwd_cfg *cfg, int64_t *weights,
@@ -494,6 +527,15 @@ extern "C" void lsim_fwd_close(lsim_fwd *F) {
     cudaEventDestroy(F->e0);
   if (F->e1)
     cudaEventDestroy(F->e1);
+  if (F->s2)
+    cudaStreamSynchronize(F->s2);
+  cudaFree(F->dpart);
+  if (F->ef)
+    cudaEventDestroy(F->ef);
+  if (F->ej)
+    cudaEventDestroy(F->ej);
+  if (F->s2)
+    cudaStreamDestroy(F->s2);
   for (int i = 0; F->pev && i < LSIM__PROF_EVENTS; i++)
     if (F->pev[i])
       cudaEventDestroy(F->pev[i]);
@@ -619,6 +661,23 @@ extern "C" lsim_err lsim_fwd_open(lsim_fwd **out, const lsim_fwd_cfg *cfg,
   }
   if ((rc = lsim_blas_open(&F->blas, F->s, eb)))
     goto out;
+  if (lsim_blas_has_lt(F->blas)) {
+    /* the partitioned composition: a side stream, its fork and join
+    ** events, the delta buffer (lsim__work counts it) */
+    int64_t wide = F->qkvd > 2 * F->I ? F->qkvd : 2 * F->I;
+    if (F->H > wide)
+      wide = F->H;
+    const int64_t pr =
+        T < LSIM_CUDA_GEMM_MAX_ROWS ? T : LSIM_CUDA_GEMM_MAX_ROWS;
+    int dev = 0;
+    LSIM__CK(cudaGetDevice(&dev));
+    LSIM__CK(cudaDeviceGetAttribute(&F->sms, cudaDevAttrMultiProcessorCount,
+                                    dev));
+    LSIM__CK(cudaStreamCreateWithFlags(&F->s2, cudaStreamNonBlocking));
+    LSIM__CK(cudaEventCreateWithFlags(&F->ef, cudaEventDisableTiming));
+    LSIM__CK(cudaEventCreateWithFlags(&F->ej, cudaEventDisableTiming));
+    LSIM__CK(cudaMalloc((void **)&F->dpart, (size_t)(pr * wide * 2)));
+  }
   {
     lsim_cuda_attn_cfg ac;
     memset(&ac, 0, sizeof ac);
@@ -837,6 +896,47 @@ static lsim_err lsim__gemm(lsim_fwd *F, int T, int N, int K, const void *X,
   return rc;
 }
 
+/*
+** The partitioned composition of one projection and its modules' deltas
+** (docs/CUDA.md): Y [T][N] (stride ldy) = X W^T + beta Y through cuBLASLt
+** on the side stream, told to target the SMs the branch leaves; on the
+** compute stream meanwhile the delta buffer zeroed and each module's
+** delta added into its columns col[i] of it (grids sized for the other
+** SMs: tune sms, set at planning); after the join the buffer is added
+** into Y.  The delta is rounded to bf16 in the buffer, then the sum once
+** more.
+*/
+static lsim_err lsim__gemm_part(lsim_fwd *F, int l, int T, int N, int K,
+                                const void *X, int ldx, const void *W,
+                                void *Y, int ldy, float beta, const int *mods,
+                                const int *col, int nm, lsim_errbuf *eb) {
+  lsim_err rc;
+  const int k = F->sms / LSIM_CUDA_PART_SHARE;
+  int any = 0;
+  for (int i = 0; i < nm; i++)
+    any |= F->lora[mods[i]] != NULL;
+  if (!any) /* no delta to overlap: the plain GEMM */
+    return lsim__gemm(F, T, N, K, X, ldx, W, Y, ldy, beta, eb);
+  LSIM_CUDA_RET(cudaEventRecord(F->ef, F->s), eb);
+  LSIM_CUDA_RET(cudaStreamWaitEvent(F->s2, F->ef, 0), eb);
+  if ((rc = lsim_blas_gemm_lt(F->blas, F->s2, F->sms - k, T, N, K, X, ldx, W,
+                              Y, ldy, beta, 0, eb)))
+    return rc;
+  LSIM_CUDA_RET(cudaEventRecord(F->ej, F->s2), eb);
+  LSIM_CUDA_RET(cudaMemsetAsync(F->dpart, 0, (size_t)T * ldy * 2, F->s), eb);
+  for (int i = 0; i < nm; i++)
+    if (F->lora[mods[i]] &&
+        (rc = lsim_cuda_lora_run_layer(F->lora[mods[i]], l, X, ldx,
+                                       F->dpart + col[i], ldy, eb)))
+      return rc;
+  LSIM_CUDA_RET(cudaStreamWaitEvent(F->s, F->ej, 0), eb);
+  lsim__k_add<<<lsim__grid((int64_t)T * (N / 8), 256), 256, 0, F->s>>>(
+      (uint4 *)Y, (const uint4 *)F->dpart, T, N / 8, ldy / 8);
+  LSIM__LAUNCHED(eb, "add");
+  lsim__mark(F, LSIM__P_GEMM);
+  return 0;
+}
+
 extern "C" lsim_err lsim_fwd_run(lsim_fwd *F, const lsim_fwd_batch *b,
                                  int64_t *ns, lsim_errbuf *eb) {
   const lsim_fwd_cfg *c = &F->cfg;
@@ -917,22 +1017,34 @@ extern "C" lsim_err lsim_fwd_run(lsim_fwd *F, const lsim_fwd_batch *b,
   int lora_on = b->rp && b->rp->nactive > 0 && c->mods;
   F->lora_on = 0;
   F->onepass = 0;
+  F->part = 0;
   int bpath = b->path;
   if (lora_on && b->onepass >= 0 && b->ad) {
     /* the composition: the chooser's, for an AUTO batch; with onepass 1
-    ** wherever the plan allows it, on the batch's path (the chooser's
-    ** shrink path when AUTO) */
+    ** (one pass) or 2 (partitioned) wherever the plan allows it, on the
+    ** batch's path (the chooser's shrink path when AUTO) */
     int rmax = 0, bp = LSIM_CUDA_PATH_AUTO;
     for (int id = 0; id < b->nad; id++)
       if (b->ad[id].ptab && b->ad[id].rank > rmax)
         rmax = b->ad[id].rank;
-    const int ch = lsim_cuda_gemm_choose(b->rp, rmax, F->H, F->H, &bp);
-    if (b->path == LSIM_CUDA_PATH_AUTO && (ch || b->onepass > 0)) {
+    int ch = lsim_cuda_gemm_choose(b->rp, rmax, F->H, F->H, &bp);
+    /* the partitioned composition only when asked for (onepass 2): its
+    ** path through the executor was written after the session's device
+    ** time was spent and has not run on a GPU yet (docs/BENCHMARKS.md,
+    ** issue 23); the kernel benchmark's measurements stand */
+    if (ch == LSIM_CUDA_GEMM_PART)
+      ch = LSIM_CUDA_GEMM_SEQ;
+    if (b->onepass > 0)
+      ch = b->onepass == 2 ? LSIM_CUDA_GEMM_PART : LSIM_CUDA_GEMM_ONEPASS;
+    else if (b->path != LSIM_CUDA_PATH_AUTO)
+      ch = LSIM_CUDA_GEMM_SEQ;
+    if (ch == LSIM_CUDA_GEMM_PART && F->dpart &&
+        T <= LSIM_CUDA_GEMM_MAX_ROWS)
+      F->part = 1;
+    else if (ch == LSIM_CUDA_GEMM_ONEPASS)
       F->onepass = 1; /* the plans below say whether it can */
+    if (b->path == LSIM_CUDA_PATH_AUTO && (F->part || F->onepass))
       bpath = bp;
-    } else if (b->onepass > 0) {
-      F->onepass = 1; /* the plans below say whether it can */
-    }
   }
   if (lora_on) {
     if (!b->ad || b->nad < 1 || b->nad > c->max_ids)
@@ -952,6 +1064,14 @@ extern "C" lsim_err lsim_fwd_run(lsim_fwd *F, const lsim_fwd_batch *b,
           e->rank = a->rank;
           e->scale = a->scale;
         }
+      {
+        /* the partitioned composition sizes the branch's grids for the
+        ** SMs the GEMM leaves it */
+        lsim_cuda_lora_tune t;
+        lsim_cuda_lora_get_tune(F->lora[m], &t);
+        t.sms = F->part ? F->sms / LSIM_CUDA_PART_SHARE : 0;
+        lsim_cuda_lora_set_tune(F->lora[m], &t);
+      }
       rc = lsim_cuda_lora_plan_layers(F->lora[m], b->rp, bpath,
                                       F->pool[b->pool], LSIM_FWD_UNIT / 2,
                                       F->ent, b->nad, F->L, eb);
@@ -979,15 +1099,23 @@ extern "C" lsim_err lsim_fwd_run(lsim_fwd *F, const lsim_fwd_batch *b,
     if ((rc = (x)))                                                          \
       return rc;                                                             \
   } while (0)
-  const int one = F->onepass && lora_on;
+  const int one = F->onepass && lora_on, part = F->part && lora_on;
+  static const int mqkv[3] = {LSIM_MOD_Q, LSIM_MOD_K, LSIM_MOD_V},
+                   mo[1] = {LSIM_MOD_O}, mgu[2] = {LSIM_MOD_GATE, LSIM_MOD_UP},
+                   md[1] = {LSIM_MOD_DOWN};
+  const int cqkv[3] = {0, F->qd, F->qd + F->kvd}, c0[1] = {0},
+            cgu[2] = {0, I};
   LSIM__DO(lsim_fwd_k_embed(F->h, F->embed, d_tok, T, H, F->s, eb));
   for (int l = 0; l < F->L; l++) {
     const lsim__layer_w *w = &F->lw[l];
     LSIM__DO(lsim_fwd_k_rmsnorm(F->xn, H, F->h, H, NULL, w->attn_norm, T, H,
                                 F->eps, F->s, eb));
     lsim__mark(F, LSIM__P_OTHER);
-    if (one && F->lora[LSIM_MOD_Q] && F->lora[LSIM_MOD_K] &&
-        F->lora[LSIM_MOD_V]) {
+    if (part) {
+      LSIM__DO(lsim__gemm_part(F, l, T, F->qkvd, H, F->xn, H, w->qkv, F->qkv,
+                               F->qkvd, 0.0f, mqkv, cqkv, 3, eb));
+    } else if (one && F->lora[LSIM_MOD_Q] && F->lora[LSIM_MOD_K] &&
+               F->lora[LSIM_MOD_V]) {
       /* q, k and v: their rows of the fused weight, each with its delta */
       LSIM__DO(lsim__gemm1(F, LSIM_MOD_Q, l, F->xn, H, w->qkv, H, F->qkv,
                            F->qkvd, 0.0f, eb));
@@ -1016,7 +1144,10 @@ extern "C" lsim_err lsim_fwd_run(lsim_fwd *F, const lsim_fwd_batch *b,
                                 F->qd, eb));
     lsim__mark(F, LSIM__P_ATTN);
     /* the residual added by the GEMM itself (beta 1), the delta after */
-    if (one && F->lora[LSIM_MOD_O]) {
+    if (part) {
+      LSIM__DO(lsim__gemm_part(F, l, T, H, F->qd, F->ao, F->qd, w->o, F->h, H,
+                               1.0f, mo, c0, 1, eb));
+    } else if (one && F->lora[LSIM_MOD_O]) {
       LSIM__DO(lsim__gemm1(F, LSIM_MOD_O, l, F->ao, F->qd, w->o, F->qd, F->h,
                            H, 1.0f, eb));
     } else {
@@ -1028,7 +1159,10 @@ extern "C" lsim_err lsim_fwd_run(lsim_fwd *F, const lsim_fwd_batch *b,
     LSIM__DO(lsim_fwd_k_rmsnorm(F->xn, H, F->h, H, NULL, w->mlp_norm, T, H,
                                 F->eps, F->s, eb));
     lsim__mark(F, LSIM__P_OTHER);
-    if (one && F->lora[LSIM_MOD_GATE] && F->lora[LSIM_MOD_UP]) {
+    if (part) {
+      LSIM__DO(lsim__gemm_part(F, l, T, 2 * I, H, F->xn, H, w->gu, F->gu,
+                               2 * I, 0.0f, mgu, cgu, 2, eb));
+    } else if (one && F->lora[LSIM_MOD_GATE] && F->lora[LSIM_MOD_UP]) {
       LSIM__DO(lsim__gemm1(F, LSIM_MOD_GATE, l, F->xn, H, w->gu, H, F->gu,
                            2 * I, 0.0f, eb));
       LSIM__DO(lsim__gemm1(F, LSIM_MOD_UP, l, F->xn, H,
@@ -1044,7 +1178,10 @@ extern "C" lsim_err lsim_fwd_run(lsim_fwd *F, const lsim_fwd_batch *b,
     }
     LSIM__DO(lsim_fwd_k_silu_mul(F->act, F->gu, T, I, F->s, eb));
     lsim__mark(F, LSIM__P_OTHER);
-    if (one && F->lora[LSIM_MOD_DOWN]) {
+    if (part) {
+      LSIM__DO(lsim__gemm_part(F, l, T, H, I, F->act, I, w->down, F->h, H,
+                               1.0f, md, c0, 1, eb));
+    } else if (one && F->lora[LSIM_MOD_DOWN]) {
       LSIM__DO(lsim__gemm1(F, LSIM_MOD_DOWN, l, F->act, I, w->down, I, F->h,
                            H, 1.0f, eb));
     } else {

@@ -132,15 +132,22 @@ typedef struct lsim_fwd_batch {
                             ** one pass (lsim_cuda_lora_run_gemm, issue
                             ** 23): 0 (default) where the chooser takes it
                             ** and path is AUTO; 1 wherever the plan
-                            ** allows it; -1 never (the cuBLAS GEMM, then
-                            ** the branch) */
+                            ** allows it; 2 the partitioned composition
+                            ** (cuBLASLt on part of the SMs beside the
+                            ** branch; up to LSIM_CUDA_GEMM_MAX_ROWS rows,
+                            ** where cuBLASLt is there); -1 never (the
+                            ** cuBLAS GEMM, then the branch).  The chooser
+                            ** (0) names the partitioned one above 128
+                            ** rows, but the executor takes it only when
+                            ** asked (2) until it has run on a GPU */
 } lsim_fwd_batch;
 
 /*
 ** Run one forward pass.  Host work (checks, token ids, the block tables,
 ** the adapter plans and their one metadata copy each) comes first (and
 ** the composition of each adapted projection: the cuBLAS GEMM then the
-** branch, or both in one pass, batch->onepass); then
+** branch, both in one pass, or the GEMM on part of the SMs beside the
+** branch, batch->onepass); then
 ** the device work is enqueued between two CUDA events on the compute
 ** stream, and *ns (may be NULL) is the device time between them (the call
 ** waits for it).  E_USAGE for a batch over the cfg's bounds, a sequence

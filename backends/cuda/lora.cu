@@ -469,6 +469,12 @@ static int nactive_tiles_rows(const lsim_rowplan *p, int ntiles) {
 
 static int lsim__cdiv(int a, int b) { return (a + b - 1) / b; }
 
+/* The SM count the grid rules size for: tune.sms when set (the SMs a
+** concurrent base GEMM leaves the branch), else the device's. */
+static int lsim__sms(const lsim_cuda_lora *L) {
+  return L->tune.sms > 0 && L->tune.sms < L->sms ? L->tune.sms : L->sms;
+}
+
 /* Where a paged plan's factor rows live (lsim_cuda_lora_plan_paged). */
 struct lsim__paged_src {
   const void *pool;
@@ -630,7 +636,7 @@ static lsim_err lsim__plan(lsim_cuda_lora *L, const lsim_rowplan *p, int path,
   int rmax = 0, kind, mt, nlist, ngroups, ntiles = 0, decode;
   const int *list, *offsets, *gad;
   size_t o_tab, o_tiles, o_list, o_off, o_gad, o_radp, need;
-  int splits, split_len, nb, full, netiles;
+  int splits, split_len, nb, full, netiles, ersplit = 0;
   size_t wsn;
 
   if (!p)
@@ -862,7 +868,7 @@ static lsim_err lsim__plan(lsim_cuda_lora *L, const lsim_rowplan *p, int path,
     ** columns of d_in (one 16-byte vector per lane) */
     int cs = L->tune.fused_cs;
     if (cs < 1 || cs > LSIM__FUSED_MAXCS)
-      for (cs = 1; cs < LSIM__FUSED_MAXCS && ntiles * cs * 2 <= 2 * L->sms &&
+      for (cs = 1; cs < LSIM__FUSED_MAXCS && ntiles * cs * 2 <= 2 * lsim__sms(L) &&
                    cs * 2 * 256 <= L->cfg.d_in;
            cs *= 2)
         ;
@@ -884,12 +890,18 @@ static lsim_err lsim__plan(lsim_cuda_lora *L, const lsim_rowplan *p, int path,
         rmin = p->seg_rank[t];
     const int rc0 = lsim__rank_class(rmax > 128 ? 128 : rmax);
     const int rs = L->tune.shrink_rsplit;
-    if (rs == 2 || (rs != 1 && !full && rc0 >= 32 && pg == NULL &&
-                    L->cfg.pad_rank == 0 &&
-                    lsim__rank_class(rmin) < rc0)) {
+    const int rule = !full && rc0 >= 32 && pg == NULL &&
+                     L->cfg.pad_rank == 0 && lsim__rank_class(rmin) < rc0;
+    if (rs == 2 || (rs != 1 && rule)) {
       L->src = 16;
       nb = ntiles * (rc0 / 16);
     }
+    /* the same for the expand: a tile's column ranges over ceil(r / 16)
+    ** blocks (at most 4), tune expand_rsplit: off by default until it has
+    ** run on a GPU (written when the session's device time was spent;
+    ** docs/BENCHMARKS.md, issue 23), 1 by the rule above, 2 always */
+    const int er = L->tune.expand_rsplit;
+    ersplit = er == 2 || (er == 1 && rule);
   }
   if (L->tune.shrink_splits > 0) {
     splits = L->tune.shrink_splits;
@@ -900,7 +912,7 @@ static lsim_err lsim__plan(lsim_cuda_lora *L, const lsim_rowplan *p, int path,
     int most = kind == LSIM__KIND_MMA && full && lsim__rank_class(rmax) >= 64
                    ? L->cfg.d_in / 2048
                    : L->cfg.d_in / 1024;
-    splits = nb > 0 ? (2 * L->sms) / nb : 1;
+    splits = nb > 0 ? (2 * lsim__sms(L)) / nb : 1;
     if (splits > most)
       splits = most;
     if (splits < 1)
@@ -960,15 +972,17 @@ static lsim_err lsim__plan(lsim_cuda_lora *L, const lsim_rowplan *p, int path,
       if (L->tune.expand_cols > 0) {
         cc = L->tune.expand_cols;
       } else {
-        cc = ntiles > 0 ? (4 * L->sms) / ntiles : 1;
+        cc = ntiles > 0 ? (4 * lsim__sms(L)) / ntiles : 1;
         if (cc < 1)
           cc = 1;
       }
       a->col_len = lsim__cdiv(lsim__cdiv(L->cfg.d_out, cc), 64) * 64;
       cc = lsim__cdiv(L->cfg.d_out, a->col_len);
+      a->col_rsplit = ersplit;
       L->g_shrink = dim3((unsigned)ntiles, (unsigned)(L->rc / L->src),
                          (unsigned)splits);
-      L->g_expand = dim3((unsigned)ntiles, (unsigned)cc, 1);
+      L->g_expand =
+          dim3((unsigned)ntiles, (unsigned)cc * (ersplit ? 4u : 1u), 1);
       L->simt_smem = 0;
     } else {
       a->col_len = LSIM__EXP_COLS;
@@ -1177,8 +1191,9 @@ extern "C" lsim_err lsim_cuda_lora_poison(lsim_cuda_lora *L, lsim_errbuf *eb) {
 /*
 ** Which composition of the base GEMM and the branch a plan should run
 ** (docs/CUDA.md "Base projection and branch in one pass"; measured in
-** docs/BENCHMARKS.md, issue 23): the caller's base GEMM (cuBLAS), then the
-** branch on the chooser's path, at every shape.  The one-pass GEMM lost
+** docs/BENCHMARKS.md, issue 23): above 128 rows the partitioned
+** composition (below), else the caller's base GEMM (cuBLAS), then the
+** branch on the chooser's path.  The one-pass GEMM lost
 ** wherever it was measured on the H100 (decode64 r16 46.6 us against 33.5
 ** for cuBLAS then the branch, mixed256 r16 67.8 against 44.4; its W stream
 ** alone ran at 28 us where cuBLAS's whole GEMM took 21.5), and so did the
@@ -1204,7 +1219,14 @@ extern "C" int lsim_cuda_gemm_choose(const lsim_rowplan *p, int rmax,
   if (branch_path)
     *branch_path = maxseg <= 1 ? LSIM_CUDA_PATH_DECODE
                                : LSIM_CUDA_PATH_SGMV_MMA;
-  return 0;
+  /* the partitioned composition where it won: mixed256 (256 rows, 8 a
+  ** segment) 38.1 us against 44.8 for cuBLAS then the branch at r16, 54.0
+  ** against 59.0 at r64 (H100, bench_kernels --part); at decode64 it
+  ** measured within 2% of the sequence (33.2-33.5 against 33.4-34.0), so
+  ** 128 rows and fewer keep the sequence */
+  if (p->T > 128)
+    return LSIM_CUDA_GEMM_PART;
+  return LSIM_CUDA_GEMM_SEQ;
 }
 
 /* Which one-pass kernel run_gemm takes (tune gemm_kernel 0), by what was

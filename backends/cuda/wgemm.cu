@@ -202,7 +202,14 @@ __global__ void __launch_bounds__(lsim__wthreads<BM>::N, lsim__wcfg<BM>::MINB)
     const uint64_t pol =
         g.wpol ? lsim__policy_evict_first() : lsim__policy_evict_normal();
     const uint64_t polx = lsim__policy_evict_last();
-    const uint32_t rowbytes = (uint32_t)min(BN, g.ldb - n0) * 2u;
+    /* a B^T row's columns n0 .. n0 + BN - 1 that exist, rounded up to 8
+    ** (every layout pads a factor row to a multiple of 8 elements): not
+    ** ldb, which a layered plan's rows do not have (its ldb is the page
+    ** table's address unit, 64 elements in the whole-model executor, and
+    ** the copy sized by it ran past the row; test_cuda_forward's one pass
+    ** at 256 columns failed with a launch failure) */
+    const uint32_t rowbytes =
+        (uint32_t)min(BN, ((g.N + 7) & ~7) - n0) * 2u;
     for (int j = 0; j < nj; j++) {
       const int s = j % NS;
       const uint32_t st = sbase + (uint32_t)(s * STAGE);
