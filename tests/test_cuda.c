@@ -328,8 +328,10 @@ static double run_all(const kcase *c, int dtype, int exact, const char *tag) {
     tunes[1].shrink_rsplit = 2; /* both rank splits forced */
     tunes[1].expand_rsplit = 2;
     tunes[2] = tunes[0];
+    tunes[1].expand_order = 2; /* the balanced order, with the split */
     tunes[2].pdl = 0;
     tunes[2].shrink_splits = 2;
+    tunes[2].expand_order = 2; /* and without it */
     const int ntunes = lay == LAY_CONTIG && !fast_mode() ? 3 : 1;
     for (int path = 0; path < LSIM_CUDA_PATH__COUNT; path++) {
       const int mma = path == LSIM_CUDA_PATH_SGMV_MMA ||

@@ -1488,6 +1488,18 @@ static int bench(int sweep, int reps, const char *outdir, int compose) {
           vars.push_back({LSIM_CUDA_PATH_AUTO, t,
                           "auto rsplit=2 ersplit=" + std::to_string(rs)});
         }
+        /* the expand's balanced order (1 where the tiles' ranks differ, 2
+        ** always), alone and with its rank split */
+        for (int eo = 1; eo <= 2; eo++) {
+          t = tune0;
+          t.expand_order = eo;
+          vars.push_back({LSIM_CUDA_PATH_AUTO, t,
+                          "auto eorder=" + std::to_string(eo)});
+        }
+        t = tune0;
+        t.expand_order = 2;
+        t.expand_rsplit = 2;
+        vars.push_back({LSIM_CUDA_PATH_AUTO, t, "auto eorder=2 ersplit=2"});
         t = tune0;
         t.pdl = 0;
         vars.push_back({LSIM_CUDA_PATH_SGMV_MMA, t, "sgmv_mma pdl=0"});
@@ -2090,6 +2102,22 @@ static int bench(int sweep, int reps, const char *outdir, int compose) {
     printf("  %-12s mixed %.2f us, mean-rank %.2f us, ratio %.2f %s\n",
            WORKS[wi].name, mix, mean, mix / mean,
            mix / mean <= 1.15 ? "MET" : "MISSED");
+    /* the same with the expand's balanced order and rank split forced */
+    for (const char *lab : {"auto eorder=1 ->", "auto eorder=2 ->",
+                            "auto eorder=2 ersplit=2 ->",
+                            "auto ersplit=2 ->"}) {
+      double mv = NAN, me = NAN;
+      for (const Row &r : rows)
+        if (r.wl == WORKS[wi].name && r.path.rfind(lab, 0) == 0) {
+          if (r.rank == "8-64")
+            mv = r.us;
+          if (r.rank == "30")
+            me = r.us;
+        }
+      printf("    %-28s mixed %.2f us (%.2f of the mean rank's chosen), "
+             "mean-rank %.2f us\n",
+             lab, mv, mv / mean, me);
+    }
   }
   printf("\n");
   print_table(rows, stdout, bw, peak, 0);
@@ -2624,6 +2652,7 @@ static void run_case(Checker &ck, Case &c, int dtype, int exact,
     t.expand_cols = 3;
     t.shrink_rsplit = 2; /* the rank splits forced on every case */
     t.expand_rsplit = 2;
+    t.expand_order = 2; /* and the expand's balanced order */
     tunes.push_back(t);
     t = t0;
     t.pdl = 0;

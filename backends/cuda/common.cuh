@@ -370,6 +370,10 @@ struct lsim__lora_args {
                   ** col_len range over min(4, ceil(r / 16)) blocks (the
                   ** rest exit), so that high-rank tiles' blocks do no more
                   ** work than low-rank ones'; 0 one block per range */
+  const int2 *eitems; /* _mma expand, the balanced order: block b takes
+                      ** tile eitems[b].x, column block eitems[b].y (a
+                      ** 1-D grid); NULL: tile blockIdx.x, column block
+                      ** blockIdx.y */
   int fused_flags; /* fused: 1 prefetch Bt to L2, 2 preload Y and Bt */
   int paged;       /* the table's entries are paged (pt != NULL): the
                    ** CUDA-core kernels' PG instantiation */

@@ -175,6 +175,13 @@ typedef struct lsim_cuda_lora_tune {
                      ** column ranges over up to 4 blocks): 0 (default)
                      ** never (not yet run on a GPU), 1 by the shrink's
                      ** rule, 2 always */
+  int expand_order;  /* _mma expand, the balanced order: its blocks as a
+                     ** list of (tile, column block) laid out so that the
+                     ** blocks an SM receives in the first waves (block b
+                     ** goes with b + sms, b + 2 sms, ...) carry about equal
+                     ** bytes, heaviest first: for batches whose tiles differ
+                     ** in rank.  0 (default): never (not yet run on a GPU),
+                     ** 1 where the tiles' ranks differ, 2 always */
   int gemm_probe;    /* benchmarks only, results wrong: 1 the one-pass
                      ** GEMM's loads without MMAs, 2 no epilogue, 3 both */
   int gemm_kernel;   /* one-pass GEMM: 0 (default) the streaming kernel

@@ -168,21 +168,27 @@ __global__ void __launch_bounds__(LSIM__THREADS)
   constexpr int YBYTES = MT * 128, STAGE = (MT + RC) * 128;
   constexpr int NK = RC / 16; /* 16-deep rank steps */
   lsim__tile t;
-  if (!lsim__get_tile<MT, false>(a, blockIdx.x, t))
+  int tb = blockIdx.x, yb = blockIdx.y;
+  if (a.eitems != nullptr) { /* the balanced order (lora.cu) */
+    const int2 it = a.eitems[blockIdx.x];
+    tb = it.x;
+    yb = it.y;
+  }
+  if (!lsim__get_tile<MT, false>(a, tb, t))
     return;
   const lsim__adapter_dev ad = a.table[t.adapter];
   const int r = ad.rank;
   const int nks = min(NK, (r + 15) >> 4);
-  int cb0 = blockIdx.y * a.col_len;
+  int cb0 = yb * a.col_len;
   int cb1 = min(a.d_out, cb0 + a.col_len);
   if (a.col_rsplit) {
     /* the rank split: block (yb, sub) takes sub-range sub of range yb */
-    const int f = min(4, max(1, (r + 15) >> 4)), sub = blockIdx.y & 3;
+    const int f = min(4, max(1, (r + 15) >> 4)), sub = yb & 3;
     const int sl = (a.col_len / f + LSIM__MMA_KC - 1) / LSIM__MMA_KC *
                    LSIM__MMA_KC;
     if (sub >= f)
       return;
-    const int r0 = (blockIdx.y >> 2) * a.col_len;
+    const int r0 = (yb >> 2) * a.col_len;
     cb0 = r0 + sub * sl;
     cb1 = min(a.d_out, min(r0 + a.col_len, cb0 + sl));
   }

@@ -630,6 +630,98 @@ static lsim_err lsim__wg_geometry(lsim_cuda_lora *L, int T, int rmax,
   return 0;
 }
 
+/* The tensor-core expand's balanced order (tune expand_order).  Its blocks
+** are (tile, column block) pairs whose bytes differ with the tile's rank
+** and rows: at mixed256 a rank-64 tile's block reads four times the Bt
+** bytes of a rank-16 one.  With the grid (tiles, column blocks), block b
+** and blocks b + sms, b + 2 sms, ... land on one SM in the first waves,
+** and the tiles' ranks repeat with the adapters' order, so some SMs got
+** only high-rank blocks and set the launch's length.  Here every block is
+** weighed by the bytes it moves (Bt rank rows, Y read and written, and a
+** fixed cost), the blocks are taken heaviest first (ties in grid order),
+** each goes to the SM slot with the least weight that still has room
+** (ties: the lowest slot), and slot s's k-th block is written at s + k sms.
+** Deterministic: it depends only on the plan, the tune and the SM count.
+** out: 2 ints per block. */
+typedef struct {
+  long long w;
+  int k, y;
+} lsim__eitem;
+
+static int lsim__eitem_cmp(const void *a, const void *b) {
+  const lsim__eitem *x = (const lsim__eitem *)a, *y = (const lsim__eitem *)b;
+  if (x->w != y->w)
+    return x->w > y->w ? -1 : 1;
+  const long long ix = (long long)x->y * (1LL << 31) + x->k,
+                  iy = (long long)y->y * (1LL << 31) + y->k;
+  return ix < iy ? -1 : ix > iy;
+}
+
+static void lsim__expand_order(const lsim_cuda_lora *L,
+                               const lsim__paged_src *pg, const int *tiles,
+                               int ntiles, const int *offsets, const int *gad,
+                               int cc, int len, int rsplit, int *out) {
+  const int ny = cc * (rsplit ? 4 : 1), n = ntiles * ny;
+  const int nsm = lsim__sms(L) > 0 ? lsim__sms(L) : 1;
+  lsim__eitem *it = (lsim__eitem *)malloc((size_t)n * sizeof *it);
+  long long *load = (long long *)calloc((size_t)nsm, sizeof *load);
+  int *cnt = (int *)calloc((size_t)nsm, sizeof *cnt);
+  if (!it || !load || !cnt) { /* grid order: correct, only unbalanced */
+    for (int b = 0; b < n; b++) {
+      out[2 * b] = b % ntiles;
+      out[2 * b + 1] = b / ntiles;
+    }
+    free(it);
+    free(load);
+    free(cnt);
+    return;
+  }
+  for (int y = 0; y < ny; y++)
+    for (int k = 0; k < ntiles; k++) {
+      const int g = tiles[2 * k], j = tiles[2 * k + 1];
+      const int m = offsets[g + 1] - j < LSIM__MMA_MT ? offsets[g + 1] - j
+                                                      : LSIM__MMA_MT;
+      const int id = gad[g];
+      const int r = pg ? pg->ent[id].rank : L->h_table[id].rank;
+      int c0 = y * len, c1;
+      if (rsplit) { /* as the kernel's rank split */
+        const int f = r <= 16 ? 1 : r >= 64 ? 4 : (r + 15) / 16;
+        const int sl = (len / f + LSIM__MMA_KC - 1) / LSIM__MMA_KC *
+                       LSIM__MMA_KC;
+        const int sub = y & 3, r0 = (y >> 2) * len;
+        c0 = sub < f ? r0 + sub * sl : L->cfg.d_out;
+        c1 = r0 + len < c0 + sl ? r0 + len : c0 + sl;
+      } else {
+        c1 = c0 + len;
+      }
+      if (c1 > L->cfg.d_out)
+        c1 = L->cfg.d_out;
+      lsim__eitem *e = &it[(size_t)y * ntiles + k];
+      e->k = k;
+      e->y = y;
+      /* Bt rank rows, Y read and written, and about 16 rows' worth of
+      ** fixed cost (the workspace reads, the pipeline's latency) */
+      e->w = c1 > c0 ? (long long)(r + 2 * m + 16) * (c1 - c0) + 1 : 1;
+    }
+  qsort(it, (size_t)n, sizeof *it, lsim__eitem_cmp);
+  for (int b = 0; b < n; b++) {
+    int best = -1;
+    for (int s = 0; s < nsm && s < n; s++) {
+      const int cap = (n - 1 - s) / nsm + 1;
+      if (cnt[s] < cap && (best < 0 || load[s] < load[best]))
+        best = s;
+    }
+    const int pos = best + nsm * cnt[best];
+    cnt[best]++;
+    load[best] += it[b].w;
+    out[2 * pos] = it[b].k;
+    out[2 * pos + 1] = it[b].y;
+  }
+  free(it);
+  free(load);
+  free(cnt);
+}
+
 static lsim_err lsim__plan(lsim_cuda_lora *L, const lsim_rowplan *p, int path,
                            const lsim__paged_src *pg, lsim_errbuf *eb) {
   lsim_err rc;
@@ -729,6 +821,40 @@ static lsim_err lsim__plan(lsim_cuda_lora *L, const lsim_rowplan *p, int path,
     for (int g = 0; g < ngroups; g++)
       ntiles += lsim__cdiv(offsets[g + 1] - offsets[g], mt);
 
+  /* the tensor-core kind's rank rule and expand geometry, before the
+  ** metadata (the balanced order's block list lives there) */
+  int mma_rule = 0, e_cc = 1, e_len = 0, e_n = 0;
+  full = 0;
+  if (kind == LSIM__KIND_MMA) {
+    int rmin = rmax;
+    for (int t = 0; t < p->nseg; t++)
+      if (p->seg_rank[t] < rmin)
+        rmin = p->seg_rank[t];
+    const int rc0 = lsim__rank_class(rmax > 128 ? 128 : rmax);
+    full = nactive_tiles_rows(p, ntiles) >= 32;
+    mma_rule = !full && rc0 >= 32 && pg == NULL && L->cfg.pad_rank == 0 &&
+               lsim__rank_class(rmin) < rc0;
+    /* the expand's rank split: a tile's column ranges over ceil(r / 16)
+    ** blocks (at most 4), tune expand_rsplit: off by default (it lost
+    ** where measured, docs/BENCHMARKS.md, issue 23), 1 by the rule of
+    ** the shrink's split, 2 always */
+    const int er = L->tune.expand_rsplit;
+    ersplit = er == 2 || (er == 1 && mma_rule);
+    if (L->tune.expand_cols > 0) {
+      e_cc = L->tune.expand_cols;
+    } else {
+      e_cc = ntiles > 0 ? (4 * lsim__sms(L)) / ntiles : 1;
+      if (e_cc < 1)
+        e_cc = 1;
+    }
+    e_len = lsim__cdiv(lsim__cdiv(L->cfg.d_out, e_cc), 64) * 64;
+    e_cc = lsim__cdiv(L->cfg.d_out, e_len);
+    /* the balanced order: 1 where the tiles' ranks differ, 2 always */
+    const int eo = L->tune.expand_order;
+    if (ntiles > 0 && (eo == 2 || (eo == 1 && rmin != rmax)))
+      e_n = ntiles * e_cc * (ersplit ? 4 : 1);
+  }
+
   /* one metadata buffer: the paged plan's adapter table, tiles, list,
   ** offsets, group adapters, row adapters */
   o_tab = 0;
@@ -763,6 +889,8 @@ static lsim_err lsim__plan(lsim_cuda_lora *L, const lsim_rowplan *p, int path,
   L->o_wsegs = need;
   L->o_wsrank = L->o_wsegs + (L->gemm_ok ? 4 * (size_t)ngroups : 0);
   need = L->o_wsrank + lsim__al4(L->gemm_ok ? (size_t)ngroups : 0);
+  const size_t o_eitems = need;
+  need = o_eitems + 2 * (size_t)e_n;
   if (need < 4)
     need = 4;
 
@@ -807,6 +935,9 @@ static lsim_err lsim__plan(lsim_cuda_lora *L, const lsim_rowplan *p, int path,
           k++;
         }
     }
+    if (e_n > 0)
+      lsim__expand_order(L, pg, h + o_tiles, ntiles, offsets, gad, e_cc,
+                         e_len, ersplit, h + o_eitems);
     memcpy(h + o_list, list, (size_t)nlist * sizeof(int));
     memcpy(h + o_off, offsets, ((size_t)ngroups + 1) * sizeof(int));
     memcpy(h + o_gad, gad, (size_t)ngroups * sizeof(int));
@@ -877,31 +1008,18 @@ static lsim_err lsim__plan(lsim_cuda_lora *L, const lsim_rowplan *p, int path,
   } else {
   nb = kind == LSIM__KIND_MMA ? ntiles
                               : ntiles * lsim__cdiv(rmax, LSIM__SIMT_KR);
-  full = nactive_tiles_rows(p, ntiles) >= 32;
   /* the rank split (tensor-core shrink): for a batch of short tiles whose
   ** ranks fall in different rank classes, every block computes 16 rank
   ** columns (a rank-64 tile is four blocks), so the blocks of the highest
   ** rank no longer set the launch's length (issue 23; measured in
   ** docs/BENCHMARKS.md); tune shrink_rsplit 1 never, 2 always */
   if (kind == LSIM__KIND_MMA) {
-    int rmin = rmax;
-    for (int t = 0; t < p->nseg; t++)
-      if (p->seg_rank[t] < rmin)
-        rmin = p->seg_rank[t];
     const int rc0 = lsim__rank_class(rmax > 128 ? 128 : rmax);
     const int rs = L->tune.shrink_rsplit;
-    const int rule = !full && rc0 >= 32 && pg == NULL &&
-                     L->cfg.pad_rank == 0 && lsim__rank_class(rmin) < rc0;
-    if (rs == 2 || (rs != 1 && rule)) {
+    if (rs == 2 || (rs != 1 && mma_rule)) {
       L->src = 16;
       nb = ntiles * (rc0 / 16);
     }
-    /* the same for the expand: a tile's column ranges over ceil(r / 16)
-    ** blocks (at most 4), tune expand_rsplit: off by default until it has
-    ** run on a GPU (written when the session's device time was spent;
-    ** docs/BENCHMARKS.md, issue 23), 1 by the rule above, 2 always */
-    const int er = L->tune.expand_rsplit;
-    ersplit = er == 2 || (er == 1 && rule);
   }
   if (L->tune.shrink_splits > 0) {
     splits = L->tune.shrink_splits;
@@ -968,21 +1086,17 @@ static lsim_err lsim__plan(lsim_cuda_lora *L, const lsim_rowplan *p, int path,
       L->g_expand = dim3(0, 0, 0);
       L->simt_smem = 0;
     } else if (kind == LSIM__KIND_MMA) {
-      int cc;
-      if (L->tune.expand_cols > 0) {
-        cc = L->tune.expand_cols;
-      } else {
-        cc = ntiles > 0 ? (4 * lsim__sms(L)) / ntiles : 1;
-        if (cc < 1)
-          cc = 1;
-      }
-      a->col_len = lsim__cdiv(lsim__cdiv(L->cfg.d_out, cc), 64) * 64;
-      cc = lsim__cdiv(L->cfg.d_out, a->col_len);
+      a->col_len = e_len;
       a->col_rsplit = ersplit;
       L->g_shrink = dim3((unsigned)ntiles, (unsigned)(L->rc / L->src),
                          (unsigned)splits);
-      L->g_expand =
-          dim3((unsigned)ntiles, (unsigned)cc * (ersplit ? 4u : 1u), 1);
+      if (e_n > 0) {
+        a->eitems = (const int2 *)(L->d_meta + o_eitems);
+        L->g_expand = dim3((unsigned)e_n, 1, 1);
+      } else {
+        L->g_expand =
+            dim3((unsigned)ntiles, (unsigned)e_cc * (ersplit ? 4u : 1u), 1);
+      }
       L->simt_smem = 0;
     } else {
       a->col_len = LSIM__EXP_COLS;
