@@ -173,7 +173,7 @@ typedef struct lsim_cuda_lora_tune {
                      ** classes, 1 never, 2 always */
   int expand_rsplit; /* _mma expand, the rank split (a high-rank tile's
                      ** column ranges over up to 4 blocks): 0 (default)
-                     ** never (not yet run on a GPU), 1 by the shrink's
+                     ** never (it lost where measured), 1 by the shrink's
                      ** rule, 2 always */
   int expand_order;  /* _mma expand, the balanced order: its blocks as a
                      ** list of (tile, column block) laid out so that the

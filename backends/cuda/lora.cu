@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "common.cuh"
+#include "eorder.h"
 #include "expand.cuh"
 #include "fused.cuh"
 #include "lgemm.cuh"
@@ -630,96 +631,38 @@ static lsim_err lsim__wg_geometry(lsim_cuda_lora *L, int T, int rmax,
   return 0;
 }
 
-/* The tensor-core expand's balanced order (tune expand_order).  Its blocks
-** are (tile, column block) pairs whose bytes differ with the tile's rank
-** and rows: at mixed256 a rank-64 tile's block reads four times the Bt
-** bytes of a rank-16 one.  With the grid (tiles, column blocks), block b
-** and blocks b + sms, b + 2 sms, ... land on one SM in the first waves,
-** and the tiles' ranks repeat with the adapters' order, so some SMs got
-** only high-rank blocks and set the launch's length.  Here every block is
-** weighed by the bytes it moves (Bt rank rows, Y read and written, and a
-** fixed cost), the blocks are taken heaviest first (ties in grid order),
-** each goes to the SM slot with the least weight that still has room
-** (ties: the lowest slot), and slot s's k-th block is written at s + k sms.
-** Deterministic: it depends only on the plan, the tune and the SM count.
-** out: 2 ints per block. */
-typedef struct {
-  long long w;
-  int k, y;
-} lsim__eitem;
-
-static int lsim__eitem_cmp(const void *a, const void *b) {
-  const lsim__eitem *x = (const lsim__eitem *)a, *y = (const lsim__eitem *)b;
-  if (x->w != y->w)
-    return x->w > y->w ? -1 : 1;
-  const long long ix = (long long)x->y * (1LL << 31) + x->k,
-                  iy = (long long)y->y * (1LL << 31) + y->k;
-  return ix < iy ? -1 : ix > iy;
-}
-
+/* The tensor-core expand's balanced order (tune expand_order; eorder.h).
+** Its blocks are (tile, column block) pairs whose bytes differ with the
+** tile's rank and rows: at mixed256 a rank-64 tile's block reads four
+** times the Bt bytes of a rank-16 one.  With the grid (tiles, column
+** blocks), blocks b, b + sms, b + 2 sms, ... land on one SM in the first
+** waves, and the tiles' ranks repeat with the adapters' order, so some
+** SMs got only high-rank blocks and set the launch's length.  out: 2 ints
+** per block; the grid's own order when the order cannot be made. */
 static void lsim__expand_order(const lsim_cuda_lora *L,
                                const lsim__paged_src *pg, const int *tiles,
                                int ntiles, const int *offsets, const int *gad,
                                int cc, int len, int rsplit, int *out) {
   const int ny = cc * (rsplit ? 4 : 1), n = ntiles * ny;
-  const int nsm = lsim__sms(L) > 0 ? lsim__sms(L) : 1;
-  lsim__eitem *it = (lsim__eitem *)malloc((size_t)n * sizeof *it);
-  long long *load = (long long *)calloc((size_t)nsm, sizeof *load);
-  int *cnt = (int *)calloc((size_t)nsm, sizeof *cnt);
-  if (!it || !load || !cnt) { /* grid order: correct, only unbalanced */
+  int *rk = (int *)malloc(2 * (size_t)ntiles * sizeof *rk), *rows = rk + ntiles;
+  int done = -1;
+  if (rk) {
+    for (int k = 0; k < ntiles; k++) {
+      const int g = tiles[2 * k], j = tiles[2 * k + 1], id = gad[g];
+      rows[k] = offsets[g + 1] - j < LSIM__MMA_MT ? offsets[g + 1] - j
+                                                  : LSIM__MMA_MT;
+      rk[k] = pg ? pg->ent[id].rank : L->h_table[id].rank;
+    }
+    done = lsim_cuda_expand_order(ntiles, rk, rows, ny, len, rsplit,
+                                  L->cfg.d_out, LSIM__MMA_KC, lsim__sms(L),
+                                  out);
+    free(rk);
+  }
+  if (done < 0) /* correct, only unbalanced */
     for (int b = 0; b < n; b++) {
       out[2 * b] = b % ntiles;
       out[2 * b + 1] = b / ntiles;
     }
-    free(it);
-    free(load);
-    free(cnt);
-    return;
-  }
-  for (int y = 0; y < ny; y++)
-    for (int k = 0; k < ntiles; k++) {
-      const int g = tiles[2 * k], j = tiles[2 * k + 1];
-      const int m = offsets[g + 1] - j < LSIM__MMA_MT ? offsets[g + 1] - j
-                                                      : LSIM__MMA_MT;
-      const int id = gad[g];
-      const int r = pg ? pg->ent[id].rank : L->h_table[id].rank;
-      int c0 = y * len, c1;
-      if (rsplit) { /* as the kernel's rank split */
-        const int f = r <= 16 ? 1 : r >= 64 ? 4 : (r + 15) / 16;
-        const int sl = (len / f + LSIM__MMA_KC - 1) / LSIM__MMA_KC *
-                       LSIM__MMA_KC;
-        const int sub = y & 3, r0 = (y >> 2) * len;
-        c0 = sub < f ? r0 + sub * sl : L->cfg.d_out;
-        c1 = r0 + len < c0 + sl ? r0 + len : c0 + sl;
-      } else {
-        c1 = c0 + len;
-      }
-      if (c1 > L->cfg.d_out)
-        c1 = L->cfg.d_out;
-      lsim__eitem *e = &it[(size_t)y * ntiles + k];
-      e->k = k;
-      e->y = y;
-      /* Bt rank rows, Y read and written, and about 16 rows' worth of
-      ** fixed cost (the workspace reads, the pipeline's latency) */
-      e->w = c1 > c0 ? (long long)(r + 2 * m + 16) * (c1 - c0) + 1 : 1;
-    }
-  qsort(it, (size_t)n, sizeof *it, lsim__eitem_cmp);
-  for (int b = 0; b < n; b++) {
-    int best = -1;
-    for (int s = 0; s < nsm && s < n; s++) {
-      const int cap = (n - 1 - s) / nsm + 1;
-      if (cnt[s] < cap && (best < 0 || load[s] < load[best]))
-        best = s;
-    }
-    const int pos = best + nsm * cnt[best];
-    cnt[best]++;
-    load[best] += it[b].w;
-    out[2 * pos] = it[b].k;
-    out[2 * pos + 1] = it[b].y;
-  }
-  free(it);
-  free(load);
-  free(cnt);
 }
 
 static lsim_err lsim__plan(lsim_cuda_lora *L, const lsim_rowplan *p, int path,
