@@ -45,6 +45,29 @@ static int lsim__eitem_cmp(const void *a, const void *b) {
   return (x->k > y->k) - (x->k < y->k);
 }
 
+/* heap order: the lighter slot first, the lower slot on a tie */
+static int lsim__slot_before(const long long *load, int a, int b) {
+  return load[a] < load[b] || (load[a] == load[b] && a < b);
+}
+
+static void lsim__sift_down(int *heap, int nh, const long long *load) {
+  int i = 0;
+  for (;;) {
+    int m = i;
+    const int l = 2 * i + 1, r = l + 1;
+    if (l < nh && lsim__slot_before(load, heap[l], heap[m]))
+      m = l;
+    if (r < nh && lsim__slot_before(load, heap[r], heap[m]))
+      m = r;
+    if (m == i)
+      return;
+    const int t = heap[i];
+    heap[i] = heap[m];
+    heap[m] = t;
+    i = m;
+  }
+}
+
 int lsim_cuda_expand_order(int ntiles, const int *rank, const int *rows,
                            int ny, int len, int rsplit, int d_out, int kc,
                            int nsm, int *out) {
@@ -55,10 +78,12 @@ int lsim_cuda_expand_order(int ntiles, const int *rank, const int *rows,
   lsim__eitem *it = (lsim__eitem *)malloc((size_t)n * sizeof *it);
   long long *load = (long long *)calloc((size_t)nsm, sizeof *load);
   int *cnt = (int *)calloc((size_t)nsm, sizeof *cnt);
-  if (!it || !load || !cnt) {
+  int *heap = (int *)malloc((size_t)nsm * sizeof *heap);
+  if (!it || !load || !cnt || !heap) {
     free(it);
     free(load);
     free(cnt);
+    free(heap);
     return -1;
   }
   for (int y = 0; y < ny; y++)
@@ -69,22 +94,28 @@ int lsim_cuda_expand_order(int ntiles, const int *rank, const int *rows,
       e->w = lsim__eweight(rank, rows, k, y, len, rsplit, d_out, kc);
     }
   qsort(it, (size_t)n, sizeof *it, lsim__eitem_cmp);
+  /* the slots with room in a binary heap on (weight, slot): a plan's
+  ** blocks cost O(n log sms), not O(n sms).  The slots' room adds up to
+  ** n, so the heap is empty only after the last block. */
+  const int ns = nsm < n ? nsm : n;
+  int nh = 0;
+  for (int s = 0; s < ns; s++)
+    heap[nh++] = s; /* all at weight 0: in slot order, already a heap */
   for (int b = 0; b < n; b++) {
-    int best = -1;
-    for (int s = 0; s < nsm && s < n; s++)
-      if (cnt[s] < (n - 1 - s) / nsm + 1 &&
-          (best < 0 || load[s] < load[best]))
-        best = s;
-    /* the slots' room adds up to n, so one always has room */
+    const int best = heap[0];
     const int pos = best + nsm * cnt[best];
     cnt[best]++;
     load[best] += it[b].w;
     out[2 * pos] = it[b].k;
     out[2 * pos + 1] = it[b].y;
+    if (cnt[best] >= (n - 1 - best) / nsm + 1) /* full: leaves the heap */
+      heap[0] = heap[--nh];
+    lsim__sift_down(heap, nh, load);
   }
   free(it);
   free(load);
   free(cnt);
+  free(heap);
   return n;
 }
 
